@@ -1,0 +1,37 @@
+"""Citations: ``<doc>#L<start>-L<end>``, emitted by search and accepted by read.
+
+The grammar lives here and only here, so search, read, the CLI and the MCP tools agree.
+A document id is the stable key kb-mcp gives a document (``a-…`` agent, ``f-…`` file,
+``u-…`` upload); lines are 1-based and inclusive.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_CITE = re.compile(r"^(?P<doc>[A-Za-z0-9][A-Za-z0-9_.-]*)#L(?P<start>\d+)(?:-L?(?P<end>\d+))?$")
+
+
+@dataclass(frozen=True, slots=True)
+class Citation:
+    doc: str
+    start_line: int
+    end_line: int
+
+    def __str__(self) -> str:
+        return format_cite(self.doc, self.start_line, self.end_line)
+
+
+def format_cite(doc: str, start_line: int, end_line: int) -> str:
+    return f"{doc}#L{start_line}-L{end_line}"
+
+
+def parse_cite(text: str) -> Citation | None:
+    """A ``Citation`` when ``text`` is one (``doc#L3-L9``, ``doc#L3``), else None."""
+    match = _CITE.match(text.strip())
+    if match is None:
+        return None
+    start = int(match["start"])
+    end = int(match["end"]) if match["end"] else start
+    return Citation(match["doc"], start, end)

@@ -1,0 +1,225 @@
+"""The ``kb-mcp`` command: parse, call one ``Library`` method, print; KbError → exit code.
+
+Start-up is kept lean on purpose: this module imports only the standard library at load
+time, so ``kb-mcp serve`` can protect stdout before anything else runs, and heavy parts
+(FastMCP, apsw) are imported by the command that needs them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--home",
+        help="library folder (default: $KB_MCP_HOME or the XDG data dir, ~/.local/share/kb-mcp)",
+    )
+
+
+def _load_settings(args: argparse.Namespace, **overrides: Any):
+    from kb_mcp.settings import load
+
+    return load(home=args.home, overrides=overrides)
+
+
+def _open(args: argparse.Namespace, **overrides: Any):
+    from kb_mcp.library import Library
+
+    return Library(_load_settings(args, **overrides))
+
+
+def _emit(
+    args: argparse.Namespace,
+    result: Any,
+    text: Callable[[Any], str],
+    data: Callable[[Any], Any] | None = None,
+) -> None:
+    from kb_mcp import render
+
+    if getattr(args, "json", False):
+        print(json.dumps((data or render.to_data)(result), ensure_ascii=False, indent=2))
+    else:
+        print(text(result))
+
+
+def cmd_serve(args: argparse.Namespace, wire_fd: int | None = None) -> int:
+    """Serve MCP over stdio (this is what an agent's config runs)."""
+    import anyio
+
+    from kb_mcp.server.stdio import protect_stdout, serve_stdio
+    from kb_mcp.server.tools import build_server
+
+    wire = wire_fd if wire_fd is not None else protect_stdout()
+    settings = _load_settings(args, allow_agent_writes=args.allow_agent_writes or None)
+    mcp, holder = build_server(settings)
+    try:
+        anyio.run(serve_stdio, mcp, wire)
+    finally:
+        holder.close()
+    return 0
+
+
+def cmd_add_text(args: argparse.Namespace) -> int:
+    """Add a text document (from --file or stdin) under the identity of --uri."""
+    from kb_mcp import render
+    from kb_mcp.errors import InvalidInput
+
+    if args.file:
+        try:
+            content = open(args.file, encoding="utf-8").read()  # noqa: SIM115
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InvalidInput(f"cannot read {args.file}: {exc}") from exc
+    else:
+        content = sys.stdin.read()
+    with _open(args) as library:
+        result = library.add_document(args.title, content, args.uri, args.tag, by_agent=False)
+    _emit(args, result, render.add_text)
+    return 0
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    """Search the library; --json prints the structured result."""
+    from kb_mcp import render
+
+    with _open(args) as library:
+        result = library.search(args.query, args.top_k, args.mode, args.source)
+    _emit(args, result, render.search_text, render.search_data)
+    return 0
+
+
+def cmd_grep(args: argparse.Namespace) -> int:
+    """Find lines by literal text or regex in stored documents."""
+    from kb_mcp import render
+
+    with _open(args) as library:
+        result = library.grep(
+            args.pattern,
+            regex=args.regex,
+            ignore_case=args.ignore_case,
+            source=args.source,
+            path_glob=args.path_glob,
+            max_matches=args.max_matches,
+        )
+    _emit(args, result, render.grep_text)
+    return 0
+
+
+def cmd_read(args: argparse.Namespace) -> int:
+    """Read a document or a cited line range."""
+    from kb_mcp import render
+
+    with _open(args) as library:
+        result = library.read(args.doc, args.start_line, args.end_line)
+    _emit(args, result, render.read_text)
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """Show sources, counts and index health; with a source, its documents."""
+    from kb_mcp import render
+
+    with _open(args) as library:
+        if args.source:
+            result = library.list_source(args.source, args.limit, args.offset)
+            _emit(args, result, render.listing_text)
+        else:
+            _emit(args, library.overview(), render.overview_text)
+    return 0
+
+
+def cmd_reindex(args: argparse.Namespace) -> int:
+    """Re-read files into the index; --rebuild drops every derived row first."""
+    from kb_mcp import render
+
+    with _open(args) as library:
+        result = library.reindex(rebuild=args.rebuild)
+    _emit(args, result, render.reindex_text)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Build a small library in a temp folder and query it through a real MCP session."""
+    from kb_mcp.cli.demo import run_demo
+
+    return run_demo(keep=args.keep)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kb-mcp", description="A local knowledge base for coding agents, over MCP."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, func: Callable[..., int], json_flag: bool = False):
+        p = sub.add_parser(name, help=func.__doc__, description=func.__doc__)
+        _common(p)
+        if json_flag:
+            p.add_argument("--json", action="store_true", help="print JSON instead of text")
+        p.set_defaults(func=func)
+        return p
+
+    p = command("serve", cmd_serve)
+    p.add_argument(
+        "--allow-agent-writes", action="store_true", help="let agents add documents (add_document)"
+    )
+    p = command("add-text", cmd_add_text, json_flag=True)
+    p.add_argument("--title", required=True)
+    p.add_argument("--uri", required=True, help="identity of the document (e.g. its URL)")
+    p.add_argument("--file", help="read the text from this file (default: stdin)")
+    p.add_argument("--tag", action="append", default=[], help="a tag (repeatable)")
+    p = command("search", cmd_search, json_flag=True)
+    p.add_argument("query")
+    p.add_argument("--top-k", type=int, default=None)
+    p.add_argument("--mode", default="auto", choices=["auto", "keyword", "vector", "hybrid"])
+    p.add_argument("--source")
+    p = command("grep", cmd_grep, json_flag=True)
+    p.add_argument("pattern")
+    p.add_argument("--regex", action="store_true")
+    p.add_argument("-i", "--ignore-case", action="store_true")
+    p.add_argument("--source")
+    p.add_argument("--path-glob")
+    p.add_argument("--max-matches", type=int, default=None)
+    p = command("read", cmd_read, json_flag=True)
+    p.add_argument("doc", help="document id, cite string (doc#L3-L9), uri or path")
+    p.add_argument("--start-line", type=int)
+    p.add_argument("--end-line", type=int)
+    p = command("list", cmd_list, json_flag=True)
+    p.add_argument("source", nargs="?")
+    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--offset", type=int, default=0)
+    p = command("reindex", cmd_reindex, json_flag=True)
+    p.add_argument("--rebuild", action="store_true", help="drop every derived row first")
+    p = command("demo", cmd_demo)
+    p.add_argument("--keep", action="store_true", help="keep the demo library folder")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    wire = None
+    if argv[:1] == ["serve"]:
+        # First thing, before any import can write to fd 1: see server/stdio.py.
+        from kb_mcp.server.stdio import protect_stdout
+
+        wire = protect_stdout()
+    args = build_parser().parse_args(argv)
+    from kb_mcp.errors import KbError
+
+    try:
+        if args.func is cmd_serve:
+            return cmd_serve(args, wire)
+        return args.func(args)
+    except KbError as exc:
+        print(f"kb-mcp: {exc.render()}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

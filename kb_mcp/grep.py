@@ -1,0 +1,112 @@
+"""Literal or regex search over the stored text of documents, bounded in count and time.
+
+Patterns run on the third-party ``regex`` engine because it takes a ``timeout``: the
+standard ``re`` cannot be interrupted, so one catastrophic pattern such as ``(a|aa)+$``
+could hang the server. The whole call also shares one deadline across documents.
+"""
+
+from __future__ import annotations
+
+import bisect
+import fnmatch
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import regex
+
+from kb_mcp.errors import InvalidInput
+
+MAX_LINE_CHARS = 500  # a matched line is cut to this many characters around the match
+MAX_PATTERN_CHARS = 1_000
+_NEWLINE = regex.compile("\n")
+
+
+@dataclass(frozen=True, slots=True)
+class GrepMatch:
+    doc: str
+    path: str
+    line_number: int
+    line: str
+
+
+@dataclass(frozen=True, slots=True)
+class GrepResult:
+    pattern: str
+    matches: tuple[GrepMatch, ...]
+    truncated: bool
+    timed_out: bool
+    documents_scanned: int
+
+
+def compile_pattern(pattern: str, *, is_regex: bool, ignore_case: bool) -> regex.Pattern:
+    """The compiled pattern, or ``InvalidInput`` naming what is wrong with it."""
+    if not pattern:
+        raise InvalidInput("pattern is empty; give the text (or regex) to look for")
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise InvalidInput(
+            f"pattern is {len(pattern)} characters; the limit is {MAX_PATTERN_CHARS}"
+        )
+    flags = regex.MULTILINE | (regex.IGNORECASE if ignore_case else 0)
+    source = pattern if is_regex else regex.escape(pattern)
+    try:
+        return regex.compile(source, flags | regex.V0)
+    except regex.error as exc:
+        raise InvalidInput(
+            f"invalid regular expression {pattern!r}: {exc}",
+            hint="pass regex=false to search for the text literally",
+        ) from exc
+
+
+def _line_starts(text: str) -> list[int]:
+    return [0, *(m.end() for m in _NEWLINE.finditer(text))]
+
+
+def _line_of(starts: list[int], text: str, offset: int) -> tuple[int, str]:
+    index = bisect.bisect_right(starts, offset) - 1
+    end = text.find("\n", starts[index])
+    line = text[starts[index] : end if end != -1 else len(text)]
+    if len(line) > MAX_LINE_CHARS:
+        column = offset - starts[index]
+        begin = max(0, column - MAX_LINE_CHARS // 2)
+        line = line[begin : begin + MAX_LINE_CHARS]
+    return index + 1, line
+
+
+def grep_texts(
+    texts: Iterable[tuple[str, str, str]],
+    compiled: regex.Pattern,
+    *,
+    path_glob: str | None,
+    max_matches: int,
+    timeout_s: float,
+) -> tuple[list[GrepMatch], bool, bool, int]:
+    """Scan ``(doc, path, text)`` triples; one match per matching line, in document order.
+
+    Returns (matches, truncated, timed_out, documents scanned).
+    """
+    deadline = time.monotonic() + timeout_s
+    matches: list[GrepMatch] = []
+    scanned = 0
+    for doc, path, text in texts:
+        if path_glob and not fnmatch.fnmatchcase(path, path_glob):
+            continue
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return matches, False, True, scanned
+        scanned += 1
+        starts: list[int] = []
+        last_line = 0
+        try:
+            for found in compiled.finditer(text, timeout=remaining):
+                starts = starts or _line_starts(text)
+                number, line = _line_of(starts, text, found.start())
+                if number == last_line:
+                    continue
+                last_line = number
+                matches.append(GrepMatch(doc, path, number, line))
+                if len(matches) >= max_matches:
+                    return matches, True, False, scanned
+        except TimeoutError:
+            return matches, False, True, scanned
+    return matches, False, False, scanned

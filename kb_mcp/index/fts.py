@@ -1,0 +1,155 @@
+"""The FTS5 keyword index over chunks, and its lazy migration.
+
+The table is contentless (``content=''``) with ``contentless_delete=1``: what FTS5
+indexes is the *index copy* of a chunk (``textprep.index_copy``), which differs from the
+stored text, so an external-content table pointing at ``chunks.text`` would hand FTS5
+the wrong tokens on delete. The rowid is ``chunks.id``; chunk rows stay the truth.
+
+Columns: ``head`` (document title + heading path, weighted up) and ``body``.
+
+Representation changes (``TEXTPREP_VERSION``, tokenizer) are recorded in
+``meta.fts_version``. A database written by an older representation is rebuilt by the
+first reader: one ``BEGIN IMMEDIATE`` transaction drops the old table, re-inserts every
+chunk in batches (bounded memory) and records the new version in the same commit. An
+interrupted rebuild rolls back whole: the old index and its version stay as they were,
+and the next reader tries again. Nothing is rebuilt before it is needed (start-up and
+the MCP handshake never wait for it).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterable, Sequence
+
+import apsw
+
+from kb_mcp.index.textprep import FTS_TOKENIZER, TEXTPREP_VERSION, index_copy
+from kb_mcp.store.db import Database
+
+FTS_VERSION = f"{TEXTPREP_VERSION}|{FTS_TOKENIZER}"
+REBUILD_BATCH = 1_000
+
+# bm25() column weights (head, body). A term in the title or a heading says more about
+# a passage than the same term in its body. Tuned on SciFact train (issue #3).
+HEAD_WEIGHT = 2.0
+BODY_WEIGHT = 1.0
+
+
+def head_text(title: str, heading_path: Sequence[str]) -> str:
+    """The ``head`` column: title then headings, deduplicated (a title often repeats as H1)."""
+    parts = [title] + [h for h in heading_path if h and h != title]
+    return " / ".join(parts)
+
+
+def _create_table(conn: apsw.Connection) -> None:
+    conn.execute(
+        "CREATE VIRTUAL TABLE chunks_fts USING fts5(head, body, content='', "
+        f"contentless_delete=1, tokenize='{FTS_TOKENIZER}')"
+    )
+
+
+def add_chunks(conn: apsw.Connection, rows: Iterable[tuple[int, str, Sequence[str], str]]) -> None:
+    """Index ``(chunk_id, title, heading_path, text)`` rows. Call inside ``db.write()``."""
+    conn.executemany(
+        "INSERT INTO chunks_fts(rowid, head, body) VALUES (?, ?, ?)",
+        (
+            (cid, index_copy(head_text(title, path)), index_copy(text))
+            for cid, title, path, text in rows
+        ),
+    )
+
+
+def remove_chunks(conn: apsw.Connection, chunk_ids: Iterable[int]) -> None:
+    """Drop chunks from the index. Call inside ``db.write()``, before deleting the rows."""
+    conn.executemany("DELETE FROM chunks_fts WHERE rowid = ?", ((cid,) for cid in chunk_ids))
+
+
+def stored_version(conn: apsw.Connection) -> str | None:
+    row = conn.execute("SELECT value FROM meta WHERE key = 'fts_version'").fetchone()
+    return row[0] if row else None
+
+
+def _all_chunk_rows(conn: apsw.Connection) -> Iterable[tuple[int, str, list[str], str]]:
+    cursor = conn.execute(
+        "SELECT c.id, d.title, c.heading_path, c.text FROM chunks c "
+        "JOIN documents d ON d.id = c.document_id ORDER BY c.id"
+    )
+    for cid, title, path_json, text in cursor:
+        yield cid, title, json.loads(path_json), text
+
+
+def rebuild(db: Database) -> int:
+    """Drop and refill the index from the chunk rows in one transaction; return chunk count."""
+    count = 0
+    with db.write() as conn:
+        conn.execute("DROP TABLE IF EXISTS chunks_fts")
+        _create_table(conn)
+        batch: list[tuple[int, str, list[str], str]] = []
+        for row in _all_chunk_rows(db.conn):
+            batch.append(row)
+            if len(batch) >= REBUILD_BATCH:
+                add_chunks(conn, batch)
+                count += len(batch)
+                batch.clear()
+        add_chunks(conn, batch)
+        count += len(batch)
+        conn.execute(
+            "INSERT OR REPLACE INTO meta(key, value) VALUES ('fts_version', ?)", (FTS_VERSION,)
+        )
+    return count
+
+
+class FtsIndex:
+    """Keeps one library's index current; readers call ``ensure_current()`` first."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._lock = threading.Lock()
+        self._current = False
+
+    def ensure_current(self) -> bool:
+        """Rebuild the index if it was written by another representation; True if it did.
+
+        Lock-guarded so concurrent first readers wait for one rebuild instead of each
+        starting their own; after that it is one boolean check.
+        """
+        if self._current:
+            return False
+        with self._lock:
+            if self._current:
+                return False
+            rebuilt = False
+            if stored_version(self.db.conn) != FTS_VERSION:
+                rebuild(self.db)
+                rebuilt = True
+            self._current = True
+            return rebuilt
+
+    def is_current(self) -> bool:
+        """Whether the stored index uses this version's representation (no rebuild due)."""
+        return self._current or stored_version(self.db.conn) == FTS_VERSION
+
+    def match(
+        self, expression: str, limit: int, source_id: int | None = None
+    ) -> list[tuple[int, float]]:
+        """``(chunk_id, score)`` best first; score is ``-bm25`` (higher is better).
+
+        With ``source_id`` only chunks of documents that source holds are ranked (the
+        filter runs inside the query, so a narrow scope still gets ``limit`` results).
+        """
+        if source_id is None:
+            sql = (
+                "SELECT rowid, bm25(chunks_fts, ?, ?) AS r FROM chunks_fts "
+                "WHERE chunks_fts MATCH ? ORDER BY r LIMIT ?"
+            )
+            params: tuple = (HEAD_WEIGHT, BODY_WEIGHT, expression, limit)
+        else:
+            sql = (
+                "SELECT f.rowid, bm25(chunks_fts, ?, ?) AS r FROM chunks_fts f "
+                "JOIN chunks c ON c.id = f.rowid WHERE chunks_fts MATCH ? AND c.document_id IN "
+                "(SELECT document_id FROM locations WHERE source_id = ?) ORDER BY r LIMIT ?"
+            )
+            params = (HEAD_WEIGHT, BODY_WEIGHT, expression, source_id, limit)
+        rows = self.db.conn.execute(sql, params).fetchall()
+        return [(cid, -r) for cid, r in rows]

@@ -1,0 +1,69 @@
+"""The index copy of text: the one place that decides what the FTS tokenizer sees.
+
+Stored and returned text is never altered; only the copy handed to FTS5 is prepared, and
+queries go through the very same preparation (``search/query.py`` calls ``index_copy`` on
+every phrase it quotes), so index and query agree by construction.
+
+Two things are added to what FTS5's ``unicode61`` tokenizer would see on its own:
+
+- **CJK boundaries.** ``unicode61`` classifies ideographs and kana as letters, so a
+  spaceless Chinese or Japanese clause would become ONE token that no query can address
+  inside. The copy puts a space around every ideograph / kana, so each is its own term
+  and a query run can be matched as a phrase of characters (exact substring matching).
+  Hangul is left alone: modern Korean separates words with spaces.
+- **Identifier parts.** ``getUserById`` is kept whole (so the identifier itself matches)
+  and followed by its parts ``get User By Id``, so ``user id lookup`` finds it.
+  ``snake_case`` and ``dotted.names`` need nothing: the tokenizer already splits at ``_``
+  and ``.``.
+
+``TEXTPREP_VERSION`` names this representation, together with ``FTS_TOKENIZER``. It is
+stored in the database; a change here is migrated lazily by the first reader
+(``index/fts.py``).
+"""
+
+from __future__ import annotations
+
+import re
+
+TEXTPREP_VERSION = 1
+
+# Porter stemming over unicode61 (diacritics folded). Porter only rewrites ASCII
+# lowercase word endings; single CJK characters pass through unchanged.
+FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
+
+# Ideographs (BMP, extension A, compatibility, supplementary planes B-G), kana and
+# half-width katakana. Hangul (AC00-D7AF) is deliberately absent.
+_CJK_CLASS = (
+    "\u3040-\u30ff"  # hiragana, katakana
+    "\u31f0-\u31ff"  # katakana phonetic extensions
+    "\u3400-\u4dbf"  # CJK extension A
+    "\u4e00-\u9fff"  # CJK unified ideographs
+    "\uf900-\ufaff"  # CJK compatibility ideographs
+    "\uff66-\uff9f"  # half-width katakana
+    "\U00020000-\U0003134f"  # CJK extensions B-H
+)
+CJK_CHAR = re.compile(f"[{_CJK_CLASS}]")
+CJK_RUN = re.compile(f"[{_CJK_CLASS}]+")
+
+# A word that mixes case inside itself: camelCase, PascalCase with a lower part, HTTPServer.
+_CAMEL_WORD = re.compile(r"\b[A-Za-z][A-Za-z0-9]*(?:[a-z0-9][A-Z]|[A-Z][A-Z][a-z])[A-Za-z0-9]*\b")
+_CAMEL_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+
+
+def split_identifier(word: str) -> list[str]:
+    """``getHTTPResponse2`` → ``['get', 'HTTP', 'Response', '2']``."""
+    return _CAMEL_PART.findall(word)
+
+
+def _with_parts(match: re.Match[str]) -> str:
+    word = match.group(0)
+    parts = split_identifier(word)
+    return word if len(parts) < 2 else f"{word} {' '.join(parts)}"
+
+
+def index_copy(text: str) -> str:
+    """The text FTS5 indexes: CJK characters spaced apart, camelCase words followed by parts."""
+    text = _CAMEL_WORD.sub(_with_parts, text)
+    if CJK_CHAR.search(text) is None:
+        return text
+    return CJK_CHAR.sub(lambda m: f" {m.group(0)} ", text)

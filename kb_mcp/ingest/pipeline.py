@@ -1,0 +1,112 @@
+"""The one ingestion path: a prepared document at a location → rows and indexes.
+
+Agent documents, uploads and folder files all end here. In one write transaction a
+location (source + path or uri) is pointed at a document, the document's chunks are
+stored and indexed, and whatever the location held before is unlinked, and deleted with
+its chunks from every index once no other location holds it.
+
+Identity is the ``doc_key``: an agent document's key comes from its uri (an edit
+replaces), a file's from its text (identical text in two sources is stored once, with
+two locations).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from enum import StrEnum
+
+import apsw
+
+from kb_mcp.chunk import Chunk
+from kb_mcp.index import fts
+from kb_mcp.store import documents as rows
+from kb_mcp.store.db import Database
+
+
+class Outcome(StrEnum):
+    CREATED = "created"
+    REPLACED = "replaced"
+    UNCHANGED = "unchanged"
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    outcome: Outcome
+    doc_key: str
+    chunks: int
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _index_document(conn: apsw.Connection, doc: rows.NewDocument, chunks: list[Chunk]) -> int:
+    document_id = rows.insert_document(conn, doc)
+    ids = rows.insert_chunks(conn, document_id, chunks)
+    fts.add_chunks(
+        conn, ((cid, doc.title, c.heading_path, c.text) for cid, c in zip(ids, chunks, strict=True))
+    )
+    return document_id
+
+
+def _drop_if_orphan(conn: apsw.Connection, document_id: int) -> None:
+    """Delete a document that no location holds any more, out of every index first."""
+    if rows.document_location_count(conn, document_id) == 0:
+        fts.remove_chunks(conn, rows.chunk_ids(conn, document_id))
+        rows.delete_document(conn, document_id)
+
+
+def _same(old: rows.DocumentRow, new: rows.NewDocument) -> bool:
+    return (old.doc_key, old.content_hash, old.title, old.uri, old.doc_date, old.tags) == (
+        new.doc_key,
+        new.content_hash,
+        new.title,
+        new.uri,
+        new.doc_date,
+        new.tags,
+    )
+
+
+def store_document(
+    db: Database,
+    source_id: int,
+    path: str,
+    doc: rows.NewDocument,
+    chunks: list[Chunk],
+    **location: object,
+) -> Stored:
+    """Point ``(source, path)`` at ``doc``; store and index it unless it is already there.
+
+    ``location`` carries the per-file state (size, mtime_ns, file_hash, seen_at).
+    """
+    with db.write() as conn:
+        old_id = rows.location_document_id(conn, source_id, path)
+        old = rows.get_document_by_id(conn, old_id) if old_id is not None else None
+        if old is not None and _same(old, doc):
+            rows.upsert_location(conn, source_id, path, old.id, **location)
+            return Stored(Outcome.UNCHANGED, old.doc_key, len(rows.chunk_ids(conn, old.id)))
+        if old is not None:
+            rows.delete_location(conn, source_id, path)
+            _drop_if_orphan(conn, old.id)
+        existing = rows.get_document(conn, doc.doc_key)
+        if existing is not None and not _same(existing, doc):
+            # Same identity, other content, still held elsewhere (an agent doc edited
+            # through another uri spelling cannot happen: the key is the uri). Replace it.
+            fts.remove_chunks(conn, rows.chunk_ids(conn, existing.id))
+            rows.delete_document(conn, existing.id)
+            existing = None
+        document_id = existing.id if existing else _index_document(conn, doc, chunks)
+        rows.upsert_location(conn, source_id, path, document_id, **location)
+        outcome = Outcome.REPLACED if old is not None else Outcome.CREATED
+        return Stored(outcome, doc.doc_key, len(rows.chunk_ids(conn, document_id)))
+
+
+def remove_location(db: Database, source_id: int, path: str) -> bool:
+    """Forget what ``(source, path)`` held; the document goes once nothing holds it."""
+    with db.write() as conn:
+        document_id = rows.location_document_id(conn, source_id, path)
+        rows.delete_location(conn, source_id, path)
+        if document_id is not None:
+            _drop_if_orphan(conn, document_id)
+        return document_id is not None

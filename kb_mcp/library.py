@@ -1,0 +1,415 @@
+"""The ``Library`` facade: every capability of kb-mcp is one method here.
+
+The MCP tools, the CLI and the bench are thin adapters over this class; none of them
+reaches past it into the store or the indexes. The library is synchronous (as apsw is);
+the server calls it from worker threads. It owns the lifecycles of the database and the
+indexes, and it never prints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from rapidfuzz import process
+
+from kb_mcp import grep as grep_mod
+from kb_mcp.chunk.markdown import split_markdown
+from kb_mcp.cite import parse_cite
+from kb_mcp.errors import InvalidInput, NotFound, Refused, Unavailable
+from kb_mcp.fsutil import atomic_write
+from kb_mcp.index.fts import FtsIndex
+from kb_mcp.ingest import agent
+from kb_mcp.ingest.pipeline import Outcome, remove_location, store_document, text_hash
+from kb_mcp.redact import redact
+from kb_mcp.search.engine import SearchRequest, SearchResult, run_search
+from kb_mcp.settings import Settings
+from kb_mcp.store import documents as rows
+from kb_mcp.store.db import Database, QueryTimeout
+
+DB_FILE = "kb.db"
+LIST_PAGE_MAX = 200
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True, slots=True)
+class AddResult:
+    doc: str
+    outcome: str
+    title: str
+    chunks: int
+    redactions: int
+    redacted_kinds: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    doc: str
+    title: str
+    path: str | None
+    source: str | None
+    kind: str
+    tags: tuple[str, ...]
+    date: str | None
+    created_at: str
+    updated_at: str
+    start_line: int
+    end_line: int
+    total_lines: int
+    text: str
+    stale: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SourceInfo:
+    name: str
+    kind: str
+    root: str | None
+    documents: int
+    chunks: int
+    failed: int
+    sync_state: str
+    synced_at: str | None
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Overview:
+    home: str
+    sources: tuple[SourceInfo, ...]
+    documents: int
+    chunks: int
+    modes: tuple[str, ...]
+    health: dict[str, object]
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentEntry:
+    doc: str
+    title: str
+    path: str
+    date: str | None
+    updated_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class SourceListing:
+    source: str
+    documents: tuple[DocumentEntry, ...]
+    total: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReindexReport:
+    rebuilt: bool
+    documents: int
+    chunks: int
+    failed: tuple[str, ...]
+
+
+class Library:
+    """One knowledge library: a home folder with ``kb.db`` and ``docs/``."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.home = settings.home
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.db = Database(self.home / DB_FILE)
+        self.fts = FtsIndex(self.db)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> Library:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- writing -------------------------------------------------------------------------
+
+    def add_document(
+        self,
+        title: str,
+        content: str,
+        source_uri: str,
+        tags: list[str] | None = None,
+        *,
+        by_agent: bool = True,
+    ) -> AddResult:
+        """Store text under the identity of ``source_uri``: created, replaced or unchanged.
+
+        Title, content, uri and tags are redacted before anything is stored. Refused when
+        it comes from an agent and agent writes are off; nothing is changed on any error.
+        """
+        if by_agent and not self.settings.allow_agent_writes:
+            raise Refused(
+                "agent writes are off in this library, so add_document is disabled",
+                hint="the user can enable them with `kb-mcp serve --allow-agent-writes`, "
+                "KB_MCP_ALLOW_AGENT_WRITES=1, or allow_agent_writes = true in "
+                f"{self.home / 'config.toml'}",
+            )
+        tags = list(tags or [])
+        agent.validate_fields(
+            title,
+            content,
+            source_uri,
+            tags,
+            max_title_chars=self.settings.max_title_chars,
+            max_document_bytes=self.settings.max_document_bytes,
+        )
+        clean_title, clean_body, clean_uri = redact(title), redact(content), redact(source_uri)
+        clean_tags = [redact(t).text for t in tags]
+        doc_key = agent.doc_key_for_uri(source_uri)
+        existing = rows.get_document(self.db.conn, doc_key)
+        now = utc_now()
+        doc = agent.AgentDocument(
+            doc_key=doc_key,
+            title=clean_title.text.strip(),
+            uri=clean_uri.text,
+            tags=tuple(clean_tags),
+            content=clean_body.text,
+            created_at=existing.created_at if existing else now,
+            updated_at=now,
+        )
+        stored = self._store_agent_document(doc, write_file=True)
+        redactions = clean_title.count + clean_body.count + clean_uri.count
+        kinds = tuple(sorted({*clean_title.kinds, *clean_body.kinds, *clean_uri.kinds}))
+        return AddResult(
+            doc_key, stored.value, doc.title, self._chunk_count(doc_key), redactions, kinds
+        )
+
+    def _store_agent_document(self, doc: agent.AgentDocument, *, write_file: bool) -> Outcome:
+        """Index ``doc`` and (when asked) write its file, in one transaction.
+
+        The file is written inside the database transaction: if writing it fails the
+        rows roll back, so the index never holds a document its file does not.
+        """
+        self.fts.ensure_current()
+        record = rows.NewDocument(
+            doc_key=doc.doc_key,
+            title=doc.title,
+            uri=doc.uri,
+            kind="markdown",
+            language=None,
+            text=doc.content,
+            content_hash=text_hash(doc.content),
+            doc_date=doc.doc_date,
+            tags=doc.tags,
+            created_at=doc.created_at,
+            updated_at=doc.updated_at,
+            supersedes=doc.supersedes,
+        )
+        with self.db.write() as conn:
+            source_id = rows.ensure_source(conn, agent.AGENT_SOURCE, "agent", doc.created_at)
+            existing = rows.get_document(conn, doc.doc_key)
+            if existing is not None and (existing.content_hash, existing.title, existing.tags) == (
+                record.content_hash,
+                record.title,
+                record.tags,
+            ):
+                return Outcome.UNCHANGED
+            stored = store_document(
+                self.db,
+                source_id,
+                f"{doc.doc_key}.md",
+                record,
+                split_markdown(doc.content),
+                seen_at=doc.updated_at,
+            )
+            if write_file:
+                data = agent.render_agent_file(doc).encode("utf-8")
+                atomic_write(agent.agent_file(self.home, doc.doc_key), data)
+        return stored.outcome
+
+    def _chunk_count(self, doc_key: str) -> int:
+        found = rows.get_document(self.db.conn, doc_key)
+        return len(rows.chunk_ids(self.db.conn, found.id)) if found else 0
+
+    def reindex(self, *, rebuild: bool = False) -> ReindexReport:
+        """Bring the index in line with the files; with ``rebuild`` drop every derived row first.
+
+        Files are the truth: agent documents are re-read from ``<home>/docs/``. A rebuild
+        runs in one transaction, so readers see the old index until it commits.
+        """
+        failed: list[str] = []
+        with self.db.write() as conn:
+            if rebuild:
+                for table in ("chunks", "supersessions", "locations", "documents", "sources"):
+                    conn.execute(f"DELETE FROM {table}")
+                conn.execute("DELETE FROM meta WHERE key = 'fts_version'")
+                self.fts = FtsIndex(self.db)
+                self.fts.ensure_current()
+            seen = set()
+            for path in sorted((self.home / agent.DOCS_DIR).glob("*.md")):
+                try:
+                    doc = agent.parse_agent_file(path)
+                except Unavailable as exc:  # pragma: no cover - defensive
+                    failed.append(f"{path.name}: {exc.message}")
+                    continue
+                except Exception as exc:
+                    failed.append(f"{path.name}: {exc}")
+                    continue
+                seen.add(f"{doc.doc_key}.md")
+                self._store_agent_document(doc, write_file=False)
+            source = rows.get_source(conn, agent.AGENT_SOURCE)
+            if source is not None:
+                self._drop_vanished_agent_docs(source.id, seen)
+            documents, chunks = rows.document_total(conn)
+        return ReindexReport(rebuild, documents, chunks, tuple(failed))
+
+    def _drop_vanished_agent_docs(self, source_id: int, seen: set[str]) -> None:
+        for _doc, path in rows.list_documents(self.db.conn, source_id, 1_000_000, 0):
+            if path not in seen:
+                remove_location(self.db, source_id, path)
+
+    # --- reading -------------------------------------------------------------------------
+
+    def search(
+        self, query: str, top_k: int | None = None, mode: str = "auto", source: str | None = None
+    ) -> SearchResult:
+        """Ranked, cited passages, one per document; empty (with a reason) when none match."""
+        request = SearchRequest(query, top_k or self.settings.search_top_k, mode, source)
+        source_id = self._source_id(source) if source else None
+        try:
+            with self.db.deadline(self.settings.search_timeout_ms):
+                return run_search(self.db, self.fts, request, source_id)
+        except QueryTimeout as exc:
+            raise Unavailable(
+                f"search took longer than {self.settings.search_timeout_ms} ms and was stopped",
+                hint="use fewer or more specific words",
+            ) from exc
+
+    def grep(
+        self,
+        pattern: str,
+        *,
+        regex: bool = False,
+        ignore_case: bool = False,
+        source: str | None = None,
+        path_glob: str | None = None,
+        max_matches: int | None = None,
+    ) -> grep_mod.GrepResult:
+        """Lines of stored text matching ``pattern``, bounded by count and time."""
+        limit = max_matches or self.settings.grep_max_matches
+        if not 1 <= limit <= 10_000:
+            raise InvalidInput(f"max_matches must be between 1 and 10000, got {limit}")
+        compiled = grep_mod.compile_pattern(pattern, is_regex=regex, ignore_case=ignore_case)
+        source_id = self._source_id(source) if source else None
+        matches, truncated, timed_out, scanned = grep_mod.grep_texts(
+            rows.iter_texts(self.db.conn, source_id),
+            compiled,
+            path_glob=path_glob,
+            max_matches=limit,
+            timeout_s=self.settings.grep_timeout_ms / 1000,
+        )
+        return grep_mod.GrepResult(pattern, tuple(matches), truncated, timed_out, scanned)
+
+    def read(
+        self, doc: str, start_line: int | None = None, end_line: int | None = None
+    ) -> ReadResult:
+        """A document, or a line range of it, by id, cite string, uri or path."""
+        citation = parse_cite(doc)
+        if citation is not None:
+            doc = citation.doc
+            start_line = start_line or citation.start_line
+            end_line = end_line or citation.end_line
+        found = self._resolve_document(doc.strip())
+        lines = found.text.split("\n")
+        start, end = _line_range(len(lines), start_line, end_line, found.doc_key)
+        location = rows.first_location(self.db.conn, found.id)
+        return ReadResult(
+            doc=found.doc_key,
+            title=found.title,
+            path=found.uri or (location[2] if location else None),
+            source=location[0] if location else None,
+            kind=found.kind,
+            tags=found.tags,
+            date=found.doc_date,
+            created_at=found.created_at,
+            updated_at=found.updated_at,
+            start_line=start,
+            end_line=end,
+            total_lines=len(lines),
+            text="\n".join(lines[start - 1 : end]),
+        )
+
+    def _resolve_document(self, doc: str) -> rows.DocumentRow:
+        if not doc:
+            raise InvalidInput("doc is empty; pass a document id, a cite string or a path")
+        found = rows.get_document(self.db.conn, doc)
+        if found is not None:
+            return found
+        by_path = rows.find_documents_by_path(self.db.conn, doc)
+        if by_path:
+            return by_path[0]
+        raise NotFound(f"no document {doc!r} in this library", hint=self._suggest(doc))
+
+    def _suggest(self, doc: str) -> str:
+        names = [n for row in rows.iter_texts(self.db.conn, None) for n in row[:2]][:40_000]
+        close = [m[0] for m in process.extract(doc, names, limit=3, score_cutoff=60)]
+        if close:
+            return "did you mean: " + ", ".join(close)
+        return "use `search` or `list` to find document ids"
+
+    def _source_id(self, name: str) -> int:
+        source = rows.get_source(self.db.conn, name)
+        if source is None:
+            known = [s.name for s in rows.list_sources(self.db.conn)]
+            raise NotFound(
+                f"no source named {name!r}",
+                hint="known sources: " + (", ".join(known) if known else "none yet"),
+            )
+        return source.id
+
+    def overview(self) -> Overview:
+        """The library: sources with counts and sync state, index health, search modes."""
+        conn = self.db.conn
+        counts = rows.source_counts(conn)
+        sources = tuple(
+            SourceInfo(
+                s.name,
+                s.kind,
+                s.root,
+                *counts.get(s.id, (0, 0, 0)),
+                s.sync_state,
+                s.synced_at,
+                s.sync_error,
+            )
+            for s in rows.list_sources(conn)
+        )
+        documents, chunks = rows.document_total(conn)
+        health = {
+            "keyword_index": "current" if self.fts.is_current() else "pending migration",
+            "embed_pending": 0,
+            "vectors": "off (no embedder configured)",
+            "failed_files": sum(s.failed for s in sources),
+        }
+        return Overview(str(self.home), sources, documents, chunks, ("keyword", "grep"), health)
+
+    def list_source(self, source: str, limit: int = 50, offset: int = 0) -> SourceListing:
+        """One source's documents, newest first, a page at a time."""
+        if not 1 <= limit <= LIST_PAGE_MAX or offset < 0:
+            raise InvalidInput(f"limit must be 1..{LIST_PAGE_MAX} and offset ≥ 0")
+        source_id = self._source_id(source)
+        page = rows.list_documents(self.db.conn, source_id, limit, offset)
+        total = rows.source_counts(self.db.conn).get(source_id, (0, 0, 0))[0]
+        entries = tuple(
+            DocumentEntry(d.doc_key, d.title, d.uri or path, d.doc_date, d.updated_at)
+            for d, path in page
+        )
+        return SourceListing(source, entries, total, offset)
+
+
+def _line_range(total: int, start: int | None, end: int | None, doc: str) -> tuple[int, int]:
+    start = 1 if start is None else start
+    end = total if end is None else end
+    if start < 1 or end < start:
+        raise InvalidInput(f"bad line range {start}-{end}: lines are 1-based and start ≤ end")
+    if start > total:
+        raise InvalidInput(f"document {doc} has {total} lines; line {start} is past its end")
+    return start, min(end, total)

@@ -1,0 +1,121 @@
+"""Results → JSON-ready dicts and readable text. Shared by the MCP and CLI adapters.
+
+Everything that leaves kb-mcp passes through ``to_data``, which runs ``redact_output``
+over every string: credentials that slipped into a folder file, or an exfiltration URL
+planted in a document, never reach an agent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from kb_mcp.grep import GrepResult
+from kb_mcp.library import AddResult, Overview, ReadResult, ReindexReport, SourceListing
+from kb_mcp.redact import redact_output
+from kb_mcp.search.engine import SearchResult
+
+
+def to_data(value: Any) -> Any:
+    """Dataclasses, tuples and strings → plain JSON values, every string redacted."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_data(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): to_data(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_data(v) for v in value]
+    if isinstance(value, str):
+        return redact_output(value).text
+    return value
+
+
+def search_data(result: SearchResult) -> dict[str, Any]:
+    data = to_data(result)
+    data["results"] = data.pop("hits")
+    return data
+
+
+def search_text(result: SearchResult) -> str:
+    data = search_data(result)
+    head = f"{len(data['results'])} result(s) for {data['query']!r} (mode: {data['mode']}"
+    head += f", fell back to {data['fallback']})" if data["fallback"] else ")"
+    if not data["results"]:
+        return f"{head}\n{data['reason'] or 'no results'}"
+    blocks = [head]
+    for hit in data["results"]:
+        section = " › ".join(hit["section"])
+        where = hit["path"] or hit["doc"]
+        blocks.append(
+            f"[{hit['rank']}] {hit['title']} — {where}"
+            + (f" § {section}" if section else "")
+            + f"\ncite: {hit['cite']}  score: {hit['score']}  legs: {', '.join(hit['legs'])}"
+            + f"\n{hit['text']}"
+        )
+    return "\n\n".join(blocks)
+
+
+def grep_text(result: GrepResult) -> str:
+    data = to_data(result)
+    lines = [f"{m['path']}:{m['line_number']}: {m['line']}  ({m['doc']})" for m in data["matches"]]
+    tail = []
+    if data["truncated"]:
+        tail.append(f"stopped at {len(lines)} matches (max_matches); narrow the pattern")
+    if data["timed_out"]:
+        tail.append("stopped at the time limit; results are partial")
+    if not lines:
+        lines.append(f"no line matches {data['pattern']!r}")
+    return "\n".join(lines + tail)
+
+
+def read_text(result: ReadResult) -> str:
+    data = to_data(result)
+    head = (
+        f"# {data['title']}\n"
+        f"doc: {data['doc']}  path: {data['path']}  lines {data['start_line']}-"
+        f"{data['end_line']} of {data['total_lines']}"
+    )
+    if data["stale"]:
+        head += "\nnote: the source file changed since it was indexed; it was re-indexed"
+    return f"{head}\n\n{data['text']}"
+
+
+def overview_text(result: Overview) -> str:
+    data = to_data(result)
+    lines = [f"library: {data['home']} — {data['documents']} documents, {data['chunks']} chunks"]
+    for s in data["sources"]:
+        failed = f", {s['failed']} failed" if s["failed"] else ""
+        lines.append(
+            f"- {s['name']} ({s['kind']}{', ' + s['root'] if s['root'] else ''}): "
+            f"{s['documents']} documents, {s['chunks']} chunks{failed}; sync {s['sync_state']}"
+        )
+    lines.append("modes: " + ", ".join(data["modes"]))
+    lines.append("health: " + ", ".join(f"{k}={v}" for k, v in data["health"].items()))
+    return "\n".join(lines)
+
+
+def listing_text(result: SourceListing) -> str:
+    data = to_data(result)
+    shown = len(data["documents"])
+    lines = [
+        f"source {data['source']}: documents {data['offset'] + 1}-"
+        f"{data['offset'] + shown} of {data['total']} (newest first)"
+    ]
+    for d in data["documents"]:
+        lines.append(f"- {d['doc']}  {d['title']}  ({d['path']}, {d['date'] or d['updated_at']})")
+    return "\n".join(lines)
+
+
+def add_text(result: AddResult) -> str:
+    data = to_data(result)
+    text = f"{data['outcome']}: {data['doc']} “{data['title']}” ({data['chunks']} chunks)"
+    if data["redactions"]:
+        text += f"; {data['redactions']} secret(s) redacted ({', '.join(data['redacted_kinds'])})"
+    return text
+
+
+def reindex_text(result: ReindexReport) -> str:
+    data = to_data(result)
+    verb = "rebuilt" if data["rebuilt"] else "reindexed"
+    lines = [f"{verb}: {data['documents']} documents, {data['chunks']} chunks"]
+    lines += [f"failed: {f}" for f in data["failed"]]
+    return "\n".join(lines)

@@ -1,0 +1,107 @@
+"""User text → ``Query``: the only place an FTS5 MATCH expression is built.
+
+User text is data, never syntax. Every term becomes a double-quoted FTS5 string, so
+``NEAR``, ``OR``, ``*``, ``-``, ``:``, ``^`` or parentheses in a query are words to look
+for (or nothing), never operators. Worked examples (see ``tests/test_query.py``)::
+
+    'how does getUserById work'   → "getUserById" OR "get" OR "user" OR "id" OR "work"
+    'NEAR(a b) -c'                → "NEAR" OR "a" OR "b" OR "c"     (all stopword? kept)
+    '机器学习'                     → "机 器" OR "器 学" OR "学 习"
+    '索引'                         → "索 引"
+    '库'                           → "库"
+
+- A CJK run becomes its overlapping two-character phrases (one character alone stays a
+  one-character phrase). The phrase text passes through ``index_copy`` – the same
+  preparation the index got – so it addresses the per-character terms stored there.
+- A camelCase word contributes itself and its parts (``split_identifier``), mirroring the
+  index copy.
+- English stopwords are dropped, unless that would leave nothing to search for.
+- Terms are OR-ed: BM25 then ranks passages that match more (and rarer) terms higher.
+  Requiring every term (AND) collapses recall on natural-language questions.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from kb_mcp.index.textprep import CJK_RUN, index_copy, split_identifier
+
+MAX_TERMS = 64  # bounds the cost of one MATCH; far above any real question
+
+# Lucene's classic English stopword set plus question words: they carry no topic.
+STOPWORDS = frozenset(
+    """
+    a an and are as at be but by for if in into is it no not of on or such that the their
+    then there these they this to was will with what which who whom whose when where why
+    how do does did done can could should would i you we he she them me my our your its
+    been being have has had about from than so any all
+    """.split()
+)
+
+_WORD = re.compile(r"[^\W_]+")
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """A prepared query: the terms searched for, and the one MATCH expression built from them."""
+
+    text: str
+    terms: tuple[str, ...]
+    phrases: tuple[str, ...]
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.terms and not self.phrases
+
+    def match_expression(self) -> str | None:
+        """The FTS5 MATCH string, or None when there is nothing to search for."""
+        quoted = [quote_fts(index_copy(item).strip()) for item in (*self.phrases, *self.terms)]
+        return " OR ".join(quoted) if quoted else None
+
+
+def quote_fts(text: str) -> str:
+    """One FTS5 string literal: wrapped in double quotes, inner quotes doubled."""
+    return '"' + text.replace('"', '""') + '"'
+
+
+def cjk_phrases(run: str) -> list[str]:
+    """Overlapping two-character phrases of a CJK run; a single character stays itself."""
+    if len(run) == 1:
+        return [run]
+    return [run[i : i + 2] for i in range(len(run) - 1)]
+
+
+def _latin_terms(text: str) -> list[str]:
+    terms: list[str] = []
+    for word in _WORD.findall(text):
+        terms.append(word)
+        parts = split_identifier(word)
+        if len(parts) > 1:
+            terms.extend(parts)
+    return terms
+
+
+def _dedupe(items: list[str]) -> list[str]:
+    seen: set[str] = set()
+    kept = []
+    for item in items:
+        key = item.lower()
+        if key not in seen:
+            seen.add(key)
+            kept.append(item)
+    return kept
+
+
+def parse_query(text: str) -> Query:
+    """Prepare user text for the keyword leg. Never raises on any input."""
+    phrases: list[str] = []
+    for run in CJK_RUN.findall(text):
+        phrases.extend(cjk_phrases(run))
+    terms = _dedupe(_latin_terms(CJK_RUN.sub(" ", text)))
+    content_terms = [t for t in terms if t.lower() not in STOPWORDS]
+    if content_terms or phrases:
+        terms = content_terms
+    phrases = _dedupe(phrases)
+    budget = max(0, MAX_TERMS - len(phrases[:MAX_TERMS]))
+    return Query(text=text, terms=tuple(terms[:budget]), phrases=tuple(phrases[:MAX_TERMS]))

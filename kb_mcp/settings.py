@@ -1,0 +1,175 @@
+"""Settings: declared once, loaded once, passed down explicitly.
+
+Precedence, lowest first: defaults < ``<home>/config.toml`` < ``KB_MCP_*`` environment <
+command-line flags. ``load()`` is called by the entry points (CLI, ``serve``) and nowhere
+else; no other module reads ``os.environ`` or a config file. ``docs/configuration.md`` is
+generated from ``SETTINGS`` and a test fails when it is stale.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from kb_mcp.errors import InvalidInput
+
+CONFIG_FILE_NAME = "config.toml"
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One declared setting: its name, default, environment variable and help text."""
+
+    name: str
+    default: Any
+    help: str
+    parse: Callable[[str], Any] = str
+
+    @property
+    def env(self) -> str:
+        return "KB_MCP_" + self.name.upper()
+
+
+def _parse_bool(raw: str) -> bool:
+    lowered = raw.strip().lower()
+    if lowered in {"1", "true", "yes", "on"}:
+        return True
+    if lowered in {"0", "false", "no", "off", ""}:
+        return False
+    raise ValueError(f"expected a boolean (1/0, true/false, yes/no), got {raw!r}")
+
+
+def _parse_folders(raw: str) -> tuple[str, ...]:
+    return tuple(part for part in raw.split(os.pathsep) if part.strip())
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        "allow_agent_writes",
+        False,
+        "Let agents add documents through the "
+        "`add_document` tool. Off by default: an agent can only read.",
+        _parse_bool,
+    ),
+    Setting(
+        "max_document_bytes",
+        2_000_000,
+        "Largest document (UTF-8 bytes) that `add_document` / `add-text` accept.",
+        int,
+    ),
+    Setting("max_title_chars", 300, "Longest title `add_document` accepts.", int),
+    Setting("search_top_k", 8, "Results `search` returns when the caller does not say.", int),
+    Setting("search_timeout_ms", 2_000, "Deadline for one search or read query in SQLite.", int),
+    Setting("grep_timeout_ms", 3_000, "Hard time limit of one `grep` call.", int),
+    Setting("grep_max_matches", 200, "Most matches one `grep` call returns by default.", int),
+    Setting(
+        "folders",
+        (),
+        "Folders to keep in sync as sources, separated by the OS path "
+        "separator (`:` on Linux and macOS). In config.toml: a list of paths.",
+        _parse_folders,
+    ),
+    Setting(
+        "sync_interval_s",
+        300,
+        "Seconds between background syncs of folder sources "
+        "while the server runs (0 = only at start).",
+        int,
+    ),
+    Setting(
+        "max_files_per_source",
+        20_000,
+        "Cap on files per folder source; newest files are kept, the surplus is reported.",
+        int,
+    ),
+)
+
+_BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+
+
+def default_home(environ: Mapping[str, str]) -> Path:
+    """The XDG data dir (``$XDG_DATA_HOME/kb-mcp``, else ``~/.local/share/kb-mcp``)."""
+    base = environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "kb-mcp"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything configurable, frozen. Built by ``load()``; tests build it directly."""
+
+    home: Path
+    allow_agent_writes: bool = False
+    max_document_bytes: int = 2_000_000
+    max_title_chars: int = 300
+    search_top_k: int = 8
+    search_timeout_ms: int = 2_000
+    grep_timeout_ms: int = 3_000
+    grep_max_matches: int = 200
+    folders: tuple[str, ...] = field(default_factory=tuple)
+    sync_interval_s: int = 300
+    max_files_per_source: int = 20_000
+
+    def with_overrides(self, **values: Any) -> Settings:
+        return replace(self, **values)
+
+
+def _coerce(setting: Setting, value: Any, origin: str) -> Any:
+    """Turn a config-file or env value into the declared type, or say which one is wrong."""
+    try:
+        if isinstance(value, str):
+            return setting.parse(value)
+        if setting.name == "folders" and isinstance(value, list):
+            return tuple(str(v) for v in value)
+        if isinstance(setting.default, bool) and isinstance(value, bool):
+            return value
+        is_int = isinstance(setting.default, int) and not isinstance(setting.default, bool)
+        if is_int and isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise ValueError(f"expected {type(setting.default).__name__}, got {value!r}")
+    except ValueError as exc:
+        raise InvalidInput(f"bad value for {setting.name} in {origin}: {exc}") from exc
+
+
+def _read_config_file(home: Path) -> dict[str, Any]:
+    path = home / CONFIG_FILE_NAME
+    if not path.is_file():
+        return {}
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise InvalidInput(f"cannot read config file {path}: {exc}") from exc
+    unknown = sorted(set(data) - set(_BY_NAME))
+    if unknown:
+        raise InvalidInput(
+            f"unknown setting(s) in {path}: {', '.join(unknown)}",
+            hint="known settings: " + ", ".join(_BY_NAME),
+        )
+    return {name: _coerce(_BY_NAME[name], value, str(path)) for name, value in data.items()}
+
+
+def load(
+    *,
+    home: str | Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Settings:
+    """Build the one ``Settings`` of this process from defaults, file, environment, flags.
+
+    ``overrides`` are the flags the user gave (``None`` values mean "not given").
+    """
+    environ = os.environ if environ is None else environ
+    home_path = Path(home or environ.get("KB_MCP_HOME") or default_home(environ)).expanduser()
+    values: dict[str, Any] = _read_config_file(home_path)
+    for setting in SETTINGS:
+        raw = environ.get(setting.env)
+        if raw is not None:
+            values[setting.name] = _coerce(setting, raw, f"${setting.env}")
+    for name, value in (overrides or {}).items():
+        if value is not None:
+            values[name] = value
+    known = {f.name for f in fields(Settings)}
+    return Settings(home=home_path.resolve(), **{k: v for k, v in values.items() if k in known})

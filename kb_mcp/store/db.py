@@ -1,0 +1,143 @@
+"""SQLite discipline, in one place: connections, pragmas, transactions, deadlines.
+
+- One apsw connection per thread (apsw refuses to share a busy connection across
+  threads); every connection gets the same pragmas and, when installed, sqlite-vec.
+- Writes go through ``write()``: ``BEGIN IMMEDIATE`` takes the write lock up front, so
+  two writers never deadlock half-way through a transaction, and an exception rolls
+  everything back. Nested ``write()`` blocks join the outer transaction.
+- User-triggered queries run under ``deadline(ms)``: a progress handler aborts the
+  statement when the time is up, so no query can hang the server.
+- Schema changes are ordered migrations on ``PRAGMA user_version`` (``migrations.py``).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import apsw
+
+from kb_mcp.errors import Unavailable
+
+BUSY_TIMEOUT_MS = 10_000
+_PROGRESS_STEPS = 1_000
+
+
+class QueryTimeout(Exception):
+    """Raised inside ``deadline()`` when SQLite was interrupted because time ran out."""
+
+
+class Database:
+    """A library's ``kb.db``: per-thread connections over one file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._local = threading.local()
+        self._all: list[apsw.Connection] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        self.vec_available = False
+        from kb_mcp.store.migrations import migrate
+
+        migrate(self.conn)
+
+    @property
+    def conn(self) -> apsw.Connection:
+        """This thread's connection, opened on first use."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._open()
+            self._local.conn = conn
+            self._local.depth = 0
+        return conn
+
+    def _open(self) -> apsw.Connection:
+        if self._closed:
+            raise Unavailable(f"the library at {self.path.parent} is closed")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = apsw.Connection(str(self.path))
+            conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA foreign_keys=ON")
+            conn.execute("PRAGMA temp_store=MEMORY")
+        except apsw.Error as exc:
+            raise Unavailable(
+                f"cannot open the library database {self.path}: {exc}",
+                hint="check the permissions of the home folder, or run "
+                "`kb-mcp reindex --rebuild` to rebuild a damaged database from files",
+            ) from exc
+        self.vec_available = _load_sqlite_vec(conn)
+        with self._lock:
+            self._all.append(conn)
+        return conn
+
+    @contextmanager
+    def write(self) -> Iterator[apsw.Connection]:
+        """A write transaction (``BEGIN IMMEDIATE``); nested calls join the outer one."""
+        conn = self.conn
+        if self._local.depth:
+            self._local.depth += 1
+            try:
+                yield conn
+            finally:
+                self._local.depth -= 1
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        self._local.depth = 1
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        else:
+            conn.execute("COMMIT")
+        finally:
+            self._local.depth = 0
+
+    @contextmanager
+    def deadline(self, ms: int) -> Iterator[apsw.Connection]:
+        """Run the block's statements with a time limit; raise ``QueryTimeout`` past it."""
+        conn = self.conn
+        stop_at = time.monotonic() + ms / 1000
+        token = object()
+        conn.set_progress_handler(lambda: time.monotonic() > stop_at, _PROGRESS_STEPS, id=token)
+        try:
+            yield conn
+        except apsw.InterruptError as exc:
+            raise QueryTimeout(f"query exceeded {ms} ms") from exc
+        finally:
+            conn.set_progress_handler(None, id=token)
+
+    def query(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> list[tuple]:
+        """All rows of one read statement on this thread's connection."""
+        return self.conn.execute(sql, params).fetchall()
+
+    def close(self) -> None:
+        """Close every connection of every thread; the object is unusable afterwards."""
+        with self._lock:
+            self._closed = True
+            conns, self._all = self._all, []
+        for conn in conns:
+            conn.close()
+        self._local = threading.local()
+
+
+def _load_sqlite_vec(conn: apsw.Connection) -> bool:
+    """Load sqlite-vec when it is installed; vectors are optional, keyword search is not."""
+    try:
+        import sqlite_vec
+    except ImportError:
+        return False
+    try:
+        conn.enable_load_extension(True)
+        conn.load_extension(sqlite_vec.loadable_path())
+        conn.enable_load_extension(False)
+    except apsw.Error:
+        return False
+    return True

@@ -1,0 +1,352 @@
+"""Rows of sources, documents, locations and chunks: insert, replace, delete, get.
+
+Rows, not formats: this module knows nothing of Markdown, frontmatter or FTS. Every
+function takes the connection of the caller's transaction (``db.write()``) or, for
+reads, any connection; parameters are always bound.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import apsw
+
+from kb_mcp.chunk import Chunk
+
+
+@dataclass(frozen=True, slots=True)
+class SourceRow:
+    id: int
+    name: str
+    kind: str
+    root: str | None
+    ignore_globs: tuple[str, ...]
+    created_at: str
+    synced_at: str | None
+    sync_state: str
+    sync_error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentRow:
+    id: int
+    doc_key: str
+    title: str
+    uri: str | None
+    kind: str
+    language: str | None
+    text: str
+    content_hash: str
+    doc_date: str | None
+    tags: tuple[str, ...]
+    created_at: str
+    updated_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class NewDocument:
+    """What the ingestion path hands the store for one document."""
+
+    doc_key: str
+    title: str
+    uri: str | None
+    kind: str
+    language: str | None
+    text: str
+    content_hash: str
+    doc_date: str | None
+    tags: tuple[str, ...]
+    created_at: str
+    updated_at: str
+    supersedes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PassageRow:
+    """A chunk with what a citation needs: its document, location and line span."""
+
+    chunk_id: int
+    doc_key: str
+    title: str
+    path: str | None
+    source: str | None
+    heading_path: tuple[str, ...]
+    start_line: int
+    end_line: int
+    text: str
+    doc_date: str | None
+    updated_at: str
+    superseded: bool
+
+
+_SOURCE_COLS = "id, name, kind, root, ignore_globs, created_at, synced_at, sync_state, sync_error"
+_DOC_COLS = (
+    "id, doc_key, title, uri, kind, language, text, content_hash, doc_date, tags, created_at, "
+    "updated_at"
+)
+
+
+def _source(row: tuple) -> SourceRow:
+    return SourceRow(*row[:4], tuple(json.loads(row[4])), *row[5:])
+
+
+def _document(row: tuple) -> DocumentRow:
+    return DocumentRow(*row[:9], tuple(json.loads(row[9])), *row[10:])
+
+
+# --- sources -----------------------------------------------------------------------------
+
+
+def get_source(conn: apsw.Connection, name: str) -> SourceRow | None:
+    row = conn.execute(f"SELECT {_SOURCE_COLS} FROM sources WHERE name = ?", (name,)).fetchone()
+    return _source(row) if row else None
+
+
+def list_sources(conn: apsw.Connection) -> list[SourceRow]:
+    return [_source(r) for r in conn.execute(f"SELECT {_SOURCE_COLS} FROM sources ORDER BY id")]
+
+
+def ensure_source(
+    conn: apsw.Connection,
+    name: str,
+    kind: str,
+    now: str,
+    root: str | None = None,
+    ignore_globs: Sequence[str] = (),
+) -> int:
+    """The id of source ``name``, creating it when missing."""
+    conn.execute(
+        "INSERT INTO sources(name, kind, root, ignore_globs, created_at) VALUES (?, ?, ?, ?, ?) "
+        "ON CONFLICT(name) DO NOTHING",
+        (name, kind, root, json.dumps(list(ignore_globs)), now),
+    )
+    return conn.execute("SELECT id FROM sources WHERE name = ?", (name,)).fetchone()[0]
+
+
+def set_sync_state(
+    conn: apsw.Connection, source_id: int, state: str, error: str | None, synced_at: str | None
+) -> None:
+    conn.execute(
+        "UPDATE sources SET sync_state = ?, sync_error = ?, synced_at = COALESCE(?, synced_at) "
+        "WHERE id = ?",
+        (state, error, synced_at, source_id),
+    )
+
+
+def delete_source(conn: apsw.Connection, source_id: int) -> None:
+    conn.execute("DELETE FROM sources WHERE id = ?", (source_id,))
+
+
+def source_counts(conn: apsw.Connection) -> dict[int, tuple[int, int, int]]:
+    """source id → (documents, chunks, failed files)."""
+    rows = conn.execute(
+        "SELECT l.source_id, COUNT(DISTINCT l.document_id), "
+        "  (SELECT COUNT(*) FROM chunks c WHERE c.document_id IN "
+        "     (SELECT document_id FROM locations WHERE source_id = l.source_id)), "
+        "  SUM(l.state = 'failed') "
+        "FROM locations l GROUP BY l.source_id"
+    ).fetchall()
+    return {sid: (docs, chunks, failed or 0) for sid, docs, chunks, failed in rows}
+
+
+# --- documents ---------------------------------------------------------------------------
+
+
+def get_document(conn: apsw.Connection, doc_key: str) -> DocumentRow | None:
+    row = conn.execute(f"SELECT {_DOC_COLS} FROM documents WHERE doc_key = ?", (doc_key,))
+    found = row.fetchone()
+    return _document(found) if found else None
+
+
+def get_document_by_id(conn: apsw.Connection, document_id: int) -> DocumentRow | None:
+    row = conn.execute(f"SELECT {_DOC_COLS} FROM documents WHERE id = ?", (document_id,))
+    found = row.fetchone()
+    return _document(found) if found else None
+
+
+def find_document_by_hash(conn: apsw.Connection, content_hash: str) -> DocumentRow | None:
+    row = conn.execute(
+        f"SELECT {_DOC_COLS} FROM documents WHERE content_hash = ? ORDER BY id LIMIT 1",
+        (content_hash,),
+    ).fetchone()
+    return _document(row) if row else None
+
+
+def find_documents_by_path(conn: apsw.Connection, path: str) -> list[DocumentRow]:
+    """Documents known by ``path``: an agent document's uri or a folder-relative path."""
+    rows = conn.execute(
+        f"SELECT {_DOC_COLS} FROM documents WHERE uri = ? UNION "
+        f"SELECT {', '.join('d.' + c for c in _DOC_COLS.split(', '))} FROM documents d "
+        "JOIN locations l ON l.document_id = d.id WHERE l.path = ? ORDER BY 1",
+        (path, path),
+    ).fetchall()
+    return [_document(r) for r in rows]
+
+
+def insert_document(conn: apsw.Connection, doc: NewDocument) -> int:
+    conn.execute(
+        "INSERT INTO documents(doc_key, title, uri, kind, language, text, content_hash, "
+        "doc_date, tags, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            doc.doc_key,
+            doc.title,
+            doc.uri,
+            doc.kind,
+            doc.language,
+            doc.text,
+            doc.content_hash,
+            doc.doc_date,
+            json.dumps(list(doc.tags), ensure_ascii=False),
+            doc.created_at,
+            doc.updated_at,
+        ),
+    )
+    document_id = conn.last_insert_rowid()
+    conn.executemany(
+        "INSERT OR IGNORE INTO supersessions(document_id, supersedes) VALUES (?, ?)",
+        ((document_id, key) for key in doc.supersedes),
+    )
+    return document_id
+
+
+def delete_document(conn: apsw.Connection, document_id: int) -> None:
+    """Delete a document row; chunks and supersessions cascade. Unindex chunks first."""
+    conn.execute("DELETE FROM documents WHERE id = ?", (document_id,))
+
+
+def document_location_count(conn: apsw.Connection, document_id: int) -> int:
+    return conn.execute(
+        "SELECT COUNT(*) FROM locations WHERE document_id = ?", (document_id,)
+    ).fetchone()[0]
+
+
+def list_documents(
+    conn: apsw.Connection, source_id: int, limit: int, offset: int
+) -> list[tuple[DocumentRow, str]]:
+    """A source's documents with their path there, newest first."""
+    rows = conn.execute(
+        f"SELECT {', '.join('d.' + c for c in _DOC_COLS.split(', '))}, l.path FROM locations l "
+        "JOIN documents d ON d.id = l.document_id WHERE l.source_id = ? "
+        "ORDER BY COALESCE(d.doc_date, d.updated_at) DESC, d.id DESC LIMIT ? OFFSET ?",
+        (source_id, limit, offset),
+    ).fetchall()
+    return [(_document(r[:-1]), r[-1]) for r in rows]
+
+
+def document_total(conn: apsw.Connection) -> tuple[int, int]:
+    """(documents, chunks) in the whole library."""
+    docs = conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
+    chunks = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+    return docs, chunks
+
+
+# --- locations ---------------------------------------------------------------------------
+
+
+def upsert_location(
+    conn: apsw.Connection,
+    source_id: int,
+    path: str,
+    document_id: int | None,
+    *,
+    state: str = "indexed",
+    reason: str | None = None,
+    size: int | None = None,
+    mtime_ns: int | None = None,
+    file_hash: str | None = None,
+    seen_at: str | None = None,
+) -> None:
+    conn.execute(
+        "INSERT INTO locations(source_id, path, document_id, state, reason, size, mtime_ns, "
+        "file_hash, seen_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT(source_id, path) DO UPDATE SET document_id = excluded.document_id, "
+        "state = excluded.state, reason = excluded.reason, size = excluded.size, "
+        "mtime_ns = excluded.mtime_ns, file_hash = excluded.file_hash, seen_at = excluded.seen_at",
+        (source_id, path, document_id, state, reason, size, mtime_ns, file_hash, seen_at),
+    )
+
+
+def location_document_id(conn: apsw.Connection, source_id: int, path: str) -> int | None:
+    row = conn.execute(
+        "SELECT document_id FROM locations WHERE source_id = ? AND path = ?", (source_id, path)
+    ).fetchone()
+    return row[0] if row else None
+
+
+def delete_location(conn: apsw.Connection, source_id: int, path: str) -> None:
+    conn.execute("DELETE FROM locations WHERE source_id = ? AND path = ?", (source_id, path))
+
+
+def first_location(conn: apsw.Connection, document_id: int) -> tuple[str, str, str] | None:
+    """(source name, source kind, path) of the document's first location."""
+    return conn.execute(
+        "SELECT s.name, s.kind, l.path FROM locations l JOIN sources s ON s.id = l.source_id "
+        "WHERE l.document_id = ? ORDER BY l.id LIMIT 1",
+        (document_id,),
+    ).fetchone()
+
+
+# --- chunks ------------------------------------------------------------------------------
+
+
+def chunk_ids(conn: apsw.Connection, document_id: int) -> list[int]:
+    return [
+        r[0]
+        for r in conn.execute(
+            "SELECT id FROM chunks WHERE document_id = ? ORDER BY ordinal", (document_id,)
+        )
+    ]
+
+
+def insert_chunks(conn: apsw.Connection, document_id: int, chunks: Iterable[Chunk]) -> list[int]:
+    ids = []
+    for chunk in chunks:
+        conn.execute(
+            "INSERT INTO chunks(document_id, ordinal, heading_path, start_line, end_line, text) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                document_id,
+                chunk.ordinal,
+                json.dumps(list(chunk.heading_path), ensure_ascii=False),
+                chunk.start_line,
+                chunk.end_line,
+                chunk.text,
+            ),
+        )
+        ids.append(conn.last_insert_rowid())
+    return ids
+
+
+def passages(conn: apsw.Connection, ids: Sequence[int]) -> dict[int, PassageRow]:
+    """Chunk id → passage with citation fields, for the ids given (missing ids are absent)."""
+    if not ids:
+        return {}
+    marks = ",".join("?" * len(ids))
+    rows = conn.execute(
+        "SELECT c.id, d.doc_key, d.title, COALESCE(d.uri, l.path), s.name, c.heading_path, "
+        "c.start_line, c.end_line, c.text, d.doc_date, d.updated_at, "
+        "EXISTS (SELECT 1 FROM supersessions x WHERE x.supersedes = d.doc_key OR x.supersedes IN "
+        "  (SELECT path FROM locations WHERE document_id = d.id)) "
+        "FROM chunks c JOIN documents d ON d.id = c.document_id "
+        "LEFT JOIN locations l ON l.id = (SELECT MIN(id) FROM locations WHERE document_id = d.id) "
+        f"LEFT JOIN sources s ON s.id = l.source_id WHERE c.id IN ({marks})",
+        tuple(ids),
+    ).fetchall()
+    return {r[0]: PassageRow(*r[:5], tuple(json.loads(r[5])), *r[6:11], bool(r[11])) for r in rows}
+
+
+def iter_texts(conn: apsw.Connection, source_id: int | None) -> Iterable[tuple[str, str, str]]:
+    """(doc key, display path, text) of every document (of one source), in id order."""
+    scope = (
+        ""
+        if source_id is None
+        else "WHERE d.id IN (SELECT document_id FROM locations WHERE source_id = ?)"
+    )
+    params = () if source_id is None else (source_id,)
+    yield from conn.execute(
+        "SELECT d.doc_key, COALESCE(d.uri, (SELECT path FROM locations WHERE document_id = d.id "
+        f"ORDER BY id LIMIT 1), d.doc_key), d.text FROM documents d {scope} ORDER BY d.id",
+        params,
+    )

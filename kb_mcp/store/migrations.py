@@ -1,0 +1,108 @@
+"""Ordered schema migrations keyed by ``PRAGMA user_version``.
+
+Migration N brings a database from version N-1 to N and runs in one ``BEGIN IMMEDIATE``
+transaction together with the version bump, so a crash leaves either the old schema or
+the new one. Never edit a released migration; append a new one.
+
+The FTS index copy has its own version (``meta.fts_version``, see ``index/fts.py``):
+changing how text is prepared for the index is not a schema change and is migrated
+lazily by the first reader instead of here, because it is proportional to the data.
+"""
+
+from __future__ import annotations
+
+import apsw
+
+from kb_mcp.errors import Unavailable
+
+_V1 = """
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE sources (
+    id           INTEGER PRIMARY KEY,
+    name         TEXT NOT NULL UNIQUE,
+    kind         TEXT NOT NULL CHECK (kind IN ('agent', 'folder', 'upload')),
+    root         TEXT,
+    ignore_globs TEXT NOT NULL DEFAULT '[]',
+    created_at   TEXT NOT NULL,
+    synced_at    TEXT,
+    sync_state   TEXT NOT NULL DEFAULT 'idle',
+    sync_error   TEXT
+);
+CREATE TABLE documents (
+    id            INTEGER PRIMARY KEY,
+    doc_key       TEXT NOT NULL UNIQUE,
+    title         TEXT NOT NULL,
+    uri           TEXT,
+    kind          TEXT NOT NULL,
+    language      TEXT,
+    text          TEXT NOT NULL,
+    content_hash  TEXT NOT NULL,
+    doc_date      TEXT,
+    tags          TEXT NOT NULL DEFAULT '[]',
+    created_at    TEXT NOT NULL,
+    updated_at    TEXT NOT NULL,
+    embed_pending INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX documents_hash ON documents(content_hash);
+CREATE INDEX documents_uri ON documents(uri);
+CREATE TABLE locations (
+    id          INTEGER PRIMARY KEY,
+    source_id   INTEGER NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+    path        TEXT NOT NULL,
+    document_id INTEGER REFERENCES documents(id) ON DELETE SET NULL,
+    state       TEXT NOT NULL DEFAULT 'indexed',
+    reason      TEXT,
+    size        INTEGER,
+    mtime_ns    INTEGER,
+    file_hash   TEXT,
+    seen_at     TEXT,
+    UNIQUE (source_id, path)
+);
+CREATE INDEX locations_document ON locations(document_id);
+CREATE TABLE supersessions (
+    document_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    supersedes  TEXT NOT NULL,
+    PRIMARY KEY (document_id, supersedes)
+);
+CREATE TABLE chunks (
+    id           INTEGER PRIMARY KEY,
+    document_id  INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    ordinal      INTEGER NOT NULL,
+    heading_path TEXT NOT NULL DEFAULT '[]',
+    start_line   INTEGER NOT NULL,
+    end_line     INTEGER NOT NULL,
+    text         TEXT NOT NULL,
+    UNIQUE (document_id, ordinal)
+);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1,)
+
+
+def schema_version(conn: apsw.Connection) -> int:
+    return conn.execute("PRAGMA user_version").fetchone()[0]
+
+
+def migrate(conn: apsw.Connection) -> int:
+    """Apply every migration the database has not seen; return the final version."""
+    current = schema_version(conn)
+    if current > len(MIGRATIONS):
+        raise Unavailable(
+            f"the library database is at schema version {current}, newer than this "
+            f"kb-mcp understands ({len(MIGRATIONS)})",
+            hint="upgrade kb-mcp, or run `kb-mcp reindex --rebuild` to rebuild from files",
+        )
+    for version in range(current + 1, len(MIGRATIONS) + 1):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if schema_version(conn) < version:  # another process may have won the race
+                conn.execute(MIGRATIONS[version - 1])
+                conn.execute(f"PRAGMA user_version = {version}")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+    return len(MIGRATIONS)
