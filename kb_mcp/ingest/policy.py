@@ -1,0 +1,195 @@
+"""Paths that are never read: private keys, credentials, ``.env`` files, credential folders.
+
+A folder source is often a home folder or a repository, and both hold secrets next to
+notes. Whatever is read may be indexed and then quoted to an agent, so the only safe
+secret is one that is never opened. The rules below are a deny-list by name, matched
+case-insensitively; a false positive costs one unindexed file, which the walk reports
+under ``sensitive``, while a false negative leaks a key.
+
+The walk checks names as it goes (``sensitive_name_reason``,
+``sensitive_folder_reason``) and never enters a credential folder. The reader calls
+``check_readable`` right before opening a file, because the walk's answer can be stale
+by then: ``notes.md`` may have become a symlink to ``~/.ssh/id_rsa`` in between.
+
+Decisions worth knowing:
+
+- ``.env.example``, ``.env.sample`` and ``.env.template`` are allowed: they are
+  documentation of which variables exist, committed on purpose. Every other
+  ``.env.*`` is treated as real configuration.
+- Any file name containing ``secret`` is refused (``client_secret_123.json``,
+  ``secrets.yaml``), even a note that is only about secrets; we prefer that loss to
+  guessing which such files hold values.
+- ``*.gpg`` is refused whole: it is a keyring or an encrypted file, neither of which
+  is readable text.
+- ``.config/gcloud`` and ``.config/gh`` (the GitHub CLI keeps its token in
+  ``hosts.yml``) are credential folders, though ``.config`` itself is not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from kb_mcp.errors import NotFound, Refused, Unreadable
+
+__all__ = [
+    "check_readable",
+    "sensitive_folder_reason",
+    "sensitive_name_reason",
+    "sensitive_reason",
+]
+
+_PRIVATE_KEY = "private key"
+_ENV_FILE = "environment file"
+_CREDENTIALS = "credential file"
+_BROWSER_STORE = "browser credential store"
+_TOKEN = "token file"
+
+# Exact file names, lower case.
+_SENSITIVE_NAMES: Mapping[str, str] = {
+    **dict.fromkeys(
+        ("id_rsa", "id_dsa", "id_ecdsa", "id_ed25519", "id_ecdsa_sk", "id_ed25519_sk"),
+        _PRIVATE_KEY,
+    ),
+    ".env": _ENV_FILE,
+    ".envrc": _ENV_FILE,
+    **dict.fromkeys(
+        (
+            ".netrc",
+            "_netrc",
+            ".npmrc",
+            ".pypirc",
+            ".git-credentials",
+            ".pgpass",
+            ".s3cfg",
+            "credentials",
+            "credentials.json",
+        ),
+        _CREDENTIALS,
+    ),
+    ".htpasswd": "password file",
+    **dict.fromkeys(
+        ("login data", "login data-journal", "cookies", "cookies-journal", "web data"),
+        _BROWSER_STORE,
+    ),
+    "token.json": _TOKEN,
+}
+
+# File name endings, lower case; checked in order.
+_SENSITIVE_SUFFIXES: tuple[tuple[str, str], ...] = (
+    *((s, _PRIVATE_KEY) for s in (".pem", ".key", ".p12", ".pfx", ".jks", ".keystore", ".ppk")),
+    (".gpg", "GnuPG keyring or encrypted file"),
+    (".kdbx", "password database"),
+    (".keychain", "keychain"),
+    (".keychain-db", "keychain"),
+    (".tfstate", "terraform state"),
+    (".tfstate.backup", "terraform state"),
+    (".token", _TOKEN),
+)
+_ANY_SENSITIVE_SUFFIX = tuple(suffix for suffix, _ in _SENSITIVE_SUFFIXES)
+
+# Committed on purpose to document which variables exist; they hold no values.
+_ENV_DOCS = frozenset({".env.example", ".env.sample", ".env.template"})
+
+_SERVICE_ACCOUNT_MARKERS = ("service-account", "service_account", "serviceaccount")
+
+# Folders whose whole content is credentials, lower case.
+_SENSITIVE_FOLDERS = frozenset(
+    {
+        ".ssh",
+        ".gnupg",
+        ".aws",
+        ".azure",
+        ".gcloud",
+        ".kube",
+        ".docker",
+        ".password-store",
+        "keychains",
+        ".pki",
+        ".terraform.d",
+    }
+)
+# Folders that hold credentials only when they sit in ``.config``.
+_SENSITIVE_CONFIG_FOLDERS = frozenset({"gcloud", "gh"})
+
+
+def sensitive_name_reason(name: str) -> str | None:
+    """Why a file called ``name`` is never read, or None if its name is harmless."""
+    lower = name.lower()
+    if reason := _SENSITIVE_NAMES.get(lower):
+        return reason
+    if lower.endswith(_ANY_SENSITIVE_SUFFIX):
+        return next(reason for suffix, reason in _SENSITIVE_SUFFIXES if lower.endswith(suffix))
+    if lower.startswith(".env.") and lower not in _ENV_DOCS:
+        return _ENV_FILE
+    if "secret" in lower:
+        return "secrets file"
+    if lower.endswith(".json") and any(m in lower for m in _SERVICE_ACCOUNT_MARKERS):
+        return "service-account key"
+    return None
+
+
+def sensitive_folder_reason(name: str, parent: str = "") -> str | None:
+    """Why nothing inside a folder called ``name`` (in folder ``parent``) is ever read."""
+    lower = name.lower()
+    if lower in _SENSITIVE_FOLDERS:
+        return f"credential folder {name}"
+    if lower in _SENSITIVE_CONFIG_FOLDERS and parent.lower() == ".config":
+        return f"credential folder {parent}/{name}"
+    return None
+
+
+def sensitive_reason(path: Path) -> str | None:
+    """None if the path may be read; else a short reason ("private key", …).
+
+    Every component is checked as a folder (``a/.ssh/config`` is refused for
+    ``.ssh``), and the last one as a file name too. Only names are looked at; the
+    path is not touched on disk.
+    """
+    parts = path.parts
+    for i, part in enumerate(parts):
+        if reason := sensitive_folder_reason(part, parts[i - 1] if i else ""):
+            return reason
+    return sensitive_name_reason(parts[-1]) if parts else None
+
+
+def check_readable(path: Path, root: Path) -> Path:
+    """The path to open for ``path``, checked right before reading it.
+
+    Symlinks are resolved (strictly: the file must exist), then the policy is
+    applied to both the path as given and the resolved path, and the resolved path
+    must be a regular file inside ``root.resolve()``. Returns the resolved path, which
+    is what the caller should open. Raises ``Refused`` naming the path and the
+    reason, ``NotFound`` if it is gone, ``Unreadable`` if it cannot be resolved.
+    """
+    resolved = _resolve(path)
+    if reason := sensitive_reason(path) or sensitive_reason(resolved):
+        raise Refused(
+            f"refusing to read {_describe(path, resolved)}: {reason}",
+            hint="kb-mcp never reads keys, credentials or .env files",
+        )
+    root_resolved = _resolve(root)
+    if not resolved.is_relative_to(root_resolved):
+        raise Refused(
+            f"refusing to read {_describe(path, resolved)}: outside the source folder "
+            f"{root_resolved}",
+            hint="add the folder it points into as a source of its own if it belongs in the index",
+        )
+    if not resolved.is_file():
+        raise Refused(f"refusing to read {_describe(path, resolved)}: not a regular file")
+    return resolved
+
+
+def _resolve(path: Path) -> Path:
+    """``path.resolve(strict=True)`` with OS errors turned into ours."""
+    try:
+        return path.resolve(strict=True)
+    except FileNotFoundError as err:
+        raise NotFound(f"cannot read {path}: it no longer exists") from err
+    except (OSError, RuntimeError) as err:  # RuntimeError: symlink loop (Python < 3.13)
+        raise Unreadable(f"cannot read {path}: cannot resolve it ({err})") from err
+
+
+def _describe(path: Path, resolved: Path) -> str:
+    """The path, plus where it really leads when a symlink is involved."""
+    return str(path) if resolved == path else f"{path} (resolves to {resolved})"
