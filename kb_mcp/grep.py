@@ -103,10 +103,10 @@ def grep_texts(
                 number, line = _line_of(starts, text, found.start())
                 if number == last_line:
                     continue
+                if len(matches) >= max_matches:  # a further line matches: we cut here
+                    return matches, True, False, scanned
                 last_line = number
                 matches.append(GrepMatch(doc, path, number, line))
-                if len(matches) >= max_matches:
-                    return matches, True, False, scanned
         except TimeoutError:
             return matches, False, True, scanned
     return matches, False, False, scanned

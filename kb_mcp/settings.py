@@ -93,7 +93,8 @@ _BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 
 def default_home(environ: Mapping[str, str]) -> Path:
     """The XDG data dir (``$XDG_DATA_HOME/kb-mcp``, else ``~/.local/share/kb-mcp``)."""
-    base = environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    user_home = Path(environ["HOME"]) if environ.get("HOME") else Path.home()
+    base = environ.get("XDG_DATA_HOME") or str(user_home / ".local" / "share")
     return Path(base) / "kb-mcp"
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 
-TEXTPREP_VERSION = 1
+TEXTPREP_VERSION = 2
 
 # Porter stemming over unicode61 (diacritics folded). Porter only rewrites ASCII
 # lowercase word endings; single CJK characters pass through unchanged.
@@ -45,8 +45,13 @@ _CJK_CLASS = (
 CJK_CHAR = re.compile(f"[{_CJK_CLASS}]")
 CJK_RUN = re.compile(f"[{_CJK_CLASS}]+")
 
-# A word that mixes case inside itself: camelCase, PascalCase with a lower part, HTTPServer.
-_CAMEL_WORD = re.compile(r"\b[A-Za-z][A-Za-z0-9]*(?:[a-z0-9][A-Z]|[A-Z][A-Z][a-z])[A-Za-z0-9]*\b")
+# A word that mixes case inside itself: camelCase, PascalCase with a lower part, HTTPServer,
+# mContext. Bounded by anything that is not an ASCII letter or digit (not ``\b``: CJK
+# characters and ``_`` count as word characters there, and both may touch an identifier).
+_CAMEL_WORD = re.compile(
+    r"(?<![A-Za-z0-9])(?=[A-Za-z])[A-Za-z0-9]*(?:[a-z0-9][A-Z]|[A-Z][A-Z][a-z])[A-Za-z0-9]*"
+    r"(?![A-Za-z0-9])"
+)
 _CAMEL_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 
 
@@ -55,10 +60,22 @@ def split_identifier(word: str) -> list[str]:
     return _CAMEL_PART.findall(word)
 
 
+def identifier_parts(word: str) -> list[str]:
+    """The parts the index copy adds after ``word``: [] unless it is a camelCase word.
+
+    Index and query both call this, so a query term contributes exactly the parts the
+    index holds for the same word (``utf8`` stays whole on both sides).
+    """
+    if _CAMEL_WORD.fullmatch(word) is None:
+        return []
+    parts = split_identifier(word)
+    return parts if len(parts) > 1 else []
+
+
 def _with_parts(match: re.Match[str]) -> str:
     word = match.group(0)
-    parts = split_identifier(word)
-    return word if len(parts) < 2 else f"{word} {' '.join(parts)}"
+    parts = identifier_parts(word)
+    return f"{word} {' '.join(parts)}" if parts else word
 
 
 def index_copy(text: str) -> str:

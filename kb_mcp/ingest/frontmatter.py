@@ -53,15 +53,23 @@ def meta_date(meta: dict[str, Any], *keys: str) -> str | None:
         if isinstance(value, date):
             return value.isoformat()
         if isinstance(value, str) and value.strip():
-            text = value.strip()
-            try:
-                return datetime.fromisoformat(text.replace("Z", "+00:00")).isoformat()
-            except ValueError:
-                try:
-                    return date.fromisoformat(text[:10]).isoformat()
-                except ValueError:
-                    continue
+            parsed = _parse_date_text(value.strip())
+            if parsed is not None:
+                return parsed
     return None
+
+
+def _parse_date_text(text: str) -> str | None:
+    """``YYYY-MM-DD`` stays a date (as YAML gives it unquoted); longer text a timestamp."""
+    try:
+        if len(text) == 10:
+            return date.fromisoformat(text).isoformat()
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).isoformat()
+    except ValueError:
+        try:
+            return date.fromisoformat(text[:10]).isoformat()
+        except ValueError:
+            return None
 
 
 def meta_list(meta: dict[str, Any], key: str) -> tuple[str, ...]:
@@ -70,5 +78,5 @@ def meta_list(meta: dict[str, Any], key: str) -> tuple[str, ...]:
     if isinstance(value, str):
         return (value,) if value.strip() else ()
     if isinstance(value, list):
-        return tuple(str(v) for v in value if str(v).strip())
+        return tuple(str(v) for v in value if v is not None and str(v).strip())
     return ()

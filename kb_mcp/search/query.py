@@ -4,8 +4,8 @@ User text is data, never syntax. Every term becomes a double-quoted FTS5 string,
 ``NEAR``, ``OR``, ``*``, ``-``, ``:``, ``^`` or parentheses in a query are words to look
 for (or nothing), never operators. Worked examples (see ``tests/test_query.py``)::
 
-    'how does getUserById work'   → "getUserById" OR "get" OR "user" OR "id" OR "work"
-    'NEAR(a b) -c'                → "NEAR" OR "a" OR "b" OR "c"     (all stopword? kept)
+    'how does getUserById work'   → "getUserById" OR "get" OR "User" OR "Id" OR "work"
+    'NEAR(a b) -c'                → "NEAR" OR "b" OR "c"            ("a" is a stopword)
     '机器学习'                     → "机 器" OR "器 学" OR "学 习"
     '索引'                         → "索 引"
     '库'                           → "库"
@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kb_mcp.index.textprep import CJK_RUN, index_copy, split_identifier
+from kb_mcp.index.textprep import CJK_RUN, identifier_parts, index_copy
 
 MAX_TERMS = 64  # bounds the cost of one MATCH; far above any real question
 
@@ -56,7 +56,10 @@ class Query:
 
     def match_expression(self) -> str | None:
         """The FTS5 MATCH string, or None when there is nothing to search for."""
-        quoted = [quote_fts(index_copy(item).strip()) for item in (*self.phrases, *self.terms)]
+        # A CJK phrase goes through the index copy (one term per character); a Latin
+        # term is one word already and is quoted as it is.
+        quoted = [quote_fts(" ".join(index_copy(p).split())) for p in self.phrases]
+        quoted += [quote_fts(t) for t in self.terms]
         return " OR ".join(quoted) if quoted else None
 
 
@@ -76,9 +79,7 @@ def _latin_terms(text: str) -> list[str]:
     terms: list[str] = []
     for word in _WORD.findall(text):
         terms.append(word)
-        parts = split_identifier(word)
-        if len(parts) > 1:
-            terms.extend(parts)
+        terms.extend(identifier_parts(word))
     return terms
 
 

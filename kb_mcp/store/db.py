@@ -92,11 +92,13 @@ class Database:
         self._local.depth = 1
         try:
             yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        else:
             conn.execute("COMMIT")
+        except BaseException:
+            # SQLite may have rolled back already (an interrupted statement, a failed
+            # COMMIT); roll back only what is still open, and keep the original error.
+            if not conn.getautocommit():
+                conn.execute("ROLLBACK")
+            raise
         finally:
             self._local.depth = 0
 

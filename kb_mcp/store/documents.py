@@ -350,3 +350,51 @@ def iter_texts(conn: apsw.Connection, source_id: int | None) -> Iterable[tuple[s
         f"ORDER BY id LIMIT 1), d.doc_key), d.text FROM documents d {scope} ORDER BY d.id",
         params,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class LocationState:
+    """What the last sync recorded for one file of a folder source."""
+
+    path: str
+    document_id: int | None
+    state: str
+    reason: str | None
+    size: int | None
+    mtime_ns: int | None
+    file_hash: str | None
+
+
+def source_locations(conn: apsw.Connection, source_id: int) -> dict[str, LocationState]:
+    rows = conn.execute(
+        "SELECT path, document_id, state, reason, size, mtime_ns, file_hash FROM locations "
+        "WHERE source_id = ?",
+        (source_id,),
+    )
+    return {r[0]: LocationState(*r) for r in rows}
+
+
+def failed_locations(conn: apsw.Connection, source_id: int) -> list[tuple[str, str]]:
+    return conn.execute(
+        "SELECT path, COALESCE(reason, '') FROM locations WHERE source_id = ? AND state = 'failed' "
+        "ORDER BY path",
+        (source_id,),
+    ).fetchall()
+
+
+def location_of(conn: apsw.Connection, document_id: int, kind: str) -> list[tuple[int, str, str]]:
+    """(source id, source root, path) of a document's locations in sources of ``kind``."""
+    return conn.execute(
+        "SELECT s.id, s.root, l.path FROM locations l JOIN sources s ON s.id = l.source_id "
+        "WHERE l.document_id = ? AND s.kind = ? ORDER BY l.id",
+        (document_id, kind),
+    ).fetchall()
+
+
+def get_location(conn: apsw.Connection, source_id: int, path: str) -> LocationState | None:
+    row = conn.execute(
+        "SELECT path, document_id, state, reason, size, mtime_ns, file_hash FROM locations "
+        "WHERE source_id = ? AND path = ?",
+        (source_id, path),
+    ).fetchone()
+    return LocationState(*row) if row else None

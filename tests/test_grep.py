@@ -1,0 +1,177 @@
+"""compile_pattern / grep_texts: literal or regex lines, bounded in count and time.
+
+Guards against: regex metacharacters acting as syntax in a literal search, off-by-one
+line numbers, runaway patterns hanging the server, and huge lines flooding a reply.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from inline_snapshot import snapshot
+
+from kb_mcp.errors import InvalidInput
+from kb_mcp.grep import MAX_LINE_CHARS, MAX_PATTERN_CHARS, GrepMatch, compile_pattern, grep_texts
+
+DOCS = [
+    ("f-1", "notes/install.md", "# Install\nRun make install.\nThen a.b.c(x)?\n"),
+    ("f-2", "src/app.py", "def main():\n    install()\n    print('INSTALL done')"),
+    ("a-3", "agent/log.txt", "nothing here"),
+]
+
+
+def grep(
+    pattern: str,
+    docs: list[tuple[str, str, str]] = DOCS,
+    *,
+    is_regex: bool = False,
+    ignore_case: bool = False,
+    path_glob: str | None = None,
+    max_matches: int = 100,
+    timeout_s: float = 5.0,
+) -> tuple[list[GrepMatch], bool, bool, int]:
+    compiled = compile_pattern(pattern, is_regex=is_regex, ignore_case=ignore_case)
+    return grep_texts(
+        docs, compiled, path_glob=path_glob, max_matches=max_matches, timeout_s=timeout_s
+    )
+
+
+def test_grep_literal_by_default_treats_regex_metachars_literally() -> None:
+    matches, truncated, timed_out, scanned = grep("a.b.c(x)?")
+    assert matches == [GrepMatch("f-1", "notes/install.md", 3, "Then a.b.c(x)?")]
+    assert (truncated, timed_out, scanned) == (False, False, 3)
+    assert grep("a?b")[0] == []
+    assert grep("....")[0] == []
+
+
+def test_grep_regex_true_interprets_pattern() -> None:
+    matches, *_ = grep(r"^\s+\w+\(", is_regex=True)
+    assert matches == snapshot(
+        [
+            GrepMatch(doc="f-2", path="src/app.py", line_number=2, line="    install()"),
+            GrepMatch(
+                doc="f-2", path="src/app.py", line_number=3, line="    print('INSTALL done')"
+            ),
+        ]
+    )
+
+
+def test_grep_is_case_sensitive_unless_ignore_case() -> None:
+    assert [(m.doc, m.line_number) for m in grep("install")[0]] == [("f-1", 2), ("f-2", 2)]
+    assert [(m.doc, m.line_number) for m in grep("install", ignore_case=True)[0]] == [
+        ("f-1", 1),
+        ("f-1", 2),
+        ("f-2", 2),
+        ("f-2", 3),
+    ]
+
+
+def test_grep_path_glob_filters_documents_before_scanning() -> None:
+    matches, _, _, scanned = grep("install", ignore_case=True, path_glob="src/*.py")
+    assert {m.doc for m in matches} == {"f-2"}
+    assert scanned == 1
+    assert grep("install", path_glob="*.md")[0][0].doc == "f-1"
+    assert grep("install", path_glob="*.MD")[0] == []
+
+
+def test_grep_max_matches_truncates_and_flags_it() -> None:
+    text = "\n".join(f"hit {i}" for i in range(10))
+    matches, truncated, timed_out, _ = grep("hit", [("d", "p", text)], max_matches=3)
+    assert [m.line_number for m in matches] == [1, 2, 3]
+    assert (truncated, timed_out) == (True, False)
+
+
+def test_grep_under_max_matches_is_not_truncated() -> None:
+    matches, truncated, _, _ = grep("hit", [("d", "p", "hit\nhit")], max_matches=3)
+    assert (len(matches), truncated) == (2, False)
+
+
+def test_grep_exactly_max_matches_is_not_truncated() -> None:
+    matches, truncated, _, _ = grep("hit", [("d", "p", "hit\nhit\nhit")], max_matches=3)
+    assert (len(matches), truncated) == (3, False)
+
+
+def test_grep_reports_one_match_per_line() -> None:
+    matches, *_ = grep("ab", [("d", "p", "ab ab ab\nxx\nab")])
+    assert [(m.line_number, m.line) for m in matches] == [(1, "ab ab ab"), (3, "ab")]
+
+
+def test_grep_line_numbers_are_one_based_including_first_and_last_line() -> None:
+    text = "first\nmiddle\nlast"
+    for word, number in [("first", 1), ("middle", 2), ("last", 3)]:
+        assert [(m.line_number, m.line) for m in grep(word, [("d", "p", text)])[0]] == [
+            (number, word)
+        ]
+
+
+def test_grep_last_line_with_and_without_trailing_newline() -> None:
+    for text in ["a\nb\nend", "a\nb\nend\n"]:
+        assert [(m.line_number, m.line) for m in grep("end", [("d", "p", text)])[0]] == [(3, "end")]
+
+
+def test_grep_blank_lines_count_toward_line_numbers() -> None:
+    text = "\n\n\nx\n\ny"
+    assert [m.line_number for m in grep("x|y", [("d", "p", text)], is_regex=True)[0]] == [4, 6]
+
+
+def test_grep_multiline_regex_reports_line_of_match_start() -> None:
+    matches, *_ = grep(r"b\nc", [("d", "p", "a\nb\nc\n")], is_regex=True)
+    assert [(m.line_number, m.line) for m in matches] == [(2, "b")]
+
+
+@pytest.mark.parametrize("pattern", ["(", "a[", "*a", "(?P<x", "a{2,1}"])
+def test_grep_invalid_regex_is_invalid_input_with_hint(pattern: str) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        compile_pattern(pattern, is_regex=True, ignore_case=False)
+    assert caught.value.message.startswith(f"invalid regular expression {pattern!r}: ")
+    assert caught.value.hint == "pass regex=false to search for the text literally"
+
+
+def test_grep_same_text_is_valid_as_literal() -> None:
+    assert grep("(", [("d", "p", "f(x)")])[0][0].line == "f(x)"
+
+
+def test_grep_empty_or_overlong_pattern_is_invalid_input() -> None:
+    with pytest.raises(InvalidInput, match="pattern is empty"):
+        compile_pattern("", is_regex=False, ignore_case=False)
+    with pytest.raises(InvalidInput, match=f"the limit is {MAX_PATTERN_CHARS}"):
+        compile_pattern("x" * (MAX_PATTERN_CHARS + 1), is_regex=False, ignore_case=False)
+
+
+def test_grep_catastrophic_pattern_times_out_quickly() -> None:
+    started = time.monotonic()
+    matches, truncated, timed_out, scanned = grep(
+        "(a|aa)+$", [("d", "p", "a" * 5_000 + "b")], is_regex=True, timeout_s=0.2
+    )
+    assert time.monotonic() - started < 3.0
+    assert (matches, truncated, timed_out, scanned) == ([], False, True, 1)
+
+
+def test_grep_deadline_is_shared_across_documents() -> None:
+    docs = [("d1", "p1", "a" * 5_000 + "b"), ("d2", "p2", "a" * 5_000 + "b")]
+    started = time.monotonic()
+    _, _, timed_out, scanned = grep("(a|aa)+$", docs, is_regex=True, timeout_s=0.2)
+    assert time.monotonic() - started < 3.0
+    assert (timed_out, scanned) == (True, 1)
+
+
+def test_grep_long_line_is_cut_around_the_match() -> None:
+    line = "y" * 2_000 + "NEEDLE" + "z" * 2_000
+    (match,), *_ = grep("NEEDLE", [("d", "p", "short\n" + line)])
+    assert match.line_number == 2
+    assert len(match.line) == MAX_LINE_CHARS
+    assert match.line == "y" * (MAX_LINE_CHARS // 2) + "NEEDLE" + "z" * (MAX_LINE_CHARS // 2 - 6)
+
+
+def test_grep_long_line_match_near_start_keeps_line_start() -> None:
+    line = "NEEDLE" + "z" * 2_000
+    (match,), *_ = grep("NEEDLE", [("d", "p", line)])
+    assert match.line == line[:MAX_LINE_CHARS]
+
+
+def test_grep_long_line_match_near_end_keeps_the_match() -> None:
+    line = "y" * 2_000 + "NEEDLE"
+    (match,), *_ = grep("NEEDLE", [("d", "p", line)])
+    assert match.line.endswith("NEEDLE")
+    assert len(match.line) <= MAX_LINE_CHARS

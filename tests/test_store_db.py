@@ -1,0 +1,269 @@
+"""Database: migrations, write transactions, deadlines and per-thread connections.
+
+Runs on a real SQLite file in ``tmp_path`` built by the production migrations. Guards
+against: half-applied schemas, a newer database silently opened by an older kb-mcp,
+writes that survive an exception, queries that hang, and leaked connections.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import apsw
+import pytest
+from inline_snapshot import snapshot
+
+from kb_mcp.errors import Unavailable
+from kb_mcp.store.db import Database, QueryTimeout
+from kb_mcp.store.migrations import MIGRATIONS, migrate, schema_version
+
+T = TypeVar("T")
+
+# Count forever; only a deadline stops them.
+_COUNTER = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
+ENDLESS = _COUNTER + "SELECT max(x) FROM c"
+ENDLESS_INSERT = "INSERT INTO meta(key, value) " + _COUNTER + "SELECT x, x FROM c"
+
+
+class Boom(Exception):
+    pass
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "home" / "kb.db"
+
+
+@pytest.fixture
+def db(db_path: Path) -> Iterator[Database]:
+    opened = Database(db_path)
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+def in_thread(fn: Callable[[], T]) -> T:
+    """Run ``fn`` in a fresh thread and return its result (or raise its exception)."""
+    box: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(timeout=30)
+    if "error" in box:
+        raise box["error"]  # type: ignore[misc]
+    return box["value"]  # type: ignore[return-value]
+
+
+def other_reader(path: Path, sql: str) -> list[tuple]:
+    """Rows as seen by a separate connection, i.e. only what was committed."""
+    conn = apsw.Connection(str(path))
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
+def meta_keys(path: Path) -> list[str]:
+    return [row[0] for row in other_reader(path, "SELECT key FROM meta ORDER BY key")]
+
+
+def schema(path: Path) -> list[tuple]:
+    return other_reader(path, "SELECT type, name, sql FROM sqlite_master ORDER BY name")
+
+
+def test_migrate_creates_schema_at_latest_version(db: Database, db_path: Path) -> None:
+    assert db_path.is_file()
+    assert schema_version(db.conn) == len(MIGRATIONS)
+    tables = db.query("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+    assert [t[0] for t in tables] == snapshot(
+        ["chunks", "documents", "locations", "meta", "sources", "supersessions"]
+    )
+
+
+def test_database_connection_pragmas(db: Database) -> None:
+    assert db.query("PRAGMA journal_mode") == [("wal",)]
+    assert db.query("PRAGMA foreign_keys") == [(1,)]
+
+
+def test_migrate_on_reopen_is_a_no_op(db_path: Path) -> None:
+    first = Database(db_path)
+    with first.write() as conn:
+        conn.execute("INSERT INTO meta(key, value) VALUES ('kept', 'yes')")
+    before = schema(db_path)
+    first.close()
+
+    second = Database(db_path)
+    try:
+        assert schema(db_path) == before
+        assert migrate(second.conn) == len(MIGRATIONS)
+        assert schema(db_path) == before
+        assert second.query("SELECT value FROM meta WHERE key = 'kept'") == [("yes",)]
+    finally:
+        second.close()
+
+
+def test_migrate_newer_database_is_unavailable(db_path: Path) -> None:
+    Database(db_path).close()
+    conn = apsw.Connection(str(db_path))
+    conn.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 1}")
+    conn.close()
+
+    with pytest.raises(Unavailable) as caught:
+        Database(db_path)
+    assert f"schema version {len(MIGRATIONS) + 1}" in caught.value.message
+    assert f"({len(MIGRATIONS)})" in caught.value.message
+    assert caught.value.hint is not None and "upgrade kb-mcp" in caught.value.hint
+
+
+def test_write_commits(db: Database, db_path: Path) -> None:
+    with db.write() as conn:
+        conn.execute("INSERT INTO meta(key, value) VALUES ('a', '1')")
+    assert meta_keys(db_path) == ["a"]
+
+
+def test_write_is_invisible_to_other_connections_until_commit(db: Database, db_path: Path) -> None:
+    with db.write() as conn:
+        conn.execute("INSERT INTO meta(key, value) VALUES ('a', '1')")
+        assert meta_keys(db_path) == []
+    assert meta_keys(db_path) == ["a"]
+
+
+def test_write_rolls_back_on_exception(db: Database, db_path: Path) -> None:
+    error = Boom()
+    with pytest.raises(Boom) as caught, db.write() as conn:
+        conn.execute("INSERT INTO meta(key, value) VALUES ('a', '1')")
+        raise error
+    assert caught.value is error
+    assert meta_keys(db_path) == []
+    assert db.query("SELECT count(*) FROM meta") == [(0,)]
+
+
+def test_write_usable_again_after_rollback(db: Database, db_path: Path) -> None:
+    with pytest.raises(Boom), db.write() as conn:
+        conn.execute("INSERT INTO meta(key, value) VALUES ('a', '1')")
+        raise Boom
+    with db.write() as conn:
+        conn.execute("INSERT INTO meta(key, value) VALUES ('b', '2')")
+    assert meta_keys(db_path) == ["b"]
+
+
+def test_write_nested_joins_outer_transaction(db: Database, db_path: Path) -> None:
+    with db.write() as outer:
+        outer.execute("INSERT INTO meta(key, value) VALUES ('outer', '1')")
+        with db.write() as inner:
+            assert inner is outer
+            inner.execute("INSERT INTO meta(key, value) VALUES ('inner', '2')")
+        assert meta_keys(db_path) == []  # the inner block did not commit on its own
+    assert meta_keys(db_path) == ["inner", "outer"]
+
+
+def test_write_nested_exception_caught_inside_outer_still_commits_inner_rows(
+    db: Database, db_path: Path
+) -> None:
+    """No savepoint: the inner block's rows stay in the outer transaction and commit."""
+    with db.write() as outer:
+        outer.execute("INSERT INTO meta(key, value) VALUES ('outer', '1')")
+        with pytest.raises(Boom), db.write() as inner:
+            inner.execute("INSERT INTO meta(key, value) VALUES ('inner', '2')")
+            raise Boom
+    assert meta_keys(db_path) == ["inner", "outer"]
+
+
+def test_write_nested_exception_escaping_outer_rolls_back_everything(
+    db: Database, db_path: Path
+) -> None:
+    with pytest.raises(Boom), db.write() as outer:
+        outer.execute("INSERT INTO meta(key, value) VALUES ('outer', '1')")
+        with db.write() as inner:
+            inner.execute("INSERT INTO meta(key, value) VALUES ('inner', '2')")
+            raise Boom
+    assert meta_keys(db_path) == []
+    with db.write() as conn:  # depth was reset: this is a fresh transaction again
+        conn.execute("INSERT INTO meta(key, value) VALUES ('after', '3')")
+    assert meta_keys(db_path) == ["after"]
+
+
+def test_write_failed_commit_leaves_no_open_transaction(db: Database, db_path: Path) -> None:
+    db.conn.execute(
+        "CREATE TABLE parent(id INTEGER PRIMARY KEY);"
+        "CREATE TABLE child(pid INTEGER REFERENCES parent(id) DEFERRABLE INITIALLY DEFERRED)"
+    )
+    with pytest.raises(apsw.ConstraintError), db.write() as conn:
+        conn.execute("INSERT INTO child(pid) VALUES (42)")
+    assert db.conn.getautocommit()
+    with db.write() as conn:
+        conn.execute("INSERT INTO meta(key, value) VALUES ('after', '1')")
+    assert meta_keys(db_path) == ["after"]
+
+
+def test_deadline_interrupts_slow_query_quickly(db: Database) -> None:
+    started = time.monotonic()
+    with pytest.raises(QueryTimeout, match="exceeded 50 ms"), db.deadline(50) as conn:
+        conn.execute(ENDLESS).fetchall()
+    assert time.monotonic() - started < 2.0
+
+
+def test_deadline_lets_fast_query_finish(db: Database) -> None:
+    with db.deadline(5_000) as conn:
+        assert conn.execute("SELECT 1 + 1").fetchall() == [(2,)]
+
+
+def test_deadline_is_removed_after_the_block(db: Database) -> None:
+    with pytest.raises(QueryTimeout), db.deadline(1) as conn:
+        conn.execute(ENDLESS).fetchall()
+    time.sleep(0.01)
+    bounded = ENDLESS.replace("FROM c)", "FROM c WHERE x < 200000)")
+    assert db.query(bounded) == [(200_000,)]
+
+
+def test_deadline_on_read_inside_write_raises_query_timeout_and_rolls_back(
+    db: Database, db_path: Path
+) -> None:
+    with pytest.raises(QueryTimeout), db.write() as conn:
+        conn.execute("INSERT INTO meta(key, value) VALUES ('a', '1')")
+        with db.deadline(50):
+            conn.execute(ENDLESS).fetchall()
+    assert meta_keys(db_path) == []
+
+
+def test_deadline_on_write_inside_write_raises_query_timeout_and_rolls_back(
+    db: Database, db_path: Path
+) -> None:
+    with pytest.raises(QueryTimeout), db.write() as conn:
+        conn.execute("INSERT INTO meta(key, value) VALUES ('a', '1')")
+        with db.deadline(50):
+            conn.execute(ENDLESS_INSERT)
+    assert meta_keys(db_path) == []
+
+
+def test_database_connection_is_per_thread(db: Database) -> None:
+    main = db.conn
+    assert db.conn is main
+    first = in_thread(lambda: db.conn)
+    second = in_thread(lambda: db.conn)
+    assert len({id(main), id(first), id(second)}) == 3
+    assert in_thread(lambda: db.query("SELECT count(*) FROM meta")) == [(0,)]
+
+
+def test_database_close_closes_every_threads_connection(db_path: Path) -> None:
+    db = Database(db_path)
+    conns = [db.conn, in_thread(lambda: db.conn), in_thread(lambda: db.conn)]
+    db.close()
+    for conn in conns:
+        with pytest.raises(apsw.ConnectionClosedError):
+            conn.execute("SELECT 1")
+    with pytest.raises(Unavailable, match="is closed"):
+        db.conn  # noqa: B018
+    with pytest.raises(Unavailable, match="is closed"):
+        in_thread(lambda: db.conn)
