@@ -14,11 +14,11 @@ __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
     "Library": "kb_mcp.library",
-    "AddResult": "kb_mcp.library",
-    "ReadResult": "kb_mcp.library",
-    "Overview": "kb_mcp.library",
-    "SourceListing": "kb_mcp.library",
-    "ReindexReport": "kb_mcp.library",
+    "AddResult": "kb_mcp.results",
+    "ReadResult": "kb_mcp.results",
+    "Overview": "kb_mcp.results",
+    "SourceListing": "kb_mcp.results",
+    "ReindexReport": "kb_mcp.results",
     "Settings": "kb_mcp.settings",
     "load_settings": "kb_mcp.settings",
     "SearchResult": "kb_mcp.search.engine",
@@ -70,9 +70,9 @@ if TYPE_CHECKING:
         Unreadable,
     )
     from kb_mcp.grep import GrepMatch, GrepResult
-    from kb_mcp.library import (
+    from kb_mcp.library import Library
+    from kb_mcp.results import (
         AddResult,
-        Library,
         Overview,
         ReadResult,
         ReindexReport,

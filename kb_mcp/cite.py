@@ -10,7 +10,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_CITE = re.compile(r"^(?P<doc>[A-Za-z0-9][A-Za-z0-9_.-]*)#L(?P<start>[0-9]+)(?:-L?(?P<end>[0-9]+))?$")
+_CITE = re.compile(
+    r"^(?P<doc>[A-Za-z0-9][A-Za-z0-9_.-]*)#L(?P<start>[0-9]+)(?:-L?(?P<end>[0-9]+))?$"
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,20 +8,31 @@ indexes, and it never prints.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 
 from rapidfuzz import process
 
 from kb_mcp import grep as grep_mod
 from kb_mcp.chunk.markdown import split_markdown
 from kb_mcp.cite import parse_cite
-from kb_mcp.errors import InvalidInput, NotFound, Refused, Unavailable
+from kb_mcp.errors import InvalidInput, KbError, NotFound, Refused, Unavailable
 from kb_mcp.fsutil import atomic_write
 from kb_mcp.index.fts import FtsIndex
-from kb_mcp.ingest import agent
+from kb_mcp.ingest import agent, readers, sources, sync
 from kb_mcp.ingest.pipeline import Outcome, remove_location, store_document, text_hash
+from kb_mcp.ingest.policy import check_readable
 from kb_mcp.redact import redact
+from kb_mcp.results import (
+    AddResult,
+    DocumentEntry,
+    Overview,
+    ReadResult,
+    ReindexReport,
+    SourceInfo,
+    SourceListing,
+)
 from kb_mcp.search.engine import SearchRequest, SearchResult, run_search
 from kb_mcp.settings import Settings
 from kb_mcp.store import documents as rows
@@ -33,82 +44,6 @@ LIST_PAGE_MAX = 200
 
 def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-@dataclass(frozen=True, slots=True)
-class AddResult:
-    doc: str
-    outcome: str
-    title: str
-    chunks: int
-    redactions: int
-    redacted_kinds: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class ReadResult:
-    doc: str
-    title: str
-    path: str | None
-    source: str | None
-    kind: str
-    tags: tuple[str, ...]
-    date: str | None
-    created_at: str
-    updated_at: str
-    start_line: int
-    end_line: int
-    total_lines: int
-    text: str
-    stale: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class SourceInfo:
-    name: str
-    kind: str
-    root: str | None
-    documents: int
-    chunks: int
-    failed: int
-    sync_state: str
-    synced_at: str | None
-    error: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class Overview:
-    home: str
-    sources: tuple[SourceInfo, ...]
-    documents: int
-    chunks: int
-    modes: tuple[str, ...]
-    health: dict[str, object]
-
-
-@dataclass(frozen=True, slots=True)
-class DocumentEntry:
-    doc: str
-    title: str
-    path: str
-    date: str | None
-    updated_at: str
-
-
-@dataclass(frozen=True, slots=True)
-class SourceListing:
-    source: str
-    documents: tuple[DocumentEntry, ...]
-    total: int
-    offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class ReindexReport:
-    rebuilt: bool
-    documents: int
-    chunks: int
-    failed: tuple[str, ...]
 
 
 class Library:
@@ -205,7 +140,8 @@ class Library:
             supersedes=doc.supersedes,
         )
         with self.db.write() as conn:
-            source_id = rows.ensure_source(conn, agent.AGENT_SOURCE, "agent", doc.created_at)
+            kind = "agent" if doc.source == agent.AGENT_SOURCE else "upload"
+            source_id = rows.ensure_source(conn, doc.source, kind, doc.created_at)
             existing = rows.get_document(conn, doc.doc_key)
             if existing is not None and (existing.content_hash, existing.title, existing.tags) == (
                 record.content_hash,
@@ -225,6 +161,43 @@ class Library:
                 data = agent.render_agent_file(doc).encode("utf-8")
                 atomic_write(agent.agent_file(self.home, doc.doc_key), data)
         return stored.outcome
+
+    def import_file(self, path: str | Path) -> AddResult:
+        """Import one file as an upload: converted to Markdown under ``docs/``, original kept.
+
+        Identity is the file's resolved path, so importing it again replaces it. The text
+        is redacted like an agent document's; sensitive files are refused unread.
+        """
+        source_path = Path(path).expanduser()
+        resolved = check_readable(source_path, source_path.resolve().parent)
+        data = readers.read_capped(resolved, readers.MAX_BYTES)
+        try:
+            converted = readers.convert_bytes(data, readers.format_key(resolved))
+        except KbError as exc:
+            raise type(exc)(
+                f"cannot read {source_path.name}: {exc.message}", hint=exc.hint
+            ) from exc
+        body = redact(converted.markdown)
+        doc_key = agent.doc_key_for_upload(resolved)
+        existing = rows.get_document(self.db.conn, doc_key)
+        now = utc_now()
+        doc = agent.AgentDocument(
+            doc_key=doc_key,
+            title=redact(converted.title or resolved.name).text,
+            uri=resolved.name,
+            tags=(),
+            content=body.text,
+            created_at=existing.created_at if existing else now,
+            updated_at=now,
+            source=agent.UPLOAD_SOURCE,
+            kind=converted.kind,
+        )
+        original = self.home / agent.ORIGINALS_DIR / f"{doc_key}{resolved.suffix.lower()}"
+        atomic_write(original, data)
+        stored = self._store_agent_document(doc, write_file=True)
+        return AddResult(
+            doc_key, stored.value, doc.title, self._chunk_count(doc_key), body.count, body.kinds
+        )
 
     def _chunk_count(self, doc_key: str) -> int:
         found = rows.get_document(self.db.conn, doc_key)
@@ -256,9 +229,12 @@ class Library:
                     continue
                 seen.add(f"{doc.doc_key}.md")
                 self._store_agent_document(doc, write_file=False)
-            source = rows.get_source(conn, agent.AGENT_SOURCE)
-            if source is not None:
-                self._drop_vanished_agent_docs(source.id, seen)
+            for name in (agent.AGENT_SOURCE, agent.UPLOAD_SOURCE):
+                source = rows.get_source(conn, name)
+                if source is not None:
+                    self._drop_vanished_agent_docs(source.id, seen)
+            for report in self.sync():
+                failed += [f"{report.source}/{path}: {reason}" for path, reason in report.failures]
             documents, chunks = rows.document_total(conn)
         return ReindexReport(rebuild, documents, chunks, tuple(failed))
 
@@ -266,6 +242,116 @@ class Library:
         for _doc, path in rows.list_documents(self.db.conn, source_id, 1_000_000, 0):
             if path not in seen:
                 remove_location(self.db, source_id, path)
+
+    # --- folder sources ------------------------------------------------------------------
+
+    def folder_sources(self) -> list[sources.FolderSource]:
+        """Registered folders plus the ones the ``folders`` setting names."""
+        return sources.folder_sources(self.home, self.settings.folders)
+
+    def estimate_folder(self, path: str | Path, ignore: Sequence[str] = ()) -> sync.Estimate:
+        """What syncing ``path`` would read (files, bytes, chunks), before anything is stored."""
+        root = Path(path).expanduser().resolve()
+        candidate = sources.FolderSource(root.name, str(root), tuple(ignore))
+        return sync.estimate_folder(candidate, max_files=self.settings.max_files_per_source)
+
+    def add_folder(
+        self, path: str | Path, name: str | None = None, ignore: Sequence[str] = ()
+    ) -> sources.FolderSource:
+        """Register a folder as a source (``sync`` ingests it)."""
+        return sources.register_folder(self.home, Path(path), name, ignore)
+
+    def remove_source(self, name: str) -> int:
+        """Forget a folder source and every document only it held; returns how many paths."""
+        if name == agent.AGENT_SOURCE:
+            raise Refused(
+                "the agent source cannot be removed: it holds the documents agents added",
+                hint=f"delete single files under {self.home / agent.DOCS_DIR}, then reindex",
+            )
+        registered = {s.name for s in sources.load_registry(self.home)}
+        row = rows.get_source(self.db.conn, name)
+        if name not in registered and row is None:
+            raise NotFound(f"no source named {name!r}")
+        if name in registered:
+            sources.unregister_folder(self.home, name)
+        return self._drop_source_rows(row) if row else 0
+
+    def _drop_source_rows(self, row: rows.SourceRow) -> int:
+        paths = list(rows.source_locations(self.db.conn, row.id))
+        with self.db.write() as conn:
+            for path in paths:
+                remove_location(self.db, row.id, path)
+            rows.delete_source(conn, row.id)
+        return len(paths)
+
+    def sync(
+        self,
+        source: str | None = None,
+        progress: sync.Progress | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> list[sync.SyncReport]:
+        """Sync folder sources (all, or the one named); resumable and safe to repeat."""
+        self.fts.ensure_current()
+        folders = self.folder_sources()
+        if source is not None:
+            folders = [f for f in folders if f.name == source]
+            if not folders:
+                self._source_id(source)  # raises NotFound listing the known sources
+                raise InvalidInput(f"source {source!r} is not a folder source; nothing to sync")
+        else:
+            self._drop_unlisted_folders({f.name for f in folders})
+        return [self._sync_one(folder, progress, should_stop) for folder in folders]
+
+    def _sync_one(
+        self,
+        folder: sources.FolderSource,
+        progress: sync.Progress | None,
+        should_stop: Callable[[], bool] | None,
+    ) -> sync.SyncReport:
+        with self.db.write() as conn:
+            source_id = rows.ensure_source(
+                conn, folder.name, "folder", utc_now(), folder.root, folder.ignore
+            )
+            rows.set_sync_state(conn, source_id, "syncing", None, None)
+        try:
+            report = sync.sync_folder(
+                self.db,
+                folder,
+                source_id,
+                max_files=self.settings.max_files_per_source,
+                progress=progress,
+                should_stop=should_stop,
+            )
+        except KbError as exc:
+            with self.db.write() as conn:
+                rows.set_sync_state(conn, source_id, "error", exc.message, None)
+            raise
+        with self.db.write() as conn:
+            rows.set_sync_state(conn, source_id, "idle", None, utc_now())
+        return report
+
+    def _drop_unlisted_folders(self, listed: set[str]) -> None:
+        """Folder rows whose source is no longer registered or configured go."""
+        for row in rows.list_sources(self.db.conn):
+            if row.kind == "folder" and row.name not in listed:
+                self._drop_source_rows(row)
+
+    def _refresh_if_stale(self, found: rows.DocumentRow) -> tuple[rows.DocumentRow, bool]:
+        """Re-index a folder file that changed since it was indexed; say that it did."""
+        for source_id, root, path in rows.location_of(self.db.conn, found.id, "folder"):
+            recorded = rows.get_location(self.db.conn, source_id, path)
+            try:
+                stat = (Path(root) / path).stat()
+            except OSError:
+                continue
+            if recorded and (recorded.size, recorded.mtime_ns) == (stat.st_size, stat.st_mtime_ns):
+                continue
+            file = sync.FoundFile(Path(root) / path, path, stat.st_size, stat.st_mtime_ns)
+            sync.sync_file(self.db, source_id, Path(root), file, recorded)
+            refreshed = rows.location_document_id(self.db.conn, source_id, path)
+            current = rows.get_document_by_id(self.db.conn, refreshed) if refreshed else None
+            return (current or found), True
+        return found, False
 
     # --- reading -------------------------------------------------------------------------
 
@@ -318,7 +404,7 @@ class Library:
             doc = citation.doc
             start_line = start_line or citation.start_line
             end_line = end_line or citation.end_line
-        found = self._resolve_document(doc.strip())
+        found, stale = self._refresh_if_stale(self._resolve_document(doc.strip()))
         lines = found.text.split("\n")
         start, end = _line_range(len(lines), start_line, end_line, found.doc_key)
         location = rows.first_location(self.db.conn, found.id)
@@ -336,6 +422,7 @@ class Library:
             end_line=end,
             total_lines=len(lines),
             text="\n".join(lines[start - 1 : end]),
+            stale=stale,
         )
 
     def _resolve_document(self, doc: str) -> rows.DocumentRow:

@@ -11,8 +11,8 @@ import dataclasses
 from typing import Any
 
 from kb_mcp.grep import GrepResult
-from kb_mcp.library import AddResult, Overview, ReadResult, ReindexReport, SourceListing
 from kb_mcp.redact import redact_output
+from kb_mcp.results import AddResult, Overview, ReadResult, ReindexReport, SourceListing
 from kb_mcp.search.engine import SearchResult
 
 

@@ -142,6 +142,30 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_add(args: argparse.Namespace) -> int:
+    """Add a folder as a source (shows the cost first), or import one file as an upload."""
+    from kb_mcp.cli.sources import cmd_add as run
+
+    with _open(args) as library:
+        return run(args, library)
+
+
+def cmd_remove(args: argparse.Namespace) -> int:
+    """Remove a source and what only it held; the folder itself is never touched."""
+    from kb_mcp.cli.sources import cmd_remove as run
+
+    with _open(args) as library:
+        return run(args, library)
+
+
+def cmd_sync(args: argparse.Namespace) -> int:
+    """Sync folder sources with their files (all of them, or the one named)."""
+    from kb_mcp.cli.sources import cmd_sync as run
+
+    with _open(args) as library:
+        return run(args, library)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """Build a small library in a temp folder and query it through a real MCP session."""
     from kb_mcp.cli.demo import run_demo
@@ -194,6 +218,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--offset", type=int, default=0)
     p = command("reindex", cmd_reindex, json_flag=True)
     p.add_argument("--rebuild", action="store_true", help="drop every derived row first")
+    p = command("add", cmd_add)
+    p.add_argument("path", help="a folder to keep in sync, or a single file to import")
+    p.add_argument("--name", help="source name (default: the folder's name)")
+    p.add_argument(
+        "--ignore",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="gitignore-style pattern to leave out (repeatable)",
+    )
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    p = command("remove", cmd_remove)
+    p.add_argument("source")
+    p = command("sync", cmd_sync)
+    p.add_argument("source", nargs="?")
+    from kb_mcp.cli.bench import add_bench_parser
+
+    add_bench_parser(sub, _common)
     p = command("demo", cmd_demo)
     p.add_argument("--keep", action="store_true", help="keep the demo library folder")
     return parser

@@ -20,7 +20,9 @@ from kb_mcp.errors import InvalidInput, Unreadable
 from kb_mcp.ingest.frontmatter import meta_date, meta_list, render_frontmatter, split_frontmatter
 
 AGENT_SOURCE = "agent"
+UPLOAD_SOURCE = "uploads"
 DOCS_DIR = "docs"
+ORIGINALS_DIR = "originals"
 MAX_URI_CHARS = 2_048
 MAX_TAGS = 32
 MAX_TAG_CHARS = 64
@@ -37,11 +39,18 @@ class AgentDocument:
     updated_at: str
     doc_date: str | None = None
     supersedes: tuple[str, ...] = ()
+    source: str = AGENT_SOURCE  # or UPLOAD_SOURCE for a file the user imported
+    kind: str = "markdown"
 
 
 def doc_key_for_uri(raw_uri: str) -> str:
     """``a-`` + 16 hex digits of SHA-256 over the raw uri bytes."""
     return "a-" + hashlib.sha256(raw_uri.encode("utf-8")).hexdigest()[:16]
+
+
+def doc_key_for_upload(path: Path) -> str:
+    """``u-`` + 16 hex digits over the resolved path: importing it again replaces it."""
+    return "u-" + hashlib.sha256(str(path.resolve()).encode("utf-8")).hexdigest()[:16]
 
 
 def agent_file(home: Path, doc_key: str) -> Path:
@@ -93,6 +102,9 @@ def render_agent_file(doc: AgentDocument) -> str:
         meta["date"] = doc.doc_date
     if doc.supersedes:
         meta["supersedes"] = list(doc.supersedes)
+    if doc.source != AGENT_SOURCE:
+        meta["source"] = doc.source
+        meta["kind"] = doc.kind
     return render_frontmatter(meta, doc.content)
 
 
@@ -116,4 +128,6 @@ def parse_agent_file(path: Path) -> AgentDocument:
         updated_at=str(meta.get("updated_at") or created),
         doc_date=meta_date(meta, "date", "updated"),
         supersedes=meta_list(meta, "supersedes"),
+        source=UPLOAD_SOURCE if meta.get("source") == UPLOAD_SOURCE else AGENT_SOURCE,
+        kind=str(meta.get("kind") or "markdown"),
     )

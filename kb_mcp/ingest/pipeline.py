@@ -78,21 +78,23 @@ def store_document(
 ) -> Stored:
     """Point ``(source, path)`` at ``doc``; store and index it unless it is already there.
 
-    ``location`` carries the per-file state (size, mtime_ns, file_hash, seen_at).
+    ``location`` carries the per-file state (size, mtime_ns, file_hash, seen_at). A
+    document that other locations hold too keeps the metadata of its first holder (a
+    deduplicated file is one document, whatever each copy's name or mtime).
     """
     with db.write() as conn:
         old_id = rows.location_document_id(conn, source_id, path)
         old = rows.get_document_by_id(conn, old_id) if old_id is not None else None
-        if old is not None and _same(old, doc):
+        shared = old is not None and rows.document_location_count(conn, old.id) > 1
+        if old is not None and (_same(old, doc) or (shared and old.doc_key == doc.doc_key)):
             rows.upsert_location(conn, source_id, path, old.id, **location)
             return Stored(Outcome.UNCHANGED, old.doc_key, len(rows.chunk_ids(conn, old.id)))
         if old is not None:
             rows.delete_location(conn, source_id, path)
             _drop_if_orphan(conn, old.id)
         existing = rows.get_document(conn, doc.doc_key)
-        if existing is not None and not _same(existing, doc):
-            # Same identity, other content, still held elsewhere (an agent doc edited
-            # through another uri spelling cannot happen: the key is the uri). Replace it.
+        if existing is not None and existing.content_hash != doc.content_hash:
+            # Keys are derived from the uri or the text, so this means a stale row.
             fts.remove_chunks(conn, rows.chunk_ids(conn, existing.id))
             rows.delete_document(conn, existing.id)
             existing = None

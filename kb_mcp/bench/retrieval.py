@@ -1,0 +1,287 @@
+"""``kb-mcp bench retrieval``: score a BEIR-layout collection through the real library.
+
+The corpus is written as files into ``<home>/bench-corpus/<dataset>/`` and ingested as a
+folder source, the same path a user's notes take (walk, read, frontmatter dates and
+``supersedes``, chunking, FTS). Every query runs through ``Library.search``, the engine
+the MCP tool uses, so what is measured is what agents get. Golden-set classes with
+rules of their own (abstention, retraction, hypothetical, citation) are scored by those
+rules; every class also gets the standard metrics.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, unquote
+
+from kb_mcp.bench import metrics
+from kb_mcp.bench.beir import BeirDoc, BeirSet, load_beir
+from kb_mcp.ingest.frontmatter import render_frontmatter
+from kb_mcp.library import Library
+from kb_mcp.settings import Settings
+
+Progress = Callable[[int, int, str], None]
+CORPUS_DIR = "bench-corpus"
+RUN_DEPTH = 100  # results fetched per query: recall@100 needs 100
+
+
+@dataclass(slots=True)
+class QueryRun:
+    query_id: str
+    query_class: str | None
+    ranked: list[str]
+    texts: list[str]
+    latency_ms: float
+
+
+@dataclass(slots=True)
+class BenchReport:
+    dataset: str
+    split: str
+    mode: str
+    documents: int
+    queries: int
+    metrics: dict[str, float]
+    per_class: dict[str, dict[str, float]]
+    ingest_s: float
+    latency_ms: dict[str, float]
+    abstention: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "dataset": self.dataset,
+            "split": self.split,
+            "mode": self.mode,
+            "documents": self.documents,
+            "queries": self.queries,
+            "metrics": self.metrics,
+            "per_class": self.per_class,
+            "ingest_s": round(self.ingest_s, 2),
+            "latency_ms": self.latency_ms,
+            "abstention": self.abstention,
+        }
+
+
+def _looks_like_code(doc: BeirDoc) -> bool:
+    """A title-less doc whose text parses as Python with a definition is a code file."""
+    if doc.title or not doc.text.lstrip().startswith(("def ", "class ", "async def ", "@")):
+        return False
+    try:
+        ast.parse(doc.text)
+    except (SyntaxError, ValueError):
+        return False
+    return True
+
+
+def doc_file_name(doc: BeirDoc) -> str:
+    """File name for a doc: its id, quoted to be a safe name, with a fitting suffix."""
+    path = doc.metadata.get("path")
+    suffix = Path(str(path)).suffix if path else (".py" if _looks_like_code(doc) else ".md")
+    return quote(doc.id, safe="") + (suffix or ".md")
+
+
+def doc_id_from_path(path: str) -> str:
+    return unquote(Path(path).name.rsplit(".", 1)[0])
+
+
+def _render_doc(doc: BeirDoc, names: Mapping[str, str]) -> str:
+    if not doc_file_name(doc).endswith(".md"):
+        return doc.text
+    meta: dict[str, Any] = {"title": doc.title or doc.id}
+    if doc.metadata.get("date"):
+        meta["date"] = str(doc.metadata["date"])
+    supersedes = [names[s] for s in doc.metadata.get("supersedes", ()) if s in names]
+    if supersedes:
+        meta["supersedes"] = supersedes
+    return render_frontmatter(meta, doc.text)
+
+
+def write_corpus(beir: BeirSet, folder: Path) -> None:
+    """Materialise the corpus as files (rewritten only when their text changed)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    names = {d.id: doc_file_name(d) for d in beir.docs}
+    for doc in beir.docs:
+        target = folder / names[doc.id]
+        text = _render_doc(doc, names)
+        if not target.exists() or target.read_text(encoding="utf-8") != text:
+            target.write_text(text, encoding="utf-8")
+
+
+def ingest(library: Library, beir: BeirSet, progress: Progress | None) -> float:
+    """Write, register and sync the corpus, then retract what is marked retracted."""
+    started = time.perf_counter()
+    folder = library.home / CORPUS_DIR / beir.name
+    write_corpus(beir, folder)
+    if beir.name not in {s.name for s in library.folder_sources()}:
+        library.add_folder(folder, beir.name)
+    library.sync(beir.name, progress=progress)
+    retracted = [d for d in beir.docs if d.metadata.get("retracted")]
+    for doc in retracted:
+        (folder / doc_file_name(doc)).unlink(missing_ok=True)
+    if retracted:
+        library.sync(beir.name)
+    return time.perf_counter() - started
+
+
+def run_queries(library: Library, beir: BeirSet, mode: str, depth: int) -> list[QueryRun]:
+    runs = []
+    for query in beir.queries:
+        started = time.perf_counter()
+        result = library.search(query.text, top_k=depth, mode=mode, source=beir.name)
+        elapsed = (time.perf_counter() - started) * 1000
+        ranked = [doc_id_from_path(hit.path or "") for hit in result.hits]
+        runs.append(
+            QueryRun(
+                query.id, query.query_class, ranked, [hit.text for hit in result.hits], elapsed
+            )
+        )
+    return runs
+
+
+def _scores_dict(scores: metrics.Scores) -> dict[str, float]:
+    return {
+        "ndcg@10": round(scores.ndcg10, 4),
+        "recall@10": round(scores.recall10, 4),
+        "recall@100": round(scores.recall100, 4),
+        "mrr@10": round(scores.mrr10, 4),
+        "hit@10": round(scores.hit10, 4),
+        "n": scores.n,
+    }
+
+
+def _class_rule(beir: BeirSet, run: QueryRun) -> float | None:
+    """The class-specific score of one query, for classes that have their own rule."""
+    docs = {d.id: d for d in beir.docs}
+    rels = beir.qrels.get(run.query_id, {})
+    query = next(q for q in beir.queries if q.id == run.query_id)
+    if run.query_class == "retraction":
+        return metrics.avoids_all(
+            run.ranked, {i for i, d in docs.items() if d.metadata.get("retracted")}
+        )
+    if run.query_class == "hypothetical":
+        settled = max(rels, key=lambda d: rels[d]) if rels else ""
+        return metrics.ranks_above(
+            run.ranked, settled, {i for i, d in docs.items() if d.metadata.get("speculative")}
+        )
+    if run.query_class == "citation":
+        evidence = str(query.metadata.get("evidence", ""))
+        relevant = [t for doc, t in zip(run.ranked, run.texts, strict=True) if rels.get(doc, 0) > 0]
+        return 1.0 if relevant and evidence and evidence in relevant[0] else 0.0
+    return None
+
+
+def _per_class(beir: BeirSet, runs: list[QueryRun]) -> dict[str, dict[str, float]]:
+    classes: dict[str, list[QueryRun]] = {}
+    for run in runs:
+        if run.query_class:
+            classes.setdefault(run.query_class, []).append(run)
+    out: dict[str, dict[str, float]] = {}
+    for name, members in sorted(classes.items()):
+        qrels = {r.query_id: beir.qrels.get(r.query_id, {}) for r in members}
+        row = _scores_dict(metrics.score_queries({r.query_id: r.ranked for r in members}, qrels))
+        rule = [s for r in members if (s := _class_rule(beir, r)) is not None]
+        if rule:
+            row["rule"] = round(metrics.mean(rule), 4)
+        if name == "abstention":
+            row["rule"] = round(metrics.mean(0.0 if r.ranked else 1.0 for r in members), 4)
+            row["n"] = len(members)
+        out[name] = row
+    return out
+
+
+def _abstention(beir: BeirSet, runs: list[QueryRun]) -> dict[str, float]:
+    """Empty answers where nothing is relevant, and false empties where something is."""
+    absent = [r for r in runs if not any(v > 0 for v in beir.qrels.get(r.query_id, {}).values())]
+    present = [r for r in runs if r not in absent]
+    return {
+        "abstained": round(metrics.mean(0.0 if r.ranked else 1.0 for r in absent), 4),
+        "false_empty": round(metrics.mean(0.0 if r.ranked else 1.0 for r in present), 4),
+        "absent_queries": len(absent),
+    }
+
+
+def run_retrieval_bench(
+    dataset: Path,
+    split: str,
+    *,
+    mode: str = "auto",
+    home: Path | None = None,
+    progress: Progress | None = None,
+    settings: Settings | None = None,
+    top_k: int = 10,
+) -> BenchReport:
+    """Ingest ``dataset`` (or reuse ``home``), run its ``split`` queries, score them."""
+    beir = load_beir(dataset, split)
+    temp = None if home else Path(tempfile.mkdtemp(prefix="kb-mcp-bench-"))
+    library_home = home or temp
+    settings = settings or Settings(home=library_home)
+    try:
+        with Library(
+            settings.with_overrides(
+                home=library_home.resolve(), max_files_per_source=len(beir.docs) + 1
+            )
+        ) as lib:
+            ingest_s = ingest(lib, beir, progress)
+            runs = run_queries(lib, beir, mode, RUN_DEPTH)
+    finally:
+        if temp is not None:
+            shutil.rmtree(temp, ignore_errors=True)
+    overall = metrics.score_queries({r.query_id: r.ranked for r in runs}, beir.qrels)
+    scores = _scores_dict(overall)
+    judged = [r for r in runs if any(v > 0 for v in beir.qrels.get(r.query_id, {}).values())]
+    scores[f"hit@{top_k}"] = round(
+        metrics.mean(metrics.hit_at_k(r.ranked, beir.qrels[r.query_id], top_k) for r in judged), 4
+    )
+    latencies = [r.latency_ms for r in runs]
+    return BenchReport(
+        dataset=beir.name,
+        split=split,
+        mode=mode,
+        documents=len(beir.docs),
+        queries=len(runs),
+        metrics=scores,
+        per_class=_per_class(beir, runs),
+        ingest_s=ingest_s,
+        latency_ms={
+            "p50": round(metrics.percentile(latencies, 50), 2),
+            "p95": round(metrics.percentile(latencies, 95), 2),
+        },
+        abstention=_abstention(beir, runs),
+    )
+
+
+def report_table(report: BenchReport) -> str:
+    """The printed table: overall metrics, then one row per query class."""
+    keys = ["ndcg@10", "recall@10", "recall@100", "mrr@10", "hit@10"]
+    lines = [
+        f"{report.dataset} ({report.split}, mode {report.mode}): {report.documents} docs, "
+        f"{report.queries} queries; ingest {report.ingest_s:.1f} s; search p50 "
+        f"{report.latency_ms['p50']} ms, p95 {report.latency_ms['p95']} ms",
+        f"{'class':<16}" + "".join(f"{k:>11}" for k in keys) + f"{'rule':>8}{'n':>6}",
+        f"{'all':<16}"
+        + "".join(f"{report.metrics[k]:>11.4f}" for k in keys)
+        + f"{'':>8}{report.metrics['n']:>6}",
+    ]
+    for name, row in report.per_class.items():
+        rule = f"{row['rule']:>8.3f}" if "rule" in row else f"{'':>8}"
+        lines.append(
+            f"{name:<16}" + "".join(f"{row[k]:>11.4f}" for k in keys) + rule + f"{row['n']:>6}"
+        )
+    if report.abstention.get("absent_queries"):
+        a = report.abstention
+        lines.append(
+            f"abstention: {a['abstained']:.3f} of {a['absent_queries']} absent-answer "
+            f"queries answered empty; false-empty rate {a['false_empty']:.3f}"
+        )
+    return "\n".join(lines)
+
+
+def write_json(report: BenchReport, path: Path) -> None:
+    path.write_text(json.dumps(report.to_json(), indent=2, ensure_ascii=False), encoding="utf-8")

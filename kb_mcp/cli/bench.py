@@ -1,0 +1,83 @@
+"""``kb-mcp bench retrieval`` and ``kb-mcp bench perf``: measurements through the Library."""
+
+from __future__ import annotations
+
+import argparse
+from importlib import resources
+from pathlib import Path
+
+from kb_mcp.cli.progress import ProgressBar
+
+GOLDEN = "golden"
+
+
+def dataset_path(name: str) -> Path:
+    """A dataset folder; ``golden`` is the hand-written set shipped with kb-mcp."""
+    if name == GOLDEN:
+        return Path(str(resources.files("kb_mcp.bench") / "golden"))
+    return Path(name).expanduser()
+
+
+def cmd_bench_retrieval(args: argparse.Namespace) -> int:
+    """Score a BEIR-layout collection (or `golden`) through the real search engine."""
+    from kb_mcp.bench.retrieval import report_table, run_retrieval_bench, write_json
+
+    bar = ProgressBar("ingest")
+    try:
+        report = run_retrieval_bench(
+            dataset_path(args.dataset),
+            args.split,
+            mode=args.mode,
+            home=Path(args.home).expanduser() if args.home else None,
+            progress=bar,
+            top_k=args.top_k,
+        )
+    finally:
+        bar.close()
+    print(report_table(report))
+    if args.json:
+        write_json(report, Path(args.json))
+    return 0
+
+
+def cmd_bench_perf(args: argparse.Namespace) -> int:
+    """Ingest throughput, size on disk, peak memory, re-sync and search latency by corpus size."""
+    from kb_mcp.bench.perf import perf_table, run_perf_bench
+
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    rows = run_perf_bench(sizes, keep=args.keep)
+    print(perf_table(rows))
+    return 0
+
+
+def add_bench_parser(sub: argparse._SubParsersAction, common) -> None:
+    bench = sub.add_parser(
+        "bench",
+        help="measure retrieval quality or speed",
+        description="Measure retrieval quality or speed.",
+    )
+    bench_sub = bench.add_subparsers(dest="bench_command", required=True, metavar="BENCH")
+    p = bench_sub.add_parser(
+        "retrieval", help=cmd_bench_retrieval.__doc__, description=cmd_bench_retrieval.__doc__
+    )
+    common(p)
+    p.add_argument(
+        "--dataset",
+        required=True,
+        help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/) or 'golden'",
+    )
+    p.add_argument("--split", default="test")
+    p.add_argument("--mode", default="auto", choices=["auto", "keyword", "vector", "hybrid"])
+    p.add_argument("--top-k", type=int, default=10, help="k of hit@k (default 10)")
+    p.add_argument("--json", metavar="OUT", help="also write the report as JSON to OUT")
+    p.set_defaults(func=cmd_bench_retrieval)
+    p = bench_sub.add_parser(
+        "perf", help=cmd_bench_perf.__doc__, description=cmd_bench_perf.__doc__
+    )
+    p.add_argument(
+        "--sizes",
+        default="1000,10000,50000",
+        help="comma-separated corpus sizes in files (default 1000,10000,50000)",
+    )
+    p.add_argument("--keep", action="store_true", help="keep the generated corpora")
+    p.set_defaults(func=cmd_bench_perf)

@@ -1,0 +1,132 @@
+"""Bytes → str for every text format, without guessing wrong quietly.
+
+Order of evidence, strongest first:
+
+1. A byte-order mark names the encoding (UTF-8, UTF-16 LE/BE, UTF-32 LE/BE).
+2. NUL bytes mean UTF-16 without a BOM if they sit at alternate positions
+   (ASCII-heavy UTF-16 is half NULs); anywhere else they mean binary data.
+3. Strict UTF-8, which random or legacy 8-bit bytes almost never pass.
+4. The caller's declared encoding (an HTML ``<meta charset>``), if it decodes.
+5. cp1252 (what "latin-1" files from Windows really are), reading its five
+   undefined bytes as latin-1, so this last step never fails.
+
+Whatever decoded is then checked for control characters: text written by
+people has almost none besides tab, newline, carriage return, form feed and
+ESC (coloured logs), so a high share means binary data and raises ``Unreadable``.
+
+Line endings: ``\\r\\n`` and a lone ``\\r`` both become ``\\n``. Editors and
+``str.splitlines`` count each of them as one line end, so line numbers (and
+therefore citations) are unchanged; afterwards ``"\\n"`` is the only line end.
+Count lines with ``text.split("\\n")``: ``splitlines`` also breaks at form feed,
+U+0085 and U+2028, which editors do not.
+"""
+
+from __future__ import annotations
+
+import codecs
+
+from kb_mcp.errors import Unreadable
+
+# Longest BOMs first: the UTF-32 LE BOM starts with the UTF-16 LE one.
+_BOMS: tuple[tuple[bytes, str], ...] = (
+    (codecs.BOM_UTF32_LE, "utf-32-le"),
+    (codecs.BOM_UTF32_BE, "utf-32-be"),
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+)
+
+# How much of the input the heuristics look at: binary formats and UTF-16
+# both show themselves in their first few kilobytes.
+_SNIFF_BYTES = 8192
+
+# BOM-less UTF-16: the NUL-carrying half of the byte pairs must be at least
+# this share NULs, and the other half almost none (one in fifty).
+_UTF16_MIN_NUL_SHARE = 0.10
+_UTF16_MAX_OTHER_NUL_SHARE = 0.02
+
+# Control characters allowed in text: tab, LF, VT, FF, CR and ESC.
+_TEXT_CONTROLS = frozenset("\t\n\x0b\x0c\r\x1b")
+_CONTROL_CHARS = {code: None for code in [*range(0x20), 0x7F] if chr(code) not in _TEXT_CONTROLS}
+# latin-1 decodes every byte; this table then turns 0x80-0x9F into their cp1252
+# characters (€, “, —, …) except the five bytes cp1252 leaves undefined.
+_CP1252_OVER_LATIN1 = {
+    byte: bytes([byte]).decode("cp1252", errors="ignore") or chr(byte) for byte in range(0x80, 0xA0)
+}
+# More than one character in ten being a control character is not text.
+_MAX_CONTROL_SHARE = 0.10
+
+
+def decode_bytes(data: bytes, *, declared: str | None = None) -> str:
+    """Decode file bytes to text with ``\\n`` line ends; raise ``Unreadable`` for binary data.
+
+    ``declared`` is an encoding the file names for itself (an HTML meta charset);
+    it is tried only after strict UTF-8 fails, because such declarations are
+    often stale copies of a template.
+    """
+    text = _decode(data, declared)
+    _reject_control_heavy(text)
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _decode(data: bytes, declared: str | None) -> str:
+    """Pick the encoding by the order of evidence in the module docstring."""
+    for bom, encoding in _BOMS:
+        if data.startswith(bom):
+            # The BOM is strong evidence: a stray bad sequence after it becomes U+FFFD.
+            return data[len(bom) :].decode(encoding, errors="replace")
+    if b"\x00" in data:
+        return _decode_nul_bearing(data)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    if declared and (text := _try_declared(data, declared)) is not None:
+        return text
+    return data.decode("latin-1").translate(_CP1252_OVER_LATIN1)
+
+
+def _decode_nul_bearing(data: bytes) -> str:
+    """Decode data containing NULs as BOM-less UTF-16, or reject it as binary."""
+    encoding = _sniff_utf16(data[:_SNIFF_BYTES])
+    if encoding is None:
+        offset = data.index(b"\x00")
+        raise Unreadable(f"binary data (NUL byte at offset {offset})")
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as error:
+        raise Unreadable(f"binary data (looks like {encoding} but does not decode)") from error
+
+
+def _sniff_utf16(sample: bytes) -> str | None:
+    """Name the UTF-16 byte order when NULs sit on one side of the byte pairs only."""
+    pairs = len(sample) // 2
+    if pairs == 0:
+        return None
+    even_nuls = sample[0 : pairs * 2 : 2].count(0) / pairs
+    odd_nuls = sample[1 : pairs * 2 : 2].count(0) / pairs
+    # "A" is 41 00 in little-endian UTF-16, so its NULs sit at odd offsets.
+    if odd_nuls >= _UTF16_MIN_NUL_SHARE and even_nuls <= _UTF16_MAX_OTHER_NUL_SHARE:
+        return "utf-16-le"
+    if even_nuls >= _UTF16_MIN_NUL_SHARE and odd_nuls <= _UTF16_MAX_OTHER_NUL_SHARE:
+        return "utf-16-be"
+    return None
+
+
+def _try_declared(data: bytes, declared: str) -> str | None:
+    """Decode with a self-declared encoding; None when it is unknown or wrong."""
+    try:
+        return data.decode(declared)
+    except (LookupError, UnicodeDecodeError):
+        return None
+
+
+def _reject_control_heavy(text: str) -> None:
+    """Raise ``Unreadable`` when too many of the first characters are control characters."""
+    sample = text[:_SNIFF_BYTES]
+    if not sample:
+        return
+    controls = len(sample) - len(sample.translate(_CONTROL_CHARS))
+    share = controls / len(sample)
+    if share > _MAX_CONTROL_SHARE:
+        raise Unreadable(f"binary data ({share:.0%} control characters)")

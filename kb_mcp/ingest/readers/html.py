@@ -1,0 +1,322 @@
+"""HTML → Markdown: the page's own text, without its chrome, using only the stdlib parser.
+
+The parser builds a small element tree (closing the end tags HTML lets authors
+omit), then the tree is rendered block by block: headings, paragraphs, nested
+lists, fenced code, tables, quotes and links. Scripts, styles and other non-text
+elements are always dropped; navigation, sidebars, forms, and page-level headers
+and footers are dropped as boilerplate. Content is taken from ``<main>`` (or a
+lone ``<article>``) when the page marks it, else from ``<body>``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+
+from kb_mcp.errors import Unreadable
+from kb_mcp.ingest.decode import decode_bytes
+from kb_mcp.ingest.readers import Converted, markdown_table
+
+SUFFIXES = frozenset({".html", ".htm", ".xhtml"})
+
+_NEVER_TEXT = frozenset(
+    {"head", "title", "script", "style", "noscript", "template", "svg", "iframe", "object"}
+)
+_CHROME = frozenset({"nav", "aside", "form", "header", "footer"})
+# Inside <main> or <article>, <header> and <footer> hold that content's own
+# heading and byline, not the site's banner, so they are kept there.
+_CONTENT_CHROME = _CHROME - {"header", "footer"}
+
+_VOID = frozenset(
+    {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "wbr"}
+)
+_HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
+_BLOCKS = _HEADINGS | {
+    "address", "article", "aside", "blockquote", "body", "caption", "center", "dd",
+    "details", "div", "dl", "dt", "fieldset", "figcaption", "figure", "footer", "form",
+    "header", "hgroup", "hr", "html", "li", "main", "nav", "ol", "p", "pre", "section",
+    "summary", "table", "tbody", "td", "tfoot", "th", "thead", "tr", "ul",
+}  # fmt: skip
+
+# End tags HTML lets authors omit: a new tag closes the outermost open element
+# of the first set found above it, searching no further than the second set.
+_IMPLIED_END: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    "li": (frozenset({"li"}), frozenset({"ul", "ol"})),
+    "dt": (frozenset({"dt", "dd"}), frozenset({"dl"})),
+    "dd": (frozenset({"dt", "dd"}), frozenset({"dl"})),
+    "tr": (frozenset({"tr", "td", "th"}), frozenset({"table", "thead", "tbody", "tfoot"})),
+    "td": (frozenset({"td", "th"}), frozenset({"tr", "table"})),
+    "th": (frozenset({"td", "th"}), frozenset({"tr", "table"})),
+}
+# Any block start ends an open paragraph, which cannot contain blocks.
+_PARAGRAPH_END = (frozenset({"p"}), _BLOCKS - {"p"})
+
+_BREAK = "\x00"  # stands for <br> until whitespace is collapsed; decoded text has no NULs
+_META_CHARSET = re.compile(rb"<meta[^>]+charset\s*=\s*[\"']?\s*([\w.:-]+)", re.IGNORECASE)
+_FENCE_LANGUAGE = re.compile(r"\b(?:language|lang)-([\w+#.-]+)")
+
+
+@dataclass(slots=True)
+class _Element:
+    tag: str
+    attrs: dict[str, str]
+    children: list[_Element | str] = field(default_factory=list)
+
+
+def read_html(data: bytes) -> Converted:
+    """Convert an HTML page to Markdown titled by ``<title>``, else its first ``<h1>``."""
+    declared = _META_CHARSET.search(data[:4096])
+    text = decode_bytes(data, declared=declared.group(1).decode("ascii") if declared else None)
+    try:
+        markdown, title = _convert(_parse(text))
+    except RecursionError as error:  # the tree is walked recursively
+        raise Unreadable("HTML nested too deeply to convert") from error
+    return Converted(markdown, "html", None, title, exact=False)
+
+
+def _convert(tree: _Element) -> tuple[str, str | None]:
+    """The Markdown of the page's content, and its title."""
+    root = _content_root(tree)
+    drop = _NEVER_TEXT | (_CHROME if root.tag in {"body", "#document"} else _CONTENT_CHROME)
+    # Some pages wrap everything in chrome (ASP.NET puts the whole body in a <form>):
+    # stripping boilerplate must never empty a page that has text.
+    markdown = _render(root, drop) or _render(root, _NEVER_TEXT)
+    # An inline <svg> has <title>s of its own: icon labels, not the page's title.
+    title = _find(tree, "title", skip=frozenset({"svg"})) or _find(root, "h1", skip=drop)
+    title_text = " ".join(_raw_text(title).split()) if title else ""
+    return markdown, title_text or None
+
+
+class _TreeBuilder(HTMLParser):
+    """Builds an ``_Element`` tree, tolerating the omitted and stray end tags of real pages."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.root = _Element("#document", {})
+        self._open = [self.root]
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self._close_implied(tag)
+        element = _Element(tag, {name: value or "" for name, value in attrs})
+        self._open[-1].children.append(element)
+        if tag not in _VOID:
+            self._open.append(element)
+
+    def handle_endtag(self, tag: str) -> None:
+        for depth in range(len(self._open) - 1, 0, -1):
+            if self._open[depth].tag == tag:
+                del self._open[depth:]
+                return  # an end tag with no open element is ignored, as browsers do
+
+    def handle_data(self, data: str) -> None:
+        self._open[-1].children.append(data)
+
+    def _close_implied(self, tag: str) -> None:
+        rule = _IMPLIED_END.get(tag) or (_PARAGRAPH_END if tag in _BLOCKS else None)
+        if rule is None:
+            return
+        targets, limits = rule
+        outermost = None
+        for depth in range(len(self._open) - 1, 0, -1):
+            if self._open[depth].tag in limits:
+                break
+            if self._open[depth].tag in targets:
+                outermost = depth
+        if outermost is not None:
+            del self._open[outermost:]
+
+
+def _parse(text: str) -> _Element:
+    builder = _TreeBuilder()
+    builder.feed(text)
+    builder.close()
+    return builder.root
+
+
+def _content_root(tree: _Element) -> _Element:
+    """``<main>`` (or role=main), else the only ``<article>``, else ``<body>``, else everything."""
+    elements = list(_iter(tree, skip=_NEVER_TEXT | _CHROME))
+    mains = [el for el in elements if el.tag == "main" or el.attrs.get("role") == "main"]
+    articles = [el for el in elements if el.tag == "article"]
+    if mains:
+        return mains[0]
+    if len(articles) == 1:
+        return articles[0]
+    return _find(tree, "body") or tree
+
+
+def _children(element: _Element) -> list[_Element]:
+    return [child for child in element.children if isinstance(child, _Element)]
+
+
+def _iter(element: _Element, skip: frozenset[str] = frozenset()) -> Iterator[_Element]:
+    """Every element below ``element`` in document order, not entering ``skip`` tags."""
+    for child in _children(element):
+        if child.tag not in skip:
+            yield child
+            yield from _iter(child, skip)
+
+
+def _find(element: _Element, tag: str, skip: frozenset[str] = frozenset()) -> _Element | None:
+    """The first element named ``tag`` below ``element``, not looking inside ``skip`` tags."""
+    return next((el for el in _iter(element, skip) if el.tag == tag), None)
+
+
+def _render(root: _Element, drop: frozenset[str]) -> str:
+    return "\n\n".join(_blocks(root, drop))
+
+
+def _blocks(element: _Element, drop: frozenset[str]) -> list[str]:
+    """Markdown blocks of ``element``'s children: inline runs become paragraphs."""
+    blocks: list[str] = []
+    inline: list[str] = []
+    for child in element.children:
+        if isinstance(child, str):
+            inline.append(child)
+        elif child.tag in drop:
+            continue
+        elif child.tag in _BLOCKS:
+            _flush(inline, blocks)
+            blocks.extend(_block(child, drop))
+        else:
+            inline.append(_inline(child, drop))
+    _flush(inline, blocks)
+    return blocks
+
+
+def _flush(inline: list[str], blocks: list[str]) -> None:
+    if text := _squash("".join(inline)):
+        blocks.append(text)
+    inline.clear()
+
+
+def _block(element: _Element, drop: frozenset[str]) -> list[str]:
+    tag = element.tag
+    if tag in _HEADINGS:
+        text = _squash(_inline(element, drop)).replace("\n", " ")
+        return [f"{'#' * int(tag[1])} {text}"] if text else []
+    if tag in {"ul", "ol"}:
+        return [items] if (items := _list(element, drop)) else []
+    if tag == "pre":
+        return [_fence(element)]
+    if tag == "table":
+        rows = [[" ".join(_blocks(cell, drop)) for cell in row] for row in _rows(element)]
+        return [markdown_table(rows)] if rows else []
+    if tag == "blockquote":
+        quoted = "\n\n".join(_blocks(element, drop)).split("\n")
+        return ["\n".join(f"> {line}".rstrip() for line in quoted)] if quoted != [""] else []
+    if tag == "hr":
+        return ["---"]
+    return _blocks(element, drop)
+
+
+def _inline(element: _Element, drop: frozenset[str]) -> str:
+    """Inline Markdown for an element met inside running text."""
+    if element.tag == "br":
+        return _BREAK
+    inner = "".join(
+        child if isinstance(child, str) else _inline(child, drop)
+        for child in element.children
+        if isinstance(child, str) or child.tag not in drop
+    )
+    if element.tag == "a":
+        return _link(inner, element.attrs.get("href", ""))
+    if element.tag == "code":
+        return _code_span(inner)
+    if element.tag in {"strong", "b"}:
+        return _emphasis(inner, "**")
+    if element.tag in {"em", "i"}:
+        return _emphasis(inner, "*")
+    return inner
+
+
+def _link(inner: str, href: str) -> str:
+    """``[text](href)``; in-page and script links keep only their text."""
+    text = _squash(inner).replace("\n", " ")
+    if not text or not href or href.startswith(("#", "javascript:")):
+        return inner
+    return f"[{text}]({href.strip().replace(' ', '%20')})"
+
+
+def _code_span(inner: str) -> str:
+    code = " ".join(inner.split())
+    if not code:
+        return inner
+    return f"`` {code} ``" if "`" in code else f"`{code}`"
+
+
+def _emphasis(inner: str, mark: str) -> str:
+    """Wrap the text in ``mark`` with its edge spaces outside (``** x **`` is not bold)."""
+    core = inner.strip()
+    if not core:
+        return inner
+    lead = " " if inner[0].isspace() else ""
+    trail = " " if inner[-1].isspace() else ""
+    return f"{lead}{mark}{core}{mark}{trail}"
+
+
+def _list(element: _Element, drop: frozenset[str]) -> str:
+    """A Markdown list; nested lists come out indented under their item's text."""
+    ordered = element.tag == "ol"
+    start = element.attrs.get("start", "1")
+    number = int(start) if start.isdigit() else 1
+    items: list[str] = []
+    for child in _children(element):
+        if child.tag in drop:
+            continue
+        if child.tag == "li":
+            marker = f"{number}. " if ordered else "- "
+            number += 1
+            blocks = _blocks(child, drop)
+        else:  # a list nested straight in a list (invalid, but common) continues the last item
+            marker = "  "
+            blocks = _blocks(_Element("li", {}, [child]), drop)
+        if blocks:
+            items.append(_indent("\n".join(blocks), marker))
+    return "\n".join(items)
+
+
+def _indent(text: str, marker: str) -> str:
+    """Prefix the first line with ``marker`` and indent the rest to its width."""
+    pad = " " * len(marker)
+    head, *rest = text.split("\n")
+    return "\n".join([marker + head, *(pad + line if line else "" for line in rest)])
+
+
+def _fence(pre: _Element) -> str:
+    """A fenced code block, long enough not to be closed by backticks in the code."""
+    code = _raw_text(pre).strip("\n")
+    classes = " ".join(el.attrs.get("class", "") for el in [pre, *_iter(pre)])
+    language = match.group(1) if (match := _FENCE_LANGUAGE.search(classes)) else ""
+    fence = "```"
+    while fence in code:
+        fence += "`"
+    return f"{fence}{language}\n{code}\n{fence}"
+
+
+def _rows(table: _Element) -> list[list[_Element]]:
+    """Cells of the table's own rows (not of tables nested in its cells)."""
+    rows: list[_Element] = []
+    for child in _children(table):
+        if child.tag in {"thead", "tbody", "tfoot"}:
+            rows.extend(row for row in _children(child) if row.tag == "tr")
+        elif child.tag == "tr":
+            rows.append(child)
+    cells = [[cell for cell in _children(row) if cell.tag in {"td", "th"}] for row in rows]
+    return [row for row in cells if row]
+
+
+def _raw_text(element: _Element) -> str:
+    """All text below ``element`` with its whitespace kept; ``<br>`` becomes a newline."""
+    return "".join(
+        child if isinstance(child, str) else "\n" if child.tag == "br" else _raw_text(child)
+        for child in element.children
+    )
+
+
+def _squash(text: str) -> str:
+    """Collapse whitespace as a browser does, keeping the line breaks ``<br>`` asked for."""
+    lines = (" ".join(part.split()) for part in text.split(_BREAK))
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()

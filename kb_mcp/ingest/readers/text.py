@@ -1,0 +1,84 @@
+"""Pass-through formats: Markdown, plain text, data files and source code.
+
+These are stored exactly as decoded, so line N of the stored text is line N of
+the file and a citation opens on the right line in an editor. Only the kind,
+the language (for code) and the title (for Markdown) are worked out here.
+"""
+
+from __future__ import annotations
+
+import re
+
+from kb_mcp.ingest.decode import decode_bytes
+from kb_mcp.ingest.readers import Converted
+
+MARKDOWN_SUFFIXES = frozenset({".md", ".markdown", ".mdx"})
+PLAIN_SUFFIXES = frozenset({".txt", ".text", ".org", ".rst", ".adoc"})
+DATA_SUFFIXES = frozenset(
+    {".csv", ".tsv", ".json", ".jsonl", ".yaml", ".yml", ".toml", ".ini", ".cfg", ".xml"}
+)
+
+# Suffix (or exact file name, for files that have none) → language name.
+# Names follow the common Markdown fence names, one name per language.
+CODE_LANGUAGES: dict[str, str] = {
+    ".py": "python", ".pyi": "python",
+    ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript", ".jsx": "javascript",
+    ".ts": "typescript", ".tsx": "typescript",
+    ".go": "go", ".rs": "rust", ".java": "java", ".kt": "kotlin", ".kts": "kotlin",
+    ".c": "c", ".h": "c", ".cc": "cpp", ".cpp": "cpp", ".hpp": "cpp", ".cs": "csharp",
+    ".rb": "ruby", ".php": "php", ".swift": "swift", ".scala": "scala",
+    ".sh": "shell", ".bash": "shell", ".zsh": "shell",
+    ".sql": "sql", ".lua": "lua", ".r": "r", ".m": "objective-c", ".pl": "perl",
+    ".ex": "elixir", ".exs": "elixir", ".erl": "erlang", ".hs": "haskell", ".ml": "ocaml",
+    ".clj": "clojure", ".dart": "dart", ".vue": "vue", ".svelte": "svelte",
+    ".css": "css", ".scss": "scss", ".proto": "protobuf", ".graphql": "graphql",
+    "Makefile": "make", "makefile": "make", "GNUmakefile": "make", "Dockerfile": "dockerfile",
+}  # fmt: skip
+
+_FRONTMATTER = re.compile(r"\A---\n(.*?)\n(?:---|\.\.\.)\n", re.DOTALL)
+_FRONTMATTER_TITLE = re.compile(r"^title:[ \t]*(.+?)[ \t]*$", re.MULTILINE)
+_ATX_H1 = re.compile(r"^ {0,3}# +(.+?)(?: +#+)? *$")
+_FENCE = re.compile(r"^ {0,3}(```|~~~)")
+
+
+def read_markdown(data: bytes) -> Converted:
+    """Markdown as is, titled by its frontmatter ``title:`` or first ``# `` heading."""
+    text = decode_bytes(data)
+    return Converted(text, "markdown", None, markdown_title(text), exact=True)
+
+
+def read_plain(data: bytes) -> Converted:
+    """Plain text and lightweight markup other than Markdown (org, rst, AsciiDoc), as is."""
+    return Converted(decode_bytes(data), "text", None, None, exact=True)
+
+
+def read_data(data: bytes) -> Converted:
+    """Data files (CSV, JSON, YAML, …) as their text; structure is not interpreted."""
+    return Converted(decode_bytes(data), "data", None, None, exact=True)
+
+
+def read_code(data: bytes, *, language: str) -> Converted:
+    """Source code as is, labelled with its language; code has no title."""
+    return Converted(decode_bytes(data), "code", language, None, exact=True)
+
+
+def markdown_title(text: str) -> str | None:
+    """The frontmatter ``title:``, else the first level-1 ATX heading outside code fences."""
+    if frontmatter := _FRONTMATTER.match(text):
+        if title := _FRONTMATTER_TITLE.search(frontmatter.group(1)):
+            return _unquote(title.group(1)) or None
+        text = text[frontmatter.end() :]
+    in_fence = False
+    for line in text.split("\n"):
+        if _FENCE.match(line):
+            in_fence = not in_fence
+        elif not in_fence and (heading := _ATX_H1.match(line)):
+            return heading.group(1).strip()
+    return None
+
+
+def _unquote(value: str) -> str:
+    """Strip one pair of matching YAML quotes from a scalar."""
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        return value[1:-1].strip()
+    return value

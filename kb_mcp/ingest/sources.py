@@ -1,0 +1,104 @@
+"""The folder-source registry: which folders the user named, kept in ``<home>/sources.json``.
+
+A folder enters the library only because the user named it (``kb-mcp add PATH`` or the
+``folders`` setting). The registry is a file, not a table, because the database is a
+rebuildable index: deleting ``kb.db`` must not forget which folders to index.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from kb_mcp.errors import Conflict, InvalidInput, NotFound
+from kb_mcp.fsutil import atomic_write
+
+REGISTRY_FILE = "sources.json"
+RESERVED_NAMES = frozenset({"agent", "uploads"})
+
+
+@dataclass(frozen=True, slots=True)
+class FolderSource:
+    name: str
+    root: str
+    ignore: tuple[str, ...] = ()
+    configured: bool = False  # from the ``folders`` setting rather than ``kb-mcp add``
+
+
+def load_registry(home: Path) -> list[FolderSource]:
+    path = home / REGISTRY_FILE
+    if not path.is_file():
+        return []
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return [FolderSource(d["name"], d["root"], tuple(d.get("ignore", ()))) for d in data]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InvalidInput(
+            f"cannot read the source registry {path}: {exc}",
+            hint="fix or delete the file, then add the folders again with `kb-mcp add`",
+        ) from exc
+
+
+def save_registry(home: Path, sources: Sequence[FolderSource]) -> None:
+    data = [{"name": s.name, "root": s.root, "ignore": list(s.ignore)} for s in sources]
+    atomic_write(home / REGISTRY_FILE, json.dumps(data, indent=2).encode("utf-8"))
+
+
+def folder_sources(home: Path, configured: Sequence[str]) -> list[FolderSource]:
+    """Registered folders, then configured ones not registered already (named by folder)."""
+    sources = load_registry(home)
+    roots = {s.root for s in sources}
+    names = {s.name for s in sources}
+    for folder in configured:
+        root = str(Path(folder).expanduser().resolve())
+        if root in roots:
+            continue
+        name = _free_name(Path(root).name or "folder", names)
+        sources.append(FolderSource(name, root, (), configured=True))
+        roots.add(root)
+        names.add(name)
+    return sources
+
+
+def _free_name(base: str, taken: set[str]) -> str:
+    name, n = base, 2
+    while name in taken or name in RESERVED_NAMES:
+        name, n = f"{base}-{n}", n + 1
+    return name
+
+
+def register_folder(
+    home: Path, root: Path, name: str | None, ignore: Sequence[str]
+) -> FolderSource:
+    """Add a folder to the registry; the name defaults to the folder's own name."""
+    resolved = root.expanduser().resolve()
+    if not resolved.is_dir():
+        raise NotFound(f"{root} is not a folder")
+    sources = load_registry(home)
+    for s in sources:
+        if s.root == str(resolved):
+            raise Conflict(f"{resolved} is already a source, named {s.name!r}")
+    taken = {s.name for s in sources}
+    if name is not None and (name in taken or name in RESERVED_NAMES):
+        raise Conflict(f"a source named {name!r} exists already; pick another --name")
+    if name is not None and not name.strip():
+        raise InvalidInput("--name is empty")
+    source = FolderSource(
+        name or _free_name(resolved.name or "folder", taken), str(resolved), tuple(ignore)
+    )
+    save_registry(home, [*sources, source])
+    return source
+
+
+def unregister_folder(home: Path, name: str) -> FolderSource:
+    sources = load_registry(home)
+    kept = [s for s in sources if s.name != name]
+    if len(kept) == len(sources):
+        raise NotFound(
+            f"no registered folder source named {name!r}",
+            hint="known: " + (", ".join(s.name for s in sources) or "none"),
+        )
+    save_registry(home, kept)
+    return next(s for s in sources if s.name == name)

@@ -1,0 +1,378 @@
+"""Readers: dispatch, pass-through text and code, HTML, PDF and DOCX built in the test."""
+
+from __future__ import annotations
+
+import codecs
+import io
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from kb_mcp.errors import Unavailable, Unreadable
+from kb_mcp.ingest.readers import (
+    READERS,
+    Converted,
+    convert_bytes,
+    is_supported,
+    read_path,
+    supported_suffixes,
+)
+from kb_mcp.ingest.readers.text import CODE_LANGUAGES, markdown_title
+
+
+def write(tmp_path: Path, name: str, data: bytes | str) -> Path:
+    path = tmp_path / name
+    path.write_bytes(data.encode() if isinstance(data, str) else data)
+    return path
+
+
+# --- dispatch -------------------------------------------------------------------------------
+
+
+def test_supported_suffixes_are_the_dispatch_table_suffixes() -> None:
+    names = {key for key in READERS if not key.startswith(".")}
+    assert supported_suffixes() | names == set(READERS)
+    assert names == {"Makefile", "makefile", "GNUmakefile", "Dockerfile"}
+    assert all(suffix == suffix.lower() for suffix in supported_suffixes())
+
+
+def test_is_supported_matches_suffix_case_insensitively_and_names_exactly() -> None:
+    assert all(is_supported(Path(f"x{suffix.upper()}")) for suffix in supported_suffixes())
+    assert is_supported(Path("src/Makefile"))
+    assert not is_supported(Path("photo.png"))
+    assert not is_supported(Path("README"))
+
+
+def test_read_path_unsupported_suffix_lists_every_supported_format(tmp_path: Path) -> None:
+    path = write(tmp_path, "photo.png", b"\x89PNG")
+    with pytest.raises(Unreadable) as caught:
+        read_path(path)
+    message = caught.value.message
+    assert message.startswith("cannot read photo.png: unsupported format '.png'; supported: ")
+    assert all(key in message for key in READERS)
+
+
+def test_read_path_file_without_suffix_is_unsupported(tmp_path: Path) -> None:
+    with pytest.raises(Unreadable, match=r"cannot read LICENSE: unsupported format \(no suffix\)"):
+        read_path(write(tmp_path, "LICENSE", "MIT"))
+
+
+def test_read_path_rejects_file_over_size_cap_naming_size_and_cap(tmp_path: Path) -> None:
+    path = write(tmp_path, "big.txt", "x" * (3 * 1024 * 1024))
+    with pytest.raises(Unreadable, match=r"big.txt: file is 3.0 MiB, over the 1.0 MiB size cap"):
+        read_path(path, max_bytes=1024 * 1024)
+
+
+def test_read_path_reports_missing_file_as_unreadable(tmp_path: Path) -> None:
+    with pytest.raises(Unreadable, match=r"cannot read gone\.md: No such file"):
+        read_path(tmp_path / "gone.md")
+
+
+def test_convert_bytes_accepts_suffix_without_dot_in_any_case() -> None:
+    assert convert_bytes(b"# T\n", "MD") == convert_bytes(b"# T\n", ".md")
+
+
+# --- pass-through text and code ---------------------------------------------------------------
+
+
+def test_read_path_markdown_is_exact_and_titled_by_first_h1(tmp_path: Path) -> None:
+    text = "intro\n\n# Setup Guide #\n\ntext\r\n# Later\n"
+    converted = read_path(write(tmp_path, "guide.md", text))
+    assert converted == Converted(
+        markdown="intro\n\n# Setup Guide #\n\ntext\n# Later\n",
+        kind="markdown",
+        language=None,
+        title="Setup Guide",
+        exact=True,
+    )
+
+
+def test_markdown_title_prefers_frontmatter_title() -> None:
+    assert markdown_title("---\ntitle: 'Quoted: Title'\ntags: [a]\n---\n# Heading\n") == (
+        "Quoted: Title"
+    )
+
+
+def test_markdown_title_skips_comments_inside_code_fences() -> None:
+    assert markdown_title("```bash\n# install\n```\n## Sub\n# Real Title\n") == "Real Title"
+
+
+def test_markdown_title_is_none_without_h1() -> None:
+    assert markdown_title("## only level two\ntext\n") is None
+
+
+CODE_FILES = {
+    "app.py": "python",
+    "Main.TSX": "typescript",
+    "lib.rs": "rust",
+    "run.sh": "shell",
+    "x.hpp": "cpp",
+    "Program.cs": "csharp",
+    "Makefile": "make",
+    "Dockerfile": "dockerfile",
+}
+
+
+@pytest.mark.parametrize(("name", "language"), CODE_FILES.items())
+def test_read_path_code_gets_kind_and_language(tmp_path: Path, name: str, language: str) -> None:
+    source = "# a comment, not a title\nx = 1\n"
+    converted = read_path(write(tmp_path, name, source))
+    assert converted == Converted(source, "code", language, None, exact=True)
+
+
+@pytest.mark.parametrize(
+    ("language", "suffixes"),
+    [
+        ("python", [".py", ".pyi"]),
+        ("javascript", [".js", ".mjs", ".cjs", ".jsx"]),
+        ("typescript", [".ts", ".tsx"]),
+        ("cpp", [".cc", ".cpp", ".hpp"]),
+        ("shell", [".sh", ".bash", ".zsh"]),
+        ("kotlin", [".kt", ".kts"]),
+    ],
+)
+def test_code_languages_give_all_suffixes_of_a_language_one_name(
+    language: str, suffixes: list[str]
+) -> None:
+    assert {CODE_LANGUAGES[suffix] for suffix in suffixes} == {language}
+
+
+@pytest.mark.parametrize(("name", "kind"), [("notes.txt", "text"), ("data.json", "data")])
+def test_read_path_text_and_data_pass_through(tmp_path: Path, name: str, kind: str) -> None:
+    converted = read_path(write(tmp_path, name, '{"a": 1}\n'))
+    assert (converted.markdown, converted.kind, converted.exact) == ('{"a": 1}\n', kind, True)
+
+
+def test_read_path_decodes_utf16_with_bom(tmp_path: Path) -> None:
+    path = write(
+        tmp_path, "win.txt", codecs.BOM_UTF16_LE + "line one\r\nline two\r\n".encode("utf-16-le")
+    )
+    assert read_path(path).markdown == "line one\nline two\n"
+
+
+def test_read_path_binary_data_is_unreadable_with_file_name(tmp_path: Path) -> None:
+    with pytest.raises(Unreadable, match=r"^cannot read blob.txt: binary data \(NUL byte"):
+        read_path(write(tmp_path, "blob.txt", b"abc\x00\x01\x02\xff\xfe\x00\x00"))
+
+
+# --- HTML -------------------------------------------------------------------------------------
+
+PAGE = b"""<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>Install &amp; Run</title>
+<style>body { color: red }</style><script>track("visit")</script></head>
+<body>
+<header><a href="/">Site Logo</a></header>
+<nav><ul><li><a href="/docs">Docs menu</a></li></ul></nav>
+<main>
+  <h1>Installing</h1>
+  <p>Use <code>pip</code> and <a href="https://example.org/get">the guide</a>.<br>Then restart.
+  <h2>Steps</h2>
+  <ol><li>Download<li>Configure<ul><li>edit <b>config.toml</b></li></ul><li>Run</ol>
+  <pre><code class="language-bash">pip install kb-mcp
+kb-mcp serve</code></pre>
+  <table><tr><th>Flag</th><th>Meaning</th></tr><tr><td>-q</td><td>quiet | terse</td></tr></table>
+  <blockquote><p>Works offline.</p></blockquote>
+  <form><input name="q"><button>Search</button></form>
+</main>
+<aside>Related posts</aside><footer>Copyright 2024</footer>
+<noscript>Enable JavaScript</noscript>
+</body></html>"""
+
+PAGE_MARKDOWN = """# Installing
+
+Use `pip` and [the guide](https://example.org/get).
+Then restart.
+
+## Steps
+
+1. Download
+2. Configure
+   - edit **config.toml**
+3. Run
+
+```bash
+pip install kb-mcp
+kb-mcp serve
+```
+
+| Flag | Meaning |
+| --- | --- |
+| -q | quiet \\| terse |
+
+> Works offline."""
+
+
+def test_html_converts_main_content_to_markdown(tmp_path: Path) -> None:
+    converted = read_path(write(tmp_path, "install.html", PAGE))
+    assert converted == Converted(PAGE_MARKDOWN, "html", None, "Install & Run", exact=False)
+
+
+def test_html_drops_boilerplate() -> None:
+    markdown = convert_bytes(
+        PAGE.replace(b"<main>", b"<div>").replace(b"</main>", b"</div>"), ".html"
+    ).markdown
+    assert markdown.startswith("# Installing")
+    chrome = ["Site Logo", "Docs menu", "track(", "color: red", "Search", "Related", "Copyright"]
+    assert [text for text in [*chrome, "Enable JavaScript"] if text in markdown] == []
+
+
+def test_html_keeps_header_inside_the_article() -> None:
+    page = b"""<body><header>Banner</header>
+        <article><header><h1>Post</h1></header><p>Body</p></article></body>"""
+    converted = convert_bytes(page, ".html")
+    assert (converted.markdown, converted.title) == ("# Post\n\nBody", "Post")
+
+
+def test_html_page_wrapped_in_a_form_keeps_its_text() -> None:
+    page = b"<html><body><form id='aspnetForm'><h2>Report</h2><p>Numbers</p></form></body></html>"
+    assert convert_bytes(page, ".htm").markdown == "## Report\n\nNumbers"
+
+
+def test_html_decodes_with_meta_charset_when_not_utf8() -> None:
+    page = '<meta charset="shift_jis"><p>日本語</p>'.encode("shift_jis")
+    assert convert_bytes(page, ".html").markdown == "日本語"
+
+
+# --- PDF --------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def pymupdf():
+    return pytest.importorskip("pymupdf")
+
+
+def pdf_bytes(pymupdf, pages: list[tuple[str, str]], title: str = "") -> bytes:
+    document = pymupdf.open()
+    for heading, body in pages:
+        page = document.new_page()
+        page.insert_text((72, 72), heading, fontsize=22)
+        page.insert_text((72, 110), body, fontsize=11)
+    document.set_metadata({"title": title})
+    return document.tobytes()
+
+
+def test_pdf_converts_every_page_in_order_with_headings(tmp_path: Path, pymupdf) -> None:
+    pages = [("Chapter One", "Apples grow on trees."), ("Chapter Two", "Bananas are yellow.")]
+    converted = read_path(write(tmp_path, "fruit.pdf", pdf_bytes(pymupdf, pages, "Fruit Guide")))
+    markdown = converted.markdown
+    assert (converted.kind, converted.title, converted.exact) == ("pdf", "Fruit Guide", False)
+    positions = [
+        markdown.index(text)
+        for text in ["# Chapter One", "Apples grow", "# Chapter Two", "Bananas"]
+    ]
+    assert positions == sorted(positions)
+
+
+def test_pdf_without_title_metadata_is_titled_by_first_heading(pymupdf) -> None:
+    converted = convert_bytes(pdf_bytes(pymupdf, [("Release Notes", "Fixed bugs.")]), ".pdf")
+    assert converted.title == "Release Notes"
+
+
+def test_pdf_image_only_is_rejected_for_missing_text_layer(tmp_path: Path, pymupdf) -> None:
+    document = pymupdf.open()
+    page = document.new_page()
+    page.draw_rect(pymupdf.Rect(72, 72, 300, 200), color=(0, 0, 0), fill=(0.5, 0.5, 0.5))
+    pixmap = pymupdf.Pixmap(pymupdf.csRGB, pymupdf.IRect(0, 0, 16, 16), False)
+    pixmap.clear_with(200)
+    page.insert_image(pymupdf.Rect(72, 250, 200, 378), pixmap=pixmap)
+    path = write(tmp_path, "scan.pdf", document.tobytes())
+    with pytest.raises(Unreadable) as caught:
+        read_path(path)
+    assert (
+        caught.value.message
+        == "cannot read scan.pdf: no text layer (image-only PDF); run OCR first"
+    )
+
+
+def test_pdf_encrypted_is_rejected_with_reason(pymupdf) -> None:
+    document = pymupdf.open(stream=pdf_bytes(pymupdf, [("Secret", "text")]), filetype="pdf")
+    data = document.tobytes(encryption=pymupdf.PDF_ENCRYPT_AES_256, user_pw="u", owner_pw="o")
+    with pytest.raises(Unreadable, match=r"encrypted PDF \(needs a password\)"):
+        convert_bytes(data, ".pdf")
+
+
+def test_pdf_corrupt_is_rejected(pymupdf) -> None:
+    with pytest.raises(Unreadable, match="not a valid PDF"):
+        convert_bytes(b"%PDF-1.7\nthis is not really a pdf", ".pdf")
+
+
+def test_pdf_without_extra_is_unavailable_with_install_hint(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "pymupdf4llm", None)  # makes the import fail
+    with pytest.raises(Unavailable) as caught:
+        convert_bytes(b"%PDF-1.7", ".pdf")
+    assert caught.value.hint == "pip install 'kb-mcp[pdf]'"
+
+
+# --- DOCX -------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def docx():
+    return pytest.importorskip("docx")
+
+
+def docx_bytes(document) -> bytes:
+    buffer = io.BytesIO()
+    document.save(buffer)
+    return buffer.getvalue()
+
+
+def test_docx_converts_body_in_order(tmp_path: Path, docx) -> None:
+    document = docx.Document()
+    document.add_heading("Quarterly Report", level=0)
+    document.add_heading("Summary", level=1)
+    document.add_paragraph("Revenue grew.")
+    document.add_paragraph("new customers", style="List Bullet")
+    document.add_paragraph("in Europe", style="List Bullet 2")
+    table = document.add_table(rows=2, cols=2)
+    for cell, text in zip(table._cells, ["Region", "Growth", "EU", "12%"], strict=True):
+        cell.text = text
+    document.add_heading("Outlook", level=2)
+    document.add_paragraph("Steady.")
+    converted = read_path(write(tmp_path, "report.docx", docx_bytes(document)))
+    assert converted == Converted(
+        markdown=(
+            "# Quarterly Report\n\n# Summary\n\nRevenue grew.\n\n- new customers\n  - in Europe\n\n"
+            "| Region | Growth |\n| --- | --- |\n| EU | 12% |\n\n## Outlook\n\nSteady.\n"
+        ),
+        kind="docx",
+        language=None,
+        title="Quarterly Report",
+        exact=False,
+    )
+
+
+def test_docx_title_comes_from_core_properties_first(docx) -> None:
+    document = docx.Document()
+    document.core_properties.title = "Official Title"
+    document.add_heading("Body Heading", level=1)
+    assert convert_bytes(docx_bytes(document), ".docx").title == "Official Title"
+
+
+def test_docx_corrupt_is_rejected(tmp_path: Path, docx) -> None:
+    with pytest.raises(Unreadable, match=r"^cannot read old.docx: not a DOCX file \(not a zip"):
+        read_path(write(tmp_path, "old.docx", b"\xd0\xcf\x11\xe0 legacy word"))
+
+
+def test_docx_with_broken_xml_is_rejected(docx) -> None:
+    original = zipfile.ZipFile(io.BytesIO(docx_bytes(docx.Document())))
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as broken:
+        for name in original.namelist():
+            data = original.read(name)
+            broken.writestr(name, b"<w:document" if name == "word/document.xml" else data)
+    with pytest.raises(Unreadable, match=r"^corrupt DOCX"):
+        convert_bytes(buffer.getvalue(), ".docx")
+
+
+def test_docx_without_extra_is_unavailable_with_install_hint(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "docx", None)
+    with pytest.raises(Unavailable) as caught:
+        convert_bytes(b"PK", ".docx")
+    assert caught.value.hint == "pip install 'kb-mcp[docx]'"
