@@ -23,6 +23,7 @@ from urllib.parse import quote, unquote
 
 from kb_mcp.bench import metrics
 from kb_mcp.bench.beir import BeirDoc, BeirSet, load_beir
+from kb_mcp.errors import InvalidInput
 from kb_mcp.ingest.frontmatter import render_frontmatter
 from kb_mcp.library import Library
 from kb_mcp.settings import Settings

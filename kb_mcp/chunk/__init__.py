@@ -15,7 +15,8 @@ class Chunk:
     """One searchable passage of a document.
 
     ``start_line`` / ``end_line`` are 1-based and inclusive, counted in the document text
-    that was chunked (``text.splitlines()`` numbering). ``heading_path`` is the chain of
+    that was chunked, at ``\n`` only (as editors, ``read`` and ``grep`` count; not
+    ``splitlines()``, which also breaks at form feeds and U+2028). ``heading_path`` is the chain of
     Markdown headings (or the enclosing definition for code) that contains the passage.
     """
 

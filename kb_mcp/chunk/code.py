@@ -1,0 +1,273 @@
+"""Source code → chunks cut at top-level definitions, so a citation lands on a function.
+
+- Python is cut where ``ast`` says a top-level ``def`` / ``async def`` / ``class`` starts
+  (its first decorator). Top-level statements between definitions form segments of their
+  own. Source that does not parse falls back to the line heuristic below.
+- Other known languages use a line heuristic, kept simple on purpose: a definition starts
+  at a non-indented line that opens with optional modifiers (``export``, ``pub``,
+  ``public``, ``static``, ``async`` …) and a definition keyword (``function``, ``class``,
+  ``fn``, ``func``, ``impl``, ``struct``, ``interface``, ``type``, ``enum``, ``def`` …), or
+  that binds a function (``const f = (`` / ``= async`` / ``=>``). C and C++ add a
+  signature rule: ``name(`` on a non-indented line not ending in ``;``, taking along a
+  return-type line above it (``static int`` / ``helper(int x)``). A definition ends where
+  the next one starts.
+- Comment, decorator and attribute lines directly above a definition belong to it.
+- Everything before the first definition (imports, module docstring) is the preamble and
+  never shares a chunk with a definition. Source with no definitions, or in an unknown
+  language, is all preamble: it is packed by blank-line-separated blocks.
+- Consecutive definitions that fit are packed together up to ``budget``. A definition over
+  budget is split at blank lines inside it, then between lines (never mid-line), with
+  overlap between its pieces; each piece has ``heading_path == (name,)``, e.g.
+  ``("def load_settings",)``. A chunk holding several definitions has ``heading_path == ()``.
+- Text and line spans are exact, as in ``chunk.markdown``.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import warnings
+from bisect import bisect_left
+from dataclasses import dataclass
+
+from kb_mcp.chunk import Chunk
+from kb_mcp.chunk.markdown import (
+    DEFAULT_BUDGET_CHARS,
+    DEFAULT_OVERLAP_CHARS,
+    LineIndex,
+    Unit,
+    index_lines,
+    pack_units,
+)
+
+_SUFFIX_LANGUAGE = {
+    **dict.fromkeys((".py", ".pyi", ".pyw"), "python"),
+    **dict.fromkeys((".js", ".mjs", ".cjs", ".jsx"), "javascript"),
+    **dict.fromkeys((".ts", ".mts", ".cts", ".tsx"), "typescript"),
+    ".go": "go",
+    ".rs": "rust",
+    ".java": "java",
+    **dict.fromkeys((".kt", ".kts"), "kotlin"),
+    ".swift": "swift",
+    **dict.fromkeys((".c", ".h"), "c"),
+    **dict.fromkeys((".cc", ".cpp", ".cxx", ".hh", ".hpp", ".hxx"), "cpp"),
+    ".cs": "csharp",
+    ".php": "php",
+    ".rb": "ruby",
+    **dict.fromkeys((".scala", ".sc"), "scala"),
+    ".lua": "lua",
+    **dict.fromkeys((".sh", ".bash", ".zsh"), "shell"),
+    ".sql": "sql",
+}
+# Languages whose definitions the line heuristic finds; the rest are packed by blocks.
+_HEURISTIC_LANGUAGES = frozenset(_SUFFIX_LANGUAGE.values()) - {"sql"}
+_SIGNATURE_LANGUAGES = frozenset({"c", "cpp"})
+
+_MODIFIERS = (
+    r"(?:(?:export|default|pub(?:\([\w ]+\))?|public|private|protected|internal|static|final"
+    r"|abstract|sealed|open|override|async|unsafe|extern(?: \"C\")?|inline|virtual|data"
+    r"|partial|declare|local|case|const(?= fn))\s+)*"
+)
+_DEFINITION = re.compile(
+    _MODIFIERS + r"(?P<kw>function\*?|class|interface|type|enum|struct|union|trait|impl|fn|fun"
+    r"|func|def|module|object|namespace|record|protocol|extension|mod)(?![\w$])\s*(?:<[^>]*>\s*)?"
+    r"(?:\([^)]*\)\s*)?(?P<name>[A-Za-z_$][\w$:.]*)"
+)
+_BINDING = re.compile(
+    _MODIFIERS + r"(?P<kw>const|let|var)\s+(?P<name>[A-Za-z_$][\w$]*)\s*(?::[^=]*)?="
+    r"\s*(?:async\b\s*)?(?:function\b|\(|[A-Za-z_$][\w$]*\s*=>)"
+)
+_SIGNATURE = re.compile(
+    r"(?!(?:return|if|else|for|while|switch|do|case|goto|typedef|using)\b)"
+    r"(?:[A-Za-z_][\w \t*&:<>,~]*?\b)?(?P<name>~?[A-Za-z_][\w:~]*)\s*\((?!.*;\s*$)"
+)
+# A line holding only a return type, as GNU and PostgreSQL style put above the function name.
+_RETURN_TYPE = re.compile(r"[A-Za-z_][\w \t*&:<>,]*$")
+_PYTHON_DEFINITION = re.compile(r"(?P<kw>async\s+def|def|class)\s+(?P<name>\w+)")
+# Lines that belong to the definition below them: comments, decorators, annotations,
+# attributes (#[…], [Attr]) and C++ template headers.
+_ATTACHED = ("//", "/*", "*", "#", "@", "[", "--", "template")
+_ATTACHED_PYTHON = ("#", "@")
+
+
+@dataclass(frozen=True, slots=True)
+class _Segment:
+    first: int  # 0-based line indices, inclusive
+    last: int
+    label: str | None  # "def name" for a definition, None for other top-level code
+
+
+def language_for_suffix(suffix: str) -> str | None:
+    """The language name ``split_code`` understands for a file suffix, or None if not code."""
+    return _SUFFIX_LANGUAGE.get(suffix.lower())
+
+
+def split_code(
+    text: str,
+    language: str | None,
+    *,
+    budget: int = DEFAULT_BUDGET_CHARS,
+    overlap: int = DEFAULT_OVERLAP_CHARS,
+) -> list[Chunk]:
+    """Chunks of source ``text`` in file order; ``[]`` for a blank file.
+
+    ``language`` is a name from ``language_for_suffix``; any other value (or None) packs
+    blank-line blocks. The defaults are the Markdown ones so that chunk sizes stay comparable
+    across a mixed corpus.
+    """
+    if budget < 1 or overlap < 0:
+        raise ValueError(f"budget must be ≥ 1 and overlap ≥ 0, got {budget} and {overlap}")
+    index = index_lines(text)
+    preamble, segments = _segments(index, _definition_starts(text, index, language))
+    spans = [((), *span) for span in _pack_blocks(text, index, preamble, budget, overlap)]
+    run: list[_Segment] = []  # consecutive segments within budget, packed together
+    for segment in segments:
+        if index.end(segment.last) - index.starts[segment.first] <= budget:
+            run.append(segment)
+            continue
+        spans.extend(_pack_run(text, index, run, budget))
+        run = []
+        path = (segment.label,) if segment.label else ()
+        spans.extend((path, *span) for span in _pack_blocks(text, index, segment, budget, overlap))
+    spans.extend(_pack_run(text, index, run, budget))
+    return [
+        Chunk(n, path, index.line_of(start), index.line_of(end - 1), text[start:end])
+        for n, (path, start, end) in enumerate(spans)
+    ]
+
+
+def _definition_starts(
+    text: str, index: LineIndex, language: str | None
+) -> list[tuple[int, str | None]]:
+    """``(line index, label)`` where each top-level definition (or other statement) starts."""
+    parsed = _python_starts(text, index) if language == "python" else None
+    if parsed is not None or language not in _HEURISTIC_LANGUAGES:
+        return parsed or []
+    attached = _ATTACHED_PYTHON if language == "python" else _ATTACHED
+    starts: list[tuple[int, str | None]] = []
+    for i, line in enumerate(index.lines):
+        label = _heuristic_label(line, language) if line[:1].strip() else None
+        if label is None:
+            continue
+        floor = starts[-1][0] + 1 if starts else 0
+        typed = language in _SIGNATURE_LANGUAGES and i > floor
+        first = i - 1 if typed and _RETURN_TYPE.match(index.lines[i - 1]) else i
+        starts.append((_attach_leading(index.lines, first, floor, attached), label))
+    return starts
+
+
+def _heuristic_label(line: str, language: str) -> str | None:
+    """``"kw name"`` if the non-indented ``line`` opens a definition, else None."""
+    if language == "python":
+        match = _PYTHON_DEFINITION.match(line)
+    else:
+        match = _DEFINITION.match(line) or _BINDING.match(line)
+    if match:
+        return f"{' '.join(match['kw'].split())} {match['name']}"
+    if language in _SIGNATURE_LANGUAGES and (signature := _SIGNATURE.match(line)):
+        return signature["name"]
+    return None
+
+
+def _python_starts(text: str, index: LineIndex) -> list[tuple[int, str | None]] | None:
+    """Top-level statement starts from ``ast``; None when the source does not parse.
+
+    ``ast`` also ends a line at a lone ``\\r``, which citations do not (they count ``\\n``
+    only), so each ``ast`` line is mapped through its character offset.
+    """
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. SyntaxWarning for "\d": not our concern here
+            tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    ast_starts = [0, *(m.end() for m in re.finditer(r"\r\n|\r|\n", text))]
+    starts: list[tuple[int, str | None]] = []
+    for node in tree.body:
+        label = _python_label(node)
+        if label is None and (not starts or starts[-1][1] is None):
+            continue  # preamble, or more of the same run of top-level code
+        lineno = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+        first = index.line_of(ast_starts[lineno - 1]) - 1
+        floor = starts[-1][0] + 1 if starts else 0
+        if label is not None:
+            first = _attach_leading(index.lines, first, floor, _ATTACHED_PYTHON)
+        starts.append((first, label))
+    return starts
+
+
+def _python_label(node: ast.stmt) -> str | None:
+    if isinstance(node, ast.AsyncFunctionDef):
+        return f"async def {node.name}"
+    if isinstance(node, ast.FunctionDef):
+        return f"def {node.name}"
+    if isinstance(node, ast.ClassDef):
+        return f"class {node.name}"
+    return None
+
+
+def _attach_leading(lines: list[str], i: int, floor: int, attached: tuple[str, ...]) -> int:
+    """Move a definition's start up over the comment / decorator lines directly above it."""
+    while i > floor and lines[i - 1].strip() and lines[i - 1].lstrip().startswith(attached):
+        i -= 1
+    return i
+
+
+def _segments(
+    index: LineIndex, starts: list[tuple[int, str | None]]
+) -> tuple[_Segment | None, list[_Segment]]:
+    """The preamble (None if blank), then one segment per start; no trailing blank lines."""
+    bounds = [(0, None), *starts]
+    ends = [*(first for first, _ in starts), len(index.lines)]
+    segments: list[_Segment | None] = []
+    for (first, label), following in zip(bounds, ends, strict=True):
+        last = following - 1
+        while last >= first and not index.lines[last].strip():
+            last -= 1
+        segments.append(_Segment(first, last, label) if last >= first else None)
+    return segments[0], [s for s in segments[1:] if s is not None]
+
+
+def _pack_run(
+    text: str, index: LineIndex, run: list[_Segment], budget: int
+) -> list[tuple[tuple[str, ...], int, int]]:
+    """Whole segments packed up to ``budget`` (no overlap: each is complete on its own)."""
+    units = [Unit(index.starts[s.first], index.end(s.last)) for s in run]
+    unit_starts = [u.start for u in units]
+    spans: list[tuple[tuple[str, ...], int, int]] = []
+    for start, end in pack_units(text, units, budget, overlap=0):
+        inside = run[bisect_left(unit_starts, start) : bisect_left(unit_starts, end)]
+        label = inside[0].label if len(inside) == 1 else None
+        spans.append(((label,) if label else (), start, end))
+    return spans
+
+
+def _pack_blocks(
+    text: str, index: LineIndex, segment: _Segment | None, budget: int, overlap: int
+) -> list[tuple[int, int]]:
+    """One segment packed by blank-line-separated blocks; a block over budget, by lines."""
+    if segment is None:
+        return []
+    units: list[Unit] = []
+    for first, last in _nonblank_runs(index.lines, segment.first, segment.last):
+        start, end = index.starts[first], index.end(last)
+        if end - start <= budget:
+            units.append(Unit(start, end))
+        else:
+            units.extend(Unit(index.starts[k], index.end(k)) for k in range(first, last + 1))
+    return pack_units(text, units, budget, overlap)
+
+
+def _nonblank_runs(lines: list[str], first: int, last: int) -> list[tuple[int, int]]:
+    """``(first, last)`` line indices of each run of non-blank lines in ``first..last``."""
+    runs: list[tuple[int, int]] = []
+    start = None
+    for i in range(first, last + 1):
+        if lines[i].strip():
+            start = i if start is None else start
+        elif start is not None:
+            runs.append((start, i - 1))
+            start = None
+    if start is not None:
+        runs.append((start, last))
+    return runs

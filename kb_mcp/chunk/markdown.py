@@ -1,0 +1,452 @@
+"""Markdown → chunks that never cross a section, with exact line spans.
+
+- A chunk's ``text`` is an exact substring of the document (never re-flowed or
+  normalised); ``start_line`` / ``end_line`` are the lines of its first and last characters,
+  counted as ``read`` and ``grep`` count them: ``text.split("\\n")``, ``\\r\\n`` included,
+  while a form feed, lone ``\\r``, U+0085 or U+2028 ends no line (``ingest.decode`` explains
+  why). Only a piece of an over-budget paragraph can start or end mid-line.
+- A chunk never spans two sections. The section's heading line opens its first chunk
+  (glued to the first block, so no chunk is a heading alone), and ``heading_path`` is the
+  chain of enclosing heading texts. A heading with no body of its own but with
+  subsections yields no chunk: its text already rides in every child's ``heading_path``.
+  A bodiless heading without subsections is kept, so no heading text is lost.
+- Fenced code (even unterminated, even over budget) and tables are atomic. Lines inside a
+  fence are never headings. An unterminated fence ends before the next ATX heading, so one
+  missing closing fence cannot swallow the rest of the document.
+- Blocks are packed greedily up to ``budget`` characters. A list over budget splits
+  between items; a paragraph (or item) over budget splits at sentence ends, then at
+  whitespace, then at a character boundary (CJK runs have no spaces). Only an atomic
+  block (or a heading longer than half the budget) can make a chunk exceed the budget.
+- The next chunk of a section re-includes trailing whole blocks (or, inside a paragraph,
+  whole sentences) of the previous one, up to ``overlap`` characters, and only when that
+  keeps it within budget.
+- A leading YAML frontmatter block is not chunked; line numbers stay those of the full text.
+
+The block scanner is a line-based CommonMark subset, linear in the text. The packer and the
+line index are shared with ``chunk.code``.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from bisect import bisect_right
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from itertools import accumulate
+
+from kb_mcp.chunk import Chunk
+
+# ≈ 400–450 tokens of English prose at ~4 chars/token: small enough that a citation points
+# at the passage that answered, large enough that a typical section or abstract stays whole.
+# Chosen by that reasoning, not yet tuned; revisit with `kb-mcp bench retrieval`.
+DEFAULT_BUDGET_CHARS = 1800
+# One or two sentences of context carried across a chunk boundary: ~11% of the budget, inside
+# the 10–20% rule of thumb of RAG chunking guides. Not measured here yet either.
+DEFAULT_OVERLAP_CHARS = 200
+
+_ATX = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+_SETEXT = re.compile(r" {0,3}(=+|-+)[ \t]*$")
+_FENCE = re.compile(r"[ \t]*(`{3,}|~{3,})(.*)$")
+_THEMATIC = re.compile(r" {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
+_LIST_ITEM = re.compile(r"[ \t]*(?:[-+*]|\d{1,9}[.)])(?:[ \t]|$)")
+# CommonMark: only a non-empty bullet or an ordered list starting at 1 interrupts a paragraph.
+_LIST_INTERRUPT = re.compile(r" {0,3}(?:[-+*]|1[.)])[ \t]+\S")
+_QUOTE = re.compile(r" {0,3}>")
+_HTML = re.compile(r" {0,3}<(?:[A-Za-z][\w-]*(?=[\s/>]|$)|/[A-Za-z]|!--|\?|![A-Z])")
+_TABLE_DELIMITER = re.compile(r" {0,3}\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
+_YAML_KEY = re.compile(r"[\w\"'][^:]*:(?:\s|$)|#")  # first frontmatter line: `key:` or a comment
+# A sentence ends at . ! ? followed by whitespace (closing quotes/brackets stay with it), or at
+# CJK 。！？； which need no space after them.
+_SENTENCE_END = re.compile(r"[.!?]+[\"')\]”’»]*(?=\s)|[。！？；]+[」』”’）]*")
+_ATOMIC_KINDS = frozenset({"code", "table", "heading"})
+
+
+@dataclass(frozen=True, slots=True)
+class LineIndex:
+    """Where each ``\\n``-separated line starts, to turn offsets into line numbers."""
+
+    lines: list[str]  # without their terminator (``\n`` or ``\r\n``)
+    starts: list[int]
+
+    def line_of(self, offset: int) -> int:
+        """The 1-based number of the line holding the character at ``offset``."""
+        return bisect_right(self.starts, offset)
+
+    def end(self, index: int) -> int:
+        """Offset just past the last character of line ``index``, before its terminator."""
+        return self.starts[index] + len(self.lines[index])
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """A span the packer never splits; ``prose`` lets overlap start at one of its sentences."""
+
+    start: int
+    end: int
+    prose: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Block:
+    kind: str  # heading | code | table | list | prose
+    first: int  # 0-based line indices, inclusive
+    last: int
+    level: int = 0
+    title: str = ""
+    items: tuple[int, ...] = ()  # first line of each list item
+
+
+@dataclass(frozen=True, slots=True)
+class _Section:
+    path: tuple[str, ...]
+    level: int  # 0 for the text before the first heading
+    heading: _Block | None
+    body: tuple[_Block, ...]
+
+
+def split_markdown(
+    text: str, *, budget: int = DEFAULT_BUDGET_CHARS, overlap: int = DEFAULT_OVERLAP_CHARS
+) -> list[Chunk]:
+    """Chunks of ``text`` in document order; ``[]`` for a blank document.
+
+    ``budget`` and ``overlap`` are in characters (``len`` of the chunk text), so a chunk of
+    CJK text holds fewer words than one of English at the same budget.
+    """
+    if budget < 1 or overlap < 0:
+        raise ValueError(f"budget must be ≥ 1 and overlap ≥ 0, got {budget} and {overlap}")
+    index = index_lines(text)
+    blocks = _scan_blocks(index.lines, _body_start(index.lines))
+    spans: list[tuple[tuple[str, ...], int, int]] = []
+    for section in _sections(blocks):
+        units = _section_units(section, text, index, budget)
+        spans.extend((section.path, *span) for span in pack_units(text, units, budget, overlap))
+    return [
+        Chunk(n, path, index.line_of(start), index.line_of(end - 1), text[start:end])
+        for n, (path, start, end) in enumerate(spans)
+    ]
+
+
+def index_lines(text: str) -> LineIndex:
+    """Lines split at ``\\n`` only, the numbering every citation uses (see the module docstring).
+
+    A ``\\r`` before the ``\\n`` is kept out of the line, so CRLF text reads like LF text.
+    """
+    raw = text.split("\n")
+    starts = list(accumulate((len(line) + 1 for line in raw), initial=0))[:-1]
+    return LineIndex([line.removesuffix("\r") for line in raw], starts)
+
+
+def pack_units(
+    text: str, units: Sequence[Unit], budget: int, overlap: int
+) -> list[tuple[int, int]]:
+    """``(start, end)`` offsets of greedy packs of whole units up to ``budget``.
+
+    Each pack after the first opens with overlap carried from the one before. A unit that
+    alone exceeds the budget becomes a pack of its own.
+    """
+    if not units:
+        return []
+    packed: list[tuple[int, int]] = []
+    start, first = units[0].start, 0
+    for i in range(1, len(units)):
+        unit = units[i]
+        if unit.end - start <= budget:
+            continue
+        end = units[i - 1].end
+        packed.append((start, end))
+        # Overlap must fit both the overlap allowance and, with this unit, the budget.
+        floor = max(end - overlap, unit.end - budget, start + 1)
+        carried = _overlap_start(text, units[first:i], floor)
+        start, first = (unit.start if carried is None else carried), i
+    packed.append((start, units[-1].end))
+    return packed
+
+
+def _overlap_start(text: str, tail: Sequence[Unit], floor: int) -> int | None:
+    """The earliest unit (or prose sentence) start ≥ ``floor`` among the chunk's last units."""
+    best = None
+    for unit in reversed(tail):
+        if unit.start >= floor:
+            best = unit.start
+            continue
+        if unit.prose:
+            starts = (s for s, _ in _sentence_spans(text, unit.start, unit.end) if s >= floor)
+            best = next(starts, best)
+        break
+    return best
+
+
+# --- blocks -------------------------------------------------------------------------------
+
+
+def _body_start(lines: list[str]) -> int:
+    """Index of the first line after a leading YAML frontmatter block, else 0.
+
+    Trigger: ``---`` on line 1. Why the key check: a document that merely opens with a
+    thematic break must not lose its first paragraphs. Outcome: same closing rule as
+    ``ingest.frontmatter`` (``---`` or ``...``).
+    """
+    if len(lines) < 2 or lines[0].lstrip("\ufeff").rstrip() != "---":
+        return 0
+    if not (_YAML_KEY.match(lines[1]) or lines[1].rstrip() in ("---", "...")):
+        return 0
+    for i in range(1, len(lines)):
+        if lines[i].rstrip() in ("---", "..."):
+            return i + 1
+    return 0
+
+
+def _scan_blocks(lines: list[str], begin: int) -> list[_Block]:
+    """Every block from line ``begin`` on, in order; blank lines separate and belong to none."""
+    blocks: list[_Block] = []
+    unclosed: dict[str, int] = {}
+    i = begin
+    while i < len(lines):
+        if lines[i].strip():
+            blocks.append(_read_block(lines, i, unclosed))
+            i = blocks[-1].last
+        i += 1
+    return blocks
+
+
+def _read_block(lines: list[str], i: int, unclosed: dict[str, int]) -> _Block:
+    """The block that starts at non-blank line ``i``."""
+    line = lines[i]
+    if heading := _ATX.match(line):
+        return _Block("heading", i, i, len(heading[1]), (heading[2] or "").strip())
+    if marker := _fence_marker(line):
+        return _Block("code", i, _fence_end(lines, i, marker, unclosed))
+    if line.startswith(("    ", "\t")):
+        return _Block("code", i, _indented_end(lines, i))
+    if _THEMATIC.match(line):
+        return _Block("prose", i, i)
+    if _is_table_start(lines, i):
+        return _Block("table", i, _run_end(lines, i + 1, lambda s: "|" in s))
+    if _LIST_ITEM.match(line):
+        return _read_list(lines, i, unclosed)
+    if _QUOTE.match(line):
+        return _Block("prose", i, _run_end(lines, i, lambda s: bool(_QUOTE.match(s))))
+    if _HTML.match(line):  # ends at a blank line, as CommonMark HTML blocks of types 6 and 7
+        return _Block("prose", i, _run_end(lines, i, lambda s: True))
+    return _read_paragraph(lines, i)
+
+
+def _read_paragraph(lines: list[str], i: int) -> _Block:
+    """Lines up to a blank or interrupting line; an ``===`` / ``---`` underline makes a heading."""
+    j = i
+    while j + 1 < len(lines):
+        following = lines[j + 1]
+        if underline := _SETEXT.match(following):
+            title = " ".join(line.strip() for line in lines[i : j + 1])
+            return _Block("heading", i, j + 1, 1 if underline[1][0] == "=" else 2, title)
+        if not following.strip() or _interrupts(lines, j + 1):
+            break
+        j += 1
+    return _Block("prose", i, j)
+
+
+def _read_list(lines: list[str], i: int, unclosed: dict[str, int]) -> _Block:
+    """A run of list items, with their indented, lazy and fenced continuation lines."""
+    items, last, k = [i], i, i + 1
+    while k < len(lines):
+        line = lines[k]
+        if not line.strip():
+            k = _next_nonblank(lines, k)
+            if k == len(lines) or not (lines[k][:1].isspace() or _LIST_ITEM.match(lines[k])):
+                break
+            continue
+        if marker := _fence_marker(line):
+            last = k = _fence_end(lines, k, marker, unclosed)
+        elif _THEMATIC.match(line):
+            break
+        elif _LIST_ITEM.match(line):
+            items.append(k)
+        elif not line[:1].isspace() and _interrupts(lines, k):
+            break
+        last = k
+        k += 1
+    return _Block("list", i, last, items=tuple(items))
+
+
+def _interrupts(lines: list[str], k: int) -> bool:
+    """Whether line ``k`` starts a new block even without a blank line before it."""
+    starters = (_ATX, _THEMATIC, _QUOTE, _HTML, _LIST_INTERRUPT)
+    line = lines[k]
+    return (
+        any(p.match(line) for p in starters)
+        or bool(_fence_marker(line))
+        or _is_table_start(lines, k)
+    )
+
+
+def _fence_marker(line: str) -> str | None:
+    """The opening fence run of ``line`` (``` or ~~~, 3+), or None."""
+    match = _FENCE.match(line)
+    if not match or (match[1][0] == "`" and "`" in match[2]):
+        return None
+    return match[1]
+
+
+def _fence_end(lines: list[str], i: int, marker: str, unclosed: dict[str, int]) -> int:
+    """Last line of the fence opened at ``i``: its closer, else the line before the next heading.
+
+    ``unclosed[char]`` is the shortest fence length already known to have no closer further
+    on, so a document full of unterminated fences is still scanned in linear time.
+    """
+    if len(marker) < unclosed.get(marker[0], sys.maxsize):
+        for k in range(i + 1, len(lines)):
+            closer = _FENCE.match(lines[k])
+            if closer and closer[1].startswith(marker) and not closer[2].strip():
+                return k
+        unclosed[marker[0]] = len(marker)
+    k = i + 1
+    while k < len(lines) and not _ATX.match(lines[k]):
+        k += 1
+    return _trim_blank_tail(lines, i, k - 1)
+
+
+def _indented_end(lines: list[str], i: int) -> int:
+    """Last line of an indented code block: blank or 4-space/tab-indented lines."""
+    k = i
+    while k + 1 < len(lines):
+        following = lines[k + 1]
+        if following.strip() and not following.startswith(("    ", "\t")):
+            break
+        k += 1
+    return _trim_blank_tail(lines, i, k)
+
+
+def _is_table_start(lines: list[str], i: int) -> bool:
+    """A row holding ``|`` followed by a delimiter row such as ``|---|:--:|``."""
+    following = lines[i + 1] if i + 1 < len(lines) else ""
+    return "|" in lines[i] and "|" in following and bool(_TABLE_DELIMITER.match(following))
+
+
+def _run_end(lines: list[str], i: int, keeps: Callable[[str], bool]) -> int:
+    """Last line of the non-blank run from ``i`` whose following lines satisfy ``keeps``."""
+    k = i
+    while k + 1 < len(lines) and lines[k + 1].strip() and keeps(lines[k + 1]):
+        k += 1
+    return k
+
+
+def _next_nonblank(lines: list[str], k: int) -> int:
+    while k < len(lines) and not lines[k].strip():
+        k += 1
+    return k
+
+
+def _trim_blank_tail(lines: list[str], first: int, last: int) -> int:
+    while last > first and not lines[last].strip():
+        last -= 1
+    return last
+
+
+# --- sections -----------------------------------------------------------------------------
+
+
+def _sections(blocks: list[_Block]) -> Iterator[_Section]:
+    """Blocks grouped under their heading, minus bodiless headings that have subsections."""
+    grouped: list[_Section] = []
+    stack: list[tuple[int, str]] = []
+    heading, body = None, []
+    for block in [*blocks, _Block("heading", -1, -1, level=0)]:
+        if block.kind != "heading":
+            body.append(block)
+            continue
+        level = heading.level if heading else 0
+        grouped.append(_Section(tuple(t for _, t in stack), level, heading, tuple(body)))
+        while stack and stack[-1][0] >= block.level:
+            stack.pop()
+        stack.append((block.level, block.title))
+        heading, body = block, []
+    for section, following in zip(grouped, [*grouped[1:], None], strict=True):
+        has_children = following is not None and following.level > section.level
+        if section.body or (section.heading is not None and not has_children):
+            yield section
+
+
+def _section_units(section: _Section, text: str, index: LineIndex, budget: int) -> list[Unit]:
+    """The section's units; its heading is glued to the first one so it never stands alone."""
+    head = section.heading
+    if head is None:
+        return [u for b in section.body for u in _block_units(b, text, index, budget)]
+    head_start = index.starts[head.first]
+    if not section.body:
+        return [Unit(head_start, index.end(head.last))]
+    prefix = index.starts[section.body[0].first] - head_start
+    first = _block_units(section.body[0], text, index, max(budget - prefix, budget // 2))
+    rest = [u for b in section.body[1:] for u in _block_units(b, text, index, budget)]
+    return [Unit(head_start, first[0].end, first[0].prose), *first[1:], *rest]
+
+
+def _block_units(block: _Block, text: str, index: LineIndex, budget: int) -> list[Unit]:
+    """One unit per block, or for an over-budget list or prose block, its items / sentences."""
+    start, end = index.starts[block.first], index.end(block.last)
+    if end - start <= budget or block.kind in _ATOMIC_KINDS:
+        return [Unit(start, end, prose=block.kind == "prose")]
+    if block.kind != "list":
+        return _sentence_units(text, start, end, budget)
+    units: list[Unit] = []
+    for first, following in zip(block.items, [*block.items[1:], block.last + 1], strict=True):
+        last = _trim_blank_tail(index.lines, first, following - 1)
+        item_start, item_end = index.starts[first], index.end(last)
+        if item_end - item_start <= budget:
+            units.append(Unit(item_start, item_end, prose=True))
+        else:
+            units.extend(_sentence_units(text, item_start, item_end, budget))
+    return units
+
+
+# --- sentences ----------------------------------------------------------------------------
+
+
+def _sentence_units(text: str, start: int, end: int, budget: int) -> list[Unit]:
+    """Sentences of ``text[start:end]``; one over budget is cut by ``_hard_spans``."""
+    units: list[Unit] = []
+    for s, e in _sentence_spans(text, start, end):
+        pieces = [(s, e)] if e - s <= budget else _hard_spans(text, s, e, budget)
+        units.extend(Unit(a, b, prose=True) for a, b in pieces)
+    return units
+
+
+def _sentence_spans(text: str, start: int, end: int) -> Iterator[tuple[int, int]]:
+    """Sentence spans within ``[start, end)``, without the whitespace between them."""
+    pos = _lstrip(text, start, end)
+    for match in _SENTENCE_END.finditer(text, start, end):
+        if match.end() > pos:
+            yield pos, match.end()
+            pos = _lstrip(text, match.end(), end)
+    if pos < end:
+        yield pos, _rstrip(text, pos, end)
+
+
+def _hard_spans(text: str, start: int, end: int, budget: int) -> list[tuple[int, int]]:
+    """Pieces ≤ budget, cut at the last whitespace in the back half of each window.
+
+    Without such whitespace (a CJK run, a long URL) the cut falls at the budget, which is a
+    character boundary: Python strings index code points.
+    """
+    pieces: list[tuple[int, int]] = []
+    while end - start > budget:
+        limit = start + budget
+        cut = max(text.rfind(ch, start + budget // 2, limit + 1) for ch in " \t\n\r\u3000")
+        cut = limit if cut <= start else cut
+        pieces.append((start, _rstrip(text, start, cut)))
+        start = _lstrip(text, cut, end)
+    if start < end:
+        pieces.append((start, end))
+    return pieces
+
+
+def _lstrip(text: str, start: int, end: int) -> int:
+    while start < end and text[start].isspace():
+        start += 1
+    return start
+
+
+def _rstrip(text: str, start: int, end: int) -> int:
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return end
