@@ -135,13 +135,14 @@ def run_queries(library: Library, beir: BeirSet, mode: str, depth: int) -> list[
     runs = []
     for query in beir.queries:
         started = time.perf_counter()
-        result = library.search(query.text, top_k=depth, mode=mode, source=beir.name)
+        try:
+            hits = library.search(query.text, top_k=depth, mode=mode, source=beir.name).hits
+        except InvalidInput:  # e.g. a blank query: the tool refuses it, the bench scores 0
+            hits = ()
         elapsed = (time.perf_counter() - started) * 1000
-        ranked = [doc_id_from_path(hit.path or "") for hit in result.hits]
+        ranked = [doc_id_from_path(hit.path or "") for hit in hits]
         runs.append(
-            QueryRun(
-                query.id, query.query_class, ranked, [hit.text for hit in result.hits], elapsed
-            )
+            QueryRun(query.id, query.query_class, ranked, [h.text for h in hits], elapsed)
         )
     return runs
 

@@ -9,7 +9,8 @@ traceback in the server log only. Every call is audited (tool, duration, outcome
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
 
 import anyio
@@ -22,6 +23,7 @@ from kb_mcp import render
 from kb_mcp.errors import KbError
 from kb_mcp.library import Library
 from kb_mcp.server.audit import record_call
+from kb_mcp.server.background import BackgroundSync
 from kb_mcp.settings import Settings
 
 log = logging.getLogger("kb_mcp.server")
@@ -113,7 +115,17 @@ async def run_tool(
 def build_server(settings: Settings) -> tuple[FastMCP, LibraryHolder]:
     """The FastMCP server with exactly the five tools, bound to one library."""
     holder = LibraryHolder(settings)
-    mcp = FastMCP("kb-mcp", instructions=INSTRUCTIONS)
+
+    @asynccontextmanager
+    async def lifespan(_server: FastMCP) -> AsyncIterator[dict[str, Any]]:
+        syncer = BackgroundSync(holder.get, settings.sync_interval_s)
+        syncer.start()
+        try:
+            yield {}
+        finally:
+            await anyio.to_thread.run_sync(syncer.stop)
+
+    mcp = FastMCP("kb-mcp", instructions=INSTRUCTIONS, lifespan=lifespan)
     read_only = {"readOnlyHint": True, "openWorldHint": False}
 
     @mcp.tool(name="search", description=SEARCH_DESCRIPTION, annotations=read_only)
