@@ -23,6 +23,7 @@ from kb_mcp.index.fts import FtsIndex
 from kb_mcp.ingest import agent, readers, sources, sync
 from kb_mcp.ingest.pipeline import Outcome, remove_location, store_document, text_hash
 from kb_mcp.ingest.policy import check_readable
+from kb_mcp.ingest.status import classify_status
 from kb_mcp.redact import redact
 from kb_mcp.results import (
     AddResult,
@@ -138,6 +139,7 @@ class Library:
             created_at=doc.created_at,
             updated_at=doc.updated_at,
             supersedes=doc.supersedes,
+            status=classify_status(doc.title, {}),
         )
         with self.db.write() as conn:
             kind = "agent" if doc.source == agent.AGENT_SOURCE else "upload"

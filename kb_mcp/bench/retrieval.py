@@ -141,9 +141,7 @@ def run_queries(library: Library, beir: BeirSet, mode: str, depth: int) -> list[
             hits = ()
         elapsed = (time.perf_counter() - started) * 1000
         ranked = [doc_id_from_path(hit.path or "") for hit in hits]
-        runs.append(
-            QueryRun(query.id, query.query_class, ranked, [h.text for h in hits], elapsed)
-        )
+        runs.append(QueryRun(query.id, query.query_class, ranked, [h.text for h in hits], elapsed))
     return runs
 
 

@@ -47,6 +47,10 @@ def _create_table(conn: apsw.Connection) -> None:
         "CREATE VIRTUAL TABLE chunks_fts USING fts5(head, body, content='', "
         f"contentless_delete=1, tokenize='{FTS_TOKENIZER}')"
     )
+    # Per-term document frequencies, read by the score floor.
+    conn.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts_vocab USING fts5vocab(chunks_fts, 'row')"
+    )
 
 
 def add_chunks(conn: apsw.Connection, rows: Iterable[tuple[int, str, Sequence[str], str]]) -> None:
@@ -83,6 +87,7 @@ def rebuild(db: Database) -> int:
     """Drop and refill the index from the chunk rows in one transaction; return chunk count."""
     count = 0
     with db.write() as conn:
+        conn.execute("DROP TABLE IF EXISTS chunks_fts_vocab")
         conn.execute("DROP TABLE IF EXISTS chunks_fts")
         _create_table(conn)
         batch: list[tuple[int, str, list[str], str]] = []
@@ -106,6 +111,7 @@ class FtsIndex:
     def __init__(self, db: Database) -> None:
         self.db = db
         self._lock = threading.Lock()
+        self._local = threading.local()  # tokenizers belong to a connection, so per thread
         self._current = False
 
     def ensure_current(self) -> bool:
@@ -125,6 +131,34 @@ class FtsIndex:
                 rebuilt = True
             self._current = True
             return rebuilt
+
+    def tokens(self, text: str) -> list[str]:
+        """The terms FTS5 stores for ``text``: index copy, then the table's own tokenizer."""
+        tokenizer = getattr(self._local, "tokenizer", None)
+        if tokenizer is None:
+            name, *args = FTS_TOKENIZER.split()
+            tokenizer = self._local.tokenizer = self.db.conn.fts5_tokenizer(name, args)
+        return tokenizer(
+            index_copy(text).encode("utf-8"),
+            apsw.FTS5_TOKENIZE_DOCUMENT,
+            None,
+            include_offsets=False,
+            include_colocated=False,
+        )
+
+    def doc_frequencies(self, terms: Iterable[str]) -> dict[str, int]:
+        """How many chunks hold each term (terms absent from the index are absent here)."""
+        unique = sorted(set(terms))
+        if not unique:
+            return {}
+        marks = ",".join("?" * len(unique))
+        rows = self.db.conn.execute(
+            f"SELECT term, doc FROM chunks_fts_vocab WHERE term IN ({marks})", unique
+        )
+        return dict(rows.fetchall())
+
+    def chunk_count(self) -> int:
+        return self.db.conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
 
     def is_current(self) -> bool:
         """Whether the stored index uses this version's representation (no rebuild due)."""

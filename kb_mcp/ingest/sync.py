@@ -27,6 +27,7 @@ from kb_mcp.ingest.frontmatter import meta_date, meta_list, split_frontmatter
 from kb_mcp.ingest.pipeline import remove_location, store_document, text_hash
 from kb_mcp.ingest.policy import check_readable
 from kb_mcp.ingest.sources import FolderSource
+from kb_mcp.ingest.status import classify_status
 from kb_mcp.ingest.walk import FoundFile, walk_folder
 from kb_mcp.store import documents as rows
 from kb_mcp.store.db import Database
@@ -96,6 +97,7 @@ def prepare_file(
         created_at=now,
         updated_at=now,
         supersedes=meta_list(meta, "supersedes"),
+        status=classify_status(title, meta),
     )
     return doc, chunks
 

@@ -11,10 +11,12 @@ from dataclasses import dataclass
 
 from kb_mcp.cite import format_cite
 from kb_mcp.errors import InvalidInput
-from kb_mcp.index.fts import FtsIndex
+from kb_mcp.index.fts import FtsIndex, head_text
+from kb_mcp.search.floor import COVERAGE_FLOOR, coverage
+from kb_mcp.search.freshness import Candidate, apply_freshness, as_of_date
 from kb_mcp.search.fuse import FusedHit, LegHit, fuse_rankings
 from kb_mcp.search.keyword import keyword_leg
-from kb_mcp.search.query import parse_query
+from kb_mcp.search.query import Query, parse_query
 from kb_mcp.store import documents as rows
 from kb_mcp.store.db import Database
 
@@ -76,9 +78,9 @@ def _vector_fallback(mode: str) -> str | None:
 
 
 def _best_per_document(
-    fused: list[FusedHit], found: dict[int, rows.PassageRow], top_k: int
+    fused: list[FusedHit], found: dict[int, rows.PassageRow]
 ) -> list[tuple[FusedHit, rows.PassageRow]]:
-    """The best passage of each document, in fused order, at most ``top_k``."""
+    """The best passage of each document, in fused order."""
     seen: set[str] = set()
     kept = []
     for hit in fused:
@@ -87,9 +89,41 @@ def _best_per_document(
             continue
         seen.add(passage.doc_key)
         kept.append((hit, passage))
-        if len(kept) == top_k:
-            break
     return kept
+
+
+def _freshness_order(
+    ranked: list[tuple[FusedHit, rows.PassageRow]], as_of: str | None
+) -> list[tuple[FusedHit, rows.PassageRow]]:
+    """``apply_freshness`` over the documents, scored by their keyword score when present."""
+    by_key = {p.doc_key: (f, p) for f, p in ranked}
+    candidates = [
+        Candidate(
+            p.doc_key,
+            _rank_score(f),
+            p.doc_date or p.updated_at,
+            p.superseded_on,
+            p.status,
+            head_text(p.title, p.heading_path),
+        )
+        for f, p in ranked
+    ]
+    return [by_key[c.key] for c in apply_freshness(candidates, as_of)]
+
+
+def _rank_score(hit: FusedHit) -> float:
+    for part in hit.contributions:
+        if part.leg == "keyword":
+            return part.leg_score
+    return hit.score
+
+
+def _query_coverage(fts: FtsIndex, query: Query, passage: rows.PassageRow) -> float:
+    """Share of the query's IDF weight present in ``passage`` (see ``search/floor.py``)."""
+    units = [fts.tokens(unit) for unit in (*query.phrases, *query.terms)]
+    present = set(fts.tokens(f"{head_text(passage.title, passage.heading_path)}\n{passage.text}"))
+    df = fts.doc_frequencies(t for unit in units for t in unit)
+    return coverage(units, present, df, fts.chunk_count())
 
 
 def _to_hit(rank: int, fused: FusedHit, passage: rows.PassageRow) -> Hit:
@@ -114,7 +148,7 @@ def _to_hit(rank: int, fused: FusedHit, passage: rows.PassageRow) -> Hit:
 def run_search(
     db: Database, fts: FtsIndex, request: SearchRequest, source_id: int | None = None
 ) -> SearchResult:
-    """Ranked, cited passages for ``request`` (one per document)."""
+    """Ranked, cited passages for ``request`` (one per document); empty below the floor."""
     request = request.validated()
     fallback = _vector_fallback(request.mode)
     used = "keyword"
@@ -126,8 +160,16 @@ def run_search(
     legs: dict[str, list[LegHit]] = {"keyword": keyword_leg(fts, query, limit, source_id)}
     found = rows.passages(db.conn, [h.chunk_id for hits in legs.values() for h in hits])
     recency = {cid: p.doc_date or p.updated_at for cid, p in found.items()}
-    fused = fuse_rankings(legs, recency=recency)
-    kept = _best_per_document(fused, found, request.top_k)
-    hits = tuple(_to_hit(i, f, p) for i, (f, p) in enumerate(kept, start=1))
-    reason = None if hits else "no passage matches the query"
-    return SearchResult(request.query, used, hits, fallback, reason)
+    ranked = _best_per_document(fuse_rankings(legs, recency=recency), found)
+    ranked = _freshness_order(ranked, as_of_date(request.query))
+    if not ranked:
+        return SearchResult(request.query, used, (), fallback, "no passage matches the query")
+    covered = _query_coverage(fts, query, ranked[0][1])
+    if covered < COVERAGE_FLOOR:
+        reason = (
+            f"nothing relevant: the best passage covers {covered:.0%} of the query's "
+            f"weight (floor {COVERAGE_FLOOR:.0%}); the answer is probably not stored"
+        )
+        return SearchResult(request.query, used, (), fallback, reason)
+    hits = tuple(_to_hit(i, f, p) for i, (f, p) in enumerate(ranked[: request.top_k], start=1))
+    return SearchResult(request.query, used, hits, fallback, None)

@@ -61,6 +61,7 @@ class NewDocument:
     created_at: str
     updated_at: str
     supersedes: tuple[str, ...] = ()
+    status: str = "current"
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +79,8 @@ class PassageRow:
     text: str
     doc_date: str | None
     updated_at: str
-    superseded: bool
+    superseded_on: str | None  # date of the earliest document that supersedes this one
+    status: str
 
 
 _SOURCE_COLS = "id, name, kind, root, ignore_globs, created_at, synced_at, sync_state, sync_error"
@@ -188,7 +190,8 @@ def find_documents_by_path(conn: apsw.Connection, path: str) -> list[DocumentRow
 def insert_document(conn: apsw.Connection, doc: NewDocument) -> int:
     conn.execute(
         "INSERT INTO documents(doc_key, title, uri, kind, language, text, content_hash, "
-        "doc_date, tags, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "doc_date, tags, created_at, updated_at, status) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             doc.doc_key,
             doc.title,
@@ -201,6 +204,7 @@ def insert_document(conn: apsw.Connection, doc: NewDocument) -> int:
             json.dumps(list(doc.tags), ensure_ascii=False),
             doc.created_at,
             doc.updated_at,
+            doc.status,
         ),
     )
     document_id = conn.last_insert_rowid()
@@ -327,14 +331,15 @@ def passages(conn: apsw.Connection, ids: Sequence[int]) -> dict[int, PassageRow]
     rows = conn.execute(
         "SELECT c.id, d.doc_key, d.title, COALESCE(d.uri, l.path), s.name, c.heading_path, "
         "c.start_line, c.end_line, c.text, d.doc_date, d.updated_at, "
-        "EXISTS (SELECT 1 FROM supersessions x WHERE x.supersedes = d.doc_key OR x.supersedes IN "
-        "  (SELECT path FROM locations WHERE document_id = d.id)) "
-        "FROM chunks c JOIN documents d ON d.id = c.document_id "
+        "(SELECT MIN(COALESCE(n.doc_date, n.updated_at)) FROM supersessions x "
+        "  JOIN documents n ON n.id = x.document_id WHERE x.supersedes IN (d.doc_key, d.uri) "
+        "  OR x.supersedes IN (SELECT path FROM locations WHERE document_id = d.id)), "
+        "d.status FROM chunks c JOIN documents d ON d.id = c.document_id "
         "LEFT JOIN locations l ON l.id = (SELECT MIN(id) FROM locations WHERE document_id = d.id) "
         f"LEFT JOIN sources s ON s.id = l.source_id WHERE c.id IN ({marks})",
         tuple(ids),
     ).fetchall()
-    return {r[0]: PassageRow(*r[:5], tuple(json.loads(r[5])), *r[6:11], bool(r[11])) for r in rows}
+    return {r[0]: PassageRow(*r[:5], tuple(json.loads(r[5])), *r[6:]) for r in rows}
 
 
 def iter_texts(conn: apsw.Connection, source_id: int | None) -> Iterable[tuple[str, str, str]]:

@@ -44,6 +44,7 @@ CREATE TABLE documents (
     tags          TEXT NOT NULL DEFAULT '[]',
     created_at    TEXT NOT NULL,
     updated_at    TEXT NOT NULL,
+    status        TEXT NOT NULL DEFAULT 'current',
     embed_pending INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX documents_hash ON documents(content_hash);
