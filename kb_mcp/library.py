@@ -90,6 +90,7 @@ class Library:
                 f"{self.home / 'config.toml'}",
             )
         tags = list(tags or [])
+        content = content.replace("\r\n", "\n").replace("\r", "\n")  # as files are decoded
         agent.validate_fields(
             title,
             content,
@@ -349,7 +350,7 @@ class Library:
             if recorded and (recorded.size, recorded.mtime_ns) == (stat.st_size, stat.st_mtime_ns):
                 continue
             file = sync.FoundFile(Path(root) / path, path, stat.st_size, stat.st_mtime_ns)
-            sync.sync_file(self.db, source_id, Path(root), file, recorded)
+            sync.sync_file(self.db, source_id, Path(root).resolve(), file, recorded)
             refreshed = rows.location_document_id(self.db.conn, source_id, path)
             current = rows.get_document_by_id(self.db.conn, refreshed) if refreshed else None
             return (current or found), True
@@ -363,6 +364,9 @@ class Library:
         """Ranked, cited passages, one per document; empty (with a reason) when none match."""
         request = SearchRequest(query, top_k or self.settings.search_top_k, mode, source)
         source_id = self._source_id(source) if source else None
+        # A lazy index rebuild is proportional to the library, not to the query: it runs
+        # before the deadline starts, or a large library could never finish upgrading.
+        self.fts.ensure_current()
         try:
             with self.db.deadline(self.settings.search_timeout_ms):
                 return run_search(self.db, self.fts, request, source_id)
@@ -497,8 +501,8 @@ class Library:
 def _line_range(total: int, start: int | None, end: int | None, doc: str) -> tuple[int, int]:
     start = 1 if start is None else start
     end = total if end is None else end
-    if start < 1 or end < start:
-        raise InvalidInput(f"bad line range {start}-{end}: lines are 1-based and start ≤ end")
     if start > total:
         raise InvalidInput(f"document {doc} has {total} lines; line {start} is past its end")
+    if start < 1 or end < start:
+        raise InvalidInput(f"bad line range {start}-{end}: lines are 1-based and start ≤ end")
     return start, min(end, total)

@@ -2,13 +2,13 @@
 
 The library is opened on the first tool call, not before: the server answers
 ``initialize`` at once, whatever the size of the library. ``KbError`` becomes a tool
-error with its message and hint; anything else becomes "internal error" with the
-traceback in the server log only. Every call is audited (tool, duration, outcome).
+error with its code, message and hint; anything else becomes "internal error" with the
+traceback in the server log only. Every call, including one whose arguments FastMCP
+rejects, is audited by ``AuditMiddleware`` (tool, duration, outcome).
 """
 
 import logging
 import threading
-import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
@@ -19,10 +19,10 @@ from fastmcp.exceptions import ToolError
 from fastmcp.tools.base import ToolResult
 from pydantic import Field
 
-from kb_mcp import render
+from kb_mcp import __version__, render
 from kb_mcp.errors import KbError
 from kb_mcp.library import Library
-from kb_mcp.server.audit import record_call
+from kb_mcp.server.audit import AuditMiddleware
 from kb_mcp.server.background import BackgroundSync
 from kb_mcp.settings import Settings
 
@@ -94,22 +94,17 @@ async def run_tool(
     render_text: Callable[[Any], str],
     render_data: Callable[[Any], dict[str, Any]],
 ) -> ToolResult:
-    """The one path of every tool: library call off the event loop, render, audit."""
-    started = time.perf_counter()
-    outcome = "ok"
+    """The one path of every tool: library call off the event loop, render, errors mapped."""
     try:
         result = await anyio.to_thread.run_sync(lambda: call(holder.get()))
         return ToolResult(content=render_text(result), structured_content=render_data(result))
     except KbError as exc:
-        outcome = f"error:{exc.code}"
         raise ToolError(f"[{exc.code}] {exc.render()}") from exc
     except Exception as exc:
-        outcome = "error:internal"
         log.exception("tool %s failed", tool)
-        raise ToolError("internal error in kb-mcp; the server log has the details") from exc
-    finally:
-        elapsed = (time.perf_counter() - started) * 1000
-        record_call(holder.settings.home, tool, elapsed, outcome)
+        raise ToolError(
+            "[internal] internal error in kb-mcp; the server log has the details"
+        ) from exc
 
 
 def build_server(settings: Settings) -> tuple[FastMCP, LibraryHolder]:
@@ -125,7 +120,8 @@ def build_server(settings: Settings) -> tuple[FastMCP, LibraryHolder]:
         finally:
             await anyio.to_thread.run_sync(syncer.stop)
 
-    mcp = FastMCP("kb-mcp", instructions=INSTRUCTIONS, lifespan=lifespan)
+    mcp = FastMCP("kb-mcp", instructions=INSTRUCTIONS, lifespan=lifespan, version=__version__)
+    mcp.add_middleware(AuditMiddleware(settings.home))
     read_only = {"readOnlyHint": True, "openWorldHint": False}
 
     @mcp.tool(name="search", description=SEARCH_DESCRIPTION, annotations=read_only)

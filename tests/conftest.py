@@ -1,0 +1,141 @@
+"""Shared fixtures: a library home in ``tmp_path``, the real server over stdio, the library.
+
+Each fixture does one thing and they compose: ``mcp_client`` spawns ``kb-mcp serve`` on
+``home``; ``library`` opens the same ``home`` in-process (built by the production
+migrations); ``kb_cli`` runs any other ``kb-mcp`` command on it as a subprocess.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from kb_mcp.library import Library
+from kb_mcp.settings import Settings
+
+if TYPE_CHECKING:
+    from fastmcp import Client
+
+# A hung server fails the request instead of hanging the test run.
+MCP_REQUEST_TIMEOUT_S = 30
+CLI_TIMEOUT_S = 60
+
+ClientFactory = Callable[..., AbstractAsyncContextManager["Client"]]
+
+
+@pytest.fixture(scope="session")
+def anyio_backend() -> str:
+    """Async tests run on asyncio only: the server stack (FastMCP, mcp) is asyncio-based.
+
+    Session-scoped so module-scoped async fixtures (a server shared by read-only tests)
+    can run on the same event loop as the tests that use them.
+    """
+    return "asyncio"
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    """The library folder of one test; not created here (kb-mcp creates it on first use)."""
+    return tmp_path / "home"
+
+
+@pytest.fixture(scope="session")
+def child_env() -> dict[str, str]:
+    """This process's environment minus every ``KB_MCP_*`` variable.
+
+    A developer's ``KB_MCP_ALLOW_AGENT_WRITES=1`` or ``KB_MCP_HOME`` must not change
+    what a test's subprocess does.
+    """
+    return {k: v for k, v in os.environ.items() if not k.startswith("KB_MCP_")}
+
+
+@pytest.fixture
+def server_log(tmp_path: Path) -> Path:
+    """Where ``mcp_client`` servers' stderr goes (appended), so a test can read their log."""
+    return tmp_path / "server-stderr.log"
+
+
+@pytest.fixture(scope="session")
+def spawn_mcp(child_env: dict[str, str]) -> ClientFactory:
+    """Factory: ``async with spawn_mcp(home, log_file=..., allow_agent_writes=...) as client``.
+
+    Spawns ``python -m kb_mcp serve --home <home>`` (``entry`` replaces ``-m kb_mcp``,
+    e.g. with a wrapper script that ends by calling ``kb_mcp.cli.main.main``). Each
+    ``async with`` is one server process, ended when the block exits. Use ``mcp_client``
+    in a test; this is for fixtures of wider scope.
+    """
+
+    @asynccontextmanager
+    async def connect(
+        home: Path,
+        *,
+        log_file: Path,
+        allow_agent_writes: bool = False,
+        entry: Sequence[str] = ("-m", "kb_mcp"),
+    ) -> AsyncIterator[Client]:
+        # Imported here: FastMCP is slow to import and most test modules never need it.
+        from fastmcp import Client
+        from fastmcp.client.transports import StdioTransport
+
+        args = [*entry, "serve", "--home", str(home)]
+        if allow_agent_writes:
+            args.append("--allow-agent-writes")
+        transport = StdioTransport(
+            command=sys.executable,
+            args=args,
+            env=child_env,
+            keep_alive=False,
+            log_file=log_file,
+        )
+        async with Client(transport, timeout=MCP_REQUEST_TIMEOUT_S) as client:
+            yield client
+
+    return connect
+
+
+@pytest.fixture
+def mcp_client(spawn_mcp: ClientFactory, home: Path, server_log: Path) -> ClientFactory:
+    """Factory: ``async with mcp_client(allow_agent_writes=True) as client: ...`` on ``home``.
+
+    Options as for ``spawn_mcp`` (``allow_agent_writes``, ``entry``); stderr goes to
+    ``server_log``.
+    """
+
+    def connect(**options: Any) -> AbstractAsyncContextManager[Client]:
+        return spawn_mcp(home, log_file=server_log, **options)
+
+    return connect
+
+
+@pytest.fixture
+def kb_cli(home: Path, child_env: dict[str, str]) -> Callable[..., subprocess.CompletedProcess]:
+    """Run ``python -m kb_mcp <command> [args] --home <home>``; returns the completed process."""
+
+    def run(command: str, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "kb_mcp", command, *args, "--home", str(home)],
+            env=child_env,
+            capture_output=True,
+            text=True,
+            timeout=CLI_TIMEOUT_S,
+            check=False,
+        )
+
+    return run
+
+
+@pytest.fixture
+def library(home: Path) -> Iterator[Library]:
+    """The ``Library`` over ``home`` with default settings, closed at teardown."""
+    opened = Library(Settings(home=home))
+    try:
+        yield opened
+    finally:
+        opened.close()
