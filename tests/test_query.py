@@ -96,17 +96,10 @@ def _assert_safe(conn: apsw.Connection, text: str) -> None:
     ("text", "expected"),
     [
         pytest.param(
-            "how does getUserById work",
-            '"getUserById" OR "get" OR "User" OR "Id" OR "work"'
+            "how does getUserById work", '"getUserById" OR "get" OR "User" OR "Id" OR "work"'
         ),
-        pytest.param(
-            "机器学习",
-            '"机 器" OR "器 学" OR "学 习"'
-        ),
-        pytest.param(
-            "索引",
-            '"索 引"'
-        ),
+        pytest.param("机器学习", '"机 器" OR "器 学" OR "学 习"'),
+        pytest.param("索引", '"索 引"'),
         ("库", '"库"'),
     ],
 )
@@ -262,18 +255,10 @@ def test_parse_query_dedupes_case_insensitively_keeping_first_spelling() -> None
         "HTTPServer config",
         "机器学习 model",
         "snake_case_name lookup",
-        pytest.param(
-            "utf8 decoding"
-        ),
-        pytest.param(
-            "mContext leak"
-        ),
-        pytest.param(
-            "test_getUserById"
-        ),
-        pytest.param(
-            "调用getUserById函数"
-        ),
+        pytest.param("utf8 decoding"),
+        pytest.param("mContext leak"),
+        pytest.param("test_getUserById"),
+        pytest.param("调用getUserById函数"),
     ],
 )
 def test_match_expression_every_term_matches_a_document_of_the_same_text(text: str) -> None:
