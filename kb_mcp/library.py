@@ -340,11 +340,24 @@ class Library:
                 self._drop_source_rows(row)
 
     def _refresh_if_stale(self, found: rows.DocumentRow) -> tuple[rows.DocumentRow, bool]:
-        """Re-index a folder file that changed since it was indexed; say that it did."""
-        for source_id, root, path in rows.location_of(self.db.conn, found.id, "folder"):
+        """Re-index a folder file that changed since it was indexed; say that it did.
+
+        A file deleted since the last sync is unindexed on the spot; when no other copy
+        of the document remains, reading it is ``NotFound`` rather than stale text.
+        """
+        locations = rows.location_of(self.db.conn, found.id, "folder")
+        for source_id, root, path in locations:
             recorded = rows.get_location(self.db.conn, source_id, path)
             try:
                 stat = (Path(root) / path).stat()
+            except FileNotFoundError:
+                remove_location(self.db, source_id, path)
+                if rows.get_document_by_id(self.db.conn, found.id) is None:
+                    raise NotFound(
+                        f"{path} was deleted from its folder since it was indexed",
+                        hint="search again: the library no longer holds it",
+                    ) from None
+                continue
             except OSError:
                 continue
             if recorded and (recorded.size, recorded.mtime_ns) == (stat.st_size, stat.st_mtime_ns):

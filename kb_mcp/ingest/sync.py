@@ -2,8 +2,8 @@
 
 Change detection is cheap first: a file whose size and mtime match the last sync is not
 opened. Otherwise its bytes are hashed, and an unchanged hash refreshes the recorded
-state only. Each file is its own transaction, so an interrupted sync keeps what it did
-and the next one resumes where it stopped. A file that fails to read is recorded as
+state only. Files are committed in small batches, so an interrupted sync keeps what it
+did and the next one resumes where it stopped. A file that fails to read is recorded as
 failed with its reason (shown by ``list``) and is not retried until it changes. Files
 that vanished lose their chunks from every index; files beyond the per-source cap or in
 folders that could not be listed are still present and are left alone.
@@ -33,6 +33,10 @@ from kb_mcp.store import documents as rows
 from kb_mcp.store.db import Database
 
 Progress = Callable[[int, int, str], None]
+# A batch commits after this many files or seconds, whichever comes first: an interrupted
+# sync redoes at most one batch, and other writers wait at most about a second.
+BATCH_FILES = 500
+BATCH_SECONDS = 1.0
 
 
 @dataclass(slots=True)
@@ -126,12 +130,18 @@ def sync_file(
     found: FoundFile,
     previous: rows.LocationState | None,
 ) -> str:
-    """Bring one file's rows up to date; returns added / updated / unchanged / failed."""
+    """Bring one file's rows up to date; returns added / updated / unchanged / failed
+    (``failed`` also for a file that failed before and has not changed since).
+
+    ``root`` must be resolved already.
+    """
     if previous and (previous.size, previous.mtime_ns) == (found.size, found.mtime_ns):
-        return "unchanged"
+        # A file that failed stays failed (and is not retried) until it changes.
+        return "failed" if previous.state == "failed" else "unchanged"
     now = utc_now()
     try:
-        data = readers.read_capped(check_readable(found.path, root), readers.MAX_BYTES)
+        real = check_readable(found.path, root, root_is_resolved=True)
+        data = readers.read_capped(real, readers.MAX_BYTES)
     except KbError as exc:
         _record_failure(db, source_id, found, exc.message, now)
         return "failed"
@@ -197,14 +207,26 @@ def sync_folder(
     )
     report.over_cap, report.skipped = walk.over_cap, dict(walk.skipped)
     known = rows.source_locations(db.conn, source_id)
-    for done, found in enumerate(walk.files, start=1):
-        if should_stop and should_stop():
-            break
-        outcome = sync_file(db, source_id, root, found, known.get(found.rel))
-        setattr(report, outcome, getattr(report, outcome) + 1)
-        if progress:
-            progress(done, len(walk.files), found.rel)
-    else:
+    root = root.resolve()
+    done = 0
+    stopped = False
+    while done < len(walk.files) and not stopped:
+        # Files are committed in small batches: one transaction per file would spend most
+        # of the time committing, one per sync would hold the write lock for minutes.
+        batch_end = time.monotonic() + BATCH_SECONDS
+        with db.write():
+            for found in walk.files[done : done + BATCH_FILES]:
+                if should_stop and should_stop():
+                    stopped = True
+                    break
+                outcome = sync_file(db, source_id, root, found, known.get(found.rel))
+                setattr(report, outcome, getattr(report, outcome) + 1)
+                done += 1
+                if progress:
+                    progress(done, len(walk.files), found.rel)
+                if time.monotonic() > batch_end:
+                    break
+    if not stopped:
         found_paths = {f.rel for f in walk.files}
         for path in _vanished(known, found_paths, set(walk.beyond_cap), walk.unreadable_dirs):
             remove_location(db, source_id, path)

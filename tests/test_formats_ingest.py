@@ -1,0 +1,358 @@
+"""Every supported file format, ingested from a real folder and found again by search.
+
+Each test writes real files (PDFs and DOCX generated here) into a folder in
+``tmp_path``, registers it, syncs it into a real ``kb.db``, then checks what an agent
+relies on: the search hit names the right path, and its ``cite`` read back through
+``Library.read`` returns exactly the cited lines, which hold the text searched for.
+(GitHub issue "Folder sources and real file formats".)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kb_mcp.ingest.sync import SyncReport
+from kb_mcp.library import Library
+from kb_mcp.search.engine import Hit
+
+# --- helpers ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    """An empty folder to be registered as a source."""
+    path = tmp_path / "notes"
+    path.mkdir()
+    return path
+
+
+def ingest(library: Library, folder: Path, files: dict[str, str | bytes]) -> SyncReport:
+    """Write ``files`` (rel path → text or bytes) into ``folder``, register it, sync it."""
+    for rel, content in files.items():
+        path = folder / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+    library.add_folder(folder)
+    [report] = library.sync()
+    return report
+
+
+def only_hit(library: Library, query: str) -> Hit:
+    """The one search hit for ``query``; fails when there are none or several."""
+    hits = library.search(query).hits
+    assert len(hits) == 1, f"{query!r}: expected one hit, got {[h.path for h in hits]}"
+    return hits[0]
+
+
+def assert_cite_reads_back(library: Library, hit: Hit, word: str) -> str:
+    """``read(cite)`` returns exactly the hit's lines, and they hold ``word``; returns them."""
+    read = library.read(hit.cite)
+    assert (read.doc, read.start_line, read.end_line) == (hit.doc, hit.start_line, hit.end_line)
+    assert read.text == hit.text
+    assert word in read.text
+    return read.text
+
+
+def stored_paths(library: Library) -> set[str]:
+    """Every path ``grep`` can see, found by grepping for any character."""
+    return {m.path for m in library.grep(".", regex=True, max_matches=10_000).matches}
+
+
+# --- Markdown ---------------------------------------------------------------------------------
+
+FRONTMATTER_NOTE = """\
+---
+title: Quokka Field Notes
+date: 2021-03-04
+tags: [wildlife, australia]
+---
+
+# Sightings
+
+The quokka on Rottnest smiled zephyrine at the camera.
+"""
+
+
+def test_markdown_frontmatter_sets_title_date_and_tags(library: Library, folder: Path) -> None:
+    report = ingest(library, folder, {"field/quokka.md": FRONTMATTER_NOTE})
+    assert (report.added, report.failed) == (1, 0)
+    hit = only_hit(library, "zephyrine")
+    assert (hit.path, hit.source, hit.title, hit.date) == (
+        "field/quokka.md",
+        "notes",
+        "Quokka Field Notes",
+        "2021-03-04",
+    )
+    assert_cite_reads_back(library, hit, "zephyrine")
+    assert hit.start_line <= 9 <= hit.end_line  # the body line, counted in the file itself
+    document = library.read(hit.doc)
+    assert (document.kind, document.tags, document.date) == (
+        "markdown",
+        ("wildlife", "australia"),
+        "2021-03-04",
+    )
+
+
+# --- pass-through text and data ---------------------------------------------------------------
+
+TEXT_FORMATS = [
+    pytest.param("log.txt", "Day one.\nThe xylophonic chorus woke us.\n", "xylophonic", "text",
+                 id="txt"),
+    pytest.param("agenda.org", "* Tasks\n** TODO buy marmalade jars\n", "marmalade", "text",
+                 id="org"),
+    pytest.param("guide.rst", "Guide\n=====\n\nKumquat trees need sun.\n", "Kumquat", "text",
+                 id="rst"),
+    pytest.param("zoo.csv", "name,animal\nbob,narwhal\nann,ibis\n", "narwhal", "data", id="csv"),
+    pytest.param("zoo.json", '{\n  "creature": "axolotl",\n  "legs": 4\n}\n', "axolotl", "data",
+                 id="json"),
+    pytest.param("zoo.yaml", "beasts:\n  - capybara\n  - tapir\n", "capybara", "data", id="yaml"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "content", "word", "kind"), TEXT_FORMATS)
+def test_text_format_is_indexed_with_path_and_exact_cite(
+    library: Library, folder: Path, name: str, content: str, word: str, kind: str
+) -> None:
+    ingest(library, folder, {f"docs/{name}": content})
+    hit = only_hit(library, word)
+    assert (hit.path, hit.title) == (f"docs/{name}", name)
+    text = assert_cite_reads_back(library, hit, word)
+    # Pass-through formats are stored as written: the cited lines are the file's lines.
+    lines = content.split("\n")
+    assert text == "\n".join(lines[hit.start_line - 1 : hit.end_line])
+    assert library.read(hit.doc).kind == kind
+
+
+# --- source code ------------------------------------------------------------------------------
+
+# Bodies long enough that two definitions never share a chunk (chunk budget: 1,800 chars).
+_FILLER = {
+    "python": '    note_{i} = "filler sentence number {i} that pads out the function body"',
+    "typescript": '  const note{i} = "filler sentence number {i} that pads out the function body";',
+    "go": '\tnote{i} := "filler sentence number {i} that pads out the function body"',
+}
+_RETURN = {
+    "python": "    return {word!r}",
+    "typescript": '  return "{word}";',
+    "go": '\treturn "{word}"',
+}
+_HEAD = {
+    "python": "def {name}():",
+    "typescript": "export function {name}(): string {{",
+    "go": "func {name}() string {{",
+}
+_PREAMBLE = {
+    "python": ['"""Helpers."""', "import os", ""],
+    "typescript": ['import { readFileSync } from "fs";', ""],
+    "go": ["package main", "", 'import "fmt"', ""],
+}
+_SUFFIX = {"python": "py", "typescript": "ts", "go": "go"}
+
+
+def source_file(language: str, functions: list[tuple[str, str]]) -> tuple[str, dict[str, int]]:
+    """Source text defining each ``(name, word)`` function; returns it and each def's line."""
+    lines = list(_PREAMBLE[language])
+    starts = {}
+    for name, word in functions:
+        starts[name] = len(lines) + 1
+        lines.append(_HEAD[language].format(name=name))
+        lines += [_FILLER[language].format(i=i) for i in range(22)]
+        lines.append(_RETURN[language].format(word=word))
+        if language != "python":
+            lines.append("}")
+        lines.append("")
+    return "\n".join(lines), starts
+
+
+@pytest.mark.parametrize("language", ["python", "typescript", "go"])
+def test_code_search_cites_the_function_from_its_definition_line(
+    library: Library, folder: Path, language: str
+) -> None:
+    text, starts = source_file(
+        language,
+        [("load_config", "alphaword"), ("count_wombats", "wombatology"), ("close_all", "omega")],
+    )
+    name = f"src/tools.{_SUFFIX[language]}"
+    ingest(library, folder, {name: text})
+    hit = only_hit(library, "wombatology")
+    assert hit.path == name
+    keyword = {"python": "def", "typescript": "function", "go": "func"}[language]
+    assert hit.section == (f"{keyword} count_wombats",)
+    assert hit.start_line == starts["count_wombats"]
+    assert hit.end_line < starts["close_all"]
+    cited = assert_cite_reads_back(library, hit, "wombatology")
+    assert "count_wombats" in cited.split("\n")[0]
+    assert "load_config" not in cited and "close_all" not in cited
+    read = library.read(hit.doc)
+    assert read.kind == "code"
+
+
+# --- HTML -------------------------------------------------------------------------------------
+
+CHROME = """\
+<!doctype html>
+<html>
+<head>
+  <title>Migration Report</title>
+  <style>.jabberstyle { color: red }</style>
+  <script>var scriptword = "jabberwock";</script>
+</head>
+<body>
+  <header><a href="/">Gryphonsite banner</a></header>
+  <nav><ul><li><a href="/a">snarkmenu home</a></li><li>snarkmenu about</li></ul></nav>
+  %s
+  <aside>bandersnatch sidebar links</aside>
+  <footer>Copyright tumtumtree</footer>
+  <script>track("borogove")</script>
+</body>
+</html>
+"""
+ARTICLE = """\
+<h1>Ocelot migration</h1>
+  <p>The ocelot population moved north in the dry season.</p>"""
+BOILERPLATE = (
+    "jabberwock", "jabberstyle", "Gryphonsite", "snarkmenu", "bandersnatch", "tumtumtree",
+    "borogove",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        pytest.param("<main>%s</main>", id="main"),
+        pytest.param("<article>%s</article>", id="article"),
+        pytest.param('<div class="content">%s</div>', id="bare-body"),
+    ],
+)
+def test_html_article_text_is_searchable_and_boilerplate_is_not(
+    library: Library, folder: Path, layout: str
+) -> None:
+    ingest(library, folder, {"web/report.html": CHROME % (layout % ARTICLE)})
+    hit = only_hit(library, "ocelot population")
+    assert (hit.path, hit.title) == ("web/report.html", "Migration Report")
+    assert_cite_reads_back(library, hit, "The ocelot population moved north in the dry season.")
+    for chrome in BOILERPLATE:
+        assert library.search(chrome).hits == (), chrome
+        assert library.grep(chrome, ignore_case=True).matches == (), chrome
+
+
+# --- PDF --------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def pymupdf():
+    return pytest.importorskip("pymupdf")
+
+
+def text_pdf(pymupdf, pages: list[str], title: str = "") -> bytes:
+    """A PDF with one page of text per entry (real text layer)."""
+    document = pymupdf.open()
+    for text in pages:
+        page = document.new_page()
+        page.insert_text((72, 72), text, fontsize=11)
+    if title:
+        document.set_metadata({"title": title})
+    return document.tobytes()
+
+
+def image_only_pdf(pymupdf) -> bytes:
+    """A PDF whose one page holds only an image and a drawn box: a scan, no text layer."""
+    document = pymupdf.open()
+    page = document.new_page()
+    pixmap = pymupdf.Pixmap(pymupdf.csRGB, pymupdf.IRect(0, 0, 16, 16), False)
+    pixmap.clear_with(200)
+    page.insert_image(pymupdf.Rect(72, 72, 300, 300), pixmap=pixmap)
+    page.draw_rect(pymupdf.Rect(72, 320, 300, 400), color=(0, 0, 0), fill=(0.5, 0.5, 0.5))
+    return document.tobytes()
+
+
+def test_pdf_text_is_searchable_with_a_cite_read_returns(
+    library: Library, folder: Path, pymupdf
+) -> None:
+    data = text_pdf(
+        pymupdf,
+        ["Quarterly budget overview.", "Heliotrope budgets rise in spring."],
+        title="Budget 2024",
+    )
+    report = ingest(library, folder, {"reports/budget.pdf": data})
+    assert (report.added, report.failed) == (1, 0)
+    hit = only_hit(library, "heliotrope")
+    assert (hit.path, hit.title) == ("reports/budget.pdf", "Budget 2024")
+    assert_cite_reads_back(library, hit, "Heliotrope budgets rise in spring.")
+    assert library.read(hit.doc).kind == "pdf"
+
+
+def test_pdf_image_only_is_failed_with_reason_and_never_indexed(
+    library: Library, folder: Path, pymupdf
+) -> None:
+    report = ingest(
+        library,
+        folder,
+        {"scans/receipt.pdf": image_only_pdf(pymupdf), "keep.md": "A normal note.\n"},
+    )
+    assert (report.added, report.failed) == (1, 1)
+    [(path, reason)] = report.failures
+    assert path == "scans/receipt.pdf"
+    assert "no text layer" in reason
+    overview = library.overview()
+    assert overview.health["failed_files"] == 1
+    assert [(s.name, s.documents, s.failed) for s in overview.sources] == [("notes", 1, 1)]
+    assert [d.path for d in library.list_source("notes").documents] == ["keep.md"]
+    assert stored_paths(library) == {"keep.md"}
+    # The next sync reports it again, still failed and still not indexed.
+    [again] = library.sync()
+    assert again.failures == [(path, reason)]
+    assert library.overview().documents == 1
+
+
+# --- DOCX -------------------------------------------------------------------------------------
+
+
+def test_docx_headings_and_text_are_searchable_with_a_cite_read_returns(
+    library: Library, folder: Path
+) -> None:
+    docx = pytest.importorskip("docx")
+    document = docx.Document()
+    document.add_heading("Quarterly Memo", level=1)
+    document.add_paragraph("The marzipan initiative launched in March.")
+    document.add_heading("Risks", level=2)
+    document.add_paragraph("Supply of almonds is uncertain.")
+    path = folder / "memo.docx"
+    document.save(path)
+    report = ingest(library, folder, {})
+    assert (report.added, report.failed) == (1, 0)
+    hit = only_hit(library, "marzipan")
+    assert (hit.path, hit.title) == ("memo.docx", "Quarterly Memo")
+    cited = assert_cite_reads_back(library, hit, "The marzipan initiative launched in March.")
+    assert "# Quarterly Memo" in cited
+    almonds = only_hit(library, "almonds")
+    assert almonds.section[-1] == "Risks"
+    assert library.read(hit.doc).kind == "docx"
+
+
+# --- encodings --------------------------------------------------------------------------------
+
+
+def test_utf16_file_with_bom_is_decoded(library: Library, folder: Path) -> None:
+    text = "Café notes\nThe résumé of the tapir über alles.\n"
+    ingest(library, folder, {"wide.txt": text.encode("utf-16")})  # BOM + UTF-16 LE
+    hit = only_hit(library, "tapir")
+    assert hit.path == "wide.txt"
+    cited = assert_cite_reads_back(library, hit, "The résumé of the tapir über alles.")
+    assert "\ufeff" not in cited and "\x00" not in cited
+    assert library.read(hit.doc).text == text
+
+
+def test_cp1252_file_is_decoded_with_its_punctuation(library: Library, folder: Path) -> None:
+    text = "Smart “quotes” — a naïve okapi costs 5 €.\n"
+    ingest(library, folder, {"legacy.txt": text.encode("cp1252")})
+    hit = only_hit(library, "okapi")
+    assert hit.path == "legacy.txt"
+    assert_cite_reads_back(library, hit, "“quotes” — a naïve okapi costs 5 €")
+    assert library.read(hit.doc).text == text
+    assert only_hit(library, "naïve").doc == hit.doc
