@@ -78,9 +78,16 @@ def _with_parts(match: re.Match[str]) -> str:
     return f"{word} {' '.join(parts)}" if parts else word
 
 
+# Cheap pre-check: most prose holds no case change inside a word at all. It is
+# ``[a-z0-9][A-Z]|[A-Z][A-Z][a-z]`` written to start only at capitals, which makes it about
+# five times faster on prose (measured on generated notes, issue #4).
+_CASE_CHANGE = re.compile(r"[A-Z](?:(?<=[a-z0-9][A-Z])|(?=[a-z])(?<=[A-Z][A-Z]))")
+
+
 def index_copy(text: str) -> str:
     """The text FTS5 indexes: CJK characters spaced apart, camelCase words followed by parts."""
-    text = _CAMEL_WORD.sub(_with_parts, text)
-    if CJK_CHAR.search(text) is None:
+    if _CASE_CHANGE.search(text) is not None:
+        text = _CAMEL_WORD.sub(_with_parts, text)
+    if text.isascii() or CJK_CHAR.search(text) is None:
         return text
     return CJK_CHAR.sub(lambda m: f" {m.group(0)} ", text)

@@ -153,14 +153,16 @@ def sensitive_reason(path: Path) -> str | None:
     return sensitive_name_reason(parts[-1]) if parts else None
 
 
-def check_readable(path: Path, root: Path) -> Path:
+def check_readable(path: Path, root: Path, *, root_is_resolved: bool = False) -> Path:
     """The path to open for ``path``, checked right before reading it.
 
     Symlinks are resolved (strictly: the file must exist), then the policy is
     applied to both the path as given and the resolved path, and the resolved path
     must be a regular file inside ``root.resolve()``. Returns the resolved path, which
-    is what the caller should open. Raises ``Refused`` naming the path and the
-    reason, ``NotFound`` if it is gone, ``Unreadable`` if it cannot be resolved.
+    is what the caller should open. ``root_is_resolved`` skips resolving ``root``
+    again (a sync resolves it once for all its files). Raises ``Refused`` naming the
+    path and the reason, ``NotFound`` if it is gone, ``Unreadable`` if it cannot be
+    resolved.
     """
     resolved = _resolve(path)
     if reason := sensitive_reason(path) or sensitive_reason(resolved):
@@ -168,7 +170,7 @@ def check_readable(path: Path, root: Path) -> Path:
             f"refusing to read {_describe(path, resolved)}: {reason}",
             hint="kb-mcp never reads keys, credentials or .env files",
         )
-    root_resolved = _resolve(root)
+    root_resolved = root if root_is_resolved else _resolve(root)
     if not resolved.is_relative_to(root_resolved):
         raise Refused(
             f"refusing to read {_describe(path, resolved)}: outside the source folder "

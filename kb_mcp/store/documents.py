@@ -208,10 +208,11 @@ def insert_document(conn: apsw.Connection, doc: NewDocument) -> int:
         ),
     )
     document_id = conn.last_insert_rowid()
-    conn.executemany(
-        "INSERT OR IGNORE INTO supersessions(document_id, supersedes) VALUES (?, ?)",
-        ((document_id, key) for key in doc.supersedes),
-    )
+    if doc.supersedes:
+        conn.executemany(
+            "INSERT OR IGNORE INTO supersessions(document_id, supersedes) VALUES (?, ?)",
+            ((document_id, key) for key in doc.supersedes),
+        )
     return document_id
 
 
@@ -304,23 +305,24 @@ def chunk_ids(conn: apsw.Connection, document_id: int) -> list[int]:
     ]
 
 
-def insert_chunks(conn: apsw.Connection, document_id: int, chunks: Iterable[Chunk]) -> list[int]:
-    ids = []
-    for chunk in chunks:
-        conn.execute(
-            "INSERT INTO chunks(document_id, ordinal, heading_path, start_line, end_line, text) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
+def insert_chunks(conn: apsw.Connection, document_id: int, chunks: Sequence[Chunk]) -> list[int]:
+    """Insert a document's chunks; their ids in chunk order."""
+    conn.executemany(
+        "INSERT INTO chunks(document_id, ordinal, heading_path, start_line, end_line, text) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        (
             (
                 document_id,
-                chunk.ordinal,
-                json.dumps(list(chunk.heading_path), ensure_ascii=False),
-                chunk.start_line,
-                chunk.end_line,
-                chunk.text,
-            ),
-        )
-        ids.append(conn.last_insert_rowid())
-    return ids
+                c.ordinal,
+                json.dumps(list(c.heading_path), ensure_ascii=False),
+                c.start_line,
+                c.end_line,
+                c.text,
+            )
+            for c in chunks
+        ),
+    )
+    return chunk_ids(conn, document_id)
 
 
 def passages(conn: apsw.Connection, ids: Sequence[int]) -> dict[int, PassageRow]:
