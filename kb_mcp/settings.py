@@ -174,3 +174,16 @@ def load(
             values[name] = value
     known = {f.name for f in fields(Settings)}
     return Settings(home=home_path.resolve(), **{k: v for k, v in values.items() if k in known})
+
+
+def settings_markdown() -> str:
+    """The settings table for docs/configuration.md, generated from ``SETTINGS``."""
+    lines = [
+        "| setting (config.toml) | environment | default | what it does |",
+        "|---|---|---|---|",
+    ]
+    for s in SETTINGS:
+        default = list(s.default) if isinstance(s.default, tuple) else s.default
+        shown = str(default).lower() if isinstance(default, bool) else repr(default)
+        lines.append(f"| `{s.name}` | `{s.env}` | `{shown}` | {s.help} |")
+    return "\n".join(lines)
