@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from importlib import resources
 from pathlib import Path
 
 from kb_mcp.cli.progress import ProgressBar
@@ -13,9 +12,9 @@ GOLDEN = "golden"
 
 def dataset_path(name: str) -> Path:
     """A dataset folder; ``golden`` is the hand-written set shipped with kb-mcp."""
-    if name == GOLDEN:
-        return Path(str(resources.files("kb_mcp.bench") / "golden"))
-    return Path(name).expanduser()
+    from kb_mcp.bench.beir import GOLDEN_SET
+
+    return GOLDEN_SET if name == GOLDEN else Path(name).expanduser()
 
 
 def cmd_bench_retrieval(args: argparse.Namespace) -> int:
