@@ -1,7 +1,8 @@
 """SQLite discipline, in one place: connections, pragmas, transactions, deadlines.
 
 - One apsw connection per thread (apsw refuses to share a busy connection across
-  threads); every connection gets the same pragmas and, when installed, sqlite-vec.
+  threads); every connection gets the same pragmas and, when vectors are on and
+  installed, sqlite-vec.
 - Writes go through ``write()``: ``BEGIN IMMEDIATE`` takes the write lock up front, so
   two writers never deadlock half-way through a transaction, and an exception rolls
   everything back. Nested ``write()`` blocks join the outer transaction.
@@ -34,8 +35,11 @@ class QueryTimeout(Exception):
 class Database:
     """A library's ``kb.db``: per-thread connections over one file."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, vectors: bool = False) -> None:
+        """``vectors`` loads sqlite-vec into every connection. Off until a vector index is
+        used: importing sqlite_vec imports numpy, about 0.1 s of every start-up."""
         self.path = path
+        self.vectors = vectors
         self._local = threading.local()
         self._all: list[apsw.Connection] = []
         self._lock = threading.Lock()
@@ -72,7 +76,8 @@ class Database:
                 hint="check the permissions of the home folder, or run "
                 "`kb-mcp reindex --rebuild` to rebuild a damaged database from files",
             ) from exc
-        self.vec_available = _load_sqlite_vec(conn)
+        if self.vectors:
+            self.vec_available = _load_sqlite_vec(conn)
         with self._lock:
             self._all.append(conn)
         return conn
