@@ -9,6 +9,7 @@ and wait for the first ``search`` result (median of 5).
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import resource
@@ -26,14 +27,31 @@ from kb_mcp.bench.metrics import percentile
 SEED = 7
 SEARCHES = 200
 STARTUP_RUNS = 5
-_WORDS = (
-    "index query cache latency shard replica ledger invoice webhook retry backoff token "
-    "session cluster deploy rollout canary metric alert budget schema migration queue "
-    "worker tenant quota parser lexer buffer socket handshake cipher keystore vault "
-    "gateway proxy router handler payload batch stream cursor snapshot journal checkpoint "
-    "compaction vacuum partition bucket region failover leader follower consensus raft "
-    "timeout deadline throttle limiter circuit breaker fallback degrade health probe"
-).split()
+_SYLLABLES = "ka to ri mo sen lar vi dex pra shu nel gor tam ble quo fin zer wat".split()
+
+
+def _vocabulary(size: int = 4_000) -> list[str]:
+    """Seeded pseudo-words; sampled with Zipf weights like real text (a few very common
+    words, a long tail), so postings lists and query costs look like a real library's."""
+    rng = random.Random(SEED)
+    words: set[str] = set()
+    while len(words) < size:
+        words.add("".join(rng.choices(_SYLLABLES, k=rng.randint(2, 3))))
+    ordered = sorted(words)
+    rng.shuffle(ordered)  # Zipf rank must not follow the alphabet
+    return ordered
+
+
+_WORDS = _vocabulary()
+_ZIPF_CUMULATIVE = list(itertools.accumulate(1 / rank**1.07 for rank in range(1, len(_WORDS) + 1)))
+
+
+def _words(rng: random.Random, k: int) -> list[str]:
+    return rng.choices(_WORDS, cum_weights=_ZIPF_CUMULATIVE, k=k)
+
+
+def _word(rng: random.Random) -> str:
+    return _words(rng, 1)[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,18 +70,18 @@ class PerfRow:
 
 
 def _sentence(rng: random.Random) -> str:
-    words = rng.choices(_WORDS, k=rng.randint(8, 16))
+    words = _words(rng, rng.randint(8, 16))
     return " ".join(words).capitalize() + "."
 
 
 def _markdown(rng: random.Random, n: int) -> str:
-    parts = [f"# Note {n}: {' '.join(rng.choices(_WORDS, k=3))}\n"]
+    parts = [f"# Note {n}: {' '.join(_words(rng, 3))}\n"]
     for section in range(rng.randint(3, 8)):
-        parts.append(f"## {rng.choice(_WORDS).title()} {section}\n")
+        parts.append(f"## {_word(rng).title()} {section}\n")
         for _ in range(rng.randint(1, 3)):
             parts.append(" ".join(_sentence(rng) for _ in range(rng.randint(3, 8))) + "\n")
         if rng.random() < 0.3:
-            parts.append("```python\n" + f"{rng.choice(_WORDS)}_{n} = fetch('{n}')\n" + "```\n")
+            parts.append("```python\n" + f"{_word(rng)}_{n} = fetch('{n}')\n" + "```\n")
         parts.append("\n".join(f"- {_sentence(rng)}" for _ in range(rng.randint(1, 4))) + "\n")
     return "\n".join(parts)
 
@@ -71,8 +89,8 @@ def _markdown(rng: random.Random, n: int) -> str:
 def _python(rng: random.Random, n: int) -> str:
     funcs = []
     for i in range(rng.randint(3, 6)):
-        name = f"{rng.choice(_WORDS)}_{rng.choice(_WORDS)}_{i}"
-        body = "\n".join(f"    {rng.choice(_WORDS)} = {rng.choice(_WORDS)}({i})" for _ in range(4))
+        name = f"{_word(rng)}_{_word(rng)}_{i}"
+        body = "\n".join(f"    {_word(rng)} = {_word(rng)}({i})" for _ in range(4))
         funcs.append(f'def {name}(value):\n    """{_sentence(rng)}"""\n{body}\n    return value\n')
     return f'"""Module {n}."""\n\nimport os\n\n\n' + "\n\n".join(funcs)
 
@@ -111,7 +129,7 @@ def measure_size(files: int, workdir: Path) -> PerfRow:
         rng = random.Random(SEED)
         latencies = []
         for _ in range(SEARCHES):
-            query = " ".join(rng.choices(_WORDS, k=rng.randint(2, 4)))
+            query = " ".join(_words(rng, rng.randint(2, 4)))
             started = time.perf_counter()
             library.search(query)
             latencies.append((time.perf_counter() - started) * 1000)

@@ -16,7 +16,7 @@ from kb_mcp.search.floor import COVERAGE_FLOOR, coverage
 from kb_mcp.search.freshness import Candidate, apply_freshness, as_of_date
 from kb_mcp.search.fuse import FusedHit, LegHit, fuse_rankings
 from kb_mcp.search.keyword import keyword_leg
-from kb_mcp.search.query import Query, parse_query
+from kb_mcp.search.query import Query, parse_query, without_common_units
 from kb_mcp.store import documents as rows
 from kb_mcp.store.db import Database
 
@@ -118,12 +118,31 @@ def _rank_score(hit: FusedHit) -> float:
     return hit.score
 
 
-def _query_coverage(fts: FtsIndex, query: Query, passage: rows.PassageRow) -> float:
+@dataclass(frozen=True, slots=True)
+class UnitStats:
+    """The index's view of a query: each term's tokens, their frequencies, the chunk count."""
+
+    tokens: dict[str, list[str]]
+    df: dict[str, int]
+    chunks: int
+
+    def unit_df(self) -> dict[str, int]:
+        """A term's frequency is its rarest token's (0 when a token is not indexed at all)."""
+        return {
+            u: min((self.df.get(t, 0) for t in toks), default=0) for u, toks in self.tokens.items()
+        }
+
+
+def _unit_stats(fts: FtsIndex, query: Query) -> UnitStats:
+    tokens = {unit: fts.tokens(unit) for unit in (*query.phrases, *query.terms)}
+    df = fts.doc_frequencies(t for toks in tokens.values() for t in toks)
+    return UnitStats(tokens, df, fts.chunk_count())
+
+
+def _query_coverage(fts: FtsIndex, stats: UnitStats, passage: rows.PassageRow) -> float:
     """Share of the query's IDF weight present in ``passage`` (see ``search/floor.py``)."""
-    units = [fts.tokens(unit) for unit in (*query.phrases, *query.terms)]
     present = set(fts.tokens(f"{head_text(passage.title, passage.heading_path)}\n{passage.text}"))
-    df = fts.doc_frequencies(t for unit in units for t in unit)
-    return coverage(units, present, df, fts.chunk_count())
+    return coverage(list(stats.tokens.values()), present, stats.df, stats.chunks)
 
 
 def _to_hit(rank: int, fused: FusedHit, passage: rows.PassageRow) -> Hit:
@@ -156,15 +175,17 @@ def run_search(
     if query.is_empty:
         return SearchResult(request.query, used, (), fallback, "the query has no searchable words")
     fts.ensure_current()
+    stats = _unit_stats(fts, query)
+    matched = without_common_units(query, stats.unit_df(), stats.chunks)
     limit = max(MIN_CANDIDATES, request.top_k * OVERFETCH)
-    legs: dict[str, list[LegHit]] = {"keyword": keyword_leg(fts, query, limit, source_id)}
+    legs: dict[str, list[LegHit]] = {"keyword": keyword_leg(fts, matched, limit, source_id)}
     found = rows.passages(db.conn, [h.chunk_id for hits in legs.values() for h in hits])
     recency = {cid: p.doc_date or p.updated_at for cid, p in found.items()}
     ranked = _best_per_document(fuse_rankings(legs, recency=recency), found)
     ranked = _freshness_order(ranked, as_of_date(request.query))
     if not ranked:
         return SearchResult(request.query, used, (), fallback, "no passage matches the query")
-    covered = _query_coverage(fts, query, ranked[0][1])
+    covered = _query_coverage(fts, stats, ranked[0][1])
     if covered < COVERAGE_FLOOR:
         reason = (
             f"nothing relevant: the best passage covers {covered:.0%} of the query's "

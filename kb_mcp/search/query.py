@@ -23,6 +23,7 @@ for (or nothing), never operators. Worked examples (see ``tests/test_query.py``)
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kb_mcp.index.textprep import CJK_RUN, identifier_parts, index_copy
@@ -106,3 +107,26 @@ def parse_query(text: str) -> Query:
     phrases = _dedupe(phrases)
     budget = max(0, MAX_TERMS - len(phrases[:MAX_TERMS]))
     return Query(text=text, terms=tuple(terms[:budget]), phrases=tuple(phrases[:MAX_TERMS]))
+
+
+# A term held by more than this share of all passages adds almost nothing to bm25 (its
+# IDF is under 1.2, against 8-10 for a rare term) but makes FTS5 score most of the
+# index: dropped from the MATCH once a library is large enough for that to cost time.
+COMMON_SHARE = 0.5
+COMMON_MIN_CHUNKS = 2_000
+
+
+def without_common_units(query: Query, unit_df: Mapping[str, int], chunks: int) -> Query:
+    """``query`` minus the terms and phrases in more than ``COMMON_SHARE`` of ``chunks``.
+
+    ``unit_df`` maps each term / phrase to its document frequency. Small libraries, and
+    queries made only of common words, are returned unchanged.
+    """
+    if chunks < COMMON_MIN_CHUNKS:
+        return query
+    limit = COMMON_SHARE * chunks
+    phrases = tuple(p for p in query.phrases if unit_df.get(p, 0) <= limit)
+    terms = tuple(t for t in query.terms if unit_df.get(t, 0) <= limit)
+    if not phrases and not terms:
+        return query
+    return Query(query.text, terms, phrases)
