@@ -7,7 +7,7 @@ the wrong tokens on delete. The rowid is ``chunks.id``; chunk rows stay the trut
 
 Columns: ``head`` (document title + heading path, weighted up) and ``body``.
 
-Representation changes (``TEXTPREP_VERSION``, tokenizer) are recorded in
+Representation changes (``TEXTPREP_VERSION``, tokenizer, ``FTS_LAYOUT``) are recorded in
 ``meta.fts_version``. A database written by an older representation is rebuilt by the
 first reader: one ``BEGIN IMMEDIATE`` transaction drops the old table, re-inserts every
 chunk in batches (bounded memory) and records the new version in the same commit. An
@@ -27,7 +27,9 @@ import apsw
 from kb_mcp.index.textprep import FTS_TOKENIZER, TEXTPREP_VERSION, index_copy
 from kb_mcp.store.db import Database
 
-FTS_VERSION = f"{TEXTPREP_VERSION}|{FTS_TOKENIZER}"
+# The layout of the index tables themselves; 2 added the fts5vocab table.
+FTS_LAYOUT = 2
+FTS_VERSION = f"{TEXTPREP_VERSION}|{FTS_TOKENIZER}|layout {FTS_LAYOUT}"
 REBUILD_BATCH = 1_000
 
 # bm25() column weights (head, body). A term in the title or a heading says more about
