@@ -9,14 +9,10 @@ indexes, and it never prints.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
-
-from rapidfuzz import process
 
 from kb_mcp import grep as grep_mod
 from kb_mcp.chunk.markdown import split_markdown
-from kb_mcp.cite import parse_cite
 from kb_mcp.errors import InvalidInput, KbError, NotFound, Refused, Unavailable
 from kb_mcp.fsutil import atomic_write
 from kb_mcp.index.fts import FtsIndex
@@ -24,6 +20,8 @@ from kb_mcp.ingest import agent, readers, sources, sync
 from kb_mcp.ingest.pipeline import Outcome, remove_location, store_document, text_hash
 from kb_mcp.ingest.policy import check_readable
 from kb_mcp.ingest.status import classify_status
+from kb_mcp.ingest.sync import utc_now
+from kb_mcp.reader import read_document
 from kb_mcp.redact import redact
 from kb_mcp.results import (
     AddResult,
@@ -41,10 +39,6 @@ from kb_mcp.store.db import Database, QueryTimeout
 
 DB_FILE = "kb.db"
 LIST_PAGE_MAX = 200
-
-
-def utc_now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 class Library:
@@ -339,36 +333,6 @@ class Library:
             if row.kind == "folder" and row.name not in listed:
                 self._drop_source_rows(row)
 
-    def _refresh_if_stale(self, found: rows.DocumentRow) -> tuple[rows.DocumentRow, bool]:
-        """Re-index a folder file that changed since it was indexed; say that it did.
-
-        A file deleted since the last sync is unindexed on the spot; when no other copy
-        of the document remains, reading it is ``NotFound`` rather than stale text.
-        """
-        locations = rows.location_of(self.db.conn, found.id, "folder")
-        for source_id, root, path in locations:
-            recorded = rows.get_location(self.db.conn, source_id, path)
-            try:
-                stat = (Path(root) / path).stat()
-            except FileNotFoundError:
-                remove_location(self.db, source_id, path)
-                if rows.get_document_by_id(self.db.conn, found.id) is None:
-                    raise NotFound(
-                        f"{path} was deleted from its folder since it was indexed",
-                        hint="search again: the library no longer holds it",
-                    ) from None
-                continue
-            except OSError:
-                continue
-            if recorded and (recorded.size, recorded.mtime_ns) == (stat.st_size, stat.st_mtime_ns):
-                continue
-            file = sync.FoundFile(Path(root) / path, path, stat.st_size, stat.st_mtime_ns)
-            sync.sync_file(self.db, source_id, Path(root).resolve(), file, recorded)
-            refreshed = rows.location_document_id(self.db.conn, source_id, path)
-            current = rows.get_document_by_id(self.db.conn, refreshed) if refreshed else None
-            return (current or found), True
-        return found, False
-
     # --- reading -------------------------------------------------------------------------
 
     def search(
@@ -418,49 +382,7 @@ class Library:
         self, doc: str, start_line: int | None = None, end_line: int | None = None
     ) -> ReadResult:
         """A document, or a line range of it, by id, cite string, uri or path."""
-        citation = parse_cite(doc)
-        if citation is not None:
-            doc = citation.doc
-            start_line = start_line or citation.start_line
-            end_line = end_line or citation.end_line
-        found, stale = self._refresh_if_stale(self._resolve_document(doc.strip()))
-        lines = found.text.split("\n")
-        start, end = _line_range(len(lines), start_line, end_line, found.doc_key)
-        location = rows.first_location(self.db.conn, found.id)
-        return ReadResult(
-            doc=found.doc_key,
-            title=found.title,
-            path=found.uri or (location[2] if location else None),
-            source=location[0] if location else None,
-            kind=found.kind,
-            tags=found.tags,
-            date=found.doc_date,
-            created_at=found.created_at,
-            updated_at=found.updated_at,
-            start_line=start,
-            end_line=end,
-            total_lines=len(lines),
-            text="\n".join(lines[start - 1 : end]),
-            stale=stale,
-        )
-
-    def _resolve_document(self, doc: str) -> rows.DocumentRow:
-        if not doc:
-            raise InvalidInput("doc is empty; pass a document id, a cite string or a path")
-        found = rows.get_document(self.db.conn, doc)
-        if found is not None:
-            return found
-        by_path = rows.find_documents_by_path(self.db.conn, doc)
-        if by_path:
-            return by_path[0]
-        raise NotFound(f"no document {doc!r} in this library", hint=self._suggest(doc))
-
-    def _suggest(self, doc: str) -> str:
-        names = [n for row in rows.iter_texts(self.db.conn, None) for n in row[:2]][:40_000]
-        close = [m[0] for m in process.extract(doc, names, limit=3, score_cutoff=60)]
-        if close:
-            return "did you mean: " + ", ".join(close)
-        return "use `search` or `list` to find document ids"
+        return read_document(self.db, doc, start_line, end_line)
 
     def _source_id(self, name: str) -> int:
         source = rows.get_source(self.db.conn, name)
@@ -509,13 +431,3 @@ class Library:
             for d, path in page
         )
         return SourceListing(source, entries, total, offset)
-
-
-def _line_range(total: int, start: int | None, end: int | None, doc: str) -> tuple[int, int]:
-    start = 1 if start is None else start
-    end = total if end is None else end
-    if start > total:
-        raise InvalidInput(f"document {doc} has {total} lines; line {start} is past its end")
-    if start < 1 or end < start:
-        raise InvalidInput(f"bad line range {start}-{end}: lines are 1-based and start ≤ end")
-    return start, min(end, total)

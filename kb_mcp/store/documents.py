@@ -405,3 +405,13 @@ def get_location(conn: apsw.Connection, source_id: int, path: str) -> LocationSt
         (source_id, path),
     ).fetchone()
     return LocationState(*row) if row else None
+
+
+def document_names(conn: apsw.Connection, limit: int) -> list[str]:
+    """Document ids and the uris / paths they are known by (for "did you mean")."""
+    rows = conn.execute(
+        "SELECT doc_key, COALESCE(uri, (SELECT path FROM locations WHERE document_id = d.id "
+        "ORDER BY id LIMIT 1)) FROM documents d ORDER BY id DESC LIMIT ?",
+        (limit,),
+    )
+    return [name for pair in rows for name in pair if name]

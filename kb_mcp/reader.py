@@ -1,0 +1,115 @@
+"""Reading a document: resolve what the caller named, notice a changed file, cut lines.
+
+``read`` accepts a document id, a cite string, an agent document's uri or a folder file's
+path. A folder file that changed since it was indexed is re-indexed before it is read
+(``stale=True`` says so); one deleted since is unindexed and reported as not found.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rapidfuzz import process
+
+from kb_mcp.cite import parse_cite
+from kb_mcp.errors import InvalidInput, NotFound
+from kb_mcp.ingest import sync
+from kb_mcp.ingest.pipeline import remove_location
+from kb_mcp.results import ReadResult
+from kb_mcp.store import documents as rows
+from kb_mcp.store.db import Database
+
+SUGGESTION_POOL = 40_000  # names compared for "did you mean"; bounded for huge libraries
+
+
+def read_document(
+    db: Database, doc: str, start_line: int | None = None, end_line: int | None = None
+) -> ReadResult:
+    """A document, or a line range of it (1-based, inclusive), with its metadata."""
+    citation = parse_cite(doc)
+    if citation is not None:
+        doc = citation.doc
+        start_line = start_line or citation.start_line
+        end_line = end_line or citation.end_line
+    found, stale = refresh_if_stale(db, resolve_document(db, doc.strip()))
+    lines = found.text.split("\n")
+    start, end = line_range(len(lines), start_line, end_line, found.doc_key)
+    location = rows.first_location(db.conn, found.id)
+    return ReadResult(
+        doc=found.doc_key,
+        title=found.title,
+        path=found.uri or (location[2] if location else None),
+        source=location[0] if location else None,
+        kind=found.kind,
+        tags=found.tags,
+        date=found.doc_date,
+        created_at=found.created_at,
+        updated_at=found.updated_at,
+        start_line=start,
+        end_line=end,
+        total_lines=len(lines),
+        text="\n".join(lines[start - 1 : end]),
+        stale=stale,
+    )
+
+
+def resolve_document(db: Database, doc: str) -> rows.DocumentRow:
+    """The document ``doc`` names (id, uri or path), or ``NotFound`` with suggestions."""
+    if not doc:
+        raise InvalidInput("doc is empty; pass a document id, a cite string or a path")
+    found = rows.get_document(db.conn, doc)
+    if found is not None:
+        return found
+    by_path = rows.find_documents_by_path(db.conn, doc)
+    if by_path:
+        return by_path[0]
+    raise NotFound(f"no document {doc!r} in this library", hint=_suggest(db, doc))
+
+
+def _suggest(db: Database, doc: str) -> str:
+    names = rows.document_names(db.conn, SUGGESTION_POOL)
+    close = [m[0] for m in process.extract(doc, names, limit=3, score_cutoff=60)]
+    if close:
+        return "did you mean: " + ", ".join(close)
+    return "use `search` or `list` to find document ids"
+
+
+def refresh_if_stale(db: Database, found: rows.DocumentRow) -> tuple[rows.DocumentRow, bool]:
+    """Re-index a folder file that changed since it was indexed; say that it did.
+
+    A file deleted since the last sync is unindexed on the spot; when no other copy
+    of the document remains, reading it is ``NotFound`` rather than stale text.
+    """
+    for source_id, root, path in rows.location_of(db.conn, found.id, "folder"):
+        recorded = rows.get_location(db.conn, source_id, path)
+        try:
+            stat = (Path(root) / path).stat()
+        except FileNotFoundError:
+            remove_location(db, source_id, path)
+            if rows.get_document_by_id(db.conn, found.id) is None:
+                raise NotFound(
+                    f"{path} was deleted from its folder since it was indexed",
+                    hint="search again: the library no longer holds it",
+                ) from None
+            continue
+        except OSError:
+            continue
+        if recorded and (recorded.size, recorded.mtime_ns) == (stat.st_size, stat.st_mtime_ns):
+            continue
+        file = sync.FoundFile(Path(root) / path, path, stat.st_size, stat.st_mtime_ns)
+        sync.sync_file(db, source_id, Path(root).resolve(), file, recorded)
+        refreshed = rows.location_document_id(db.conn, source_id, path)
+        current = rows.get_document_by_id(db.conn, refreshed) if refreshed else None
+        return (current or found), True
+    return found, False
+
+
+def line_range(total: int, start: int | None, end: int | None, doc: str) -> tuple[int, int]:
+    """The 1-based inclusive range to return, clipped to the document; errors name it."""
+    start = 1 if start is None else start
+    end = total if end is None else end
+    if start > total:
+        raise InvalidInput(f"document {doc} has {total} lines; line {start} is past its end")
+    if start < 1 or end < start:
+        raise InvalidInput(f"bad line range {start}-{end}: lines are 1-based and start ≤ end")
+    return start, min(end, total)
