@@ -98,8 +98,8 @@ def _assert_safe(conn: apsw.Connection, text: str) -> None:
         pytest.param(
             "how does getUserById work", '"getUserById" OR "get" OR "User" OR "Id" OR "work"'
         ),
-        pytest.param("机器学习", '"机 器" OR "器 学" OR "学 习"'),
-        pytest.param("索引", '"索 引"'),
+        pytest.param("机器学习", '"机 器" OR "器 学" OR "学 习" OR "机" OR "器" OR "学" OR "习"'),
+        pytest.param("索引", '"索 引" OR "索" OR "引"'),
         ("库", '"库"'),
     ],
 )
@@ -122,8 +122,10 @@ def test_parse_query_docstring_examples_terms_and_phrases() -> None:
                 phrases=(),
             ),
             "NEAR(a b) -c": Query(text="NEAR(a b) -c", terms=("NEAR", "b", "c"), phrases=()),
-            "机器学习": Query(text="机器学习", terms=(), phrases=("机器", "器学", "学习")),
-            "索引": Query(text="索引", terms=(), phrases=("索引",)),
+            "机器学习": Query(
+                text="机器学习", terms=(), phrases=("机器", "器学", "学习", "机", "器", "学", "习")
+            ),
+            "索引": Query(text="索引", terms=(), phrases=("索引", "索", "引")),
             "库": Query(text="库", terms=(), phrases=("库",)),
         }
     )
@@ -190,9 +192,16 @@ def test_parse_query_drops_stopwords_when_cjk_phrases_remain() -> None:
     assert parse_query("the 库") == Query(text="the 库", terms=(), phrases=("库",))
 
 
-def test_parse_query_cjk_run_becomes_overlapping_bigrams() -> None:
-    assert parse_query("机器学习").phrases == ("机器", "器学", "学习")
-    assert parse_query("学习 and 机器").phrases == ("学习", "机器")
+def test_parse_query_cjk_run_becomes_overlapping_bigrams_then_characters() -> None:
+    assert parse_query("机器学习").phrases == ("机器", "器学", "学习", "机", "器", "学", "习")
+    assert parse_query("学习 and 机器").phrases == ("学习", "学", "习", "机器", "机", "器")
+
+
+def test_parse_query_cjk_function_characters_are_left_out() -> None:
+    # 是 and 的 leave the bigrams and characters; the question particle 吗 too
+    assert parse_query("索引是的吗").phrases == ("索引", "索", "引")
+    # a run made only of function characters keeps its bigrams
+    assert cjk_phrases("是的") == ["是的"]
 
 
 def test_parse_query_single_cjk_char_stays_one_phrase() -> None:
@@ -233,19 +242,19 @@ def test_parse_query_bounds_terms_to_max_terms() -> None:
 
     mixed = parse_query("机器学习 " + " ".join(_letters(i) for i in range(200)))
     assert len(mixed.phrases) + len(mixed.terms) == MAX_TERMS
-    assert mixed.phrases == ("机器", "器学", "学习")
+    assert mixed.phrases == ("机器", "器学", "学习", "机", "器", "学", "习")
 
 
 def test_parse_query_bounds_10k_char_input() -> None:
     query = parse_query("lorem ipsum 机器 " * 667)
     assert len(query.text) > 10_000
     assert len(query.terms) + len(query.phrases) <= MAX_TERMS
-    assert query == Query(text=query.text, terms=("lorem", "ipsum"), phrases=("机器",))
+    assert query == Query(text=query.text, terms=("lorem", "ipsum"), phrases=("机器", "机", "器"))
 
 
 def test_parse_query_dedupes_case_insensitively_keeping_first_spelling() -> None:
     assert parse_query("Foo foo FOO bar BAR").terms == ("Foo", "bar")
-    assert parse_query("学习学习").phrases == ("学习", "习学")
+    assert parse_query("学习学习").phrases == ("学习", "习学", "学", "习")
 
 
 @pytest.mark.parametrize(

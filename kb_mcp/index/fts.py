@@ -38,9 +38,13 @@ HEAD_WEIGHT = 2.0
 BODY_WEIGHT = 1.0
 
 
-def head_text(title: str, heading_path: Sequence[str]) -> str:
-    """The ``head`` column: title then headings, deduplicated (a title often repeats as H1)."""
+def head_text(title: str, heading_path: Sequence[str], language: str | None = None) -> str:
+    """The ``head`` column: title then headings, deduplicated (a title often repeats as H1),
+    then a code file's language, so a query's "python" reads as "Python code" instead of
+    matching the few docstrings that happen to mention the word (CoSQA dev +0.013)."""
     parts = [title] + [h for h in heading_path if h and h != title]
+    if language:
+        parts.append(language)
     return " / ".join(parts)
 
 
@@ -55,13 +59,18 @@ def _create_table(conn: apsw.Connection) -> None:
     )
 
 
-def add_chunks(conn: apsw.Connection, rows: Iterable[tuple[int, str, Sequence[str], str]]) -> None:
-    """Index ``(chunk_id, title, heading_path, text)`` rows. Call inside ``db.write()``."""
+def add_chunks(
+    conn: apsw.Connection, rows: Iterable[tuple[int, str, Sequence[str], str, str | None]]
+) -> None:
+    """Index ``(chunk_id, title, heading_path, text, code_language)`` rows.
+
+    Call inside ``db.write()``; ``code_language`` is None for anything but code.
+    """
     conn.executemany(
         "INSERT INTO chunks_fts(rowid, head, body) VALUES (?, ?, ?)",
         (
-            (cid, index_copy(head_text(title, path)), index_copy(text))
-            for cid, title, path, text in rows
+            (cid, index_copy(head_text(title, path, language)), index_copy(text))
+            for cid, title, path, text, language in rows
         ),
     )
 
@@ -76,13 +85,16 @@ def stored_version(conn: apsw.Connection) -> str | None:
     return row[0] if row else None
 
 
-def _all_chunk_rows(conn: apsw.Connection) -> Iterable[tuple[int, str, list[str], str]]:
+def _all_chunk_rows(
+    conn: apsw.Connection,
+) -> Iterable[tuple[int, str, list[str], str, str | None]]:
     cursor = conn.execute(
-        "SELECT c.id, d.title, c.heading_path, c.text FROM chunks c "
+        "SELECT c.id, d.title, c.heading_path, c.text, "
+        "CASE WHEN d.kind = 'code' THEN d.language END FROM chunks c "
         "JOIN documents d ON d.id = c.document_id ORDER BY c.id"
     )
-    for cid, title, path_json, text in cursor:
-        yield cid, title, json.loads(path_json), text
+    for cid, title, path_json, text, language in cursor:
+        yield cid, title, json.loads(path_json), text, language
 
 
 def rebuild(db: Database) -> int:
@@ -92,7 +104,7 @@ def rebuild(db: Database) -> int:
         conn.execute("DROP TABLE IF EXISTS chunks_fts_vocab")
         conn.execute("DROP TABLE IF EXISTS chunks_fts")
         _create_table(conn)
-        batch: list[tuple[int, str, list[str], str]] = []
+        batch: list[tuple[int, str, list[str], str, str | None]] = []
         for row in _all_chunk_rows(db.conn):
             batch.append(row)
             if len(batch) >= REBUILD_BATCH:
@@ -134,12 +146,16 @@ class FtsIndex:
             self._current = True
             return rebuilt
 
-    def tokens(self, text: str) -> list[str]:
-        """The terms FTS5 stores for ``text``: index copy, then the table's own tokenizer."""
+    def _tokenizer(self) -> apsw.FTS5Tokenizer:
         tokenizer = getattr(self._local, "tokenizer", None)
         if tokenizer is None:
             name, *args = FTS_TOKENIZER.split()
             tokenizer = self._local.tokenizer = self.db.conn.fts5_tokenizer(name, args)
+        return tokenizer
+
+    def tokens(self, text: str) -> list[str]:
+        """The terms FTS5 stores for ``text``: index copy, then the table's own tokenizer."""
+        tokenizer = self._tokenizer()
         return tokenizer(
             index_copy(text).encode("utf-8"),
             apsw.FTS5_TOKENIZE_DOCUMENT,

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 
-TEXTPREP_VERSION = 2
+TEXTPREP_VERSION = 3
 
 # Porter stemming over unicode61 (diacritics folded). Porter only rewrites ASCII
 # lowercase word endings; single CJK characters pass through unchanged.

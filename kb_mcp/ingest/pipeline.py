@@ -45,7 +45,11 @@ def _index_document(conn: apsw.Connection, doc: rows.NewDocument, chunks: list[C
     document_id = rows.insert_document(conn, doc)
     ids = rows.insert_chunks(conn, document_id, chunks)
     fts.add_chunks(
-        conn, ((cid, doc.title, c.heading_path, c.text) for cid, c in zip(ids, chunks, strict=True))
+        conn,
+        (
+            (cid, doc.title, c.heading_path, c.text, doc.language if doc.kind == "code" else None)
+            for cid, c in zip(ids, chunks, strict=True)
+        ),
     )
     return document_id
 
