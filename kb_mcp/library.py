@@ -211,18 +211,14 @@ class Library:
             if rebuild:
                 for table in ("chunks", "supersessions", "locations", "documents", "sources"):
                     conn.execute(f"DELETE FROM {table}")
-                conn.execute("DELETE FROM meta WHERE key = 'fts_version'")
-                self.fts = FtsIndex(self.db)
+                self.fts.invalidate()
                 self.fts.ensure_current()
             seen = set()
             for path in sorted((self.home / agent.DOCS_DIR).glob("*.md")):
                 try:
                     doc = agent.parse_agent_file(path)
-                except Unavailable as exc:  # pragma: no cover - defensive
+                except KbError as exc:  # one unreadable file must not stop a rebuild
                     failed.append(f"{path.name}: {exc.message}")
-                    continue
-                except Exception as exc:
-                    failed.append(f"{path.name}: {exc}")
                     continue
                 seen.add(f"{doc.doc_key}.md")
                 self._store_agent_document(doc, write_file=False)

@@ -135,8 +135,16 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_reindex(args: argparse.Namespace) -> int:
     """Re-read files into the index; --rebuild drops every derived row first."""
     from kb_mcp import render
+    from kb_mcp.errors import Unavailable
 
-    with _open(args) as library:
+    try:
+        library = _open(args)
+    except Unavailable:
+        if not args.rebuild:
+            raise
+        # The index cannot even be opened: set it aside (nothing in it is the truth).
+        library = _open_fresh(args)
+    with library:
         result = library.reindex(rebuild=args.rebuild)
     _emit(args, result, render.reindex_text)
     return 0
@@ -164,6 +172,22 @@ def cmd_sync(args: argparse.Namespace) -> int:
 
     with _open(args) as library:
         return run(args, library)
+
+
+def _open_fresh(args: argparse.Namespace):
+    """Move an unreadable kb.db (and its WAL files) aside, then open a new one."""
+    import time
+
+    settings = _load_settings(args)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for suffix in ("", "-wal", "-shm"):
+        broken = settings.home / f"kb.db{suffix}"
+        if broken.exists():
+            broken.rename(settings.home / f"kb.db{suffix}.broken-{stamp}")
+    print(
+        f"kb-mcp: kb.db could not be opened; moved it aside (kb.db.broken-{stamp})", file=sys.stderr
+    )
+    return _open(args)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

@@ -153,6 +153,11 @@ class FtsIndex:
             tokenizer = self._local.tokenizer = self.db.conn.fts5_tokenizer(name, args)
         return tokenizer
 
+    def invalidate(self) -> None:
+        """Forget the stored version (call inside ``db.write()``): the next reader rebuilds."""
+        self.db.conn.execute("DELETE FROM meta WHERE key = 'fts_version'")
+        self._current = False
+
     def tokens(self, text: str) -> list[str]:
         """The terms FTS5 stores for ``text``: index copy, then the table's own tokenizer."""
         tokenizer = self._tokenizer()
