@@ -209,8 +209,7 @@ class Library:
         failed: list[str] = []
         with self.db.write() as conn:
             if rebuild:
-                for table in ("chunks", "supersessions", "locations", "documents", "sources"):
-                    conn.execute(f"DELETE FROM {table}")
+                rows.delete_everything(conn)
                 self.fts.invalidate()
                 self.fts.ensure_current()
             seen = set()

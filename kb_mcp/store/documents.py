@@ -415,3 +415,9 @@ def document_names(conn: apsw.Connection, limit: int) -> list[str]:
         (limit,),
     )
     return [name for pair in rows for name in pair if name]
+
+
+def delete_everything(conn: apsw.Connection) -> None:
+    """Empty every row table (a rebuild refills them from files, then rebuilds the FTS)."""
+    for table in ("chunks", "supersessions", "locations", "documents", "sources"):
+        conn.execute(f"DELETE FROM {table}")  # fixed names, never user text
