@@ -28,6 +28,18 @@ def _print_report(report) -> None:
         print(f"  failed: {path}: {reason}")
 
 
+def _sync_and_report(library, source: str | None) -> int:  # noqa: ANN001
+    """Sync with a progress bar on stderr, print one summary per source; how many."""
+    bar = ProgressBar(f"sync {source}" if source else "sync")
+    try:
+        reports = library.sync(source, progress=bar)
+    finally:
+        bar.close()
+    for report in reports:
+        _print_report(report)
+    return len(reports)
+
+
 def cmd_add(args: argparse.Namespace, library) -> int:
     """Register a folder as a source (after showing what it would cost), or import one file."""
     from kb_mcp import render
@@ -51,13 +63,7 @@ def cmd_add(args: argparse.Namespace, library) -> int:
         raise Refused("not added: confirm with --yes (or answer y at the prompt)")
     source = library.add_folder(path, args.name, args.ignore)
     print(f"added source {source.name!r} → {source.root}")
-    bar = ProgressBar(f"sync {source.name}")
-    try:
-        reports = library.sync(source.name, progress=bar)
-    finally:
-        bar.close()
-    for report in reports:
-        _print_report(report)
+    _sync_and_report(library, source.name)
     return 0
 
 
@@ -70,13 +76,6 @@ def cmd_remove(args: argparse.Namespace, library) -> int:
 
 def cmd_sync(args: argparse.Namespace, library) -> int:
     """Sync folder sources with their files (all, or the one named)."""
-    bar = ProgressBar("sync")
-    try:
-        reports = library.sync(args.source, progress=bar)
-    finally:
-        bar.close()
-    for report in reports:
-        _print_report(report)
-    if not reports:
+    if not _sync_and_report(library, args.source):
         print("no folder sources; add one with `kb-mcp add PATH`")
     return 0
