@@ -11,7 +11,11 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # imported lazily at run time: start-up stays lean
+    from kb_mcp.library import Library
+    from kb_mcp.settings import Settings
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -21,13 +25,13 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _load_settings(args: argparse.Namespace, **overrides: Any):
+def _load_settings(args: argparse.Namespace, **overrides: Any) -> Settings:
     from kb_mcp.settings import load
 
     return load(home=args.home, overrides=overrides)
 
 
-def _open(args: argparse.Namespace, **overrides: Any):
+def _open(args: argparse.Namespace, **overrides: Any) -> Library:
     from kb_mcp.library import Library
 
     return Library(_load_settings(args, **overrides))
@@ -174,7 +178,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
         return run(args, library)
 
 
-def _open_fresh(args: argparse.Namespace):
+def _open_fresh(args: argparse.Namespace) -> Library:
     """Move an unreadable kb.db (and its WAL files) aside, then open a new one."""
     import time
 

@@ -5,8 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kb_mcp.cli.progress import ProgressBar
+
+if TYPE_CHECKING:
+    from kb_mcp.ingest.sync import SyncReport
+    from kb_mcp.library import Library
 
 
 def _confirm(question: str) -> bool:
@@ -15,7 +20,7 @@ def _confirm(question: str) -> bool:
     return input(f"{question} [y/N] ").strip().lower() in {"y", "yes"}
 
 
-def _print_report(report) -> None:
+def _print_report(report: SyncReport) -> None:
     line = (
         f"{report.source}: {report.added} added, {report.updated} updated, "
         f"{report.unchanged} unchanged, {report.removed} removed, {report.failed} failed "
@@ -28,7 +33,7 @@ def _print_report(report) -> None:
         print(f"  failed: {path}: {reason}")
 
 
-def _sync_and_report(library, source: str | None) -> int:  # noqa: ANN001
+def _sync_and_report(library: Library, source: str | None) -> int:
     """Sync with a progress bar on stderr, print one summary per source; how many."""
     bar = ProgressBar(f"sync {source}" if source else "sync")
     try:
@@ -40,7 +45,7 @@ def _sync_and_report(library, source: str | None) -> int:  # noqa: ANN001
     return len(reports)
 
 
-def cmd_add(args: argparse.Namespace, library) -> int:
+def cmd_add(args: argparse.Namespace, library: Library) -> int:
     """Register a folder as a source (after showing what it would cost), or import one file."""
     from kb_mcp import render
     from kb_mcp.errors import Refused
@@ -67,14 +72,14 @@ def cmd_add(args: argparse.Namespace, library) -> int:
     return 0
 
 
-def cmd_remove(args: argparse.Namespace, library) -> int:
+def cmd_remove(args: argparse.Namespace, library: Library) -> int:
     """Remove a folder source and the documents only it held (the folder is not touched)."""
     removed = library.remove_source(args.source)
     print(f"removed source {args.source!r} ({removed} paths unindexed)")
     return 0
 
 
-def cmd_sync(args: argparse.Namespace, library) -> int:
+def cmd_sync(args: argparse.Namespace, library: Library) -> int:
     """Sync folder sources with their files (all, or the one named)."""
     if not _sync_and_report(library, args.source):
         print("no folder sources; add one with `kb-mcp add PATH`")
