@@ -4,4 +4,5 @@ import sys
 
 from kb_mcp.cli.main import main
 
-sys.exit(main())
+if __name__ == "__main__":  # a spawned worker process imports this module again
+    sys.exit(main())

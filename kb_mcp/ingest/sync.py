@@ -12,8 +12,13 @@ folders that could not be listed are still present and are left alone.
 from __future__ import annotations
 
 import hashlib
+import multiprocessing
+import os
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
@@ -37,6 +42,11 @@ Progress = Callable[[int, int, str], None]
 # sync redoes at most one batch, and other writers wait at most about a second.
 BATCH_FILES = 500
 BATCH_SECONDS = 1.0
+# Reading in worker processes pays once a sync has this many files to read (spawning a
+# worker costs about 0.3 s); at most MAX_READERS workers, and READ_AHEAD files in flight.
+PARALLEL_MIN_FILES = 400
+MAX_READERS = 4
+READ_AHEAD = 256
 
 
 @dataclass(slots=True)
@@ -123,6 +133,78 @@ def _record_failure(db: Database, source_id: int, found: FoundFile, reason: str,
         )
 
 
+@dataclass(frozen=True, slots=True)
+class FileWork:
+    """One file read, hashed and (when its text changed) converted and chunked.
+
+    Computed without the database, so it can run in a worker process; ``failure`` is the
+    reason when the file could not be read, ``doc`` is None when its hash is unchanged.
+    """
+
+    found: FoundFile
+    now: str
+    file_hash: str | None = None
+    failure: str | None = None
+    doc: rows.NewDocument | None = None
+    chunks: tuple[Chunk, ...] = ()
+
+
+def read_file(root: Path, found: FoundFile, previous_hash: str | None, now: str) -> FileWork:
+    """Read one file (policy re-checked on the resolved path), hash it, convert and chunk it."""
+    try:
+        real = check_readable(found.path, root, root_is_resolved=True)
+        data = readers.read_capped(real, readers.MAX_BYTES)
+    except KbError as exc:
+        return FileWork(found, now, failure=exc.message)
+    file_hash = hashlib.sha256(data).hexdigest()
+    if file_hash == previous_hash:
+        return FileWork(found, now, file_hash)
+    try:
+        converted = readers.convert_bytes(data, readers.format_key(found.path))
+    except KbError as exc:
+        return FileWork(found, now, file_hash, failure=exc.message)
+    doc, chunks = prepare_file(found.rel, converted, found.mtime_ns, now)
+    return FileWork(found, now, file_hash, doc=doc, chunks=tuple(chunks))
+
+
+def apply_file(
+    db: Database, source_id: int, work: FileWork, previous: rows.LocationState | None
+) -> str:
+    """Write what ``read_file`` found; returns added / updated / unchanged / failed."""
+    found = work.found
+    if work.failure is not None:
+        _record_failure(db, source_id, found, work.failure, work.now)
+        return "failed"
+    state = {
+        "size": found.size,
+        "mtime_ns": found.mtime_ns,
+        "file_hash": work.file_hash,
+        "seen_at": work.now,
+        "state": "indexed",
+        "reason": None,
+    }
+    if work.doc is None:  # same bytes under a new mtime: refresh the recorded state only
+        with db.write() as conn:
+            rows.upsert_location(conn, source_id, found.rel, previous.document_id, **state)
+        return "unchanged"
+    stored = store_document(db, source_id, found.rel, work.doc, list(work.chunks), **state)
+    if previous is None or previous.document_id is None:
+        return "added"
+    return "unchanged" if stored.outcome == "unchanged" else "updated"
+
+
+def stat_unchanged(found: FoundFile, previous: rows.LocationState | None) -> bool:
+    """Size and mtime as recorded: the file is not opened at all."""
+    return previous is not None and (previous.size, previous.mtime_ns) == (
+        found.size,
+        found.mtime_ns,
+    )
+
+
+def _indexed_hash(previous: rows.LocationState | None) -> str | None:
+    return previous.file_hash if previous and previous.state == "indexed" else None
+
+
 def sync_file(
     db: Database,
     source_id: int,
@@ -135,41 +217,11 @@ def sync_file(
 
     ``root`` must be resolved already.
     """
-    if previous and (previous.size, previous.mtime_ns) == (found.size, found.mtime_ns):
+    if stat_unchanged(found, previous):
         # A file that failed stays failed (and is not retried) until it changes.
         return "failed" if previous.state == "failed" else "unchanged"
-    now = utc_now()
-    try:
-        real = check_readable(found.path, root, root_is_resolved=True)
-        data = readers.read_capped(real, readers.MAX_BYTES)
-    except KbError as exc:
-        _record_failure(db, source_id, found, exc.message, now)
-        return "failed"
-    file_hash = hashlib.sha256(data).hexdigest()
-    state = {
-        "size": found.size,
-        "mtime_ns": found.mtime_ns,
-        "file_hash": file_hash,
-        "seen_at": now,
-        "state": "indexed",
-        "reason": None,
-    }
-    if previous and previous.file_hash == file_hash and previous.state == "indexed":
-        with db.write() as conn:
-            rows.upsert_location(conn, source_id, found.rel, previous.document_id, **state)
-        return "unchanged"
-    try:
-        converted = readers.convert_bytes(data, readers.format_key(found.path))
-    except KbError as exc:
-        _record_failure(db, source_id, found, exc.message, now)
-        return "failed"
-    doc, chunks = prepare_file(found.rel, converted, found.mtime_ns, now)
-    stored = store_document(db, source_id, found.rel, doc, chunks, **state)
-    return (
-        "added"
-        if previous is None or previous.document_id is None
-        else ("unchanged" if stored.outcome == "unchanged" else "updated")
-    )
+    work = read_file(root, found, _indexed_hash(previous), utc_now())
+    return apply_file(db, source_id, work, previous)
 
 
 def _vanished(
@@ -187,6 +239,78 @@ def _vanished(
             continue
         gone.append(path)
     return gone
+
+
+def _apply(
+    db: Database,
+    source_id: int,
+    found: FoundFile,
+    work: FileWork | None,
+    previous: rows.LocationState | None,
+) -> str:
+    if work is None:  # size and mtime as recorded; a failed file stays failed until it changes
+        return "failed" if previous and previous.state == "failed" else "unchanged"
+    return apply_file(db, source_id, work, previous)
+
+
+def _read_ahead(
+    root: Path,
+    files: tuple[FoundFile, ...],
+    known: dict[str, rows.LocationState],
+    pool: ProcessPoolExecutor | None,
+) -> Iterator[tuple[FoundFile, FileWork | None]]:
+    """``(file, work)`` in walk order; work is None for a file whose stat is unchanged.
+
+    With a pool, up to ``READ_AHEAD`` files are read in worker processes ahead of the
+    writer, so memory stays bounded however large the folder.
+    """
+    now = utc_now()
+    pending: deque[tuple[FoundFile, Future[FileWork] | None]] = deque()
+    for found in files:
+        previous = known.get(found.rel)
+        if stat_unchanged(found, previous):
+            pending.append((found, None))
+        elif pool is None:
+            yield from _drain(pending)
+            yield found, read_file(root, found, _indexed_hash(previous), now)
+            continue
+        else:
+            args = (root, found, _indexed_hash(previous), now)
+            pending.append((found, pool.submit(read_file, *args)))
+        while len(pending) > READ_AHEAD or (pool is None and pending):
+            yield _resolve(pending.popleft())
+    yield from _drain(pending)
+
+
+def _drain(
+    pending: deque[tuple[FoundFile, Future[FileWork] | None]],
+) -> Iterator[tuple[FoundFile, FileWork | None]]:
+    while pending:
+        yield _resolve(pending.popleft())
+
+
+def _resolve(item: tuple[FoundFile, Future[FileWork] | None]) -> tuple[FoundFile, FileWork | None]:
+    found, future = item
+    return found, (future.result() if future is not None else None)
+
+
+@contextmanager
+def _reader_pool(files_to_read: int) -> Iterator[ProcessPoolExecutor | None]:
+    """Worker processes for reading, converting and chunking, when there is enough to read.
+
+    Parsing is pure Python and the database writer is one thread, so on a large sync the
+    work splits across cores. Workers are spawned (never forked: the server has threads
+    and open database connections) and are stopped with pending work cancelled.
+    """
+    workers = min(MAX_READERS, os.cpu_count() or 1)
+    if files_to_read < PARALLEL_MIN_FILES or workers < 2:
+        yield None
+        return
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+    try:
+        yield pool
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def sync_folder(
@@ -208,24 +332,30 @@ def sync_folder(
     report.over_cap, report.skipped = walk.over_cap, dict(walk.skipped)
     known = rows.source_locations(db.conn, source_id)
     root = root.resolve()
+    changed = sum(not stat_unchanged(f, known.get(f.rel)) for f in walk.files)
     done = 0
-    stopped = False
-    while done < len(walk.files) and not stopped:
-        # Files are committed in small batches: one transaction per file would spend most
-        # of the time committing, one per sync would hold the write lock for minutes.
-        batch_end = time.monotonic() + BATCH_SECONDS
-        with db.write():
-            for found in walk.files[done : done + BATCH_FILES]:
-                if should_stop and should_stop():
-                    stopped = True
-                    break
-                outcome = sync_file(db, source_id, root, found, known.get(found.rel))
-                setattr(report, outcome, getattr(report, outcome) + 1)
-                done += 1
-                if progress:
-                    progress(done, len(walk.files), found.rel)
-                if time.monotonic() > batch_end:
-                    break
+    stopped = exhausted = False
+    with _reader_pool(changed) as pool:
+        items = _read_ahead(root, walk.files, known, pool)
+        while not (stopped or exhausted):
+            # Files are committed in small batches: one transaction per file would spend
+            # most of the time committing, one per sync would hold the write lock for
+            # minutes.
+            batch_end = time.monotonic() + BATCH_SECONDS
+            exhausted = True
+            with db.write():
+                for found, work in items:
+                    if should_stop and should_stop():
+                        stopped = True
+                        break
+                    outcome = _apply(db, source_id, found, work, known.get(found.rel))
+                    setattr(report, outcome, getattr(report, outcome) + 1)
+                    done += 1
+                    if progress:
+                        progress(done, len(walk.files), found.rel)
+                    if done % BATCH_FILES == 0 or time.monotonic() > batch_end:
+                        exhausted = False
+                        break
     if not stopped:
         found_paths = {f.rel for f in walk.files}
         for path in _vanished(known, found_paths, set(walk.beyond_cap), walk.unreadable_dirs):

@@ -1,0 +1,54 @@
+"""A large sync reads files in worker processes; what it stores is the same as a serial one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kb_mcp.ingest import sync
+from kb_mcp.library import Library
+from kb_mcp.settings import Settings
+
+
+def make_notes(folder: Path, count: int) -> None:
+    for n in range(count):
+        sub = folder / f"part{n % 3}"
+        sub.mkdir(parents=True, exist_ok=True)
+        (sub / f"note{n}.md").write_text(
+            f"# Note {n}\n\n## Body\n\nThe heron{n} nests by the estuary.\n", encoding="utf-8"
+        )
+    (folder / "tool.py").write_text("def lookup_heron(n):\n    return n\n", encoding="utf-8")
+    (folder / "broken.txt").write_bytes(b"\x00\x01\x02binary" * 10)
+
+
+def snapshot(library: Library) -> tuple:
+    hits = library.search("heron7 estuary", top_k=5).hits
+    return (
+        library.overview().documents,
+        library.overview().chunks,
+        [(h.path, h.cite) for h in hits],
+        sorted(path for report in library.sync() for path, _ in report.failures),
+    )
+
+
+def synced_snapshot(tmp_path: Path, name: str) -> tuple:
+    with Library(Settings(home=tmp_path / name)) as library:
+        library.add_folder(tmp_path / "notes", "notes")
+        [report] = library.sync("notes")
+        assert (report.added, report.failed) == (31, 1)
+        return snapshot(library)
+
+
+def test_sync_stores_the_same_whether_files_are_read_serially_or_in_workers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_notes(tmp_path / "notes", 30)
+    monkeypatch.setattr(sync, "PARALLEL_MIN_FILES", 10**9)
+    serial = synced_snapshot(tmp_path, "serial")
+    monkeypatch.setattr(sync, "PARALLEL_MIN_FILES", 1)
+    monkeypatch.setattr(sync, "READ_AHEAD", 4)  # more files than the window: order kept
+    parallel = synced_snapshot(tmp_path, "parallel")
+    assert parallel == serial
+    assert serial[0] == 31 and serial[2][0][0] == "part1/note7.md"
+    assert serial[3] == ["broken.txt"]
