@@ -26,6 +26,7 @@ from kb_mcp.redact import redact
 from kb_mcp.results import (
     AddResult,
     DocumentEntry,
+    NearDuplicate,
     Overview,
     ReadResult,
     ReindexReport,
@@ -39,6 +40,7 @@ from kb_mcp.store.db import Database, QueryTimeout
 
 DB_FILE = "kb.db"
 LIST_PAGE_MAX = 200
+NEAR_DUPLICATES_SHOWN = 10
 
 
 class Library:
@@ -406,13 +408,23 @@ class Library:
             for s in rows.list_sources(conn)
         )
         documents, chunks = rows.document_total(conn)
+        pairs, examples = rows.near_duplicate_pairs(conn, NEAR_DUPLICATES_SHOWN)
         health = {
             "keyword_index": "current" if self.fts.is_current() else "pending migration",
             "embed_pending": 0,
             "vectors": "off (no embedder configured)",
             "failed_files": sum(s.failed for s in sources),
+            "near_duplicate_pairs": pairs,
         }
-        return Overview(str(self.home), sources, documents, chunks, ("keyword", "grep"), health)
+        return Overview(
+            str(self.home),
+            sources,
+            documents,
+            chunks,
+            ("keyword", "grep"),
+            health,
+            tuple(NearDuplicate(*pair) for pair in examples),
+        )
 
     def list_source(self, source: str, limit: int = 50, offset: int = 0) -> SourceListing:
         """One source's documents, newest first, a page at a time."""

@@ -89,6 +89,8 @@ def overview_text(result: Overview) -> str:
             f"{s['documents']} documents, {s['chunks']} chunks{failed}; sync {s['sync_state']}"
         )
     lines.append("modes: " + ", ".join(data["modes"]))
+    for pair in data["near_duplicates"]:
+        lines.append(f"near-duplicate: {pair['a']} ~ {pair['b']} ({pair['similarity']:.0f}%)")
     lines.append("health: " + ", ".join(f"{k}={v}" for k, v in data["health"].items()))
     return "\n".join(lines)
 

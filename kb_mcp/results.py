@@ -47,6 +47,15 @@ class SourceInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class NearDuplicate:
+    """Two documents that are almost the same text (reported, never merged)."""
+
+    a: str
+    b: str
+    similarity: float
+
+
+@dataclass(frozen=True, slots=True)
 class Overview:
     home: str
     sources: tuple[SourceInfo, ...]
@@ -54,6 +63,7 @@ class Overview:
     chunks: int
     modes: tuple[str, ...]
     health: dict[str, object]
+    near_duplicates: tuple[NearDuplicate, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ import apsw
 
 from kb_mcp.chunk import Chunk
 from kb_mcp.index import fts
+from kb_mcp.ingest.dedup import record_near_duplicates
 from kb_mcp.store import documents as rows
 from kb_mcp.store.db import Database
 
@@ -51,6 +52,7 @@ def _index_document(conn: apsw.Connection, doc: rows.NewDocument, chunks: list[C
             for cid, c in zip(ids, chunks, strict=True)
         ),
     )
+    record_near_duplicates(conn, document_id, doc.title, doc.text)
     return document_id
 
 

@@ -421,3 +421,37 @@ def delete_everything(conn: apsw.Connection) -> None:
     """Empty every row table (a rebuild refills them from files, then rebuilds the FTS)."""
     for table in ("chunks", "supersessions", "locations", "documents", "sources"):
         conn.execute(f"DELETE FROM {table}")  # fixed names, never user text
+
+
+def near_duplicate_candidates(
+    conn: apsw.Connection, document_id: int, title: str, limit: int
+) -> list[tuple[int, str]]:
+    """(id, text) of other documents with the same title, case-insensitively."""
+    return conn.execute(
+        "SELECT id, text FROM documents WHERE title = ? COLLATE NOCASE AND id != ? LIMIT ?",
+        (title, document_id, limit),
+    ).fetchall()
+
+
+def record_near_duplicate(conn: apsw.Connection, a: int, b: int, similarity: float) -> None:
+    conn.execute(
+        "INSERT OR REPLACE INTO near_duplicates(document_id, other_id, similarity) "
+        "VALUES (?, ?, ?)",
+        (min(a, b), max(a, b), similarity),
+    )
+
+
+def near_duplicate_pairs(conn: apsw.Connection, limit: int) -> tuple[int, list[tuple]]:
+    """How many pairs there are, and up to ``limit`` of them as (name, name, similarity)."""
+    total = conn.execute("SELECT COUNT(*) FROM near_duplicates").fetchone()[0]
+    name = (
+        "COALESCE({d}.uri, (SELECT path FROM locations WHERE document_id = {d}.id "
+        "ORDER BY id LIMIT 1), {d}.doc_key)"
+    )
+    pairs = conn.execute(
+        f"SELECT {name.format(d='a')}, {name.format(d='b')}, n.similarity "
+        "FROM near_duplicates n JOIN documents a ON a.id = n.document_id "
+        "JOIN documents b ON b.id = n.other_id ORDER BY n.similarity DESC LIMIT ?",
+        (limit,),
+    ).fetchall()
+    return total, pairs

@@ -80,7 +80,19 @@ CREATE TABLE chunks (
 );
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1,)
+# 2: near-duplicate pairs, reported by `list` (never merged), and a title index to find
+# candidates quickly.
+_V2 = """
+CREATE TABLE near_duplicates (
+    document_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    other_id    INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    similarity  REAL NOT NULL,
+    PRIMARY KEY (document_id, other_id)
+);
+CREATE INDEX documents_title ON documents(title COLLATE NOCASE);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2)
 
 
 def schema_version(conn: apsw.Connection) -> int:
