@@ -31,7 +31,7 @@ from bisect import bisect_left
 from dataclasses import dataclass
 
 from kb_mcp.chunk import Chunk
-from kb_mcp.chunk.markdown import (
+from kb_mcp.chunk.pack import (
     DEFAULT_BUDGET_CHARS,
     DEFAULT_OVERLAP_CHARS,
     LineIndex,

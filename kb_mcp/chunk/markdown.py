@@ -23,27 +23,28 @@
 - A leading YAML frontmatter block is not chunked; line numbers stay those of the full text.
 
 The block scanner is a line-based CommonMark subset, linear in the text. The packer and the
-line index are shared with ``chunk.code``.
+line index live in ``chunk.pack``, shared with ``chunk.code``.
 """
 
 from __future__ import annotations
 
 import re
 import sys
-from bisect import bisect_right
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from itertools import accumulate
 
 from kb_mcp.chunk import Chunk
-
-# ≈ 400–450 tokens of English prose at ~4 chars/token: small enough that a citation points
-# at the passage that answered, large enough that a typical section or abstract stays whole.
-# Chosen by that reasoning, not yet tuned; revisit with `kb-mcp bench retrieval`.
-DEFAULT_BUDGET_CHARS = 1800
-# One or two sentences of context carried across a chunk boundary: ~11% of the budget, inside
-# the 10–20% rule of thumb of RAG chunking guides. Not measured here yet either.
-DEFAULT_OVERLAP_CHARS = 200
+from kb_mcp.chunk.pack import (
+    DEFAULT_BUDGET_CHARS,
+    DEFAULT_OVERLAP_CHARS,
+    LineIndex,
+    Unit,
+    index_lines,
+    pack_units,
+    sentence_spans,
+    skip_space,
+    trim_space,
+)
 
 _ATX = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _SETEXT = re.compile(r" {0,3}(=+|-+)[ \t]*$")
@@ -56,35 +57,7 @@ _QUOTE = re.compile(r" {0,3}>")
 _HTML = re.compile(r" {0,3}<(?:[A-Za-z][\w-]*(?=[\s/>]|$)|/[A-Za-z]|!--|\?|![A-Z])")
 _TABLE_DELIMITER = re.compile(r" {0,3}\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
 _YAML_KEY = re.compile(r"[\w\"'][^:]*:(?:\s|$)|#")  # first frontmatter line: `key:` or a comment
-# A sentence ends at . ! ? followed by whitespace (closing quotes/brackets stay with it), or at
-# CJK 。！？； which need no space after them.
-_SENTENCE_END = re.compile(r"[.!?]+[\"')\]”’»]*(?=\s)|[。！？；]+[」』”’）]*")
 _ATOMIC_KINDS = frozenset({"code", "table", "heading"})
-
-
-@dataclass(frozen=True, slots=True)
-class LineIndex:
-    """Where each ``\\n``-separated line starts, to turn offsets into line numbers."""
-
-    lines: list[str]  # without their terminator (``\n`` or ``\r\n``)
-    starts: list[int]
-
-    def line_of(self, offset: int) -> int:
-        """The 1-based number of the line holding the character at ``offset``."""
-        return bisect_right(self.starts, offset)
-
-    def end(self, index: int) -> int:
-        """Offset just past the last character of line ``index``, before its terminator."""
-        return self.starts[index] + len(self.lines[index])
-
-
-@dataclass(frozen=True, slots=True)
-class Unit:
-    """A span the packer never splits; ``prose`` lets overlap start at one of its sentences."""
-
-    start: int
-    end: int
-    prose: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,56 +98,6 @@ def split_markdown(
         Chunk(n, path, index.line_of(start), index.line_of(end - 1), text[start:end])
         for n, (path, start, end) in enumerate(spans)
     ]
-
-
-def index_lines(text: str) -> LineIndex:
-    """Lines split at ``\\n`` only, the numbering every citation uses (see the module docstring).
-
-    A ``\\r`` before the ``\\n`` is kept out of the line, so CRLF text reads like LF text.
-    """
-    raw = text.split("\n")
-    starts = list(accumulate((len(line) + 1 for line in raw), initial=0))[:-1]
-    return LineIndex([line.removesuffix("\r") for line in raw], starts)
-
-
-def pack_units(
-    text: str, units: Sequence[Unit], budget: int, overlap: int
-) -> list[tuple[int, int]]:
-    """``(start, end)`` offsets of greedy packs of whole units up to ``budget``.
-
-    Each pack after the first opens with overlap carried from the one before. A unit that
-    alone exceeds the budget becomes a pack of its own.
-    """
-    if not units:
-        return []
-    packed: list[tuple[int, int]] = []
-    start, first = units[0].start, 0
-    for i in range(1, len(units)):
-        unit = units[i]
-        if unit.end - start <= budget:
-            continue
-        end = units[i - 1].end
-        packed.append((start, end))
-        # Overlap must fit both the overlap allowance and, with this unit, the budget.
-        floor = max(end - overlap, unit.end - budget, start + 1)
-        carried = _overlap_start(text, units[first:i], floor)
-        start, first = (unit.start if carried is None else carried), i
-    packed.append((start, units[-1].end))
-    return packed
-
-
-def _overlap_start(text: str, tail: Sequence[Unit], floor: int) -> int | None:
-    """The earliest unit (or prose sentence) start ≥ ``floor`` among the chunk's last units."""
-    best = None
-    for unit in reversed(tail):
-        if unit.start >= floor:
-            best = unit.start
-            continue
-        if unit.prose:
-            starts = (s for s, _ in _sentence_spans(text, unit.start, unit.end) if s >= floor)
-            best = next(starts, best)
-        break
-    return best
 
 
 # --- blocks -------------------------------------------------------------------------------
@@ -405,21 +328,10 @@ def _block_units(block: _Block, text: str, index: LineIndex, budget: int) -> lis
 def _sentence_units(text: str, start: int, end: int, budget: int) -> list[Unit]:
     """Sentences of ``text[start:end]``; one over budget is cut by ``_hard_spans``."""
     units: list[Unit] = []
-    for s, e in _sentence_spans(text, start, end):
+    for s, e in sentence_spans(text, start, end):
         pieces = [(s, e)] if e - s <= budget else _hard_spans(text, s, e, budget)
         units.extend(Unit(a, b, prose=True) for a, b in pieces)
     return units
-
-
-def _sentence_spans(text: str, start: int, end: int) -> Iterator[tuple[int, int]]:
-    """Sentence spans within ``[start, end)``, without the whitespace between them."""
-    pos = _lstrip(text, start, end)
-    for match in _SENTENCE_END.finditer(text, start, end):
-        if match.end() > pos:
-            yield pos, match.end()
-            pos = _lstrip(text, match.end(), end)
-    if pos < end:
-        yield pos, _rstrip(text, pos, end)
 
 
 def _hard_spans(text: str, start: int, end: int, budget: int) -> list[tuple[int, int]]:
@@ -433,20 +345,8 @@ def _hard_spans(text: str, start: int, end: int, budget: int) -> list[tuple[int,
         limit = start + budget
         cut = max(text.rfind(ch, start + budget // 2, limit + 1) for ch in " \t\n\r\u3000")
         cut = limit if cut <= start else cut
-        pieces.append((start, _rstrip(text, start, cut)))
-        start = _lstrip(text, cut, end)
+        pieces.append((start, trim_space(text, start, cut)))
+        start = skip_space(text, cut, end)
     if start < end:
         pieces.append((start, end))
     return pieces
-
-
-def _lstrip(text: str, start: int, end: int) -> int:
-    while start < end and text[start].isspace():
-        start += 1
-    return start
-
-
-def _rstrip(text: str, start: int, end: int) -> int:
-    while end > start and text[end - 1].isspace():
-        end -= 1
-    return end
