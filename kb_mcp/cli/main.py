@@ -262,8 +262,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("sync", cmd_sync)
     p.add_argument("source", nargs="?")
     from kb_mcp.cli.bench import add_bench_parser
+    from kb_mcp.cli.install import add_install_parser
 
     add_bench_parser(sub, _common)
+    add_install_parser(sub, _common)
     p = command("demo", cmd_demo)
     p.add_argument("--keep", action="store_true", help="keep the demo library folder")
     return parser
