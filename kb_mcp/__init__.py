@@ -19,6 +19,7 @@ _EXPORTS: dict[str, str] = {
     "Overview": "kb_mcp.results",
     "SourceListing": "kb_mcp.results",
     "ReindexReport": "kb_mcp.results",
+    "DoctorReport": "kb_mcp.results",
     "Settings": "kb_mcp.settings",
     "load_settings": "kb_mcp.settings",
     "SearchResult": "kb_mcp.search.engine",
@@ -42,6 +43,7 @@ __all__ = [  # noqa: RUF022 - grouped by module, as _EXPORTS
     "Overview",
     "SourceListing",
     "ReindexReport",
+    "DoctorReport",
     "Settings",
     "load_settings",
     "SearchResult",
@@ -73,6 +75,7 @@ if TYPE_CHECKING:
     from kb_mcp.library import Library
     from kb_mcp.results import (
         AddResult,
+        DoctorReport,
         Overview,
         ReadResult,
         ReindexReport,

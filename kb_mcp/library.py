@@ -13,6 +13,7 @@ from pathlib import Path
 
 from kb_mcp import grep as grep_mod
 from kb_mcp.chunk.markdown import split_markdown
+from kb_mcp.doctor import run_checks
 from kb_mcp.errors import InvalidInput, KbError, NotFound, Refused, Unavailable
 from kb_mcp.fsutil import atomic_write
 from kb_mcp.index.fts import FtsIndex
@@ -25,6 +26,7 @@ from kb_mcp.reader import read_document
 from kb_mcp.redact import redact
 from kb_mcp.results import (
     AddResult,
+    DoctorReport,
     DocumentEntry,
     NearDuplicate,
     Overview,
@@ -425,6 +427,11 @@ class Library:
             health,
             tuple(NearDuplicate(*pair) for pair in examples),
         )
+
+    def doctor(self) -> DoctorReport:
+        """Health checks of the home, database, index, folders and optional extras."""
+        failed = sum(s.failed for s in self.overview().sources)
+        return run_checks(self.settings, self.db, self.fts, self.folder_sources(), failed)
 
     def list_source(self, source: str, limit: int = 50, offset: int = 0) -> SourceListing:
         """One source's documents, newest first, a page at a time."""

@@ -12,7 +12,14 @@ from typing import Any
 
 from kb_mcp.grep import GrepResult
 from kb_mcp.redact import redact_output
-from kb_mcp.results import AddResult, Overview, ReadResult, ReindexReport, SourceListing
+from kb_mcp.results import (
+    AddResult,
+    DoctorReport,
+    Overview,
+    ReadResult,
+    ReindexReport,
+    SourceListing,
+)
 from kb_mcp.search.engine import SearchResult
 
 
@@ -113,6 +120,14 @@ def add_text(result: AddResult) -> str:
     if data["redactions"]:
         text += f"; {data['redactions']} secret(s) redacted ({', '.join(data['redacted_kinds'])})"
     return text
+
+
+def doctor_text(result: DoctorReport) -> str:
+    data = to_data(result)
+    lines = [f"{'ok ' if c['ok'] else 'FAIL'} {c['name']}: {c['detail']}" for c in data["checks"]]
+    lines.append("settings:")
+    lines += [f"  {name} = {value}" for name, value in data["settings"].items()]
+    return "\n".join(lines)
 
 
 def reindex_text(result: ReindexReport) -> str:

@@ -89,3 +89,22 @@ class ReindexReport:
     documents: int
     chunks: int
     failed: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One ``doctor`` finding: what was checked, whether it is fine, and what was seen."""
+
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class DoctorReport:
+    checks: tuple[Check, ...]
+    settings: dict[str, object]
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)

@@ -194,6 +194,16 @@ def _open_fresh(args: argparse.Namespace) -> Library:
     return _open(args)
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """Check the library's health and the optional extras; exit 1 when something fails."""
+    from kb_mcp import render
+
+    with _open(args) as library:
+        report = library.doctor()
+    _emit(args, report, render.doctor_text)
+    return 0 if report.ok else 1
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """Build a small library in a temp folder and query it through a real MCP session."""
     from kb_mcp.cli.demo import run_demo
@@ -246,6 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--offset", type=int, default=0)
     p = command("reindex", cmd_reindex, json_flag=True)
     p.add_argument("--rebuild", action="store_true", help="drop every derived row first")
+    command("doctor", cmd_doctor, json_flag=True)
     p = command("add", cmd_add)
     p.add_argument("path", help="a folder to keep in sync, or a single file to import")
     p.add_argument("--name", help="source name (default: the folder's name)")

@@ -155,6 +155,14 @@ class FtsIndex:
             tokenizer = self._local.tokenizer = self.db.conn.fts5_tokenizer(name, args)
         return tokenizer
 
+    def integrity_problem(self) -> str | None:
+        """FTS5's own consistency check of the index, or None when it passes."""
+        try:
+            self.db.conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
+        except apsw.Error as exc:
+            return f"keyword index damaged ({exc}); run `kb-mcp reindex --rebuild`"
+        return None
+
     def invalidate(self) -> None:
         """Forget the stored version (call inside ``db.write()``): the next reader rebuilds."""
         self.db.conn.execute("DELETE FROM meta WHERE key = 'fts_version'")

@@ -125,6 +125,11 @@ class Database:
         """All rows of one read statement on this thread's connection."""
         return self.conn.execute(sql, params).fetchall()
 
+    def integrity_problems(self) -> list[str]:
+        """What ``PRAGMA quick_check`` finds wrong with the file ([] when it is sound)."""
+        found = [row[0] for row in self.query("PRAGMA quick_check")]
+        return [] if found == ["ok"] else found
+
     def close(self) -> None:
         """Close every connection of every thread; the object is unusable afterwards."""
         with self._lock:

@@ -1,0 +1,75 @@
+"""``doctor``: is this library healthy, and is everything it may need installed?
+
+Each check is a value (name, ok, what was seen), never an exception: a broken folder or a
+missing extra is reported beside everything that is fine. The effective settings are
+listed from the settings table, so what ``doctor`` shows is what the code uses.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import fields
+
+from kb_mcp.index.fts import FtsIndex
+from kb_mcp.ingest.sources import FolderSource
+from kb_mcp.results import Check, DoctorReport
+from kb_mcp.settings import Settings
+from kb_mcp.store.db import Database
+from kb_mcp.store.migrations import MIGRATIONS
+
+EXTRAS = {"pdf": ("pymupdf4llm", "PDF files"), "docx": ("docx", "DOCX files")}
+
+
+def _database(db: Database) -> Check:
+    problems = db.integrity_problems()
+    version = db.query("PRAGMA user_version")[0][0]
+    ok = not problems and version == len(MIGRATIONS)
+    detail = f"schema {version}/{len(MIGRATIONS)}; " + (
+        "integrity ok" if not problems else "; ".join(problems[:3])
+    )
+    return Check("database", ok, detail + ("" if ok else "; run `kb-mcp reindex --rebuild`"))
+
+
+def _keyword_index(fts: FtsIndex) -> Check:
+    if not fts.is_current():
+        return Check("keyword index", True, "older representation; rebuilt on the next search")
+    problem = fts.integrity_problem()
+    return Check("keyword index", problem is None, problem or "current and consistent")
+
+
+def _folder(folder: FolderSource) -> Check:
+    readable = os.path.isdir(folder.root) and os.access(folder.root, os.R_OK | os.X_OK)
+    detail = folder.root if readable else f"{folder.root} is missing or unreadable"
+    return Check(f"source {folder.name}", readable, detail)
+
+
+def _extra(name: str, module: str, what: str) -> Check:
+    found = importlib.util.find_spec(module) is not None
+    detail = (
+        "installed"
+        if found
+        else f"not installed: {what} are skipped as unsupported; pip install 'kb-mcp[{name}]'"
+    )
+    return Check(f"extra {name}", True, detail)
+
+
+def run_checks(
+    settings: Settings,
+    db: Database,
+    fts: FtsIndex,
+    folders: list[FolderSource],
+    failed_files: int,
+) -> DoctorReport:
+    writable = os.access(settings.home, os.W_OK)
+    checks = [
+        Check("home", writable, f"{settings.home} ({'writable' if writable else 'read-only'})"),
+        _database(db),
+        _keyword_index(fts),
+        *(_folder(f) for f in folders),
+        Check("failed files", True, f"{failed_files} (see `kb-mcp list`)"),
+        *(_extra(name, module, what) for name, (module, what) in EXTRAS.items()),
+        Check("vectors", True, "off: no embedder configured (keyword search and grep only)"),
+    ]
+    values = {f.name: getattr(settings, f.name) for f in fields(settings)}
+    return DoctorReport(tuple(checks), {k: str(v) for k, v in values.items()})
