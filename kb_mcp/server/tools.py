@@ -22,6 +22,7 @@ from pydantic import Field
 from kb_mcp import __version__, render
 from kb_mcp.errors import KbError
 from kb_mcp.library import Library
+from kb_mcp.redact import redact_output
 from kb_mcp.server.audit import AuditMiddleware
 from kb_mcp.server.background import BackgroundSync
 from kb_mcp.settings import Settings
@@ -99,7 +100,8 @@ async def run_tool(
         result = await anyio.to_thread.run_sync(lambda: call(holder.get()))
         return ToolResult(content=render_text(result), structured_content=render_data(result))
     except KbError as exc:
-        raise ToolError(f"[{exc.code}] {exc.render()}") from exc
+        # Errors leave through the same redaction as results: a message may quote input.
+        raise ToolError(f"[{exc.code}] {redact_output(exc.render()).text}") from exc
     except Exception as exc:
         log.exception("tool %s failed", tool)
         raise ToolError(
