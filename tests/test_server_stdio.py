@@ -855,3 +855,12 @@ async def test_read_start_line_past_end_without_end_line_says_past_end(search_co
     total = len(USER_SERVICE.split("\n"))
     message = await fail(client, "read", doc=ids["test://users"], start_line=total + 5)
     assert f"has {total} lines; line {total + 5} is past its end" in message
+
+
+async def test_error_messages_are_redacted_like_results(mcp_client) -> None:
+    """A 'not found' message quotes what was asked for; a secret in it must not echo back."""
+    token = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+    async with mcp_client() as client:
+        message = await fail(client, "read", doc=f"notes/{token}.md")
+    assert "not found" in message or "no document" in message
+    assert token not in message and "[REDACTED:github_token]" in message
