@@ -129,7 +129,7 @@ class Library:
             doc_key=doc.doc_key,
             title=doc.title,
             uri=doc.uri,
-            kind="markdown",
+            kind=doc.kind,
             language=None,
             text=doc.content,
             content_hash=text_hash(doc.content),
@@ -144,10 +144,13 @@ class Library:
             kind = "agent" if doc.source == agent.AGENT_SOURCE else "upload"
             source_id = rows.ensure_source(conn, doc.source, kind, doc.created_at)
             existing = rows.get_document(conn, doc.doc_key)
-            if existing is not None and (existing.content_hash, existing.title, existing.tags) == (
-                record.content_hash,
-                record.title,
-                record.tags,
+            same = (record.content_hash, record.title, record.tags, record.doc_date, record.kind)
+            if existing is not None and same == (
+                existing.content_hash,
+                existing.title,
+                existing.tags,
+                existing.doc_date,
+                existing.kind,
             ):
                 return Outcome.UNCHANGED
             stored = store_document(

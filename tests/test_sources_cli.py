@@ -22,6 +22,8 @@ import pytest
 
 from kb_mcp.errors import NotFound, Refused
 from kb_mcp.ingest.sources import REGISTRY_FILE
+from kb_mcp.library import Library
+from kb_mcp.settings import Settings
 
 CLI_TIMEOUT_S = 60
 
@@ -236,3 +238,14 @@ def test_add_file_refuses_a_sensitive_file_and_stores_nothing(
     assert "uploadsecretvalue" not in done.stdout + done.stderr
     assert not (home / "docs").exists() and not (home / "originals").exists()
     assert as_json(kb, "grep", "uploadsecretvalue")["matches"] == []
+
+
+def test_add_file_keeps_the_upload_kind_for_read(tmp_path: Path) -> None:
+    page = tmp_path / "page.html"
+    page.write_text(
+        "<html><title>Page</title><body><main><p>The ibis wades.</p></main></body></html>",
+        encoding="utf-8",
+    )
+    with Library(Settings(home=tmp_path / "home")) as library:
+        added = library.import_file(page)
+        assert library.read(added.doc).kind == "html"
