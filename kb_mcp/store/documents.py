@@ -90,6 +90,15 @@ _DOC_COLS = (
 )
 
 
+def _shown_as(alias: str) -> str:
+    """SQL for how document ``alias`` is shown: its uri, else its first location's path,
+    else its id. One definition, so grep, "did you mean" and lists name documents alike."""
+    return (
+        f"COALESCE({alias}.uri, (SELECT path FROM locations WHERE document_id = {alias}.id "
+        f"ORDER BY id LIMIT 1), {alias}.doc_key)"
+    )
+
+
 def _source(row: tuple) -> SourceRow:
     return SourceRow(*row[:4], tuple(json.loads(row[4])), *row[5:])
 
@@ -353,8 +362,7 @@ def iter_texts(conn: apsw.Connection, source_id: int | None) -> Iterable[tuple[s
     )
     params = () if source_id is None else (source_id,)
     yield from conn.execute(
-        "SELECT d.doc_key, COALESCE(d.uri, (SELECT path FROM locations WHERE document_id = d.id "
-        f"ORDER BY id LIMIT 1), d.doc_key), d.text FROM documents d {scope} ORDER BY d.id",
+        f"SELECT d.doc_key, {_shown_as('d')}, d.text FROM documents d {scope} ORDER BY d.id",
         params,
     )
 
@@ -410,11 +418,10 @@ def get_location(conn: apsw.Connection, source_id: int, path: str) -> LocationSt
 def document_names(conn: apsw.Connection, limit: int) -> list[str]:
     """Document ids and the uris / paths they are known by (for "did you mean")."""
     rows = conn.execute(
-        "SELECT doc_key, COALESCE(uri, (SELECT path FROM locations WHERE document_id = d.id "
-        "ORDER BY id LIMIT 1)) FROM documents d ORDER BY id DESC LIMIT ?",
+        f"SELECT d.doc_key, {_shown_as('d')} FROM documents d ORDER BY d.id DESC LIMIT ?",
         (limit,),
     )
-    return [name for pair in rows for name in pair if name]
+    return list(dict.fromkeys(name for pair in rows for name in pair))
 
 
 def delete_everything(conn: apsw.Connection) -> None:
@@ -444,12 +451,8 @@ def record_near_duplicate(conn: apsw.Connection, a: int, b: int, similarity: flo
 def near_duplicate_pairs(conn: apsw.Connection, limit: int) -> tuple[int, list[tuple]]:
     """How many pairs there are, and up to ``limit`` of them as (name, name, similarity)."""
     total = conn.execute("SELECT COUNT(*) FROM near_duplicates").fetchone()[0]
-    name = (
-        "COALESCE({d}.uri, (SELECT path FROM locations WHERE document_id = {d}.id "
-        "ORDER BY id LIMIT 1), {d}.doc_key)"
-    )
     pairs = conn.execute(
-        f"SELECT {name.format(d='a')}, {name.format(d='b')}, n.similarity "
+        f"SELECT {_shown_as('a')}, {_shown_as('b')}, n.similarity "
         "FROM near_duplicates n JOIN documents a ON a.id = n.document_id "
         "JOIN documents b ON b.id = n.other_id ORDER BY n.similarity DESC LIMIT ?",
         (limit,),
