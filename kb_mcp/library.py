@@ -18,7 +18,13 @@ from kb_mcp.errors import InvalidInput, KbError, NotFound, Refused, Unavailable
 from kb_mcp.fsutil import atomic_write
 from kb_mcp.index.fts import FtsIndex
 from kb_mcp.ingest import agent, readers, sources, sync
-from kb_mcp.ingest.pipeline import Outcome, remove_location, store_document, text_hash
+from kb_mcp.ingest.pipeline import (
+    Outcome,
+    Stored,
+    remove_location,
+    store_document,
+    text_hash,
+)
 from kb_mcp.ingest.policy import check_readable
 from kb_mcp.ingest.status import classify_status
 from kb_mcp.ingest.sync import utc_now
@@ -114,11 +120,9 @@ class Library:
         stored = self._store_agent_document(doc, write_file=True)
         redactions = clean_title.count + clean_body.count + clean_uri.count
         kinds = tuple(sorted({*clean_title.kinds, *clean_body.kinds, *clean_uri.kinds}))
-        return AddResult(
-            doc_key, stored.value, doc.title, self._chunk_count(doc_key), redactions, kinds
-        )
+        return AddResult(doc_key, stored.outcome.value, doc.title, stored.chunks, redactions, kinds)
 
-    def _store_agent_document(self, doc: agent.AgentDocument, *, write_file: bool) -> Outcome:
+    def _store_agent_document(self, doc: agent.AgentDocument, *, write_file: bool) -> Stored:
         """Index ``doc`` and (when asked) write its file, in one transaction.
 
         The file is written inside the database transaction: if writing it fails the
@@ -152,7 +156,8 @@ class Library:
                 existing.doc_date,
                 existing.kind,
             ):
-                return Outcome.UNCHANGED
+                chunks = len(rows.chunk_ids(conn, existing.id))
+                return Stored(Outcome.UNCHANGED, existing.doc_key, chunks)
             stored = store_document(
                 self.db,
                 source_id,
@@ -164,7 +169,7 @@ class Library:
             if write_file:
                 data = agent.render_agent_file(doc).encode("utf-8")
                 atomic_write(agent.agent_file(self.home, doc.doc_key), data)
-        return stored.outcome
+        return stored
 
     def import_file(self, path: str | Path) -> AddResult:
         """Import one file as an upload: converted to Markdown under ``docs/``, original kept.
@@ -200,12 +205,8 @@ class Library:
         atomic_write(original, data)
         stored = self._store_agent_document(doc, write_file=True)
         return AddResult(
-            doc_key, stored.value, doc.title, self._chunk_count(doc_key), body.count, body.kinds
+            doc_key, stored.outcome.value, doc.title, stored.chunks, body.count, body.kinds
         )
-
-    def _chunk_count(self, doc_key: str) -> int:
-        found = rows.get_document(self.db.conn, doc_key)
-        return len(rows.chunk_ids(self.db.conn, found.id)) if found else 0
 
     def reindex(self, *, rebuild: bool = False) -> ReindexReport:
         """Bring the index in line with the files; with ``rebuild`` drop every derived row first.
@@ -433,7 +434,7 @@ class Library:
 
     def doctor(self) -> DoctorReport:
         """Health checks of the home, database, index, folders and optional extras."""
-        failed = sum(s.failed for s in self.overview().sources)
+        failed = sum(f for _, _, f in rows.source_counts(self.db.conn).values())
         return run_checks(self.settings, self.db, self.fts, self.folder_sources(), failed)
 
     def list_source(self, source: str, limit: int = 50, offset: int = 0) -> SourceListing:
