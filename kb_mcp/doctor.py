@@ -16,14 +16,14 @@ from kb_mcp.ingest.sources import FolderSource
 from kb_mcp.results import Check, DoctorReport
 from kb_mcp.settings import Settings
 from kb_mcp.store.db import Database
-from kb_mcp.store.migrations import MIGRATIONS
+from kb_mcp.store.migrations import MIGRATIONS, schema_version
 
 EXTRAS = {"pdf": ("pymupdf4llm", "PDF files"), "docx": ("docx", "DOCX files")}
 
 
 def _database(db: Database) -> Check:
     problems = db.integrity_problems()
-    version = db.query("PRAGMA user_version")[0][0]
+    version = schema_version(db.conn)
     ok = not problems and version == len(MIGRATIONS)
     detail = f"schema {version}/{len(MIGRATIONS)}; " + (
         "integrity ok" if not problems else "; ".join(problems[:3])
