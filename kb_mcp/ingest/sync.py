@@ -3,8 +3,10 @@
 Change detection is cheap first: a file whose size and mtime match the last sync is not
 opened. Otherwise its bytes are hashed, and an unchanged hash refreshes the recorded
 state only. Files are committed in small batches, so an interrupted sync keeps what it
-did and the next one resumes where it stopped. A file that fails to read is recorded as
-failed with its reason (shown by ``list``) and is not retried until it changes. Files
+did and the next one resumes where it stopped. Reading a file is a boundary: whatever a
+reader raises for one file (a ``KbError`` or any other exception, in this process or in a
+worker), that file is recorded as failed with its reason (shown by ``list``) and is not
+retried until it changes, and the rest of the folder syncs. Files
 that vanished lose their chunks from every index; files beyond the per-source cap or in
 folders that could not be listed are still present and are left alone.
 """
@@ -18,6 +20,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -26,7 +29,7 @@ from pathlib import Path, PurePosixPath
 from kb_mcp.chunk import Chunk
 from kb_mcp.chunk.code import split_code
 from kb_mcp.chunk.markdown import DEFAULT_BUDGET_CHARS, split_markdown
-from kb_mcp.errors import KbError
+from kb_mcp.errors import KbError, Unavailable
 from kb_mcp.ingest import readers
 from kb_mcp.ingest.frontmatter import meta_date, meta_list, split_frontmatter
 from kb_mcp.ingest.pipeline import remove_location, store_document, text_hash
@@ -34,6 +37,8 @@ from kb_mcp.ingest.policy import check_readable
 from kb_mcp.ingest.sources import FolderSource
 from kb_mcp.ingest.status import classify_status
 from kb_mcp.ingest.walk import FoundFile, walk_folder
+from kb_mcp.ingest.workers import exit_with_parent
+from kb_mcp.redact import redact
 from kb_mcp.store import documents as rows
 from kb_mcp.store.db import Database
 
@@ -47,6 +52,8 @@ BATCH_SECONDS = 1.0
 PARALLEL_MIN_FILES = 400
 MAX_READERS = 4
 READ_AHEAD = 256
+# A failure reason is one short line: it is stored, listed by ``list`` and printed per file.
+MAX_REASON_CHARS = 300
 
 
 @dataclass(slots=True)
@@ -149,21 +156,39 @@ class FileWork:
     chunks: tuple[Chunk, ...] = ()
 
 
+def failure_reason(exc: BaseException) -> str:
+    """Why a file (or a sync) failed, as one short redacted line.
+
+    A ``KbError`` says it in its message. Anything else is a reader's bug or a hostile
+    file (HTMLParser's ``AssertionError`` on ``<![ x ]]>``, issue 7 item 9): its type and
+    message. Redacted before it is cut, since the message may quote the file.
+    """
+    text = exc.message if isinstance(exc, KbError) else f"{type(exc).__name__}: {exc}"
+    text = " ".join(redact(text).text.split())
+    return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 1] + "…"
+
+
 def read_file(root: Path, found: FoundFile, previous_hash: str | None, now: str) -> FileWork:
-    """Read one file (policy re-checked on the resolved path), hash it, convert and chunk it."""
+    """Read one file (policy re-checked on the resolved path), hash it, convert and chunk it.
+
+    Never raises for the file's sake: any exception becomes ``FileWork.failure``.
+    """
+    file_hash = None
+    # Trigger: any exception while reading, converting or chunking this one file. Why:
+    # readers walk untrusted bytes with third-party parsers, and one file must not stop a
+    # folder (it rolled the batch back and left the source syncing for good). Outcome:
+    # the file is recorded as failed with the reason; MemoryError and RecursionError
+    # included, KeyboardInterrupt and SystemExit not (they are not Exceptions).
     try:
         real = check_readable(found.path, root, root_is_resolved=True)
         data = readers.read_capped(real, readers.MAX_BYTES)
-    except KbError as exc:
-        return FileWork(found, now, failure=exc.message)
-    file_hash = hashlib.sha256(data).hexdigest()
-    if file_hash == previous_hash:
-        return FileWork(found, now, file_hash)
-    try:
+        file_hash = hashlib.sha256(data).hexdigest()
+        if file_hash == previous_hash:
+            return FileWork(found, now, file_hash)
         converted = readers.convert_bytes(data, readers.format_key(found.path))
-    except KbError as exc:
-        return FileWork(found, now, file_hash, failure=exc.message)
-    doc, chunks = prepare_file(found.rel, converted, found.mtime_ns, now)
+        doc, chunks = prepare_file(found.rel, converted, found.mtime_ns, now)
+    except Exception as exc:
+        return FileWork(found, now, file_hash, failure=failure_reason(exc))
     return FileWork(found, now, file_hash, doc=doc, chunks=tuple(chunks))
 
 
@@ -291,7 +316,20 @@ def _drain(
 
 def _resolve(item: tuple[FoundFile, Future[FileWork] | None]) -> tuple[FoundFile, FileWork | None]:
     found, future = item
-    return found, (future.result() if future is not None else None)
+    if future is None:
+        return found, None
+    try:
+        return found, future.result()
+    except BrokenProcessPool as exc:
+        # Every file in flight fails with the pool, so the culprit is unknown: none is
+        # recorded as failed, the batches committed so far are kept, and the source ends
+        # in ``error`` with this message.
+        raise Unavailable(
+            f"a reader worker process died (killed or crashed) around {found.rel}",
+            hint="run the sync again: it resumes where this one stopped",
+        ) from exc
+    except Exception as exc:  # the work could not come back from the worker (pickling)
+        return found, FileWork(found, utc_now(), failure=failure_reason(exc))
 
 
 @contextmanager
@@ -300,13 +338,19 @@ def _reader_pool(files_to_read: int) -> Iterator[ProcessPoolExecutor | None]:
 
     Parsing is pure Python and the database writer is one thread, so on a large sync the
     work splits across cores. Workers are spawned (never forked: the server has threads
-    and open database connections) and are stopped with pending work cancelled.
+    and open database connections), are stopped with pending work cancelled, and exit
+    by themselves when this process dies (``workers.exit_with_parent``).
     """
     workers = min(MAX_READERS, os.cpu_count() or 1)
     if files_to_read < PARALLEL_MIN_FILES or workers < 2:
         yield None
         return
-    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+    pool = ProcessPoolExecutor(
+        workers,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=exit_with_parent,
+        initargs=(os.getpid(),),
+    )
     try:
         yield pool
     finally:
