@@ -15,9 +15,9 @@ from kb_mcp import grep as grep_mod
 from kb_mcp.chunk.markdown import split_markdown
 from kb_mcp.doctor import run_checks
 from kb_mcp.errors import InvalidInput, KbError, NotFound, Refused, Unavailable
-from kb_mcp.fsutil import atomic_write
+from kb_mcp.fsutil import atomic_write, remove_stale_temps
 from kb_mcp.index.fts import FtsIndex
-from kb_mcp.ingest import agent, readers, sources, sync
+from kb_mcp.ingest import agent, readers, sources, sync, synclock
 from kb_mcp.ingest.pipeline import (
     Outcome,
     Stored,
@@ -55,11 +55,20 @@ class Library:
     """One knowledge library: a home folder with ``kb.db`` and ``docs/``."""
 
     def __init__(self, settings: Settings) -> None:
+        """Open (or create) the library, clearing what a crashed process left behind.
+
+        Temp files of interrupted atomic writes go (only stale, unlocked ones: another
+        process may be writing), and a source left ``syncing`` by a sync whose process
+        is gone becomes ``error`` (a live sync keeps its state: ``ingest/synclock.py``).
+        """
         self.settings = settings
         self.home = settings.home
         self.home.mkdir(parents=True, exist_ok=True)
+        for folder in (self.home, self.home / agent.DOCS_DIR, self.home / agent.ORIGINALS_DIR):
+            remove_stale_temps(folder)
         self.db = Database(self.home / DB_FILE)
         self.fts = FtsIndex(self.db)
+        synclock.recover_interrupted(self.db, self.home)
 
     def close(self) -> None:
         self.db.close()
@@ -289,8 +298,15 @@ class Library:
         source: str | None = None,
         progress: sync.Progress | None = None,
         should_stop: Callable[[], bool] | None = None,
+        *,
+        wait: bool = True,
     ) -> list[sync.SyncReport]:
-        """Sync folder sources (all, or the one named); resumable and safe to repeat."""
+        """Sync folder sources (all, or the one named); resumable and safe to repeat.
+
+        One sync per source at a time, across processes: a source another sync holds is
+        waited for (``wait``, the default) or skipped, with no report (``wait=False``).
+        Each source ends ``idle``, or ``error`` with the reason, whatever happens.
+        """
         self.fts.ensure_current()
         folders = self.folder_sources()
         if source is not None:
@@ -300,35 +316,51 @@ class Library:
                 raise InvalidInput(f"source {source!r} is not a folder source; nothing to sync")
         else:
             self._drop_unlisted_folders({f.name for f in folders})
-        return [self._sync_one(folder, progress, should_stop) for folder in folders]
+        reports = (self._sync_one(folder, progress, should_stop, wait) for folder in folders)
+        return [report for report in reports if report is not None]
 
     def _sync_one(
         self,
         folder: sources.FolderSource,
         progress: sync.Progress | None,
         should_stop: Callable[[], bool] | None,
-    ) -> sync.SyncReport:
-        with self.db.write() as conn:
-            source_id = rows.ensure_source(
-                conn, folder.name, "folder", utc_now(), folder.root, folder.ignore
-            )
-            rows.set_sync_state(conn, source_id, "syncing", None, None)
-        try:
-            report = sync.sync_folder(
-                self.db,
-                folder,
-                source_id,
-                max_files=self.settings.max_files_per_source,
-                progress=progress,
-                should_stop=should_stop,
-            )
-        except KbError as exc:
+        wait: bool,
+    ) -> sync.SyncReport | None:
+        """Sync one folder under its source lock; None when another sync holds it."""
+
+        def waiting(pid: int | None) -> None:
+            if progress:
+                progress(0, 0, f"waiting for another sync of {folder.name} (pid {pid})")
+
+        with synclock.source_lock(self.home, folder.name) as lock:
+            if not synclock.acquire(lock, wait=wait, should_stop=should_stop, on_wait=waiting):
+                return None
             with self.db.write() as conn:
-                rows.set_sync_state(conn, source_id, "error", exc.message, None)
-            raise
-        with self.db.write() as conn:
-            rows.set_sync_state(conn, source_id, "idle", None, utc_now())
-        return report
+                source_id = rows.ensure_source(
+                    conn, folder.name, "folder", utc_now(), folder.root, folder.ignore
+                )
+                rows.set_sync_state(conn, source_id, "syncing", None, None)
+            # Trigger: any exception, ours or not, even KeyboardInterrupt. Why: a source
+            # left "syncing" looked busy forever (issue 7 item 9). Outcome: "error" with
+            # the reason, then the exception goes on; "idle" only after a clean return.
+            state, error, synced_at = "error", synclock.INTERRUPTED, None
+            try:
+                report = sync.sync_folder(
+                    self.db,
+                    folder,
+                    source_id,
+                    max_files=self.settings.max_files_per_source,
+                    progress=progress,
+                    should_stop=should_stop,
+                )
+                state, error, synced_at = "idle", None, utc_now()
+                return report
+            except Exception as exc:
+                error = sync.failure_reason(exc)
+                raise
+            finally:
+                with self.db.write() as conn:
+                    rows.set_sync_state(conn, source_id, state, error, synced_at)
 
     def _drop_unlisted_folders(self, listed: set[str]) -> None:
         """Folder rows whose source is no longer registered or configured go."""

@@ -2,8 +2,10 @@
 
 The server answers ``initialize`` first: this thread waits a moment after start-up, then
 syncs every folder source, and again every ``sync_interval_s`` seconds. It works through
-its own database connection, so searches keep running while it writes (WAL), and each
-file is its own transaction, so stopping mid-sync loses nothing.
+its own database connection, so searches keep running while it writes (WAL), and files
+commit in small batches, so stopping mid-sync loses at most one batch. A source that
+another process (a `kb-mcp sync`, a second server) is syncing right now is skipped until
+the next round rather than read twice.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ class BackgroundSync:
             library = self._get_library()
             if not library.folder_sources():
                 return
-            for report in library.sync(should_stop=self._stop.is_set):
+            for report in library.sync(should_stop=self._stop.is_set, wait=False):
                 log.info(
                     "synced %s: %d added, %d updated, %d removed, %d failed",
                     report.source,
