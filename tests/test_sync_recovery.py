@@ -81,11 +81,13 @@ _RELS = (
 )
 
 # Files that made a reader (or the chunking after it) raise something other than a KbError
-# before issue 7 item 9, found by fuzzing each format; plus hostile pass-through files that
-# must simply be indexed. Each: (file name, bytes, the exception type seen before the fix,
-# or None when the file must index).
-HOSTILE = {
-    "html_marked_section": ("page.html", b"<p>x</p><![ x ]]>", "AssertionError"),
+# before issue 7 item 9, found by fuzzing each format (the exception is in the comment),
+# plus hostile pass-through files that must simply be indexed. A reader fixed later may
+# index a file that fails today: the table asserts the boundary, not the reader.
+HOSTILE: dict[str, tuple[str, bytes]] = {
+    # AssertionError: expected name token at '<![ x ]]>'
+    "html_marked_section": ("page.html", b"<p>x</p><![ x ]]>"),
+    # AttributeError: 'lxml.etree._Element' object has no attribute 'body'
     "docx_main_part_not_a_document": (
         "report.docx",
         docx_bytes(
@@ -95,29 +97,28 @@ HOSTILE = {
                 "word/document.xml": b'<?xml version="1.0"?><r/>',
             }
         ),
-        "AttributeError",
     ),
+    # AttributeError: 'lxml.etree._Element' object has no attribute 'overrides'
     "docx_content_types_empty": (
         "types.docx",
         docx_bytes({"[Content_Types].xml": b"<Types/>", "_rels/.rels": _RELS}),
-        "AttributeError",
     ),
+    # ValueError: day is out of range for month (PyYAML's timestamp constructor)
     "md_frontmatter_impossible_date": (
         "dated.md",
         b"---\ntitle: Dated\ndate: 2024-02-30\n---\nbody text\n",
-        "ValueError",
     ),
+    # RecursionError: maximum recursion depth exceeded (PyYAML)
     "md_frontmatter_nested_too_deep": (
         "deep.md",
         b"---\ntitle: " + b"[" * 5000 + b"\n---\nbody text\n",
-        "RecursionError",
     ),
-    "pdf_garbage": ("scan.pdf", b"%PDF-1.4\n garbage", None),
-    "csv_nul_bytes": ("table.csv", b"a,b\n\x00\x00\x01", None),
-    "json_deep_nesting": ("deep.json", b"[" * 200_000, None),
-    "yaml_alias_bomb": ("bomb.yaml", b"a: &a [x, x]\nb: &b [*a, *a]\nc: [*b, *b]\n", None),
-    "rst_tilde_underlines": ("manual.rst", b"Title\n~~~~~~~~\n\ntext\n\nPart\n~~~~\n", None),
-    "code_unbalanced_parens": ("deep.py", b"(" * 100_000, None),
+    "pdf_garbage": ("scan.pdf", b"%PDF-1.4\n garbage"),
+    "csv_nul_bytes": ("table.csv", b"a,b\n\x00\x00\x01"),
+    "json_deep_nesting": ("deep.json", b"[" * 200_000),
+    "yaml_alias_bomb": ("bomb.yaml", b"a: &a [x, x]\nb: &b [*a, *a]\nc: [*b, *b]\n"),
+    "rst_tilde_underlines": ("manual.rst", b"Title\n~~~~~~~~\n\ntext\n\nPart\n~~~~\n"),
+    "code_unbalanced_parens": ("deep.py", b"(" * 100_000),
 }
 
 
@@ -153,7 +154,7 @@ def test_sync_hostile_file_never_stops_a_folder(
     library: Library, tmp_path: Path, case: str
 ) -> None:
     """issue 7 item 9: each hostile file is indexed or failed with its reason; the rest syncs."""
-    name, data, raised_before = HOSTILE[case]
+    name, data = HOSTILE[case]
     notes = tmp_path / "notes"
     write_folder(notes, {name: data, "good.md": b"# Good\n\nkestrel\n"})
     library.add_folder(notes)
@@ -161,10 +162,10 @@ def test_sync_hostile_file_never_stops_a_folder(
     assert "good.md" in indexed(library)
     assert source_state(library) == ("idle", None)
     failed = failures(library)
-    if raised_before is not None:
-        assert failed[name].startswith(f"{raised_before}: ")
-        assert len(failed[name]) <= sync.MAX_REASON_CHARS
     assert (name in failed) != (name in indexed(library))
+    if name in failed:  # one short line that says why
+        assert failed[name].strip() and "\n" not in failed[name]
+        assert len(failed[name]) <= sync.MAX_REASON_CHARS
     assert report.failed == len(failed)
 
 
