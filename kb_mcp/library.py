@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from kb_mcp import grep as grep_mod
+from kb_mcp import limits
 from kb_mcp.chunk.markdown import split_markdown
 from kb_mcp.doctor import run_checks
 from kb_mcp.errors import InvalidInput, KbError, NotFound, Refused, Unavailable
@@ -47,7 +48,6 @@ from kb_mcp.store import documents as rows
 from kb_mcp.store.db import Database, QueryTimeout
 
 DB_FILE = "kb.db"
-LIST_PAGE_MAX = 200
 NEAR_DUPLICATES_SHOWN = 10
 
 
@@ -342,7 +342,8 @@ class Library:
         self, query: str, top_k: int | None = None, mode: str = "auto", source: str | None = None
     ) -> SearchResult:
         """Ranked, cited passages, one per document; empty (with a reason) when none match."""
-        request = SearchRequest(query, top_k or self.settings.search_top_k, mode, source)
+        top_k = self.settings.search_top_k if top_k is None else limits.TOP_K.check(top_k)
+        request = SearchRequest(query, top_k, mode, source)
         source_id = self._source_id(source) if source else None
         # A lazy index rebuild is proportional to the library, not to the query: it runs
         # before the deadline starts, or a large library could never finish upgrading.
@@ -367,9 +368,8 @@ class Library:
         max_matches: int | None = None,
     ) -> grep_mod.GrepResult:
         """Lines of stored text matching ``pattern``, bounded by count and time."""
-        limit = max_matches or self.settings.grep_max_matches
-        if not 1 <= limit <= 10_000:
-            raise InvalidInput(f"max_matches must be between 1 and 10000, got {limit}")
+        limit = self.settings.grep_max_matches if max_matches is None else max_matches
+        limits.MAX_MATCHES.check(limit)
         compiled = grep_mod.compile_pattern(pattern, is_regex=regex, ignore_case=ignore_case)
         source_id = self._source_id(source) if source else None
         matches, truncated, timed_out, scanned = grep_mod.grep_texts(
@@ -385,6 +385,9 @@ class Library:
         self, doc: str, start_line: int | None = None, end_line: int | None = None
     ) -> ReadResult:
         """A document, or a line range of it, by id, cite string, uri or path."""
+        for name, line in (("start_line", start_line), ("end_line", end_line)):
+            if line is not None:
+                limits.LINE.check(line, name=name)
         return read_document(self.db, doc, start_line, end_line)
 
     def _source_id(self, name: str) -> int:
@@ -439,8 +442,8 @@ class Library:
 
     def list_source(self, source: str, limit: int = 50, offset: int = 0) -> SourceListing:
         """One source's documents, newest first, a page at a time."""
-        if not 1 <= limit <= LIST_PAGE_MAX or offset < 0:
-            raise InvalidInput(f"limit must be 1..{LIST_PAGE_MAX} and offset ≥ 0")
+        limits.LIST_LIMIT.check(limit)
+        limits.OFFSET.check(offset)
         source_id = self._source_id(source)
         page = rows.list_documents(self.db.conn, source_id, limit, offset)
         total = rows.source_counts(self.db.conn).get(source_id, (0, 0, 0))[0]
