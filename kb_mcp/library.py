@@ -441,12 +441,16 @@ class Library:
         return run_checks(self.settings, self.db, self.fts, self.folder_sources(), failed)
 
     def list_source(self, source: str, limit: int = 50, offset: int = 0) -> SourceListing:
-        """One source's documents, newest first, a page at a time."""
+        """One source's entries, one per path, newest first, a page at a time.
+
+        ``total`` counts the same rows the pages hold, so paging to ``total`` covers every
+        path exactly once (a document held at two paths is listed at both).
+        """
         limits.LIST_LIMIT.check(limit)
         limits.OFFSET.check(offset)
         source_id = self._source_id(source)
         page = rows.list_documents(self.db.conn, source_id, limit, offset)
-        total = rows.source_counts(self.db.conn).get(source_id, (0, 0, 0))[0]
+        total = rows.count_listed(self.db.conn, source_id)  # counts what is paged: paths
         entries = tuple(
             DocumentEntry(d.doc_key, d.title, d.uri or path, d.doc_date, d.updated_at)
             for d, path in page
