@@ -211,31 +211,39 @@ class Library:
     def reindex(self, *, rebuild: bool = False) -> ReindexReport:
         """Bring the index in line with the files; with ``rebuild`` drop every derived row first.
 
-        Files are the truth: agent documents are re-read from ``<home>/docs/``. A rebuild
-        runs in one transaction, so readers see the old index until it commits.
+        Files are the truth: agent documents are re-read from ``<home>/docs/``. A plain
+        reindex commits document by document, so it never holds the write lock for the
+        whole run and other writers (a sync, add_document) get in between (issue 7 item
+        18). A rebuild runs in one transaction, so readers see the old index until it
+        commits; other writers wait, and past the busy timeout get ``Conflict``.
         """
-        failed: list[str] = []
+        if not rebuild:
+            return self._reindex_files(rebuild=False)
         with self.db.write() as conn:
-            if rebuild:
-                rows.delete_everything(conn)
-                self.fts.invalidate()
-                self.fts.ensure_current()
-            seen = set()
-            for path in sorted((self.home / agent.DOCS_DIR).glob("*.md")):
-                try:
-                    doc = agent.parse_agent_file(path)
-                except KbError as exc:  # one unreadable file must not stop a rebuild
-                    failed.append(f"{path.name}: {exc.message}")
-                    continue
-                seen.add(f"{doc.doc_key}.md")
-                self._store_agent_document(doc, write_file=False)
-            for name in (agent.AGENT_SOURCE, agent.UPLOAD_SOURCE):
-                source = rows.get_source(conn, name)
-                if source is not None:
-                    self._drop_vanished_agent_docs(source.id, seen)
-            for report in self.sync():
-                failed += [f"{report.source}/{path}: {reason}" for path, reason in report.failures]
-            documents, chunks = rows.document_total(conn)
+            rows.delete_everything(conn)
+            self.fts.invalidate()
+            self.fts.ensure_current()
+            return self._reindex_files(rebuild=True)
+
+    def _reindex_files(self, *, rebuild: bool) -> ReindexReport:
+        """Re-store every agent file, drop what vanished, sync the folders; the report."""
+        failed: list[str] = []
+        seen = set()
+        for path in sorted((self.home / agent.DOCS_DIR).glob("*.md")):
+            try:
+                doc = agent.parse_agent_file(path)
+            except KbError as exc:  # one unreadable file must not stop a rebuild
+                failed.append(f"{path.name}: {exc.message}")
+                continue
+            seen.add(f"{doc.doc_key}.md")
+            self._store_agent_document(doc, write_file=False)
+        for name in (agent.AGENT_SOURCE, agent.UPLOAD_SOURCE):
+            source = rows.get_source(self.db.conn, name)
+            if source is not None:
+                self._drop_vanished_agent_docs(source.id, seen)
+        for report in self.sync():
+            failed += [f"{report.source}/{path}: {reason}" for path, reason in report.failures]
+        documents, chunks = rows.document_total(self.db.conn)
         return ReindexReport(rebuild, documents, chunks, tuple(failed))
 
     def _drop_vanished_agent_docs(self, source_id: int, seen: set[str]) -> None:
