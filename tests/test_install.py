@@ -153,3 +153,24 @@ def test_cli_home_before_the_subcommand_opens_that_library(tmp_path: Path) -> No
     after = kb_mcp("list", "--json", "--home", str(tmp_path / "b"))
     assert json.loads(before.stdout)["home"] == str((tmp_path / "a").resolve())
     assert json.loads(after.stdout)["home"] == str((tmp_path / "b").resolve())
+
+
+@pytest.mark.anyio
+async def test_cli_serve_with_home_before_the_subcommand_serves_that_library(
+    tmp_path: Path, user_env: dict
+) -> None:
+    """issue 7 item 21: `kb-mcp --home DIR serve` (what an entry may hold) is still `serve`:
+    stdout is protected and the server opens DIR."""
+    from fastmcp import Client
+    from fastmcp.client.transports import StdioTransport
+
+    library = tmp_path / "served"
+    transport = StdioTransport(
+        command=sys.executable,
+        args=["-m", "kb_mcp", "--home", str(library), "serve"],
+        env=user_env,
+        keep_alive=False,
+    )
+    async with Client(transport, timeout=30) as client:
+        listed = await client.call_tool("list", {})
+    assert listed.structured_content["home"] == str(library.resolve())
