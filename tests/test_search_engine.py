@@ -7,11 +7,13 @@ dozens of passages each, many short ones match it once. Searches must still retu
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from kb_mcp.library import Library
+from kb_mcp.settings import Settings
 
 LONG_DOCUMENTS = 3
 SECTIONS_PER_LONG_DOCUMENT = 40
@@ -33,7 +35,7 @@ def _short_document(n: int) -> str:
 
 
 @pytest.fixture(scope="module")
-def crowded(tmp_path_factory: pytest.TempPathFactory) -> Library:
+def crowded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Library]:
     """A library where 3 documents hold 120 of the 150 passages that match "widget"."""
     base = tmp_path_factory.mktemp("crowded")
     folder = base / "notes"
@@ -42,8 +44,6 @@ def crowded(tmp_path_factory: pytest.TempPathFactory) -> Library:
         (folder / f"manual-{n}.md").write_text(_long_document(n), encoding="utf-8")
     for n in range(SHORT_DOCUMENTS):
         (folder / f"note-{n:02d}.md").write_text(_short_document(n), encoding="utf-8")
-    from kb_mcp.settings import Settings
-
     library = Library(Settings(home=base / "home"))
     library.add_folder(folder)
     library.sync()
@@ -87,8 +87,6 @@ def test_search_scoped_to_a_source_also_returns_top_k_documents(crowded: Library
 
 def test_search_empty_library_says_it_is_empty_and_how_to_add(tmp_path: Path) -> None:
     """issue 7 item 22: an empty library is not "no passage matches"."""
-    from kb_mcp.settings import Settings
-
     with Library(Settings(home=tmp_path / "home")) as library:
         result = library.search("anything at all")
     assert result.hits == ()
