@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from kb_mcp import grep as grep_mod
+from kb_mcp import limits
 from kb_mcp.chunk.markdown import split_markdown
 from kb_mcp.doctor import run_checks
 from kb_mcp.errors import InvalidInput, KbError, NotFound, Refused, Unavailable
@@ -47,7 +48,6 @@ from kb_mcp.store import documents as rows
 from kb_mcp.store.db import Database, QueryTimeout
 
 DB_FILE = "kb.db"
-LIST_PAGE_MAX = 200
 NEAR_DUPLICATES_SHOWN = 10
 
 
@@ -220,31 +220,39 @@ class Library:
     def reindex(self, *, rebuild: bool = False) -> ReindexReport:
         """Bring the index in line with the files; with ``rebuild`` drop every derived row first.
 
-        Files are the truth: agent documents are re-read from ``<home>/docs/``. A rebuild
-        runs in one transaction, so readers see the old index until it commits.
+        Files are the truth: agent documents are re-read from ``<home>/docs/``. A plain
+        reindex commits document by document, so it never holds the write lock for the
+        whole run and other writers (a sync, add_document) get in between (issue 7 item
+        18). A rebuild runs in one transaction, so readers see the old index until it
+        commits; other writers wait, and past the busy timeout get ``Conflict``.
         """
-        failed: list[str] = []
+        if not rebuild:
+            return self._reindex_files(rebuild=False)
         with self.db.write() as conn:
-            if rebuild:
-                rows.delete_everything(conn)
-                self.fts.invalidate()
-                self.fts.ensure_current()
-            seen = set()
-            for path in sorted((self.home / agent.DOCS_DIR).glob("*.md")):
-                try:
-                    doc = agent.parse_agent_file(path)
-                except KbError as exc:  # one unreadable file must not stop a rebuild
-                    failed.append(f"{path.name}: {exc.message}")
-                    continue
-                seen.add(f"{doc.doc_key}.md")
-                self._store_agent_document(doc, write_file=False)
-            for name in (agent.AGENT_SOURCE, agent.UPLOAD_SOURCE):
-                source = rows.get_source(conn, name)
-                if source is not None:
-                    self._drop_vanished_agent_docs(source.id, seen)
-            for report in self.sync():
-                failed += [f"{report.source}/{path}: {reason}" for path, reason in report.failures]
-            documents, chunks = rows.document_total(conn)
+            rows.delete_everything(conn)
+            self.fts.invalidate()
+            self.fts.ensure_current()
+            return self._reindex_files(rebuild=True)
+
+    def _reindex_files(self, *, rebuild: bool) -> ReindexReport:
+        """Re-store every agent file, drop what vanished, sync the folders; the report."""
+        failed: list[str] = []
+        seen = set()
+        for path in sorted((self.home / agent.DOCS_DIR).glob("*.md")):
+            try:
+                doc = agent.parse_agent_file(path)
+            except KbError as exc:  # one unreadable file must not stop a rebuild
+                failed.append(f"{path.name}: {exc.message}")
+                continue
+            seen.add(f"{doc.doc_key}.md")
+            self._store_agent_document(doc, write_file=False)
+        for name in (agent.AGENT_SOURCE, agent.UPLOAD_SOURCE):
+            source = rows.get_source(self.db.conn, name)
+            if source is not None:
+                self._drop_vanished_agent_docs(source.id, seen)
+        for report in self.sync():
+            failed += [f"{report.source}/{path}: {reason}" for path, reason in report.failures]
+        documents, chunks = rows.document_total(self.db.conn)
         return ReindexReport(rebuild, documents, chunks, tuple(failed))
 
     def _drop_vanished_agent_docs(self, source_id: int, seen: set[str]) -> None:
@@ -374,7 +382,8 @@ class Library:
         self, query: str, top_k: int | None = None, mode: str = "auto", source: str | None = None
     ) -> SearchResult:
         """Ranked, cited passages, one per document; empty (with a reason) when none match."""
-        request = SearchRequest(query, top_k or self.settings.search_top_k, mode, source)
+        top_k = self.settings.search_top_k if top_k is None else limits.TOP_K.check(top_k)
+        request = SearchRequest(query, top_k, mode, source)
         source_id = self._source_id(source) if source else None
         # A lazy index rebuild is proportional to the library, not to the query: it runs
         # before the deadline starts, or a large library could never finish upgrading.
@@ -399,9 +408,8 @@ class Library:
         max_matches: int | None = None,
     ) -> grep_mod.GrepResult:
         """Lines of stored text matching ``pattern``, bounded by count and time."""
-        limit = max_matches or self.settings.grep_max_matches
-        if not 1 <= limit <= 10_000:
-            raise InvalidInput(f"max_matches must be between 1 and 10000, got {limit}")
+        limit = self.settings.grep_max_matches if max_matches is None else max_matches
+        limits.MAX_MATCHES.check(limit)
         compiled = grep_mod.compile_pattern(pattern, is_regex=regex, ignore_case=ignore_case)
         source_id = self._source_id(source) if source else None
         matches, truncated, timed_out, scanned = grep_mod.grep_texts(
@@ -417,6 +425,9 @@ class Library:
         self, doc: str, start_line: int | None = None, end_line: int | None = None
     ) -> ReadResult:
         """A document, or a line range of it, by id, cite string, uri or path."""
+        for name, line in (("start_line", start_line), ("end_line", end_line)):
+            if line is not None:
+                limits.LINE.check(line, name=name)
         return read_document(self.db, doc, start_line, end_line)
 
     def _source_id(self, name: str) -> int:
@@ -470,12 +481,16 @@ class Library:
         return run_checks(self.settings, self.db, self.fts, self.folder_sources(), failed)
 
     def list_source(self, source: str, limit: int = 50, offset: int = 0) -> SourceListing:
-        """One source's documents, newest first, a page at a time."""
-        if not 1 <= limit <= LIST_PAGE_MAX or offset < 0:
-            raise InvalidInput(f"limit must be 1..{LIST_PAGE_MAX} and offset ≥ 0")
+        """One source's entries, one per path, newest first, a page at a time.
+
+        ``total`` counts the same rows the pages hold, so paging to ``total`` covers every
+        path exactly once (a document held at two paths is listed at both).
+        """
+        limits.LIST_LIMIT.check(limit)
+        limits.OFFSET.check(offset)
         source_id = self._source_id(source)
         page = rows.list_documents(self.db.conn, source_id, limit, offset)
-        total = rows.source_counts(self.db.conn).get(source_id, (0, 0, 0))[0]
+        total = rows.count_listed(self.db.conn, source_id)  # counts what is paged: paths
         entries = tuple(
             DocumentEntry(d.doc_key, d.title, d.uri or path, d.doc_date, d.updated_at)
             for d, path in page

@@ -15,19 +15,26 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from kb_mcp import limits
 from kb_mcp.errors import InvalidInput
+from kb_mcp.limits import Limit
 
 CONFIG_FILE_NAME = "config.toml"
 
 
 @dataclass(frozen=True, slots=True)
 class Setting:
-    """One declared setting: its name, default, environment variable and help text."""
+    """One declared setting: its name, default, environment variable and help text.
+
+    An integer setting names its ``limit`` (``kb_mcp/limits.py``): the range a value from
+    the config file or the environment must fall in.
+    """
 
     name: str
     default: Any
     help: str
     parse: Callable[[str], Any] = str
+    limit: Limit | None = None
 
     @property
     def env(self) -> str:
@@ -57,15 +64,46 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "max_document_bytes",
-        2_000_000,
+        limits.MAX_DOCUMENT_BYTES.default,
         "Largest document (UTF-8 bytes) that `add_document` / `add-text` accept.",
         int,
+        limits.MAX_DOCUMENT_BYTES,
     ),
-    Setting("max_title_chars", 300, "Longest title `add_document` accepts.", int),
-    Setting("search_top_k", 8, "Results `search` returns when the caller does not say.", int),
-    Setting("search_timeout_ms", 2_000, "Deadline for one search or read query in SQLite.", int),
-    Setting("grep_timeout_ms", 3_000, "Hard time limit of one `grep` call.", int),
-    Setting("grep_max_matches", 200, "Most matches one `grep` call returns by default.", int),
+    Setting(
+        "max_title_chars",
+        limits.MAX_TITLE_CHARS.default,
+        "Longest title `add_document` accepts.",
+        int,
+        limits.MAX_TITLE_CHARS,
+    ),
+    Setting(
+        "search_top_k",
+        limits.TOP_K.default,
+        "Results `search` returns when the caller does not say.",
+        int,
+        limits.TOP_K,
+    ),
+    Setting(
+        "search_timeout_ms",
+        limits.SEARCH_TIMEOUT_MS.default,
+        "Deadline for one search or read query in SQLite.",
+        int,
+        limits.SEARCH_TIMEOUT_MS,
+    ),
+    Setting(
+        "grep_timeout_ms",
+        limits.GREP_TIMEOUT_MS.default,
+        "Hard time limit of one `grep` call.",
+        int,
+        limits.GREP_TIMEOUT_MS,
+    ),
+    Setting(
+        "grep_max_matches",
+        limits.MAX_MATCHES.default,
+        "Most matches one `grep` call returns by default.",
+        int,
+        limits.MAX_MATCHES,
+    ),
     Setting(
         "folders",
         (),
@@ -79,12 +117,14 @@ SETTINGS: tuple[Setting, ...] = (
         "Seconds between background syncs of folder sources "
         "while the server runs (0 = only at start).",
         int,
+        limits.SYNC_INTERVAL_S,
     ),
     Setting(
         "max_files_per_source",
         20_000,
         "Cap on files per folder source; newest files are kept, the surplus is reported.",
         int,
+        limits.MAX_FILES_PER_SOURCE,
     ),
 )
 
@@ -96,6 +136,27 @@ def default_home(environ: Mapping[str, str]) -> Path:
     user_home = Path(environ["HOME"]) if environ.get("HOME") else Path.home()
     base = environ.get("XDG_DATA_HOME") or str(user_home / ".local" / "share")
     return Path(base) / "kb-mcp"
+
+
+def resolve_home(home: str | Path | None, environ: Mapping[str, str] | None = None) -> Path:
+    """The library folder in effect: ``home`` if given, else ``$KB_MCP_HOME``, else the
+    XDG default; absolute, ``~`` expanded."""
+    environ = os.environ if environ is None else environ
+    return Path(home or environ.get("KB_MCP_HOME") or default_home(environ)).expanduser().resolve()
+
+
+def non_default_home(
+    home: str | Path | None, environ: Mapping[str, str] | None = None
+) -> Path | None:
+    """The effective home when it is not the default one, else None.
+
+    ``kb-mcp install`` writes this into an agent's server entry: an agent does not share
+    the installing shell's ``KB_MCP_HOME`` and would otherwise open an empty default
+    library (issue 7 item 21).
+    """
+    environ = os.environ if environ is None else environ
+    effective = resolve_home(home, environ)
+    return None if effective == default_home(environ).expanduser().resolve() else effective
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +181,16 @@ class Settings:
 
 def _coerce(setting: Setting, value: Any, origin: str) -> Any:
     """Turn a config-file or env value into the declared type, or say which one is wrong."""
+    coerced = _coerce_type(setting, value, origin)
+    if setting.limit is not None:
+        try:
+            setting.limit.check(coerced, name=setting.name)
+        except InvalidInput as exc:
+            raise InvalidInput(f"bad value in {origin}: {exc.message}", hint=exc.hint) from exc
+    return coerced
+
+
+def _coerce_type(setting: Setting, value: Any, origin: str) -> Any:
     try:
         if isinstance(value, str):
             return setting.parse(value)
@@ -163,7 +234,7 @@ def load(
     ``overrides`` are the flags the user gave (``None`` values mean "not given").
     """
     environ = os.environ if environ is None else environ
-    home_path = Path(home or environ.get("KB_MCP_HOME") or default_home(environ)).expanduser()
+    home_path = resolve_home(home, environ)
     values: dict[str, Any] = _read_config_file(home_path)
     for setting in SETTINGS:
         raw = environ.get(setting.env)
@@ -173,7 +244,7 @@ def load(
         if value is not None:
             values[name] = value
     known = {f.name for f in fields(Settings)}
-    return Settings(home=home_path.resolve(), **{k: v for k, v in values.items() if k in known})
+    return Settings(home=home_path, **{k: v for k, v in values.items() if k in known})
 
 
 def settings_markdown() -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -54,3 +55,31 @@ def test_plain_reindex_does_not_touch_an_unreadable_database(tmp_path: Path) -> 
     assert result.returncode == 5
     assert (home / "kb.db").read_bytes().startswith(b"not a database")
     assert not list(home.glob("kb.db.broken-*"))
+
+
+def test_reindex_without_rebuild_commits_document_by_document(tmp_path: Path) -> None:
+    """issue 7 item 18: a plain reindex held one write lock for the whole run (every
+    document and the sync in one transaction); other writers got "database is locked".
+    Counted on the real connection: each re-stored document is its own commit."""
+    from kb_mcp.library import Library
+    from kb_mcp.settings import Settings
+
+    documents = 5
+    written = tmp_path / "written"
+    with Library(Settings(home=written)) as library:
+        for n in range(documents):
+            library.add_document(f"Note {n}", f"text {n}", f"note://{n}", by_agent=False)
+    restored = tmp_path / "restored"  # the files without the index: reindex must store all
+    shutil.copytree(written / "docs", restored / "docs")
+    with Library(Settings(home=restored)) as library:
+        commits: list[bool] = []
+
+        def count_commit() -> bool:
+            commits.append(True)
+            return False  # False lets the commit go ahead
+
+        library.db.conn.set_commit_hook(count_commit)
+        report = library.reindex()
+        library.db.conn.set_commit_hook(None)
+        assert report.documents == documents
+        assert len(commits) >= documents

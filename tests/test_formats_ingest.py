@@ -60,7 +60,7 @@ def assert_cite_reads_back(library: Library, hit: Hit, word: str) -> str:
 
 def stored_paths(library: Library) -> set[str]:
     """Every path ``grep`` can see, found by grepping for any character."""
-    return {m.path for m in library.grep(".", regex=True, max_matches=10_000).matches}
+    return {m.path for m in library.grep(".", regex=True, max_matches=1_000).matches}
 
 
 # --- Markdown ---------------------------------------------------------------------------------

@@ -210,6 +210,7 @@ and chunk counts, sync state, index health and the search modes available. With
                         "offset": {
                             "default": 0,
                             "description": "Documents to skip.",
+                            "maximum": 1000000000,
                             "minimum": 0,
                             "type": "integer",
                         },
@@ -234,12 +235,18 @@ file path. Optional start_line / end_line (1-based, inclusive) select lines.\
                             "type": "string",
                         },
                         "start_line": {
-                            "anyOf": [{"minimum": 1, "type": "integer"}, {"type": "null"}],
+                            "anyOf": [
+                                {"maximum": 100000000, "minimum": 1, "type": "integer"},
+                                {"type": "null"},
+                            ],
                             "default": None,
                             "description": "First line (1-based).",
                         },
                         "end_line": {
-                            "anyOf": [{"minimum": 1, "type": "integer"}, {"type": "null"}],
+                            "anyOf": [
+                                {"maximum": 100000000, "minimum": 1, "type": "integer"},
+                                {"type": "null"},
+                            ],
                             "default": None,
                             "description": "Last line (inclusive).",
                         },
@@ -270,7 +277,7 @@ or regex, `read` to see more around a result.\
                         "top_k": {
                             "default": 8,
                             "description": "How many documents to return.",
-                            "maximum": 50,
+                            "maximum": 100,
                             "minimum": 1,
                             "type": "integer",
                         },

@@ -17,7 +17,7 @@ import apsw
 import pytest
 from inline_snapshot import snapshot
 
-from kb_mcp.errors import Unavailable
+from kb_mcp.errors import Conflict, Unavailable
 from kb_mcp.store.db import Database, QueryTimeout
 from kb_mcp.store.migrations import MIGRATIONS, migrate, schema_version
 
@@ -267,3 +267,71 @@ def test_database_close_closes_every_threads_connection(db_path: Path) -> None:
         db.conn  # noqa: B018
     with pytest.raises(Unavailable, match="is closed"):
         in_thread(lambda: db.conn)
+
+
+# --- another process holding the write lock (issue 7 item 18) -------------------------------
+
+_HOLD_LOCK = """
+import sys, apsw
+conn = apsw.Connection(sys.argv[1])
+conn.execute("BEGIN IMMEDIATE")
+conn.execute("INSERT INTO meta(key, value) VALUES ('held', 'by the other process')")
+print("locked", flush=True)
+sys.stdin.read()  # hold the lock until the test closes our stdin
+conn.execute("ROLLBACK")
+"""
+
+
+@pytest.fixture
+def locked_by_other_process(db: Database, db_path: Path) -> Iterator[None]:
+    """A separate process holds ``BEGIN IMMEDIATE`` on the same file while the test runs."""
+    import subprocess
+    import sys
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_LOCK, str(db_path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        yield
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=30)
+
+
+def test_write_while_another_process_holds_the_lock_is_conflict_with_a_hint(
+    db: Database, db_path: Path, locked_by_other_process: None
+) -> None:
+    """issue 7 item 18: "database is locked" reached agents as [internal]."""
+    waiting = Database(db_path, busy_timeout_ms=50)
+    try:
+        with pytest.raises(Conflict) as caught, waiting.write() as conn:
+            conn.execute("INSERT INTO meta(key, value) VALUES ('mine', '1')")
+        assert "locked" in caught.value.message
+        assert caught.value.hint is not None and "another kb-mcp process is writing" in (
+            caught.value.hint
+        )
+        assert waiting.conn.getautocommit()  # no transaction left open
+    finally:
+        waiting.close()
+
+
+def test_write_after_the_other_writer_lets_go_succeeds(db: Database, db_path: Path) -> None:
+    """issue 7 item 18: a Conflict changes nothing and the next attempt works."""
+    other = apsw.Connection(str(db_path))
+    other.execute("BEGIN IMMEDIATE")
+    waiting = Database(db_path, busy_timeout_ms=50)
+    try:
+        with pytest.raises(Conflict), waiting.write() as conn:
+            conn.execute("INSERT INTO meta(key, value) VALUES ('mine', '1')")
+        other.execute("ROLLBACK")
+        with waiting.write() as conn:
+            conn.execute("INSERT INTO meta(key, value) VALUES ('mine', '2')")
+        assert other_reader(db_path, "SELECT value FROM meta WHERE key = 'mine'") == [("2",)]
+    finally:
+        other.close()
+        waiting.close()

@@ -3,19 +3,27 @@
 The entry is merged into the file's ``mcpServers`` object: other servers and keys are
 kept, the file is written atomically, and nothing is written when the file is not valid
 JSON or already holds a different entry under the same name (unless ``--force``).
+
+The entry names the library the installing shell uses (``--home``, else
+``$KB_MCP_HOME``) whenever that is not the default: the agent starts the server in its
+own environment. An existing config keeps its file mode; a new one is 0644 (it holds a
+command line, no secret). A ``--project`` folder must already exist.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
+import stat
 import sys
 from pathlib import Path
 from typing import Any
 
 from kb_mcp.errors import Conflict, InvalidInput
 from kb_mcp.fsutil import atomic_write
+from kb_mcp.settings import non_default_home
 
 # Where each agent reads MCP servers from, relative to the chosen folder (a project, or
 # the user's home with --user).
@@ -23,6 +31,7 @@ TARGETS: dict[str, str] = {
     "claude-code": ".mcp.json",
     "kiro": ".kiro/settings/mcp.json",
 }
+NEW_FILE_MODE = 0o644
 
 
 def server_entry(agent: str, home: Path | None, allow_writes: bool) -> dict[str, Any]:
@@ -71,9 +80,31 @@ def read_config(path: Path) -> dict[str, Any]:
     return data
 
 
+def project_folder(project: str) -> Path:
+    """The ``--project`` folder, which must exist: a typo must not create a new folder."""
+    folder = Path(project).expanduser().resolve()
+    if not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "does not exist"
+        raise InvalidInput(
+            f"project folder {folder} {what}; nothing was written",
+            hint="pass the project's folder with --project (or run from inside it)",
+        )
+    return folder
+
+
+def write_config(path: Path, text: str) -> None:
+    """Write atomically, keeping an existing file's mode (a new file gets 0644)."""
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        mode = NEW_FILE_MODE
+    atomic_write(path, text.encode("utf-8"))
+    os.chmod(path, mode)
+
+
 def cmd_install(args: argparse.Namespace) -> int:
     """Add kb-mcp to an agent's MCP config (Claude Code .mcp.json, Kiro mcp.json)."""
-    home = Path(args.home).expanduser().resolve() if args.home else None
+    home = non_default_home(args.home)
     entry = server_entry(args.agent, home, args.allow_agent_writes)
     if args.user and args.agent == "claude-code":
         # Claude Code keeps user-wide servers in ~/.claude.json with much else of its own
@@ -83,14 +114,14 @@ def cmd_install(args: argparse.Namespace) -> int:
             "Claude Code's user-wide servers live in its own state file; kb-mcp does not edit it",
             hint=f"run: claude mcp add --scope user {args.name} -- {command}",
         )
-    base = Path.home() if args.user else Path(args.project).expanduser().resolve()
+    base = Path.home() if args.user else project_folder(args.project)
     path = base / TARGETS[args.agent]
     merged = merge_server(read_config(path), args.name, entry, args.force)
     text = json.dumps(merged, indent=2) + "\n"
     if args.dry_run:
         print(f"would write {path}:\n{text}", end="")
         return 0
-    atomic_write(path, text.encode("utf-8"))
+    write_config(path, text)
     print(f"installed {args.name!r} in {path}")
     return 0
 

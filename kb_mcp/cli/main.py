@@ -18,11 +18,25 @@ if TYPE_CHECKING:  # imported lazily at run time: start-up stays lean
     from kb_mcp.settings import Settings
 
 
+HOME_HELP = "library folder (default: $KB_MCP_HOME or the XDG data dir, ~/.local/share/kb-mcp)"
+
+
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--home",
-        help="library folder (default: $KB_MCP_HOME or the XDG data dir, ~/.local/share/kb-mcp)",
-    )
+    """``--home`` after the subcommand. SUPPRESS: when it is not given there, the value
+    given before the subcommand (``kb-mcp --home DIR search …``) stands."""
+    parser.add_argument("--home", default=argparse.SUPPRESS, help=HOME_HELP)
+
+
+def _bounded(
+    parser: argparse.ArgumentParser, flag: str, name: str, help: str, **options: Any
+) -> None:
+    """Add ``flag`` as an integer bounded by the limit ``name`` (kb_mcp/limits.py); its
+    range is shown in the help and an out-of-range value is a usage error."""
+    from kb_mcp import limits
+
+    limit = next(lim for lim in limits.LIMITS if lim.name == name)
+    shown = f"{help} ({limit.minimum}-{limit.maximum:,})"
+    parser.add_argument(flag, type=limit.argparse_type(), help=shown, **options)
 
 
 def _load_settings(args: argparse.Namespace, **overrides: Any) -> Settings:
@@ -212,9 +226,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from kb_mcp import __version__
+
     parser = argparse.ArgumentParser(
         prog="kb-mcp", description="A local knowledge base for coding agents, over MCP."
     )
+    parser.add_argument("--version", action="version", version=f"kb-mcp {__version__}")
+    parser.add_argument("--home", default=None, help=HOME_HELP)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, func: Callable[..., int], json_flag: bool = False):
@@ -236,7 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tag", action="append", default=[], help="a tag (repeatable)")
     p = command("search", cmd_search, json_flag=True)
     p.add_argument("query")
-    p.add_argument("--top-k", type=int, default=None)
+    _bounded(p, "--top-k", "top_k", "documents to return (default: setting search_top_k)")
     p.add_argument("--mode", default="auto", choices=["auto", "keyword", "vector", "hybrid"])
     p.add_argument("--source")
     p = command("grep", cmd_grep, json_flag=True)
@@ -245,15 +263,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-i", "--ignore-case", action="store_true")
     p.add_argument("--source")
     p.add_argument("--path-glob")
-    p.add_argument("--max-matches", type=int, default=None)
+    _bounded(p, "--max-matches", "max_matches", "stop after this many lines")
     p = command("read", cmd_read, json_flag=True)
     p.add_argument("doc", help="document id, cite string (doc#L3-L9), uri or path")
-    p.add_argument("--start-line", type=int)
-    p.add_argument("--end-line", type=int)
+    _bounded(p, "--start-line", "line", "first line, 1-based")
+    _bounded(p, "--end-line", "line", "last line, inclusive")
     p = command("list", cmd_list, json_flag=True)
     p.add_argument("source", nargs="?")
-    p.add_argument("--limit", type=int, default=50)
-    p.add_argument("--offset", type=int, default=0)
+    _bounded(p, "--limit", "limit", "entries per page", default=50)
+    _bounded(p, "--offset", "offset", "entries to skip", default=0)
     p = command("reindex", cmd_reindex, json_flag=True)
     p.add_argument("--rebuild", action="store_true", help="drop every derived row first")
     command("doctor", cmd_doctor, json_flag=True)
@@ -282,10 +300,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The subcommand, found without building the parser: ``--home DIR`` may precede it."""
+    rest = list(argv)
+    while rest[:1] == ["--home"] or (rest and rest[0].startswith("--home=")):
+        rest = rest[2:] if rest[0] == "--home" else rest[1:]
+    return rest[0] if rest else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     wire = None
-    if argv[:1] == ["serve"]:
+    if _command_of(argv) == "serve":
         # First thing, before any import can write to fd 1: see server/stdio.py.
         from kb_mcp.server.stdio import protect_stdout
 

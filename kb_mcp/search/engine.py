@@ -12,20 +12,26 @@ from dataclasses import dataclass
 from kb_mcp.cite import format_cite
 from kb_mcp.errors import InvalidInput
 from kb_mcp.index.fts import FtsIndex, head_text
+from kb_mcp.limits import TOP_K
 from kb_mcp.search.floor import COVERAGE_FLOOR, coverage
 from kb_mcp.search.freshness import Candidate, apply_freshness, as_of_date
-from kb_mcp.search.fuse import FusedHit, LegHit, fuse_rankings
+from kb_mcp.search.fuse import FusedHit, fuse_rankings
 from kb_mcp.search.keyword import keyword_leg
 from kb_mcp.search.query import Query, parse_query, without_common_units
 from kb_mcp.store import documents as rows
 from kb_mcp.store.db import Database
 
 MODES = ("auto", "keyword", "vector", "hybrid")
-MAX_TOP_K = 100
-# Passages fetched per leg for each result asked for: one document may own several
-# matching passages and we return its best one, so the leg must over-fetch.
-OVERFETCH = 8
-MIN_CANDIDATES = 50
+# Documents each leg ranks, whatever ``top_k`` is: freshness reorders this fixed set and
+# the answer is its head, so a document's rank never depends on ``top_k`` (issue 7 item
+# 12: the candidate set used to grow with top_k, and so could the ranking).
+CANDIDATE_DOCUMENTS = TOP_K.maximum
+# Issue 7 item 22: an empty library is not "no passage matches"; say what to do.
+EMPTY_LIBRARY = (
+    "the library is empty: nothing has been indexed yet. Add a folder or a file with "
+    "`kb-mcp add PATH`, or save text with the `add_document` tool when the user has "
+    "allowed agent writes"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,8 +71,7 @@ class SearchRequest:
     def validated(self) -> SearchRequest:
         if self.mode not in MODES:
             raise InvalidInput(f"unknown search mode {self.mode!r}; use one of: {', '.join(MODES)}")
-        if not 1 <= self.top_k <= MAX_TOP_K:
-            raise InvalidInput(f"top_k must be between 1 and {MAX_TOP_K}, got {self.top_k}")
+        TOP_K.check(self.top_k)
         if not self.query.strip():
             raise InvalidInput("query is empty; say what to look for")
         return self
@@ -176,9 +181,10 @@ def run_search(
         return SearchResult(request.query, used, (), fallback, "the query has no searchable words")
     fts.ensure_current()
     stats = _unit_stats(fts, query)
+    if stats.chunks == 0:
+        return SearchResult(request.query, used, (), fallback, EMPTY_LIBRARY)
     matched = without_common_units(query, stats.unit_df(), stats.chunks)
-    limit = max(MIN_CANDIDATES, request.top_k * OVERFETCH)
-    legs: dict[str, list[LegHit]] = {"keyword": keyword_leg(fts, matched, limit, source_id)}
+    legs = {"keyword": keyword_leg(fts, matched, CANDIDATE_DOCUMENTS, source_id)}
     found = rows.passages(db.conn, [h.chunk_id for hits in legs.values() for h in hits])
     recency = {cid: p.doc_date or p.updated_at for cid, p in found.items()}
     ranked = _best_per_document(fuse_rankings(legs, recency=recency), found)

@@ -8,11 +8,12 @@ from kb_mcp.search.query import Query
 
 
 def keyword_leg(
-    fts: FtsIndex, query: Query, limit: int, source_id: int | None = None
+    fts: FtsIndex, query: Query, documents: int, source_id: int | None = None
 ) -> list[LegHit]:
-    """Up to ``limit`` passages, best bm25 first; [] when the query has nothing to match."""
+    """The best passage of each of up to ``documents`` documents, best bm25 first; [] when
+    the query has nothing to match."""
     expression = query.match_expression()
     if expression is None:
         return []
-    matches = fts.match(expression, limit, source_id=source_id)
+    matches = fts.best_per_document(expression, documents, source_id=source_id)
     return [LegHit(cid, rank, score) for rank, (cid, score) in enumerate(matches, start=1)]

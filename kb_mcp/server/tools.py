@@ -19,7 +19,7 @@ from fastmcp.exceptions import ToolError
 from fastmcp.tools.base import ToolResult
 from pydantic import Field
 
-from kb_mcp import __version__, render
+from kb_mcp import __version__, limits, render
 from kb_mcp.errors import KbError
 from kb_mcp.library import Library
 from kb_mcp.redact import redact_output
@@ -132,7 +132,12 @@ def build_server(settings: Settings) -> tuple[FastMCP, LibraryHolder]:
             str, Field(description="What to look for, in words.", min_length=1, max_length=4000)
         ],
         top_k: Annotated[
-            int, Field(description="How many documents to return.", ge=1, le=50)
+            int,
+            Field(
+                description="How many documents to return.",
+                ge=limits.TOP_K.minimum,
+                le=limits.TOP_K.maximum,
+            ),
         ] = settings.search_top_k,
         mode: Annotated[
             Literal["auto", "keyword", "vector", "hybrid"],
@@ -163,7 +168,12 @@ def build_server(settings: Settings) -> tuple[FastMCP, LibraryHolder]:
             str | None, Field(description="Only paths matching this glob, e.g. 'docs/*.md'.")
         ] = None,
         max_matches: Annotated[
-            int, Field(description="Stop after this many lines.", ge=1, le=1000)
+            int,
+            Field(
+                description="Stop after this many lines.",
+                ge=limits.MAX_MATCHES.minimum,
+                le=limits.MAX_MATCHES.maximum,
+            ),
         ] = settings.grep_max_matches,
     ) -> ToolResult:
         return await run_tool(
@@ -189,8 +199,22 @@ def build_server(settings: Settings) -> tuple[FastMCP, LibraryHolder]:
                 description="Document id, cite string, uri or path.", min_length=1, max_length=4096
             ),
         ],
-        start_line: Annotated[int | None, Field(description="First line (1-based).", ge=1)] = None,
-        end_line: Annotated[int | None, Field(description="Last line (inclusive).", ge=1)] = None,
+        start_line: Annotated[
+            int | None,
+            Field(
+                description="First line (1-based).",
+                ge=limits.LINE.minimum,
+                le=limits.LINE.maximum,
+            ),
+        ] = None,
+        end_line: Annotated[
+            int | None,
+            Field(
+                description="Last line (inclusive).",
+                ge=limits.LINE.minimum,
+                le=limits.LINE.maximum,
+            ),
+        ] = None,
     ) -> ToolResult:
         return await run_tool(
             holder,
@@ -203,8 +227,22 @@ def build_server(settings: Settings) -> tuple[FastMCP, LibraryHolder]:
     @mcp.tool(name="list", description=LIST_DESCRIPTION, annotations=read_only)
     async def list_(
         source: Annotated[str | None, Field(description="A source name to browse.")] = None,
-        limit: Annotated[int, Field(description="Documents per page.", ge=1, le=200)] = 50,
-        offset: Annotated[int, Field(description="Documents to skip.", ge=0)] = 0,
+        limit: Annotated[
+            int,
+            Field(
+                description="Documents per page.",
+                ge=limits.LIST_LIMIT.minimum,
+                le=limits.LIST_LIMIT.maximum,
+            ),
+        ] = 50,
+        offset: Annotated[
+            int,
+            Field(
+                description="Documents to skip.",
+                ge=limits.OFFSET.minimum,
+                le=limits.OFFSET.maximum,
+            ),
+        ] = 0,
     ) -> ToolResult:
         if source is None:
             return await run_tool(

@@ -8,6 +8,9 @@
   everything back. Nested ``write()`` blocks join the outer transaction.
 - User-triggered queries run under ``deadline(ms)``: a progress handler aborts the
   statement when the time is up, so no query can hang the server.
+- Another process holding the write lock past the busy timeout (``BUSY_TIMEOUT_MS``) is
+  ``Conflict`` with a hint, never an internal error: SQLite's busy / locked errors are
+  translated here, where every transaction and deadline starts (issue 7 item 18).
 - Schema changes are ordered migrations on ``PRAGMA user_version`` (``migrations.py``).
 """
 
@@ -22,7 +25,7 @@ from typing import Any
 
 import apsw
 
-from kb_mcp.errors import Unavailable
+from kb_mcp.errors import Conflict, Unavailable
 
 BUSY_TIMEOUT_MS = 10_000
 _PROGRESS_STEPS = 1_000
@@ -32,14 +35,28 @@ class QueryTimeout(Exception):
     """Raised inside ``deadline()`` when SQLite was interrupted because time ran out."""
 
 
+_BUSY = (apsw.BusyError, apsw.LockedError)
+
+
+def _busy_conflict(path: Path, exc: apsw.Error) -> Conflict:
+    return Conflict(
+        f"the library database {path} is locked ({exc})",
+        hint="another kb-mcp process is writing (a sync?); try again in a moment",
+    )
+
+
 class Database:
     """A library's ``kb.db``: per-thread connections over one file."""
 
-    def __init__(self, path: Path, *, vectors: bool = False) -> None:
+    def __init__(
+        self, path: Path, *, vectors: bool = False, busy_timeout_ms: int = BUSY_TIMEOUT_MS
+    ) -> None:
         """``vectors`` loads sqlite-vec into every connection. Off until a vector index is
-        used: importing sqlite_vec imports numpy, about 0.1 s of every start-up."""
+        used: importing sqlite_vec imports numpy, about 0.1 s of every start-up.
+        ``busy_timeout_ms``: how long a statement waits for another writer's lock."""
         self.path = path
         self.vectors = vectors
+        self.busy_timeout_ms = busy_timeout_ms
         self._local = threading.local()
         self._all: list[apsw.Connection] = []
         self._lock = threading.Lock()
@@ -47,7 +64,8 @@ class Database:
         self.vec_available = False
         from kb_mcp.store.migrations import migrate
 
-        migrate(self.conn)
+        with self._busy_is_conflict():
+            migrate(self.conn)
 
     @property
     def conn(self) -> apsw.Connection:
@@ -65,11 +83,13 @@ class Database:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = apsw.Connection(str(self.path))
-            conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+            conn.set_busy_timeout(self.busy_timeout_ms)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA foreign_keys=ON")
             conn.execute("PRAGMA temp_store=MEMORY")
+        except _BUSY as exc:
+            raise _busy_conflict(self.path, exc) from exc
         except apsw.Error as exc:
             raise Unavailable(
                 f"cannot open the library database {self.path}: {exc}",
@@ -83,8 +103,20 @@ class Database:
         return conn
 
     @contextmanager
+    def _busy_is_conflict(self) -> Iterator[None]:
+        """SQLite's "database is locked" (after the busy timeout) → ``Conflict``."""
+        try:
+            yield
+        except _BUSY as exc:
+            raise _busy_conflict(self.path, exc) from exc
+
+    @contextmanager
     def write(self) -> Iterator[apsw.Connection]:
-        """A write transaction (``BEGIN IMMEDIATE``); nested calls join the outer one."""
+        """A write transaction (``BEGIN IMMEDIATE``); nested calls join the outer one.
+
+        Another writer holding the lock past the busy timeout is ``Conflict``; whatever
+        went wrong, the transaction is rolled back.
+        """
         conn = self.conn
         if self._local.depth:
             self._local.depth += 1
@@ -93,11 +125,13 @@ class Database:
             finally:
                 self._local.depth -= 1
             return
-        conn.execute("BEGIN IMMEDIATE")
+        with self._busy_is_conflict():
+            conn.execute("BEGIN IMMEDIATE")
         self._local.depth = 1
         try:
-            yield conn
-            conn.execute("COMMIT")
+            with self._busy_is_conflict():
+                yield conn
+                conn.execute("COMMIT")
         except BaseException:
             # SQLite may have rolled back already (an interrupted statement, a failed
             # COMMIT); roll back only what is still open, and keep the original error.
@@ -115,7 +149,8 @@ class Database:
         token = object()
         conn.set_progress_handler(lambda: time.monotonic() > stop_at, _PROGRESS_STEPS, id=token)
         try:
-            yield conn
+            with self._busy_is_conflict():
+                yield conn
         except apsw.InterruptError as exc:
             raise QueryTimeout(f"query exceeded {ms} ms") from exc
         finally:

@@ -236,17 +236,27 @@ def document_location_count(conn: apsw.Connection, document_id: int) -> int:
     ).fetchone()[0]
 
 
+# The rows a source listing pages through: its paths that hold a document.
+_LISTED = "locations l JOIN documents d ON d.id = l.document_id WHERE l.source_id = ?"
+
+
 def list_documents(
     conn: apsw.Connection, source_id: int, limit: int, offset: int
 ) -> list[tuple[DocumentRow, str]]:
-    """A source's documents with their path there, newest first."""
+    """A source's entries, one per path (a document held at two paths is listed twice),
+    newest first; the path breaks ties, so pages never overlap or skip (issue 7 item 20).
+    ``count_listed`` counts the same rows."""
     rows = conn.execute(
-        f"SELECT {', '.join('d.' + c for c in _DOC_COLS.split(', '))}, l.path FROM locations l "
-        "JOIN documents d ON d.id = l.document_id WHERE l.source_id = ? "
-        "ORDER BY COALESCE(d.doc_date, d.updated_at) DESC, d.id DESC LIMIT ? OFFSET ?",
+        f"SELECT {', '.join('d.' + c for c in _DOC_COLS.split(', '))}, l.path FROM {_LISTED} "
+        "ORDER BY COALESCE(d.doc_date, d.updated_at) DESC, d.id DESC, l.path LIMIT ? OFFSET ?",
         (source_id, limit, offset),
     ).fetchall()
     return [(_document(r[:-1]), r[-1]) for r in rows]
+
+
+def count_listed(conn: apsw.Connection, source_id: int) -> int:
+    """How many entries ``list_documents`` pages through for the source."""
+    return conn.execute(f"SELECT COUNT(*) FROM {_LISTED}", (source_id,)).fetchone()[0]
 
 
 def document_total(conn: apsw.Connection) -> tuple[int, int]:
