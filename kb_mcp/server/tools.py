@@ -4,7 +4,8 @@ The library is opened on the first tool call, not before: the server answers
 ``initialize`` at once, whatever the size of the library. ``KbError`` becomes a tool
 error with its code, message and hint; anything else becomes "internal error" with the
 traceback in the server log only. Every call, including one whose arguments FastMCP
-rejects, is audited by ``AuditMiddleware`` (tool, duration, outcome).
+rejects, is audited by ``AuditMiddleware`` (tool, duration, outcome); a rejected argument
+is reported by ``ArgumentErrors`` in our ``[invalid_input]`` shape, redacted.
 """
 
 import logging
@@ -23,6 +24,7 @@ from kb_mcp import __version__, render
 from kb_mcp.errors import KbError
 from kb_mcp.library import Library
 from kb_mcp.redact import redact_output
+from kb_mcp.server.arguments import ArgumentErrors
 from kb_mcp.server.audit import AuditMiddleware
 from kb_mcp.server.background import BackgroundSync
 from kb_mcp.settings import Settings
@@ -124,6 +126,7 @@ def build_server(settings: Settings) -> tuple[FastMCP, LibraryHolder]:
 
     mcp = FastMCP("kb-mcp", instructions=INSTRUCTIONS, lifespan=lifespan, version=__version__)
     mcp.add_middleware(AuditMiddleware(settings.home))
+    mcp.add_middleware(ArgumentErrors(mcp))  # inside the audit: it records the rewritten error
     read_only = {"readOnlyHint": True, "openWorldHint": False}
 
     @mcp.tool(name="search", description=SEARCH_DESCRIPTION, annotations=read_only)
