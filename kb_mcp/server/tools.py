@@ -24,6 +24,7 @@ from kb_mcp import __version__, render
 from kb_mcp.errors import KbError
 from kb_mcp.library import Library
 from kb_mcp.redact import redact_output
+from kb_mcp.server import budget
 from kb_mcp.server.arguments import ArgumentErrors
 from kb_mcp.server.audit import AuditMiddleware
 from kb_mcp.server.background import BackgroundSync
@@ -96,11 +97,20 @@ async def run_tool(
     call: Callable[[Library], Any],
     render_text: Callable[[Any], str],
     render_data: Callable[[Any], dict[str, Any]],
+    bound: Callable[[Any], budget.Bounded] = budget.no_bound,
 ) -> ToolResult:
-    """The one path of every tool: library call off the event loop, render, errors mapped."""
+    """The one path of every tool: library call off the event loop, bound, render, errors
+    mapped. ``bound`` cuts the result to the response budget, ``fit_response`` makes sure."""
     try:
         result = await anyio.to_thread.run_sync(lambda: call(holder.get()))
-        return ToolResult(content=render_text(result), structured_content=render_data(result))
+        result, note = bound(result)
+        text, data = render_text(result), render_data(result)
+        if note:
+            data["truncated_note"] = note
+            if note not in text:
+                text += f"\n\n[truncated: {note}]"
+        text, data = budget.fit_response(text, data)
+        return ToolResult(content=text, structured_content=data)
     except KbError as exc:
         # Errors leave through the same redaction as results: a message may quote input.
         raise ToolError(f"[{exc.code}] {redact_output(exc.render()).text}") from exc
@@ -149,6 +159,7 @@ def build_server(settings: Settings) -> tuple[FastMCP, LibraryHolder]:
             lambda lib: lib.search(query, top_k, mode, source),
             render.search_text,
             render.search_data,
+            budget.bound_search,
         )
 
     @mcp.tool(name="grep", description=GREP_DESCRIPTION, annotations=read_only)
@@ -182,6 +193,7 @@ def build_server(settings: Settings) -> tuple[FastMCP, LibraryHolder]:
             ),
             render.grep_text,
             render.to_data,
+            budget.bound_grep,
         )
 
     @mcp.tool(name="read", description=READ_DESCRIPTION, annotations=read_only)
@@ -201,6 +213,7 @@ def build_server(settings: Settings) -> tuple[FastMCP, LibraryHolder]:
             lambda lib: lib.read(doc, start_line, end_line),
             render.read_text,
             render.to_data,
+            budget.bound_read,
         )
 
     @mcp.tool(name="list", description=LIST_DESCRIPTION, annotations=read_only)
@@ -219,6 +232,7 @@ def build_server(settings: Settings) -> tuple[FastMCP, LibraryHolder]:
             lambda lib: lib.list_source(source, limit, offset),
             render.listing_text,
             render.to_data,
+            budget.bound_listing,
         )
 
     @mcp.tool(
