@@ -4,7 +4,8 @@ The library is opened on the first tool call, not before: the server answers
 ``initialize`` at once, whatever the size of the library. ``KbError`` becomes a tool
 error with its code, message and hint; anything else becomes "internal error" with the
 traceback in the server log only. Every call, including one whose arguments FastMCP
-rejects, is audited by ``AuditMiddleware`` (tool, duration, outcome).
+rejects, is audited by ``AuditMiddleware`` (tool, duration, outcome); a rejected argument
+is reported by ``ArgumentErrors`` in our ``[invalid_input]`` shape, redacted.
 """
 
 import logging
@@ -23,6 +24,8 @@ from kb_mcp import __version__, limits, render
 from kb_mcp.errors import KbError
 from kb_mcp.library import Library
 from kb_mcp.redact import redact_output
+from kb_mcp.server import budget
+from kb_mcp.server.arguments import ArgumentErrors
 from kb_mcp.server.audit import AuditMiddleware
 from kb_mcp.server.background import BackgroundSync
 from kb_mcp.settings import Settings
@@ -94,11 +97,20 @@ async def run_tool(
     call: Callable[[Library], Any],
     render_text: Callable[[Any], str],
     render_data: Callable[[Any], dict[str, Any]],
+    bound: Callable[[Any], budget.Bounded] = budget.no_bound,
 ) -> ToolResult:
-    """The one path of every tool: library call off the event loop, render, errors mapped."""
+    """The one path of every tool: library call off the event loop, bound, render, errors
+    mapped. ``bound`` cuts the result to the response budget, ``fit_response`` makes sure."""
     try:
         result = await anyio.to_thread.run_sync(lambda: call(holder.get()))
-        return ToolResult(content=render_text(result), structured_content=render_data(result))
+        result, note = bound(result)
+        text, data = render_text(result), render_data(result)
+        if note:
+            data["truncated_note"] = note
+            if note not in text:
+                text += f"\n\n[truncated: {note}]"
+        text, data = budget.fit_response(text, data)
+        return ToolResult(content=text, structured_content=data)
     except KbError as exc:
         # Errors leave through the same redaction as results: a message may quote input.
         raise ToolError(f"[{exc.code}] {redact_output(exc.render()).text}") from exc
@@ -124,6 +136,7 @@ def build_server(settings: Settings) -> tuple[FastMCP, LibraryHolder]:
 
     mcp = FastMCP("kb-mcp", instructions=INSTRUCTIONS, lifespan=lifespan, version=__version__)
     mcp.add_middleware(AuditMiddleware(settings.home))
+    mcp.add_middleware(ArgumentErrors(mcp))  # inside the audit: it records the rewritten error
     read_only = {"readOnlyHint": True, "openWorldHint": False}
 
     @mcp.tool(name="search", description=SEARCH_DESCRIPTION, annotations=read_only)
@@ -151,6 +164,7 @@ def build_server(settings: Settings) -> tuple[FastMCP, LibraryHolder]:
             lambda lib: lib.search(query, top_k, mode, source),
             render.search_text,
             render.search_data,
+            budget.bound_search,
         )
 
     @mcp.tool(name="grep", description=GREP_DESCRIPTION, annotations=read_only)
@@ -189,6 +203,7 @@ def build_server(settings: Settings) -> tuple[FastMCP, LibraryHolder]:
             ),
             render.grep_text,
             render.to_data,
+            budget.bound_grep,
         )
 
     @mcp.tool(name="read", description=READ_DESCRIPTION, annotations=read_only)
@@ -222,6 +237,7 @@ def build_server(settings: Settings) -> tuple[FastMCP, LibraryHolder]:
             lambda lib: lib.read(doc, start_line, end_line),
             render.read_text,
             render.to_data,
+            budget.bound_read,
         )
 
     @mcp.tool(name="list", description=LIST_DESCRIPTION, annotations=read_only)
@@ -254,6 +270,7 @@ def build_server(settings: Settings) -> tuple[FastMCP, LibraryHolder]:
             lambda lib: lib.list_source(source, limit, offset),
             render.listing_text,
             render.to_data,
+            budget.bound_listing,
         )
 
     @mcp.tool(

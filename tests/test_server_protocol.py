@@ -1,0 +1,245 @@
+"""The JSON-RPC layer as a hostile or buggy client meets it: raw bytes on the server's stdin.
+
+fastmcp's Client only sends well-formed JSON, so these tests drive ``kb-mcp serve`` as a
+raw subprocess with pipes: write a line, read the reply with a timeout. Every malformed
+line must be answered with the JSON-RPC 2.0 error the spec names (or, for a notification,
+logged on stderr), and the server must answer the next good request (issue 7 item 17).
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp_types import JSONRPCResponse
+
+from kb_mcp.server.stdio import MAX_LINE_BYTES, encode_message
+
+REPLY_TIMEOUT_S = 20
+PROTOCOL_VERSION = "2025-06-18"
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": "init",
+    "method": "initialize",
+    "params": {
+        "protocolVersion": PROTOCOL_VERSION,
+        "capabilities": {},
+        "clientInfo": {"name": "raw-test", "version": "1"},
+    },
+}
+
+
+class RawServer:
+    """``kb-mcp serve`` over pipes: send raw bytes, read JSON lines back with a timeout."""
+
+    def __init__(self, home: Path, log: Path, env: dict[str, str]) -> None:
+        self.log = log
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "kb_mcp", "serve", "--home", str(home), "--allow-agent-writes"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log.open("wb"),
+            env=env,
+        )
+        self._replies: queue.Queue[bytes] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self._process.stdout is not None
+        for line in self._process.stdout:
+            self._replies.put(line)
+
+    def send(self, raw: bytes) -> None:
+        assert self._process.stdin is not None
+        self._process.stdin.write(raw)
+        self._process.stdin.flush()
+
+    def reply(self) -> dict[str, Any]:
+        """The next line the server writes, as JSON; fails the test after the timeout."""
+        try:
+            line = self._replies.get(timeout=REPLY_TIMEOUT_S)
+        except queue.Empty:
+            pytest.fail(f"no reply within {REPLY_TIMEOUT_S} s")
+        return json.loads(line)
+
+    def call(self, message: dict[str, Any]) -> dict[str, Any]:
+        self.send((json.dumps(message) + "\n").encode())
+        return self.reply()
+
+    def no_reply(self, wait_s: float = 1.0) -> bool:
+        try:
+            self._replies.get(timeout=wait_s)
+        except queue.Empty:
+            return True
+        return False
+
+    def handshake(self) -> None:
+        assert "result" in self.call(INITIALIZE)
+        self.send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+
+    def stderr_lines(self) -> list[str]:
+        return self.log.read_text(encoding="utf-8", errors="replace").splitlines()
+
+    def close(self) -> None:
+        assert self._process.stdin is not None
+        self._process.stdin.close()
+        try:
+            self._process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+
+
+def tool_call(request_id: int, tool: str, **arguments: Any) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {"name": tool, "arguments": arguments},
+    }
+
+
+def rejections(server: RawServer) -> list[str]:
+    return [line for line in server.stderr_lines() if "rejected a " in line]
+
+
+@pytest.fixture(scope="module")
+def raw_server(
+    tmp_path_factory: pytest.TempPathFactory, child_env: dict[str, str]
+) -> Iterator[RawServer]:
+    """One initialized server shared by the malformed-line cases (each leaves it working)."""
+    root = tmp_path_factory.mktemp("raw-server")
+    server = RawServer(root / "home", root / "stderr.log", child_env)
+    server.handshake()
+    yield server
+    server.close()
+
+
+def assert_still_answers(server: RawServer) -> None:
+    reply = server.call(tool_call(9999, "list"))
+    assert reply["id"] == 9999 and "result" in reply, reply
+
+
+DEEP = b"[" * 100_000 + b"]" * 100_000
+MALFORMED = {
+    "truncated json": (b'{"jsonrpc": "2.0", "id": 1, "method": "tools/li', -32700, None),
+    "missing jsonrpc": (b'{"id": 2, "method": "tools/list"}', -32600, 2),
+    "jsonrpc 1.0": (b'{"jsonrpc": "1.0", "id": 3, "method": "tools/list"}', -32600, 3),
+    "batch array": (b'[{"jsonrpc": "2.0", "id": 4, "method": "tools/list"}]', -32600, None),
+    "deep nesting": (DEEP, -32700, None),
+    "deep params": (
+        b'{"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "search", '
+        b'"arguments": {"query": ' + DEEP + b"}}}",
+        -32700,
+        None,
+    ),
+    "20 MB malformed": (
+        b'{"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": "' + b"a" * 20_000_000,
+        -32700,
+        None,
+    ),
+    "scalar": (b"42", -32600, None),
+    "id is a boolean": (b'{"jsonrpc": "2.0", "id": true, "method": "tools/list"}', -32600, None),
+    "params not an object": (
+        b'{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": 5}',
+        -32600,
+        7,
+    ),
+    "no method": (b'{"jsonrpc": "2.0", "id": 8}', -32600, 8),
+}
+
+
+@pytest.mark.parametrize("case", MALFORMED, ids=list(MALFORMED))
+def test_protocol_malformed_line_gets_the_json_rpc_error_and_a_stderr_line(
+    raw_server: RawServer, case: str
+) -> None:
+    """Issue 7 item 17: each of these got no reply at all; the client waited for its timeout."""
+    raw, code, request_id = MALFORMED[case]
+    logged = len(rejections(raw_server))
+    raw_server.send(raw + b"\n")
+    reply = raw_server.reply()
+    assert reply["jsonrpc"] == "2.0"
+    assert (reply["id"], reply["error"]["code"]) == (request_id, code), reply
+    message = reply["error"]["message"]
+    assert message.startswith("parse error:" if code == -32700 else "invalid request:")
+    assert len(message) < 300 and "aaaa" not in message
+    assert_still_answers(raw_server)
+    assert len(rejections(raw_server)) == logged + 1
+
+
+def test_protocol_bad_notification_is_logged_not_answered(raw_server: RawServer) -> None:
+    """Issue 7 item 17: JSON-RPC forbids answering a notification; stderr says why it died."""
+    logged = len(rejections(raw_server))
+    raw_server.send(b'{"jsonrpc": "1.0", "method": "notifications/cancelled"}\n')
+    assert raw_server.no_reply()
+    assert_still_answers(raw_server)
+    (line,) = rejections(raw_server)[logged:]
+    assert "notification, not answered" in line and '"jsonrpc" is "1.0"' in line
+
+
+SURROGATE_CALLS = {
+    "search": {"query": "zebra\ud800fish"},
+    "grep": {"pattern": "zebra\ud800fish"},
+    "read": {"doc": "a-\ud800"},
+    "list": {"source": "agent\ud800"},
+    "add_document": {"title": "T\ud800", "content": "zebra\ud800fish", "source_uri": "t://\ud800"},
+}
+
+
+@pytest.mark.parametrize("tool", SURROGATE_CALLS)
+def test_protocol_lone_surrogate_in_any_tool_argument_runs_with_it_replaced(
+    raw_server: RawServer, tool: str
+) -> None:
+    """Issue 7 item 17: ``"\\ud800"`` failed pydantic's JSON parse, and nothing was answered.
+
+    ``json.dumps`` writes the lone surrogate as the escape ``\\ud800``, as a client would.
+    """
+    reply = raw_server.call(tool_call(50, tool, **SURROGATE_CALLS[tool]))
+    assert reply["id"] == 50 and "result" in reply, reply
+    text = reply["result"]["content"][0]["text"]
+    assert "\ufffd" in text or "0 result(s)" in text, text
+    assert_still_answers(raw_server)
+
+
+def test_protocol_over_long_line_is_answered_with_its_id_and_skipped(raw_server: RawServer) -> None:
+    """Issue 7 item 17: a line past the cap is answered once it crosses it, not buffered whole."""
+    head = b'{"jsonrpc": "2.0", "id": 77, "method": "tools/call", '
+    head += b'"params": {"name": "add_document", '
+    body = b'"arguments": {"content": "' + b"x" * (MAX_LINE_BYTES + 1024) + b'"}}}\n'
+    writer = threading.Thread(target=raw_server.send, args=(head + body,))
+    writer.start()
+    reply = raw_server.reply()
+    writer.join(timeout=REPLY_TIMEOUT_S)
+    assert (reply["id"], reply["error"]["code"]) == (77, -32600)
+    assert "32 MiB limit" in reply["error"]["message"]
+    assert_still_answers(raw_server)
+
+
+def test_protocol_request_before_initialize_gets_a_clear_error(
+    tmp_path: Path, child_env: dict[str, str]
+) -> None:
+    """Issue 7 item 17: the SDK's bare "Invalid request parameters" said nothing useful."""
+    server = RawServer(tmp_path / "home", tmp_path / "stderr.log", child_env)
+    try:
+        reply = server.call({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        assert reply["id"] == 1
+        assert "not initialized" in reply["error"]["message"]
+        assert "send initialize" in reply["error"]["message"]
+        server.handshake()
+        assert "tools" in server.call({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})["result"]
+    finally:
+        server.close()
+
+
+def test_protocol_reply_holding_a_lone_surrogate_is_still_sent() -> None:
+    """Issue 7 item 17: pydantic refuses to encode a lone surrogate; the reply was lost."""
+    line = encode_message(JSONRPCResponse(jsonrpc="2.0", id=1, result={"text": "a\ud800b"}))
+    assert line.endswith(b"\n")
+    assert json.loads(line.decode("utf-8"))["result"]["text"] in ("a?b", "a\ufffdb")
