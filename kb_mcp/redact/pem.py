@@ -10,10 +10,11 @@ lines stays too. Three shapes:
   (base64, ``Proc-Type:`` style headers, blank lines), to the end of the text if it ends
   there. The first other line ends the key: a prose mention of a BEGIN line takes only its
   own line, not the rest of the document.
-- END without BEGIN in view (a cut starting mid-key): the END line and the base64 lines
-  right above it. The END line is the evidence. Base64 lines with no END in view are not
-  redacted: 64-column base64 is also every certificate, public key and test fixture, and a
-  caller that cuts text is expected to redact the whole document first.
+- END without BEGIN in view (a cut starting mid-key): the END line, the base64 line right
+  above it, and the full-width (40+ column) base64 lines above that. The END line is the
+  evidence. Base64 lines with no END in view are not redacted: 64-column base64 is also
+  every certificate, public key and test fixture, and a caller that cuts text is expected
+  to redact the whole document first.
 """
 
 from __future__ import annotations
@@ -61,7 +62,10 @@ def _body_start(text: str, end_at: int) -> int:
     first = start
     while first > 0:
         above = text.rfind("\n", 0, first - 1) + 1
-        if not _BODY.fullmatch(text[above : first - 1].strip()):
+        line = text[above : first - 1].strip()
+        # the last body line may be short (or a PGP "=CRC" line); the ones above it are full
+        # 64/70/76-column lines, which keeps a heading word above the key out of it
+        if not _BODY.fullmatch(line) or (first < start and len(line) < 40):
             break
         first = above
     return first if first < start else end_at
