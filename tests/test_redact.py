@@ -85,14 +85,17 @@ def test_redact_token_glued_to_cjk_text() -> None:
     ],
 )
 def test_redact_pem_private_key_block(header: str) -> None:
+    """issue 7 item 2: every line of the block becomes a marker line; no line goes missing."""
     footer = header.replace("BEGIN", "END")
     text = f"key:\n{header}\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\nbm90IGEga2V5\n{footer}\nafter"
-    assert redact(text) == Redaction("key:\n[REDACTED:private_key]\nafter", 1, ("private_key",))
+    marked = "\n".join(["[REDACTED:private_key]"] * 4)
+    assert redact(text) == Redaction(f"key:\n{marked}\nafter", 1, ("private_key",))
 
 
 def test_redact_pem_without_end_runs_to_end_of_text() -> None:
+    """issue 7 item 2: a truncated key is still a key, line for line."""
     text = "see below\n-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\ntruncated"
-    assert redact(text).text == "see below\n[REDACTED:private_key]"
+    assert redact(text).text == "see below" + "\n[REDACTED:private_key]" * 3
 
 
 ASSIGNMENTS = [

@@ -1,0 +1,152 @@
+"""Credentials and exfiltration URLs out of text. Pure functions over strings; no I/O.
+
+``redact`` runs before a document is stored or indexed and ``redact_output`` on every tool
+result, so a secret that reaches the library is never searchable nor handed back, and a
+prompt-injected document cannot smuggle data out through a URL the agent's client fetches.
+Secrets become ``[REDACTED:<kind>]``; assignments keep their key and URLs their user and host,
+so the text still says *what* was there. Rules run in order, each over the previous output, so
+the most specific kind wins (``github_token`` before ``token``). A marker counts as a
+placeholder, which makes both functions idempotent.
+
+Both keep every line where it was: the output has exactly as many newlines as the input, and
+a line holding no secret comes out unchanged at the same line number (a PEM key becomes one
+marker line per key line), so citations made on redacted text point at the same lines of the
+original file.
+
+Patterns are linear (no unbounded quantifier nests inside another) and start at a literal
+prefix, a key word or a short class, so that secret-free text is mostly skipped in C. The
+rules live in ``pem`` (private keys), ``tokens`` (provider formats), ``values`` (secrets
+named by a key, header, flag, URL or CSV column) and ``exfil`` (output URLs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kb_mcp.redact import exfil, tokens, values
+from kb_mcp.redact._rule import Scan
+from kb_mcp.redact.pem import redact_pem
+
+__all__ = ["Redaction", "redact", "redact_output"]
+
+
+@dataclass(frozen=True, slots=True)
+class Redaction:
+    """Redacted text plus what was taken out, so callers can log kinds without the secrets."""
+
+    text: str
+    count: int
+    kinds: tuple[str, ...]
+
+
+_CREDENTIAL_RULES: tuple[Scan, ...] = (
+    redact_pem,
+    # before the provider rule turns the key id into a marker (it accepts the marker too)
+    tokens.redact_aws_secret_beside_id,
+    values.redact_csv_columns,
+    tokens.PROVIDER_TOKENS,
+    tokens.VAULT_LEGACY,
+    tokens.redact_azure_ad_secret,
+    tokens.SAS_SIGNATURE,
+    tokens.REGISTRY_AUTH,
+    values.AUTH_HEADER,
+    values.URL_PASSWORD,
+    values.CLI_USER,
+    values.KUBECONFIG,
+    values.ASSIGNMENT,
+    values.PROSE_PASSWORD,
+)
+# Exfiltration first: a URL that carries a secret out goes whole, not with a marker inside.
+_OUTPUT_RULES: tuple[Scan, ...] = (
+    exfil.markdown_images,
+    exfil.HTML_RESOURCES,
+    exfil.CSS_RESOURCES,
+    exfil.LINKS,
+    *_CREDENTIAL_RULES,
+)
+
+
+def _apply(text: str, rules: tuple[Scan, ...]) -> Redaction:
+    kinds: list[str] = []
+    for rule in rules:
+        text = rule(text, kinds)
+    return Redaction(text=text, count=len(kinds), kinds=tuple(sorted(set(kinds))))
+
+
+def redact(text: str) -> Redaction:
+    """Credentials out of text on the way IN (before storage/indexing) and OUT.
+
+    Kinds:
+
+    - ``private_key``: PEM blocks (RSA/EC/OPENSSH/ENCRYPTED/PGP), every line of the block; a
+      truncated block up to its last key-like line; body lines right above an END line with
+      no BEGIN in view (see ``pem``).
+    - provider tokens by format: ``aws_access_key``, ``github_token``, ``gitlab_token``,
+      ``grafana_token``, ``slack_token``, ``slack_webhook``, ``discord_token``,
+      ``discord_webhook``, ``stripe_key``, ``google_api_key``, ``openai_key``,
+      ``anthropic_key``, ``huggingface_token``, ``npm_token``, ``pypi_token``,
+      ``sendgrid_key``, ``mailgun_key`` (``key-`` + 32 hex), ``vault_token`` (``hvs.``,
+      ``hvb.``, ``hvr.``, and legacy ``s.`` + 24 random-looking characters),
+      ``artifactory_key``, ``bedrock_key``, ``age_secret_key``, ``databricks_token``,
+      ``digitalocean_token``, ``doppler_token``, ``shopify_token``, ``linear_key``,
+      ``notion_token``, ``sentry_token``, ``postman_key``, ``pulumi_token``,
+      ``rubygems_key``, ``perplexity_key``, ``planetscale_token``, ``newrelic_key``,
+      ``twilio_key``, ``sendinblue_key``, ``square_token``, ``heroku_key``,
+      ``openshift_token``, ``onepassword_token``, ``alibaba_key``, ``flyio_token``,
+      ``facebook_token``, ``azure_client_secret``, and ``jwt``. A provider token without a
+      digit is a doc stand-in and is kept.
+    - ``aws_secret_key``: a 40-character base64 run (upper, lower and a digit or ``/+``) on
+      the same line as an AWS key id, as in a credentials CSV row.
+    - ``sas_signature``: an Azure SAS ``sig=`` value after ``?``, ``&`` or ``;``.
+    - ``basic_auth``: Docker config ``"auth": "<base64>"``, ``.npmrc`` ``_auth=``, and
+      ``Authorization: Basic``; ``bearer_token`` in ``Authorization: Bearer|Token``.
+    - ``url_password`` in ``scheme://user:pass@host`` (the password may hold ``@`` and ``/``).
+    - ``password`` after ``curl -u user:`` / ``--user user:`` (not ``1000:1000``, not
+      ``www-data:www-data``, not ``$(id -u):…``), and in prose: "the password is X",
+      "password for the db: X", "pwd is X", when X is quoted or looks made up (6+
+      characters with a digit or symbol, not code or a path).
+    - assignment values: ``aws_secret_key``, ``password``, ``secret``, ``token``,
+      ``api_key``, ``access_key``, ``account_key`` (Azure ``AccountKey=``),
+      ``private_key`` (also kubeconfig ``client-key-data``), ``client_certificate``
+      (kubeconfig ``client-certificate-data``). A key matches when it ends in one of those
+      words (``DB_PASSWORD``, ``clientSecret``, ``X-Api-Key``); an unquoted value ends at
+      whitespace, a quote, ``,`` or ``;``. The same words name CSV/TSV header cells
+      (``Password``, ``Secret access key``): that column of the following rows is redacted.
+
+    Values are kept when they are empty, a marker, a template or env reference
+    (``<your-password>``, ``${PASSWORD}``, ``$TOKEN``, ``{{ x }}``), one repeated character
+    (``****``, ``xxx``), a stand-in (``your_token``, ``TOKEN_HERE``, ``changeme``, ``None``,
+    ``str``), or a path (``/etc/ssl/key.pem``). Unquoted values are also kept when they are code
+    (``get_token()``, ``self.token``, ``api_key=api_key``) or when a ``key:`` is followed by
+    more words on its line (prose).
+    """
+    return _apply(text, _CREDENTIAL_RULES)
+
+
+def redact_output(text: str) -> Redaction:
+    """What leaves through a tool: credentials (as redact) plus data-exfiltration URLs.
+
+    A URL is remote when it is ``http(s)://`` or protocol-relative ``//host`` to a host other
+    than loopback (``localhost``, ``*.localhost``, ``127.x.x.x``, ``[::1]``), judged as a
+    renderer reads it: HTML entities decoded (``https&#58;//``, ``&colon;``, ``&sol;``),
+    backslash escapes, tabs and newlines removed. A remote URL becomes
+    ``[REDACTED:exfil_url]`` when
+
+    - a renderer fetches it unasked and it has any query string (``?s=hunter2`` leaks): a
+      Markdown image destination (``![alt](url)``, alt text with nested ``[…]``, destination
+      with nested parentheses at any depth, ``<url>`` form); an HTML/SVG attribute ``src``,
+      ``srcset`` / ``imagesrcset`` (each candidate), ``poster``, ``background``, ``data``,
+      ``lowsrc``, or ``href`` / ``xlink:href`` on any tag but ``a``, ``area`` and ``base``
+      (``<image href>``, ``<use>``, ``<link>``); a CSS ``url(…)`` or ``@import``. Badge
+      images such as ``img.shields.io/…?style=flat`` are redacted by this rule as well; or
+    - it is any other link and its query values and fragment, percent-decoded, hold 48 or
+      more characters from ``A-Z a-z 0-9 + / = _ -`` in total, however split (``?a=…&b=…``,
+      ``aGVs.bG8g.d29y``): room for a key, more than a page number, a search phrase or a
+      tracking tag. Query keys and separators are not counted. Long OAuth or signed links
+      (``X-Amz-Signature=…``) are caught too; that is the price.
+
+    Only the URL is replaced; the alt text, brackets, attribute names and trailing
+    punctuation stay. Payloads in the path and reference-style images (``![x][ref]``) are not
+    detected.
+    """
+    return _apply(text, _OUTPUT_RULES)

@@ -1,0 +1,132 @@
+"""What every rule module shares: the Rule type, markers, the prefilter and placeholders.
+
+A rule is a callable ``(text, kinds) -> text`` that appends one kind per redaction. Most are
+a regex plus a replacer (:class:`Rule`); a few scan by hand where a regex would have to
+nest quantifiers (PEM bodies, CSV columns, Markdown image destinations).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+# A replacer returns (kind, replacement) for a match, or None to leave the match as it is.
+Replacer = Callable[[re.Match[str]], tuple[str, str] | None]
+Scan = Callable[[str, list[str]], str]
+
+
+def marker(kind: str) -> str:
+    return f"[REDACTED:{kind}]"
+
+
+def keep_newlines(replacement: str, original: str) -> str:
+    """The replacement padded with the newlines it swallowed, so line numbers never move."""
+    missing = original.count("\n") - replacement.count("\n")
+    return replacement + "\n" * missing if missing > 0 else replacement
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """A pattern and what to put in place of each match."""
+
+    pattern: re.Pattern[str]
+    replace: Replacer
+
+    def __call__(self, text: str, kinds: list[str]) -> str:
+        def substitute(match: re.Match[str]) -> str:
+            hit = self.replace(match)
+            if hit is None:
+                return match.group(0)
+            kinds.append(hit[0])
+            return keep_newlines(hit[1], match.group(0))
+
+        return self.pattern.sub(substitute, text)
+
+
+@dataclass(frozen=True, slots=True)
+class Gated:
+    """A rule that runs only when one of its needles occurs in the text.
+
+    Why: ``re`` skips to candidates in C only when a pattern starts with a case-sensitive
+    literal or class; a leading lookahead, lookbehind or IGNORECASE makes it try every
+    position. A substring test runs at gigabytes per second, so a rule whose matches must
+    contain a fixed word costs almost nothing on text without it. ``lower`` tests the
+    lower-cased text, for rules an attacker could dodge by case (``URL(``).
+    """
+
+    needles: tuple[str, ...]
+    rule: Scan
+    lower: bool = False
+
+    def __call__(self, text: str, kinds: list[str]) -> str:
+        haystack = text.lower() if self.lower else text
+        if any(needle in haystack for needle in self.needles):
+            return self.rule(text, kinds)
+        return text
+
+
+def replace_group(match: re.Match[str], group: str, kind: str) -> tuple[str, str]:
+    """Replace one group of the match and keep its surroundings (key name, quotes, host)."""
+    start, end = match.span(group)
+    text = match.string
+    return kind, text[match.start() : start] + marker(kind) + text[end : match.end()]
+
+
+_PLACEHOLDER = re.compile(
+    r"""\[REDACTED:[a-z_]+\]                   # already redacted: keeps redact idempotent
+      | <[^<>]*> | \$\{[^{}]*\} | \$[A-Za-z_]\w* | \{\{.*\}\} | \{\w*\} | %\(\w+\)s | %s
+      | (.)\1*                                 # ****, xxxx, ........
+      | your[\w.-]* | [\w.-]*[_-]here          # your-password, INSERT_TOKEN_HERE
+    """,
+    re.VERBOSE | re.IGNORECASE,
+)
+_PLACEHOLDER_WORDS = frozenset(
+    {
+        *("none", "null", "nil", "true", "false", "undefined", "redacted", "hidden", "required"),
+        *("changeme", "change_me", "changeit", "example", "placeholder", "dummy", "optional"),
+        # type names and keywords: `password: str`, `token = await fetch()`
+        *("secret", "password", "token", "str", "string", "bytes", "int", "bool", "any"),
+        *("secretstr", "await", "new", "yield", "lambda", "function", "async", "not", "typeof"),
+    }
+)
+
+
+def is_placeholder(value: str) -> bool:
+    """Empty values, markers, template/env references and documentation stand-ins.
+
+    Well-known defaults such as ``changeme`` are kept on purpose: they are public, and
+    redacting them would only make configuration docs harder to read.
+    """
+    return (
+        not value
+        or value.lower() in _PLACEHOLDER_WORDS
+        or _PLACEHOLDER.fullmatch(value) is not None
+    )
+
+
+def looks_random(value: str) -> bool:
+    """Upper, lower and a digit or symbol: what a generated secret has and a word does not."""
+    return (
+        any(c.isupper() for c in value)
+        and any(c.islower() for c in value)
+        and any(c.isdigit() or c in "+/" for c in value)
+    )
+
+
+def line_span(text: str, at: int) -> tuple[int, int]:
+    """Start and end (before its newline) of the line holding position ``at``."""
+    start = text.rfind("\n", 0, at) + 1
+    end = text.find("\n", at)
+    return start, len(text) if end < 0 else end
+
+
+def splice(text: str, edits: list[tuple[int, int, str]]) -> str:
+    """Text with each (start, end, replacement) applied; overlapping later edits are dropped."""
+    out, pos = [], 0
+    for start, end, replacement in sorted(edits):
+        if start < pos:
+            continue
+        out += [text[pos:start], keep_newlines(replacement, text[start:end])]
+        pos = end
+    return "".join([*out, text[pos:]])

@@ -1,0 +1,226 @@
+"""Provider tokens: secrets recognisable by their own shape, wherever they stand.
+
+Formats come from each provider's documentation and, where marked ``gitleaks``, from
+gitleaks' default rules (config/gitleaks.toml, MIT, github.com/gitleaks/gitleaks), narrowed
+to the literal prefix so that the scan stays a skip from prefix to prefix.
+"""
+
+from __future__ import annotations
+
+import re
+
+from kb_mcp.redact._rule import (
+    Gated,
+    Rule,
+    line_span,
+    looks_random,
+    marker,
+    replace_group,
+    splice,
+)
+
+# The group name is the kind. Order matters where prefixes overlap: sk-ant- (Anthropic)
+# before sk- (OpenAI).
+_TOKEN_FORMATS: tuple[tuple[str, str], ...] = (
+    (
+        "slack_webhook",
+        r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_+-]{20,}",
+    ),
+    (
+        "discord_webhook",
+        r"https://(?:(?:ptb|canary)\.)?discord(?:app)?\.com/api/webhooks/\d+/[A-Za-z0-9_-]{20,}",
+    ),
+    ("anthropic_key", r"sk-ant-[A-Za-z0-9_-]{20,}"),
+    ("openai_key", r"sk-(?!ant-)(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"),
+    (
+        "github_token",
+        "|".join(f"gh{c}_[A-Za-z0-9]{{36,255}}" for c in "pousr")
+        + r"|github_pat_[A-Za-z0-9_]{22,255}",
+    ),
+    # gitleaks gitlab-*: personal, deploy, feed, runner, SCIM, OAuth, trigger, mail, agent
+    (
+        "gitlab_token",
+        "|".join(
+            f"gl{p}-[A-Za-z0-9_.-]{{20,}}"
+            for p in ("pat", "dt", "ft", "rt", "soat", "oas", "ptt", "imt", "ffct", "agent", "cbt")
+        ),
+    ),
+    ("grafana_token", r"glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}|glc_[A-Za-z0-9+/]{32,}={0,3}"),
+    (
+        "slack_token",
+        r"xox[abeoprs]-[A-Za-z0-9-]{10,}|xoxe\.xox[bp]-[A-Za-z0-9-]{10,}|xapp-\d-[A-Za-z0-9-]{10,}",
+    ),
+    (
+        "stripe_key",
+        r"sk_(?:live|test|prod)_[A-Za-z0-9]{16,}|rk_(?:live|test|prod)_[A-Za-z0-9]{16,}|whsec_[A-Za-z0-9]{24,}",
+    ),
+    ("google_api_key", r"AIza[A-Za-z0-9_-]{35}"),
+    ("huggingface_token", r"hf_[A-Za-z0-9]{30,}|api_org_[A-Za-z]{34}"),
+    ("npm_token", r"npm_[A-Za-z0-9]{36}"),
+    ("pypi_token", r"pypi-AgEI[A-Za-z0-9_-]{50,}"),
+    ("sendgrid_key", r"SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}"),
+    # gitleaks aws-access-token, artifactory-api-key, aws-amazon-bedrock-api-key-long-lived
+    (
+        "aws_access_key",
+        r"A3T[A-Z0-9]{17}|AKIA[A-Z0-9]{16}|ASIA[A-Z0-9]{16}|ABIA[A-Z0-9]{16}|ACCA[A-Z0-9]{16}",
+    ),
+    ("artifactory_key", r"AKCp[A-Za-z0-9]{69}"),
+    ("bedrock_key", r"ABSK[A-Za-z0-9+/]{109,269}={0,2}"),
+    ("age_secret_key", r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}"),  # gitleaks
+    (
+        "discord_token",
+        "|".join(
+            f"{c}[A-Za-z0-9]{{23,27}}\\.[A-Za-z0-9_-]{{6}}\\.[A-Za-z0-9_-]{{27,40}}" for c in "MN"
+        ),
+    ),
+    ("jwt", r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"),
+    # HashiCorp Vault service / batch / recovery tokens (gitleaks vault-service-token,
+    # vault-batch-token; legacy "s." tokens have their own rule below)
+    ("vault_token", "|".join(f"hv{c}\\.[A-Za-z0-9_-]{{24,}}" for c in "sbr")),
+    # the rest: gitleaks rules of the same names, one literal prefix each
+    ("databricks_token", r"dapi[a-f0-9]{32}(?:-\d)?"),
+    ("digitalocean_token", r"doo_v1_[a-f0-9]{64}|dop_v1_[a-f0-9]{64}|dor_v1_[a-f0-9]{64}"),
+    ("doppler_token", r"dp\.pt\.[A-Za-z0-9]{43}"),
+    ("shopify_token", r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}"),
+    ("linear_key", r"lin_api_[A-Za-z0-9]{40}"),
+    ("notion_token", r"ntn_[0-9]{11}[A-Za-z0-9]{35}"),
+    ("sentry_token", r"sntry[su]_[A-Za-z0-9+/=_]{40,}"),
+    ("postman_key", r"PMAK-[a-fA-F0-9]{24}-[a-fA-F0-9]{34}"),
+    ("pulumi_token", r"pul-[a-f0-9]{40}"),
+    ("rubygems_key", r"rubygems_[a-f0-9]{48}"),
+    ("perplexity_key", r"pplx-[A-Za-z0-9]{48}"),
+    ("planetscale_token", r"pscale_(?:tkn|oauth|pw)_[A-Za-z0-9_=.-]{32,64}"),
+    ("newrelic_key", r"NR(?:AK|II)-[A-Za-z0-9-]{27,32}"),
+    ("twilio_key", r"SK[0-9a-fA-F]{32}"),
+    ("sendinblue_key", r"xkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}"),
+    ("square_token", r"sq0(?:atp|csp)-[A-Za-z0-9_-]{22,60}"),
+    ("heroku_key", r"HRKU-AA[A-Za-z0-9_-]{58}"),
+    ("openshift_token", r"sha256~[A-Za-z0-9_-]{43}"),
+    ("onepassword_token", r"ops_eyJ[A-Za-z0-9+/]{250,}={0,3}"),
+    ("alibaba_key", r"LTAI[A-Za-z0-9]{20}"),
+    (
+        "flyio_token",
+        "fo1_[A-Za-z0-9_-]{43}|"
+        + "|".join(f"{p}_[A-Za-z0-9+/]{{100,}}={{0,3}}" for p in ("fm1a", "fm1r", "fm2")),
+    ),
+    ("facebook_token", r"EAA[MC][A-Za-z0-9]{100,}"),
+    ("mailgun_key", r"key-[0-9a-f]{32}"),  # gitleaks mailgun-private-api-token, unkeyed
+)
+
+
+def _alternatives(pattern: str) -> list[str]:
+    """The top-level alternatives of a pattern."""
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(pattern):
+        escaped = i > 0 and pattern[i - 1] == "\\"
+        depth += 0 if escaped else {"(": 1, ")": -1, "[": 1, "]": -1}.get(char, 0)
+        if char == "|" and depth == 0 and not escaped:
+            parts.append(pattern[start:i])
+            start = i + 1
+    return [*parts, pattern[start:]]
+
+
+_FORMATS = tuple((kind, alt) for kind, fmt in _TOKEN_FORMATS for alt in _alternatives(fmt))
+
+
+def _token_pattern() -> re.Pattern[str]:
+    """One pattern over every format, each group named by kind (plus ``__<head>``).
+
+    It starts with a class of the formats' first characters, checks the boundary before
+    that character, and dispatches on it with a lookbehind: ``re`` skips in C to the
+    characters that can start a token, drops a position inside a word at once, and tries
+    only the formats of that first character. (A leading lookahead or IGNORECASE gives
+    ``re`` no first characters to skip to.) ASCII boundaries, not \\b: CJK letters count
+    as \\w, and a token glued to Chinese text is still a token.
+    """
+    by_head: dict[str, dict[str, list[str]]] = {}
+    for kind, alt in _FORMATS:
+        by_head.setdefault(alt[0], {}).setdefault(kind, []).append(alt[1:])
+    branches = []
+    for n, (head, kinds) in enumerate(sorted(by_head.items())):
+        named = "|".join(f"(?P<{kind}__{n}>{'|'.join(alts)})" for kind, alts in kinds.items())
+        branches.append(f"(?<={re.escape(head)})(?:{named})")
+    heads = "".join(re.escape(head) for head in sorted(by_head))
+    return re.compile(rf"[{heads}](?<![A-Za-z0-9_-].)(?:{'|'.join(branches)})(?![A-Za-z0-9_])")
+
+
+def _redact_token(match: re.Match[str]) -> tuple[str, str] | None:
+    kind = (match.lastgroup or "token").partition("__")[0]
+    # Real tokens are random and contain digits; docs write ghp_xxxx… or sk-your-key-here.
+    if kind != "jwt" and not any(c.isdigit() for c in match.group(0)):
+        return None
+    return kind, marker(kind)
+
+
+PROVIDER_TOKENS = Rule(_token_pattern(), _redact_token)
+
+
+# Legacy Vault service tokens: "s." and 24 letters and digits. "s." starts many expressions
+# (s.split, s.AbcDef), so the match must stand alone and look random (upper, lower, digit).
+_VAULT_LEGACY = re.compile(r"s\.(?<![\w.$/@-]s\.)[A-Za-z0-9]{24}(?![\w.(-])")
+VAULT_LEGACY = Rule(
+    _VAULT_LEGACY,
+    lambda m: ("vault_token", marker("vault_token")) if looks_random(m.group(0)[2:]) else None,
+)
+
+# Azure AD client secrets (gitleaks azure-ad-client-secret): 3 characters, a digit, "Q~",
+# 31-34 more. The scan starts at the literal "Q~" and the head is checked behind it.
+_AZURE_AD = re.compile(r"Q~(?<=(?<![\w~.-])[A-Za-z0-9_~.]{3}\dQ~)[A-Za-z0-9_~.-]{31,34}(?![\w~.-])")
+
+
+def redact_azure_ad_secret(text: str, kinds: list[str]) -> str:
+    edits = [
+        (m.start() - 4, m.end(), marker("azure_client_secret")) for m in _AZURE_AD.finditer(text)
+    ]
+    kinds += ["azure_client_secret"] * len(edits)
+    return splice(text, edits) if edits else text
+
+
+# Azure SAS signatures: sig=<url-encoded base64 HMAC> after ?, & or ; (URLs, connection
+# strings). Starts at the literal "sig=" for speed.
+_SAS_SIG = re.compile(r"sig=(?<=[?&;]sig=)(?P<sas_signature>[A-Za-z0-9%+/=_-]{20,})")
+SAS_SIGNATURE = Rule(
+    _SAS_SIG,
+    lambda m: (
+        ("sas_signature", "sig=" + marker("sas_signature"))
+        if any(c.isdigit() or c in "%+/" for c in m["sas_signature"])
+        else None
+    ),
+)
+
+# Docker config.json "auth": "<base64 user:pass>" and .npmrc _auth=<base64>.
+_REGISTRY_AUTH = re.compile(
+    r"(?:\"auth\"[ \t]*:[ \t]*\"|_auth(?<![\w-]_auth)[ \t]*=[ \t]*\"?)"
+    r"(?P<basic_auth>[A-Za-z0-9+/]{8,}={0,2})"
+)
+REGISTRY_AUTH = Gated(
+    ('"auth"', "_auth"),
+    Rule(_REGISTRY_AUTH, lambda m: replace_group(m, "basic_auth", "basic_auth")),
+)
+
+
+# --- AWS secret access keys next to their key id ------------------------------------------------
+# A credentials CSV row (User,Password,Access key ID,Secret access key) or any line holding a
+# key id: a 40-character base64 run on the same line is its secret.
+_AWS_ID_NEEDLES = ("AKIA", "ASIA", "ABIA", "ACCA", "A3T", "[REDACTED:aws_access_key]")
+_AWS_ID = re.compile(
+    r"(?<![A-Za-z0-9])(?:(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}|\[REDACTED:aws_access_key\])"
+)
+_AWS_SECRET = re.compile(r"(?<![A-Za-z0-9+/=])[A-Za-z0-9+/]{40}(?![A-Za-z0-9+/=])")
+
+
+def redact_aws_secret_beside_id(text: str, kinds: list[str]) -> str:
+    """40-char base64 runs that share a line with an AWS access key id → ``aws_secret_key``."""
+    if not any(needle in text for needle in _AWS_ID_NEEDLES):
+        return text
+    edits, done = [], -1
+    for match in _AWS_ID.finditer(text):
+        start, end = line_span(text, match.start())
+        if start == done:
+            continue
+        done = start
+        for secret in _AWS_SECRET.finditer(text, start, end):
+            if looks_random(secret.group(0)):
+                edits.append((secret.start(), secret.end(), marker("aws_secret_key")))
+    kinds += ["aws_secret_key"] * len(edits)
+    return splice(text, edits) if edits else text

@@ -1,0 +1,246 @@
+"""Secrets recognisable by what names them: a key, a header, a flag, a URL, a CSV column.
+
+Each rule keeps the name and replaces only the value, so the text still says what was
+there (``password = "[REDACTED:password]"``).
+"""
+
+from __future__ import annotations
+
+import re
+
+from kb_mcp.redact._rule import (
+    Gated,
+    Rule,
+    is_placeholder,
+    line_span,
+    marker,
+    replace_group,
+    splice,
+)
+
+# --- Authorization headers and URL passwords: the named group is the value and its kind ------
+_AUTH_HEADER = re.compile(
+    r"[Aa](?<![A-Za-z0-9_].)(?i:uthorization[\"']?[ \t]*[:=][ \t]*[\"']?(?:basic[ \t]+"
+    r"(?P<basic_auth>[A-Za-z0-9+/=]+)|(?:bearer|token)[ \t]+(?P<bearer_token>[A-Za-z0-9_.~+/=-]+)))"
+)
+# Any scheme (postgres, redis, amqp, mongodb+srv, s3…), so the match starts at "://". The
+# password runs to the last "@" of the authority, so an unescaped "@" in it is not leaked.
+# A second form lets the password hold raw "/" (an AWS secret in s3://key:secret@bucket):
+# no "@" in it, no empty segment, and not a port followed by a path (host:8080/a/@b).
+_URL_USERINFO = re.compile(
+    r"://[^\s:/?#@\"'<>]{0,128}:(?P<url_password>[^\s/?#\"'<>]{1,256}"
+    r"|(?!\d{1,5}/)[^\s/?#\"'<>@]{1,256}(?:/[^\s/?#\"'<>@]{1,256}){1,8})@"
+)
+
+
+def _redact_value(match: re.Match[str]) -> tuple[str, str] | None:
+    kind = match.lastgroup or "secret"
+    return None if is_placeholder(match[kind]) else replace_group(match, kind, kind)
+
+
+AUTH_HEADER = Gated(("authorization",), Rule(_AUTH_HEADER, _redact_value), lower=True)
+URL_PASSWORD = Rule(_URL_USERINFO, _redact_value)
+
+# --- curl -u user:pass / --user user:pass ---------------------------------------------------------
+_CLI_USER = re.compile(
+    r"-(?<![\w-]-)(?:u|-user)(?:[ \t]+|=)[\"']?"
+    r"(?P<user>[^\s:\"'$]{1,100}):(?P<password>[^\s\"']{1,256})"
+)
+
+
+def _redact_cli_user(match: re.Match[str]) -> tuple[str, str] | None:
+    value, user = match["password"], match["user"]
+    # docker run -u 1000:1000, --user www-data:www-data, -u "$(id -u):$(id -g)" are not secrets
+    if is_placeholder(value) or value.isdigit() or value == user or "(" in value:
+        return None
+    return replace_group(match, "password", "password")
+
+
+CLI_USER = Rule(_CLI_USER, _redact_cli_user)
+
+# --- key = value assignments -------------------------------------------------------------------
+# Key words match at the end of a longer key (DB_PASSWORD, dbPassword, client_secret) but not
+# before more identifier (password_hash, api_key_name, get_token, max_tokens). "pass" counts
+# only after a separator (DB_PASS, smtp.pass) so that bypass: and compass: stay prose.
+# The pattern starts with a class of first letters and dispatches on it with a lookbehind, so
+# that ``re`` skips to those letters in C; the kind is read from the word afterwards.
+KEY_WORD = (
+    r"[AaPpSsTt](?i:(?<=a)(?:ws[_-]?secret[_-]?access[_-]?key|pi[_-]?key|ccess[_-]?key"
+    r"|ccount[_-]?key)|(?<=p)(?:assw(?:or)?d|wd|rivate[_-]?key|ass(?<=[_.-]pass))"
+    r"|(?<=s)(?:ecret[_-]?access[_-]?key|ecret(?:[_-]?key)?)|(?<=t)oken)"
+)
+_KIND_OF_WORD = {
+    "token": "token",
+    "apikey": "api_key",
+    "accesskey": "access_key",
+    "accountkey": "account_key",  # Azure storage AccountKey=
+    "privatekey": "private_key",
+    "pwd": "password",
+}
+
+
+def word_kind(word: str) -> str:
+    """The kind a key word names: DB_PASSWORD → password, Secret access key → aws_secret_key."""
+    letters = re.sub(r"[^a-z]", "", word.lower())
+    if letters.endswith("secretaccesskey"):
+        return "aws_secret_key"
+    if letters.startswith("pass"):
+        return "password"
+    if letters.startswith("secret"):
+        return "secret"
+    return _KIND_OF_WORD.get(letters, "secret")
+
+
+# A key word as a whole part of an identifier: api_key, tokenValue, DB_PASSWORD — not the
+# tail of hunter2secret.
+_KEY_PART = re.compile(r"(?:^|(?<=[_-])|(?<=[a-z0-9])(?=[A-Z]))" + KEY_WORD + r"(?=$|[_\-A-Z0-9])")
+# Forms: key=v, key: v, "key": "v", key := v, key: str = "v", cfg["key"] = v, f"…", `…`.
+# "==" is a comparison and "::" a path separator, so neither separates a value.
+_ASSIGN = re.compile(
+    rf"(?P<key>{KEY_WORD})(?![A-Za-z0-9_])(?:[\"']\]|[\"'])?[ \t]*"
+    r"(?P<sep>(?::[ \t]*[A-Za-z_][\w.\[\], |]{0,60}?[ \t]+)?:?=(?!=)|:(?![:=]))[ \t]*"
+    r"(?:[rbfu]{0,2}\"(?P<dq>(?:[^\"\\\n]|\\.)*)\"|[rbfu]{0,2}'(?P<sq>(?:[^'\\\n]|\\.)*)'"
+    r"|`(?P<bq>[^`\n]*)`|(?P<bare>[^\s\"'`,;]+))"
+)
+# After "key:" a bare value must end its line: "password: hunter2" is config,
+# "Password: enter it below" is prose.
+_LINE_REST = re.compile(r"[ \t]*(?:[,;#`]|\r?\n|$)")
+_DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
+_PATH = re.compile(r"(?:~|\.{1,2})?/|[A-Za-z]:\\")
+
+
+def _is_code(value: str) -> bool:
+    """An unquoted value that names something instead of spelling it out.
+
+    ``get_token()``, ``os.environ["X"]``, ``self.token``, ``api_key=api_key`` are code;
+    ``hunter2secret`` is not, although it ends in a key word.
+    """
+    return (
+        any(c in value for c in "()[]{}")
+        or _DOTTED_NAME.fullmatch(value) is not None
+        or (value.isidentifier() and _KEY_PART.search(value) is not None)
+    )
+
+
+def _redact_assignment(match: re.Match[str]) -> tuple[str, str] | None:
+    # The value groups close last, so lastgroup names the one that matched (dq, sq, bq, bare).
+    group = match.lastgroup or "bare"
+    value = match[group]
+    if is_placeholder(value) or _PATH.match(value):
+        return None
+    if group == "bare":
+        if _is_code(value):
+            return None
+        if match["sep"] == ":" and not _LINE_REST.match(match.string, match.end()):
+            return None
+    return replace_group(match, group, word_kind(match["key"]))
+
+
+ASSIGNMENT = Rule(_ASSIGN, _redact_assignment)
+
+# kubeconfig client-key-data / client-certificate-data: base64 of a key and its certificate.
+_KUBECONFIG = re.compile(
+    r"client-(?P<which>key|certificate)-data[\"']?[ \t]*[:=][ \t]*[\"']?"
+    r"(?P<value>[A-Za-z0-9+/=]{16,})"
+)
+KUBECONFIG = Rule(
+    _KUBECONFIG,
+    lambda m: replace_group(
+        m, "value", "private_key" if m["which"] == "key" else "client_certificate"
+    ),
+)
+
+# --- passwords in prose ------------------------------------------------------------------------
+# "the password is hunter2secret", "password for the db: S3cret!", "pwd is …". A prose value
+# must look made up (a digit or a symbol, 6+ characters) unless it is quoted: "the password is
+# stored hashed" and "Password: enter it below" stay.
+_PROSE_PASSWORD = re.compile(
+    r"[Pp](?<![A-Za-z0-9_][Pp])(?i:ass(?:w(?:or)?d|phrase|code)|wd)s?"
+    r"(?:[ \t]+(?i:for|of|to|on)(?:[ \t]+[\w.@/-]{1,40}){1,4}?)?"
+    r"(?:[ \t]+(?i:is|was)[ \t]+|[ \t]*:[ \t]*)"
+    r"(?:(?P<q>[\"'`])(?P<quoted>[^\s\"'`]{1,200})(?P=q)|(?P<bare>[^\s\"'`]{1,200}))"
+)
+_TRAILING = ".,;:!?)]}"
+
+
+def _redact_prose_password(match: re.Match[str]) -> tuple[str, str] | None:
+    group = "quoted" if match["quoted"] else "bare"
+    value = match[group]
+    if group == "bare":
+        value = value.rstrip(_TRAILING)
+        made_up = any(not c.isalpha() for c in value)
+        if len(value) < 6 or not made_up or _PATH.match(value) or _is_code(value):
+            return None
+    if is_placeholder(value):
+        return None
+    start = match.start(group)
+    text = match.string
+    replacement = marker("password") + text[start + len(value) : match.end()]
+    return "password", text[match.start() : start] + replacement
+
+
+PROSE_PASSWORD = Gated(("pass", "pwd"), Rule(_PROSE_PASSWORD, _redact_prose_password), lower=True)
+
+# --- CSV columns named like a secret -----------------------------------------------------------
+# A header line of 2+ short labels, one of them ending in a key word (Password, Secret access
+# key, api_token); each following row with as many cells has that cell redacted. A cell with a
+# space in it is prose, not a credential.
+_CSV_LINE = (
+    r"(?:\"?[A-Za-z][\w .()/-]{0,40}\"?[,\t]){1,40}\"?[A-Za-z][\w .()/-]{0,40}\"?\r?(?=\n|$)"
+)
+_CSV_FIRST = re.compile(_CSV_LINE)
+# Starts at a literal newline, which ``re`` skips to in C; the first line is tried apart.
+_CSV_HEADER = re.compile(rf"\n(?P<line>{_CSV_LINE})")
+_CELL = re.compile(r'[ \t]*(?:"(?P<quoted>(?:[^"\n]|"")*)"|(?P<bare>[^,\t"\r\n]*))[ \t]*')
+
+
+def _column_kind(name: str) -> str | None:
+    """The kind a header cell names when it ends in a key word ("Secret access key")."""
+    key = re.sub(r"[\s.()/-]+", "_", name.strip())
+    match = _KEY_NAME.search(key)
+    return None if match is None else word_kind(match.group(0))
+
+
+_KEY_NAME = re.compile(r"(?:^|(?<=_))" + KEY_WORD + "$")
+
+
+def _cells(text: str, start: int, end: int, delimiter: str) -> list[tuple[int, int]]:
+    """Spans of the cell values on text[start:end] (inside quotes for a quoted cell)."""
+    spans, pos = [], start
+    while True:
+        cell = _CELL.match(text, pos, end)
+        if cell is None:
+            return []
+        group = "quoted" if cell["quoted"] is not None else "bare"
+        spans.append(cell.span(group))
+        pos = cell.end()
+        if pos >= end or text[pos] == "\r":
+            return spans
+        if text[pos] != delimiter:
+            return []
+        pos += 1
+
+
+def redact_csv_columns(text: str, kinds: list[str]) -> str:
+    """Values in CSV/TSV columns whose header names a secret (see above)."""
+    edits: list[tuple[int, int, str]] = []
+    first = _CSV_FIRST.match(text)
+    headers = [first.span()] if first else []
+    headers += [m.span("line") for m in _CSV_HEADER.finditer(text)]
+    for header_start, header_end in headers:
+        delimiter = "\t" if "\t" in text[header_start:header_end] else ","
+        names = [text[a:b].strip() for a, b in _cells(text, header_start, header_end, delimiter)]
+        secret = {i: kind for i, name in enumerate(names) if (kind := _column_kind(name))}
+        row_end = header_end
+        while secret and row_end < len(text):
+            start, row_end = line_span(text, row_end + 1)
+            cells = _cells(text, start, row_end, delimiter)
+            if len(cells) != len(names):
+                break
+            for i, kind in secret.items():
+                a, b = cells[i]
+                value = text[a:b]
+                if not is_placeholder(value) and not any(c.isspace() for c in value):
+                    edits.append((a, b, marker(kind)))
+                    kinds.append(kind)
+    return splice(text, edits) if edits else text
