@@ -70,8 +70,8 @@ CORPUS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     ),
     "mailgun_key": (
         "mail.md",
-        "The Mailgun sending key is key-3ax6xnjp29jd6fds4gc373sgvjxteol0 for acme.io.\n",
-        ("3ax6xnjp29jd6fds4gc373sgvjxteol0",),
+        "The Mailgun sending key is key-3a6f9c2d8e1b7a4c0f5e9d2b6a8c1e4f for acme.io.\n",
+        ("3a6f9c2d8e1b7a4c0f5e9d2b6a8c1e4f",),
     ),
     "vault_token": (
         "vault.md",
