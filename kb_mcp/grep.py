@@ -1,5 +1,10 @@
 """Literal or regex search over the stored text of documents, bounded in count and time.
 
+Patterns run over the stored text, which was redacted on the way in, so no pattern can
+test a secret character by character (issue 7 item 3: a match / no-match oracle once
+recovered an AWS secret in 1,299 calls). Each returned line is redacted whole before it
+is cut to ``MAX_LINE_CHARS``.
+
 Patterns run on the third-party ``regex`` engine because it takes a ``timeout``: the
 standard ``re`` cannot be interrupted, so one catastrophic pattern such as ``(a|aa)+$``
 could hang the server. The whole call also shares one deadline across documents.
@@ -16,6 +21,7 @@ from dataclasses import dataclass
 import regex
 
 from kb_mcp.errors import InvalidInput
+from kb_mcp.redact import redact_output
 
 MAX_LINE_CHARS = 500  # a matched line is cut to this many characters around the match
 MAX_PATTERN_CHARS = 1_000
@@ -63,12 +69,20 @@ def _line_starts(text: str) -> list[int]:
 
 
 def _line_of(starts: list[int], text: str, offset: int) -> tuple[int, str]:
+    """The 1-based number and the (redacted, cut) text of the line holding ``offset``.
+
+    The whole line is redacted before it is cut (issue 7 item 3): a cut first could keep
+    the tail of a secret whose key word or prefix fell outside the window, which no
+    redaction can recognise afterwards. The window is centred on where the match lands in
+    the redacted line.
+    """
     index = bisect.bisect_right(starts, offset) - 1
     end = text.find("\n", starts[index])
-    line = text[starts[index] : end if end != -1 else len(text)]
+    raw = text[starts[index] : end if end != -1 else len(text)]
+    line = redact_output(raw).text
     if len(line) > MAX_LINE_CHARS:
-        column = offset - starts[index]
-        begin = max(0, column - MAX_LINE_CHARS // 2)
+        column = len(redact_output(raw[: offset - starts[index]]).text)
+        begin = max(0, min(column, len(line)) - MAX_LINE_CHARS // 2)
         line = line[begin : begin + MAX_LINE_CHARS]
     return index + 1, line
 

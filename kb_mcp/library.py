@@ -22,6 +22,7 @@ from kb_mcp.ingest import agent, readers, sources, sync, synclock
 from kb_mcp.ingest.pipeline import (
     Outcome,
     Stored,
+    redact_document,
     remove_location,
     store_document,
     text_hash,
@@ -153,6 +154,7 @@ class Library:
             supersedes=doc.supersedes,
             status=classify_status(doc.title, {}),
         )
+        record = redact_document(record)  # a hand-edited docs/ file too (issue 7 item 1)
         with self.db.write() as conn:
             kind = "agent" if doc.source == agent.AGENT_SOURCE else "upload"
             source_id = rows.ensure_source(conn, doc.source, kind, doc.created_at)
@@ -172,7 +174,7 @@ class Library:
                 source_id,
                 f"{doc.doc_key}.md",
                 record,
-                split_markdown(doc.content),
+                split_markdown(record.text),
                 seen_at=doc.updated_at,
             )
             if write_file:

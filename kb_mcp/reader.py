@@ -2,7 +2,8 @@
 
 ``read`` accepts a document id, a cite string, an agent document's uri or a folder file's
 path. A folder file that changed since it was indexed is re-indexed before it is read
-(``stale=True`` says so); one deleted since is unindexed and reported as not found.
+(``stale=True`` says so); one deleted since is unindexed and reported as not found. What
+is returned is cut from the whole document redacted, never redacted after the cut.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from kb_mcp.cite import parse_cite
 from kb_mcp.errors import InvalidInput, NotFound
 from kb_mcp.ingest import sync
 from kb_mcp.ingest.pipeline import remove_location
+from kb_mcp.redact import redact
 from kb_mcp.results import ReadResult
 from kb_mcp.store import documents as rows
 from kb_mcp.store.db import Database
@@ -32,7 +34,10 @@ def read_document(
         start_line = start_line or citation.start_line
         end_line = end_line or citation.end_line
     found, stale = refresh_if_stale(db, resolve_document(db, doc.strip()))
-    lines = found.text.split("\n")
+    # The whole document is redacted before lines are cut (issue 7 item 2): a range inside
+    # a key block has no BEGIN line for output redaction to see. Stored text is redacted
+    # already; this also covers text stored under older rules. Line counts are kept.
+    lines = redact(found.text).text.split("\n")
     start, end = line_range(len(lines), start_line, end_line, found.doc_key)
     location = rows.first_location(db.conn, found.id)
     return ReadResult(

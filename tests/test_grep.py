@@ -9,10 +9,12 @@ from __future__ import annotations
 import time
 
 import pytest
+import regex
 from inline_snapshot import snapshot
 
 from kb_mcp.errors import InvalidInput
 from kb_mcp.grep import MAX_LINE_CHARS, MAX_PATTERN_CHARS, GrepMatch, compile_pattern, grep_texts
+from kb_mcp.library import Library
 
 DOCS = [
     ("f-1", "notes/install.md", "# Install\nRun make install.\nThen a.b.c(x)?\n"),
@@ -175,3 +177,39 @@ def test_grep_long_line_match_near_end_keeps_the_match() -> None:
     (match,), *_ = grep("NEEDLE", [("d", "p", line)])
     assert match.line.endswith("NEEDLE")
     assert len(match.line) <= MAX_LINE_CHARS
+
+
+def test_grep_long_line_is_redacted_before_it_is_cut() -> None:
+    """issue 7 item 3: a secret straddling the 500-character window is not returned whole."""
+    secret = "hunter2Xq99zpLwQ7"
+    for pad in range(MAX_LINE_CHARS // 2 - 40, MAX_LINE_CHARS // 2 + 10, 7):
+        line = "NEEDLE " + "y" * pad + f" db_password = {secret} " + "z" * 2_000
+        (match,), *_ = grep("NEEDLE", [("d", "p", line)])
+        assert secret[:6] not in match.line, pad
+        assert len(match.line) <= MAX_LINE_CHARS
+        assert match.line.startswith("NEEDLE")
+
+
+def test_grep_long_line_window_stays_on_the_match_after_redaction() -> None:
+    """issue 7 item 3: redaction shortens the line; the window still shows the match."""
+    line = "ghp_" + "A1b2C3d4E5f6G7h8I9j0" * 2 + " " + "y" * 900 + "NEEDLE" + "z" * 900
+    (match,), *_ = grep("NEEDLE", [("d", "p", line)])
+    assert "NEEDLE" in match.line
+    assert len(match.line) == MAX_LINE_CHARS
+
+
+def test_grep_regex_probe_for_a_stored_secret_finds_nothing(library: Library) -> None:
+    """issue 7 item 3: a folder file's secret is redacted on the way in, so a regex probe
+    for its prefix (the match / no-match oracle) finds nothing, whatever the prefix."""
+    secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+    folder = library.home.parent / "notes"
+    folder.mkdir()
+    (folder / "aws.md").write_text(f"# AWS\n\naws_secret_access_key = {secret}\nend\n")
+    library.add_folder(folder)
+    library.sync()
+    assert library.grep("aws_secret_access_key").matches  # the line is there, redacted
+    for length in (1, 4, 12, len(secret)):
+        probe = "aws_secret_access_key = " + regex.escape(secret[:length])
+        assert library.grep(probe, regex=True).matches == ()
+        anywhere = "= " + regex.escape(secret[:length]) + "[A-Za-z0-9/+]"
+        assert library.grep(anywhere, regex=True, ignore_case=True).matches == ()

@@ -44,6 +44,22 @@ from kb_mcp.ingest.policy import check_readable, sensitive_reason
         (".token", "token file"),
         ("my-service-account.json", "service-account key"),
         ("gke-serviceaccount-prod.json", "service-account key"),
+        # issue 7 item 8: credential files by known names, however they are suffixed
+        ("id_rsa_work", "private key"),
+        ("id_ed25519.old", "private key"),
+        ("id_rsa.pub", "public key"),
+        (".env.local", "environment file"),
+        ("kubeconfig", "credential file"),
+        ("prod.kubeconfig", "credential file"),
+        ("kubeconfig.yaml", "secrets file"),
+        ("secrets", "secrets file"),
+        ("secrets.json", "secrets file"),
+        ("secrets.txt", "secrets file"),
+        ("secrets.sh", "secrets file"),
+        ("db.secret", "secrets file"),
+        ("credentials.csv", "secrets file"),
+        ("gcp-credentials.yml", "secrets file"),
+        ("alice_accessKeys.csv", "secrets file"),
     ],
 )
 def test_policy_sensitive_file_names_have_a_reason(name: str, reason: str) -> None:
@@ -63,6 +79,16 @@ def test_policy_sensitive_file_names_have_a_reason(name: str, reason: str) -> No
         "cookies.md",
         "service-account.md",
         "environment.yml",
+        # issue 7 item 8: documentation and source code that merely mention secrets
+        "secrets.py",
+        "test_secrets.py",
+        "secret-rotation.md",
+        "Rotating-Secrets.rst",
+        "client_secret_handling.go",
+        "credentials.md",
+        "credential_store.ts",
+        "secrets-management.html",
+        "kubeconfig-howto.md",
     ],
 )
 def test_policy_harmless_names_may_be_read(name: str) -> None:
@@ -156,3 +182,37 @@ def test_check_readable_symlink_loop_is_unreadable(tmp_path: Path) -> None:
     (tmp_path / "b.md").symlink_to(tmp_path / "a.md")
     with pytest.raises(Unreadable, match="cannot resolve"):
         check_readable(tmp_path / "a.md", tmp_path)
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n",
+        b"-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA\n",
+        b"\xef\xbb\xbf\n\n-----BEGIN PRIVATE KEY-----\nMIIE\n",
+        b"-----BEGIN ENCRYPTED PRIVATE KEY-----\n",
+        b"-----BEGIN PGP PRIVATE KEY BLOCK-----\n",
+        b"PuTTY-User-Key-File-3: ssh-ed25519\n",
+    ],
+)
+def test_check_readable_refuses_a_harmless_name_holding_a_private_key(
+    tmp_path: Path, head: bytes
+) -> None:
+    """issue 7 item 8: a key saved as ``deploy.txt`` is refused by its content, unread."""
+    (tmp_path / "deploy.txt").write_bytes(head + b"AAAA\n")
+    with pytest.raises(Refused, match=r"deploy\.txt: private key \(PEM content\)"):
+        check_readable(tmp_path / "deploy.txt", tmp_path)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "# Rotating keys\n\n-----BEGIN RSA PRIVATE KEY----- starts a key block.\n",
+        "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
+        "-----BEGIN PUBLIC KEY-----\nMIIB\n",
+    ],
+)
+def test_check_readable_reads_a_note_that_only_quotes_a_key(tmp_path: Path, text: str) -> None:
+    """issue 7 item 8: only a file that starts as a private key is refused by content."""
+    (tmp_path / "notes.md").write_text(text)
+    assert check_readable(tmp_path / "notes.md", tmp_path) == (tmp_path / "notes.md").resolve()

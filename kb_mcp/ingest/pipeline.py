@@ -8,10 +8,22 @@ its chunks from every index once no other location holds it.
 Identity is the ``doc_key``: an agent document's key comes from its uri (an edit
 replaces), a file's from its text (identical text in two sources is stored once, with
 two locations).
+
+Secrets go out on the way in (issue 7 item 1): every source's text, title and tags pass
+through ``redact`` *before* chunking, so the documents row, the chunks, the FTS terms and
+the headings only ever hold redacted text, and no chunk boundary can separate a
+``password =`` from its value. ``redact`` keeps the number of lines (a PEM block becomes
+marker lines), so line N of the stored text is still line N of the user's file and every
+cite stays exact. The content hash is taken over the *redacted* text: the database then
+holds no digest of a secret (a hash of raw text would let anyone holding ``kb.db`` test
+guesses of a short password offline), and edits are still noticed, because a folder
+file's change detection compares the hash of its raw bytes (``locations.file_hash``) and
+a re-read whose redacted text is unchanged (a rotated secret) is correctly "unchanged".
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from dataclasses import dataclass
 from enum import StrEnum
@@ -21,6 +33,7 @@ import apsw
 from kb_mcp.chunk import Chunk
 from kb_mcp.index import fts
 from kb_mcp.ingest.dedup import record_near_duplicates
+from kb_mcp.redact import redact
 from kb_mcp.store import documents as rows
 from kb_mcp.store.db import Database
 
@@ -40,6 +53,28 @@ class Stored:
 
 def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def redact_text(text: str) -> str:
+    """``text`` with every credential replaced by a marker, line count unchanged."""
+    return redact(text).text
+
+
+def redact_document(doc: rows.NewDocument) -> rows.NewDocument:
+    """``doc`` with credentials out of its text, title and tags; hash over the result.
+
+    Call before chunking, and chunk the returned text: a chunk cut out of raw text could
+    hold half a secret that no later redaction recognises. Idempotent, so text that was
+    redacted already (an agent document) comes back unchanged.
+    """
+    text = redact_text(doc.text)
+    return dataclasses.replace(
+        doc,
+        text=text,
+        title=redact_text(doc.title),
+        tags=tuple(redact_text(tag) for tag in doc.tags),
+        content_hash=text_hash(text),
+    )
 
 
 def _index_document(conn: apsw.Connection, doc: rows.NewDocument, chunks: list[Chunk]) -> int:

@@ -16,9 +16,16 @@ Decisions worth knowing:
 - ``.env.example``, ``.env.sample`` and ``.env.template`` are allowed: they are
   documentation of which variables exist, committed on purpose. Every other
   ``.env.*`` is treated as real configuration.
-- Any file name containing ``secret`` is refused (``client_secret_123.json``,
-  ``secrets.yaml``), even a note that is only about secrets; we prefer that loss to
-  guessing which such files hold values.
+- A name containing ``secret`` or ``credential`` is refused (``client_secret_123.json``,
+  ``secrets.yaml``, ``credentials.csv``, ``secrets``) unless it is documentation or
+  source code by its suffix (``secrets.py``, ``test_secrets.py``, ``secret-rotation.md``):
+  those mention secrets far more often than they hold one, a question about them must
+  find them (issue 7 item 8), and what they do hold is redacted on the way in. Shell
+  scripts and ``.txt`` stay refused: ``secrets.sh`` / ``secrets.txt`` are where values are
+  kept.
+- A file whose content starts as a PEM private key (or a PuTTY key) is refused whatever
+  its name (``check_readable`` peeks at its first bytes): keys are often saved as
+  ``deploy`` or ``key.txt``.
 - ``*.gpg`` is refused whole: it is a keyring or an encrypted file, neither of which
   is readable text.
 - ``.config/gcloud`` and ``.config/gh`` (the GitHub CLI keeps its token in
@@ -27,6 +34,7 @@ Decisions worth knowing:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -34,6 +42,7 @@ from kb_mcp.errors import NotFound, Refused, Unreadable
 
 __all__ = [
     "check_readable",
+    "sensitive_content_reason",
     "sensitive_folder_reason",
     "sensitive_name_reason",
     "sensitive_reason",
@@ -51,6 +60,7 @@ _SENSITIVE_NAMES: Mapping[str, str] = {
         ("id_rsa", "id_dsa", "id_ecdsa", "id_ed25519", "id_ecdsa_sk", "id_ed25519_sk"),
         _PRIVATE_KEY,
     ),
+    "kubeconfig": _CREDENTIALS,
     ".env": _ENV_FILE,
     ".envrc": _ENV_FILE,
     **dict.fromkeys(
@@ -85,13 +95,38 @@ _SENSITIVE_SUFFIXES: tuple[tuple[str, str], ...] = (
     (".tfstate", "terraform state"),
     (".tfstate.backup", "terraform state"),
     (".token", _TOKEN),
+    (".kubeconfig", _CREDENTIALS),
 )
+# SSH key files go by their key type, often with a suffix (id_rsa_work, id_ed25519.old);
+# the public half (.pub) is no secret but is never worth indexing either.
+_SSH_KEY_PREFIXES = ("id_rsa", "id_dsa", "id_ecdsa", "id_ed25519")
 _ANY_SENSITIVE_SUFFIX = tuple(suffix for suffix, _ in _SENSITIVE_SUFFIXES)
 
 # Committed on purpose to document which variables exist; they hold no values.
 _ENV_DOCS = frozenset({".env.example", ".env.sample", ".env.template"})
 
 _SERVICE_ACCOUNT_MARKERS = ("service-account", "service_account", "serviceaccount")
+
+# Words that, in a name that is not documentation or code, mark a file holding values.
+_SECRET_WORDS = ("secret", "credential", "accesskeys", "kubeconfig")
+# Documentation and source code: a name mentioning secrets is read (redacted), never
+# refused. Shell (.sh, .bash, .zsh, .ps1) and .txt are left out on purpose: they are
+# where values are kept.
+_DOC_OR_CODE_SUFFIXES = frozenset(
+    {
+        *(".md", ".markdown", ".mdx", ".rst", ".adoc", ".org", ".html", ".htm", ".pdf"),
+        *(".docx", ".py", ".pyi", ".js", ".mjs", ".cjs", ".jsx", ".ts", ".tsx", ".go"),
+        *(".rs", ".java", ".kt", ".kts", ".c", ".h", ".cc", ".cpp", ".hpp", ".cs", ".rb"),
+        *(".php", ".swift", ".scala", ".lua", ".ex", ".exs", ".erl", ".hs", ".ml", ".clj"),
+        *(".dart", ".vue", ".svelte"),
+    }
+)
+# What a private key file starts with (after a BOM or blank lines); bytes, as read.
+_PEM_KEY_START = re.compile(
+    rb"\A(?:\xef\xbb\xbf)?\s*(?:-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
+    rb"|PuTTY-User-Key-File-)"
+)
+PEEK_BYTES = 256
 
 # Folders whose whole content is credentials, lower case.
 _SENSITIVE_FOLDERS = frozenset(
@@ -120,13 +155,29 @@ def sensitive_name_reason(name: str) -> str | None:
         return reason
     if lower.endswith(_ANY_SENSITIVE_SUFFIX):
         return next(reason for suffix, reason in _SENSITIVE_SUFFIXES if lower.endswith(suffix))
+    if lower.startswith(_SSH_KEY_PREFIXES):
+        return "public key" if lower.endswith(".pub") else _PRIVATE_KEY
     if lower.startswith(".env.") and lower not in _ENV_DOCS:
         return _ENV_FILE
-    if "secret" in lower:
+    if any(word in lower for word in _SECRET_WORDS) and not _is_doc_or_code(lower):
         return "secrets file"
     if lower.endswith(".json") and any(m in lower for m in _SERVICE_ACCOUNT_MARKERS):
         return "service-account key"
     return None
+
+
+def _is_doc_or_code(lower: str) -> bool:
+    suffix = lower[lower.rfind(".") :] if "." in lower.lstrip(".") else ""
+    return suffix in _DOC_OR_CODE_SUFFIXES
+
+
+def sensitive_content_reason(head: bytes) -> str | None:
+    """Why a file whose first bytes are ``head`` is never read, or None.
+
+    Only a file that *starts* as a private key is refused: a note that quotes a key in
+    its middle is read, and the key redacted.
+    """
+    return "private key (PEM content)" if _PEM_KEY_START.match(head) else None
 
 
 def sensitive_folder_reason(name: str, parent: str = "") -> str | None:
@@ -158,7 +209,8 @@ def check_readable(path: Path, root: Path, *, root_is_resolved: bool = False) ->
 
     Symlinks are resolved (strictly: the file must exist), then the policy is
     applied to both the path as given and the resolved path, and the resolved path
-    must be a regular file inside ``root.resolve()``. Returns the resolved path, which
+    must be a regular file inside ``root.resolve()`` that does not start as a private
+    key (its first ``PEEK_BYTES`` are read for that). Returns the resolved path, which
     is what the caller should open. ``root_is_resolved`` skips resolving ``root``
     again (a sync resolves it once for all its files). Raises ``Refused`` naming the
     path and the reason, ``NotFound`` if it is gone, ``Unreadable`` if it cannot be
@@ -179,7 +231,21 @@ def check_readable(path: Path, root: Path, *, root_is_resolved: bool = False) ->
         )
     if not resolved.is_file():
         raise Refused(f"refusing to read {_describe(path, resolved)}: not a regular file")
+    if reason := sensitive_content_reason(_peek(resolved)):
+        raise Refused(
+            f"refusing to read {_describe(path, resolved)}: {reason}",
+            hint="kb-mcp never reads keys, credentials or .env files",
+        )
     return resolved
+
+
+def _peek(path: Path) -> bytes:
+    """The first bytes of a file, or none when it cannot be opened (the read says why)."""
+    try:
+        with path.open("rb") as handle:
+            return handle.read(PEEK_BYTES)
+    except OSError:
+        return b""
 
 
 def _resolve(path: Path) -> Path:

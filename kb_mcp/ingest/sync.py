@@ -32,7 +32,7 @@ from kb_mcp.chunk.markdown import DEFAULT_BUDGET_CHARS, split_markdown
 from kb_mcp.errors import KbError, Unavailable
 from kb_mcp.ingest import readers
 from kb_mcp.ingest.frontmatter import meta_date, meta_list, split_frontmatter
-from kb_mcp.ingest.pipeline import remove_location, store_document, text_hash
+from kb_mcp.ingest.pipeline import redact_text, remove_location, store_document, text_hash
 from kb_mcp.ingest.policy import check_readable
 from kb_mcp.ingest.sources import FolderSource
 from kb_mcp.ingest.status import classify_status
@@ -93,13 +93,16 @@ def prepare_file(
 ) -> tuple[rows.NewDocument, list[Chunk]]:
     """A converted file → the document row and chunks the ingestion path stores.
 
-    Title: frontmatter ``title``, else the reader's, else the file name. Date:
-    frontmatter ``date`` / ``updated``, else the file's mtime. Identity: the text hash,
-    so identical text in two sources is one document.
+    The text is redacted first (line count kept), and everything below is derived from
+    the redacted text: frontmatter, title, chunks, headings and the hash (see
+    ``pipeline``). Title: frontmatter ``title``, else the reader's, else the file name.
+    Date: frontmatter ``date`` / ``updated``, else the file's mtime. Identity: the hash of
+    the redacted text, so identical text in two sources is one document.
     """
-    text = converted.markdown
+    text = redact_text(converted.markdown)
     meta = split_frontmatter(text).meta if converted.kind == "markdown" else {}
-    title = str(meta.get("title") or converted.title or PurePosixPath(rel).name).strip()
+    raw_title = str(meta.get("title") or converted.title or PurePosixPath(rel).name)
+    title = redact_text(raw_title).strip()
     if converted.kind == "code":
         chunks = split_code(text, converted.language)
     else:
@@ -114,7 +117,7 @@ def prepare_file(
         text=text,
         content_hash=digest,
         doc_date=meta_date(meta, "date", "updated") or _mtime_date(mtime_ns),
-        tags=meta_list(meta, "tags"),
+        tags=tuple(redact_text(tag) for tag in meta_list(meta, "tags")),
         created_at=now,
         updated_at=now,
         supersedes=meta_list(meta, "supersedes"),

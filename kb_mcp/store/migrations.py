@@ -11,6 +11,8 @@ lazily by the first reader instead of here, because it is proportional to the da
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import apsw
 
 from kb_mcp.errors import Unavailable
@@ -92,7 +94,47 @@ CREATE TABLE near_duplicates (
 CREATE INDEX documents_title ON documents(title COLLATE NOCASE);
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2)
+
+def _v3_forget_verbatim_folder_text(conn: apsw.Connection) -> None:
+    """3: folder files were stored and indexed verbatim, secrets included (issue 7 item 1).
+
+    Their documents go now (chunks, near-duplicate pairs and supersessions cascade; the
+    locations stay, pointing at nothing) and their recorded size / mtime / hash are
+    cleared, so the next sync re-reads every file and stores it redacted. Deleting here,
+    not waiting for that sync, means nothing raw is served in between: grep and read run
+    over ``documents``, search over chunks. The FTS rows go too, when the index exists,
+    and its version is forgotten so the first reader rebuilds it from the remaining
+    chunks, leaving no raw term in its vocabulary. Agent and upload documents were
+    redacted on the way in already and are kept.
+    """
+    doomed = [
+        row[0]
+        for row in conn.execute(
+            "SELECT DISTINCT l.document_id FROM locations l JOIN sources s ON s.id = l.source_id "
+            "WHERE s.kind = 'folder' AND l.document_id IS NOT NULL"
+        )
+    ]
+    fts_exists = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'chunks_fts'"
+    ).fetchone()
+    for document_id in doomed:
+        if fts_exists:
+            conn.execute(
+                "DELETE FROM chunks_fts WHERE rowid IN "
+                "(SELECT id FROM chunks WHERE document_id = ?)",
+                (document_id,),
+            )
+        conn.execute("DELETE FROM documents WHERE id = ?", (document_id,))
+    conn.execute(
+        "UPDATE locations SET document_id = NULL, size = NULL, mtime_ns = NULL, "
+        "file_hash = NULL WHERE source_id IN (SELECT id FROM sources WHERE kind = 'folder')"
+    )
+    conn.execute("DELETE FROM meta WHERE key = 'fts_version'")
+
+
+# A step is a SQL script, or a function of the connection for what SQL alone cannot say.
+Migration = str | Callable[[apsw.Connection], None]
+MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _v3_forget_verbatim_folder_text)
 
 
 def schema_version(conn: apsw.Connection) -> int:
@@ -112,7 +154,11 @@ def migrate(conn: apsw.Connection) -> int:
         conn.execute("BEGIN IMMEDIATE")
         try:
             if schema_version(conn) < version:  # another process may have won the race
-                conn.execute(MIGRATIONS[version - 1])
+                step = MIGRATIONS[version - 1]
+                if callable(step):
+                    step(conn)
+                else:
+                    conn.execute(step)
                 conn.execute(f"PRAGMA user_version = {version}")
         except BaseException:
             conn.execute("ROLLBACK")

@@ -1,0 +1,227 @@
+"""The done-when test of issue 7's secrets items: a seeded corpus, one file per secret kind.
+
+Every kind of issue 7 item 5, plus a PEM key block, a ``token: <40 chars>`` note and a
+``password =`` on a long line that the chunker splits, is ingested twice: through a
+folder sync and through ``add_document`` over the real stdio server. Then no secret value
+may appear anywhere: in any table of ``kb.db`` (every text column, every FTS vocabulary
+term, the raw bytes of the database files), in ``docs/``, in any tool output over stdio
+(search, grep with literal and regex probes, read whole and line by line, list), in the
+audit log or in the server's stderr. The failure message lists each leaking kind with
+where it leaked.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import apsw
+import pytest
+
+from kb_mcp.chunk.pack import DEFAULT_BUDGET_CHARS
+from kb_mcp.library import DB_FILE, Library
+from kb_mcp.server.audit import AUDIT_FILE
+from kb_mcp.settings import Settings
+
+PEM_BODY = [
+    f"MIIEpQIBAAKCAQEAq{i:02d}Zr7Wm9Xp4Lt8Vn3Bc6Df1Gh5Jk0QeRsTuYwXazK2mP" for i in range(12)
+]
+LONG_FILLER = " ".join(["lorem"] * ((DEFAULT_BUDGET_CHARS - 20) // 6))
+
+# kind → (file name, text, secret values). File names are ordinary ones: the policy must
+# let them through, so redaction is what keeps the values out.
+CORPUS: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "aws_secret_in_csv": (
+        "users.csv",
+        "user,access_key_id,secret_access_key\n"
+        "alice,AKIAQ3K7ZL2M4RTW9XPD,wJalrXUtnFEMI/K7MDENG/bPxRfiCYzq9Lm2Wk4\n",
+        ("AKIAQ3K7ZL2M4RTW9XPD", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzq9Lm2Wk4"),
+    ),
+    "azure_account_key": (
+        "storage.md",
+        "Connection string:\n\nDefaultEndpointsProtocol=https;AccountName=acme;"
+        "AccountKey=Zm9vYmFyYmF6cXV4Q2xvdWRTdG9yYWdlS2V5MTIzNDU2Nzg5MA9x8Kq2==;"
+        "EndpointSuffix=core.windows.net\n",
+        ("Zm9vYmFyYmF6cXV4Q2xvdWRTdG9yYWdlS2V5MTIzNDU2Nzg5MA9x8Kq2",),
+    ),
+    "azure_sas_sig": (
+        "share.md",
+        "Download it from https://acme.blob.core.windows.net/backups/db.bak?sv=2022-11-02"
+        "&sp=r&se=2030-01-01T00:00:00Z&sig=Qm9vdDJTaWduYXR1cmU3eEtxOVpw%2BZ3hRc0xN%3D\n",
+        ("Qm9vdDJTaWduYXR1cmU3eEtxOVpw",),
+    ),
+    "kubeconfig_client_key_data": (
+        "cluster.yaml",
+        "apiVersion: v1\nkind: Config\nusers:\n- name: admin\n  user:\n    client-key-data: "
+        "LS0tLS1CRUdJTiBSU0EgUFJJVkFURSBLRVktLS0tLQpNSUlFb3dJQkFBS0NBUUVBN3E5\n",
+        ("LS0tLS1CRUdJTiBSU0EgUFJJVkFURSBLRVktLS0tLQpNSUlFb3dJQkFBS0NBUUVBN3E5",),
+    ),
+    "docker_config_auth": (
+        "registry.json",
+        '{"auths": {"registry.acme.io": {"auth": "ZGVwbG95Omh1bnRlcjJYcTk5enBMdw=="}}}\n',
+        ("ZGVwbG95Omh1bnRlcjJYcTk5enBMdw",),
+    ),
+    "curl_user_password": (
+        "api.md",
+        "Call it:\n\n    curl -u deploy:Vx7pQ2mZr9Lk https://api.acme.io/v1/jobs\n",
+        ("Vx7pQ2mZr9Lk",),
+    ),
+    "mailgun_key": (
+        "mail.md",
+        "The Mailgun sending key is key-3a6f9c2d8e1b7a4c0f5e9d2b6a8c1e4f for acme.io.\n",
+        ("3a6f9c2d8e1b7a4c0f5e9d2b6a8c1e4f",),
+    ),
+    "vault_token": (
+        "vault.md",
+        "Log in with hvs.CAESIKq7Zr2Wm9Xp4Lt8Vn3Bc6Df1Gh5Jk0QeRsTuYwXaz then run the job.\n",
+        ("CAESIKq7Zr2Wm9Xp4Lt8Vn3Bc6Df1Gh5Jk0QeRsTuYwXaz",),
+    ),
+    "env_line_password": (
+        "app.ini",
+        "[db]\npassword=hunter2secret\nhost=db.acme.io\n",
+        ("hunter2secret",),
+    ),
+    "password_in_prose": (
+        "onboarding.md",
+        "For the staging box, the password is Tr0ub4dor8Zq and the user is ops.\n",
+        ("Tr0ub4dor8Zq",),
+    ),
+    "url_password_with_slash": (
+        "backup.md",
+        "Nightly backups go to s3://backup:wJalr/K7MDENG/bPxRfQz81@bucket/nightly here.\n",
+        ("wJalr/K7MDENG/bPxRfQz81", "bPxRfQz81"),
+    ),
+    "pem_private_key": (
+        "server-notes.md",
+        "# Server\n\nThe deploy key:\n\n-----BEGIN RSA PRIVATE KEY-----\n"
+        + "\n".join(PEM_BODY)
+        + "\n-----END RSA PRIVATE KEY-----\n\nRotate it yearly.\n",
+        tuple(PEM_BODY),
+    ),
+    "token_40_chars": (
+        "ci.md",
+        "# CI\n\ntoken: 4f8a1c9e2b7d6f3a0c5e8b1d4f7a2c9e6b3d0f8a\n",
+        ("4f8a1c9e2b7d6f3a0c5e8b1d4f7a2c9e6b3d0f8a",),
+    ),
+    "long_line_password": (
+        "settings.md",
+        "# Settings\n\n"
+        + f"{LONG_FILLER} db_password = Qz7Lm2Xp9Wk4Rt and more words follow here. " * 3
+        + "\n",
+        ("Qz7Lm2Xp9Wk4Rt",),
+    ),
+}
+
+
+def text_of(result: Any) -> str:
+    """Everything a tool result carries: its text blocks and its structured content."""
+    blocks = "\n".join(getattr(block, "text", "") for block in result.content)
+    return blocks + "\n" + json.dumps(result.structured_content)
+
+
+def database_text(path: Path) -> tuple[str, set[str]]:
+    """Every text value of every table of ``kb.db``, and the FTS vocabulary's terms."""
+    conn = apsw.Connection(str(path))
+    try:
+        tables = [
+            r[0]
+            for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            if not r[0].startswith("sqlite_")
+        ]
+        values = []
+        for table in tables:
+            for row in conn.execute(f'SELECT * FROM "{table}"'):
+                values += [v if isinstance(v, str) else v.decode("utf-8", "replace") for v in row
+                           if isinstance(v, str | bytes)]  # fmt: skip
+        terms = {r[0] for r in conn.execute("SELECT term FROM chunks_fts_vocab")}
+        return "\n".join(values), terms
+    finally:
+        conn.close()
+
+
+def distinctive_terms(library: Library, secret: str) -> set[str]:
+    """The FTS terms of a secret that no harmless text would produce (6+ characters)."""
+    return {t for t in library.fts.tokens(secret) if len(t) >= 6}
+
+
+async def tool_outputs(client: Any, docs: list[str]) -> list[str]:
+    """What an agent can get out: list, search, grep (literal and regex probes), read."""
+    outputs = []
+
+    async def call(tool: str, **arguments: Any) -> None:
+        output = text_of(await client.call_tool(tool, arguments, raise_on_error=False))
+        # A result may echo the caller's own query or pattern: that is no leak.
+        for value in arguments.values():
+            if isinstance(value, str):
+                for form in (repr(value), json.dumps(value), value):
+                    output = output.replace(form, "<argument>")
+        outputs.append(output)
+
+    await call("list")
+    for source in ("corpus", "agent"):
+        await call("list", source=source)
+    for kind, (_name, text, secrets) in CORPUS.items():
+        words = " ".join(re.findall(r"[A-Za-z]{4,}", text)[:6])
+        await call("search", query=words or kind)
+        for secret in secrets:
+            await call("search", query=secret)
+            await call("grep", pattern=secret)
+            await call("grep", pattern=re.escape(secret[:8]), regex=True)
+            await call("grep", pattern="[:=] ?" + re.escape(secret[:3]), regex=True)
+    for doc in docs:
+        result = await client.call_tool("read", {"doc": doc}, raise_on_error=False)
+        outputs.append(text_of(result))
+        lines = (result.structured_content or {}).get("total_lines", 0)
+        for start in range(1, lines + 1, 2):
+            await call("read", doc=f"{doc}#L{start}-L{min(start + 2, lines)}")
+    return outputs
+
+
+@pytest.mark.anyio
+async def test_no_secret_of_any_kind_is_stored_indexed_or_returned(
+    mcp_client, home: Path, tmp_path: Path, server_log: Path
+) -> None:
+    """issue 7 items 1-5 (done when): folder sync and add_document, every kind, no leak."""
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    for name, text, _secrets in CORPUS.values():
+        (folder / name).write_text(text, encoding="utf-8")
+    with Library(Settings(home=home)) as library:
+        library.add_folder(folder)
+        [report] = library.sync()
+        assert report.added == len(CORPUS), report.failures
+    async with mcp_client(allow_agent_writes=True) as client:
+        for kind, (name, text, _secrets) in CORPUS.items():
+            result = await client.call_tool(
+                "add_document",
+                {"title": f"{kind} note", "content": text, "source_uri": f"test://{name}"},
+                raise_on_error=False,
+            )
+            assert not result.is_error, text_of(result)
+        listed = await client.call_tool("list", {"source": "corpus", "limit": 200})
+        agent = await client.call_tool("list", {"source": "agent", "limit": 200})
+        docs = [d["doc"] for r in (listed, agent) for d in r.structured_content["documents"]]
+        assert len(docs) == 2 * len(CORPUS)
+        outputs = await tool_outputs(client, docs)
+
+    places: dict[str, str] = {
+        "tool output": "\n".join(outputs),
+        "docs/": "\n".join(p.read_text() for p in (home / "docs").glob("*.md")),
+        "audit log": (home / AUDIT_FILE).read_text(),
+        "stderr": server_log.read_text() if server_log.exists() else "",
+        "db files (bytes)": b"".join(p.read_bytes() for p in home.glob("kb.db*")).decode("latin-1"),
+    }
+    places["kb.db tables"], vocab = database_text(home / DB_FILE)
+    leaks: dict[str, list[str]] = {}
+    with Library(Settings(home=home)) as library:
+        for kind, (_name, _text, secrets) in CORPUS.items():
+            for secret in secrets:
+                where = [place for place, text in places.items() if secret in text]
+                if distinctive_terms(library, secret) & vocab:
+                    where.append("FTS terms")
+                found = leaks.setdefault(kind, [])
+                found += [place for place in where if place not in found]
+    leaks = {kind: where for kind, where in leaks.items() if where}
+    assert leaks == {}, "\n".join(f"{kind}: {', '.join(where)}" for kind, where in leaks.items())
