@@ -23,9 +23,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
-from kb_mcp.chunk import Chunk
-from kb_mcp.chunk.code import split_code
-from kb_mcp.chunk.markdown import DEFAULT_BUDGET_CHARS, split_markdown
+from kb_mcp.chunk import Chunk, split_document
+from kb_mcp.chunk.markdown import DEFAULT_BUDGET_CHARS
 from kb_mcp.errors import KbError
 from kb_mcp.ingest import readers
 from kb_mcp.ingest.frontmatter import meta_date, meta_list, split_frontmatter
@@ -93,10 +92,7 @@ def prepare_file(
     text = converted.markdown
     meta = split_frontmatter(text).meta if converted.kind == "markdown" else {}
     title = str(meta.get("title") or converted.title or PurePosixPath(rel).name).strip()
-    if converted.kind == "code":
-        chunks = split_code(text, converted.language)
-    else:
-        chunks = split_markdown(text)
+    chunks = split_document(text, converted.kind, converted.language)
     digest = text_hash(text)
     doc = rows.NewDocument(
         doc_key="f-" + digest[:16],

@@ -34,7 +34,7 @@ class Converted:
     """
 
     markdown: str
-    kind: str  # "markdown" | "text" | "code" | "html" | "pdf" | "docx" | "data"
+    kind: str  # "markdown" | "rst" | "text" | "code" | "html" | "pdf" | "docx" | "data"
     language: str | None  # for code: "python", "typescript", …
     title: str | None
     exact: bool
@@ -71,6 +71,7 @@ from kb_mcp.ingest.readers import docx, html, pdf, text  # noqa: E402
 READERS: dict[str, Reader] = {
     **dict.fromkeys(text.MARKDOWN_SUFFIXES, text.read_markdown),
     **dict.fromkeys(text.PLAIN_SUFFIXES, text.read_plain),
+    **dict.fromkeys(text.RST_SUFFIXES, text.read_rst),
     **dict.fromkeys(text.DATA_SUFFIXES, text.read_data),
     **{key: partial(text.read_code, language=lang) for key, lang in text.CODE_LANGUAGES.items()},
     **dict.fromkeys(html.SUFFIXES, html.read_html),

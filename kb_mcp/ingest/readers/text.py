@@ -13,7 +13,8 @@ from kb_mcp.ingest.decode import decode_bytes
 from kb_mcp.ingest.readers import Converted
 
 MARKDOWN_SUFFIXES = frozenset({".md", ".markdown", ".mdx"})
-PLAIN_SUFFIXES = frozenset({".txt", ".text", ".org", ".rst", ".adoc"})
+PLAIN_SUFFIXES = frozenset({".txt", ".text", ".org", ".adoc"})
+RST_SUFFIXES = frozenset({".rst", ".rest"})
 DATA_SUFFIXES = frozenset(
     {".csv", ".tsv", ".json", ".jsonl", ".yaml", ".yml", ".toml", ".ini", ".cfg", ".xml"}
 )
@@ -48,8 +49,13 @@ def read_markdown(data: bytes) -> Converted:
 
 
 def read_plain(data: bytes) -> Converted:
-    """Plain text and lightweight markup other than Markdown (org, rst, AsciiDoc), as is."""
+    """Plain text and lightweight markup other than Markdown and reST (org, AsciiDoc), as is."""
     return Converted(decode_bytes(data), "text", None, None, exact=True)
+
+
+def read_rst(data: bytes) -> Converted:
+    """reStructuredText as is; kind ``rst`` so it is chunked by reST sections."""
+    return Converted(decode_bytes(data), "rst", None, None, exact=True)
 
 
 def read_data(data: bytes) -> Converted:
