@@ -27,7 +27,7 @@ from kb_mcp.chunk import Chunk, split_document
 from kb_mcp.chunk.markdown import DEFAULT_BUDGET_CHARS
 from kb_mcp.errors import KbError
 from kb_mcp.ingest import readers
-from kb_mcp.ingest.frontmatter import meta_date, meta_list, split_frontmatter
+from kb_mcp.ingest.frontmatter import cap_title, meta_date, meta_list, split_frontmatter
 from kb_mcp.ingest.pipeline import remove_location, store_document, text_hash
 from kb_mcp.ingest.policy import check_readable
 from kb_mcp.ingest.sources import FolderSource
@@ -91,7 +91,7 @@ def prepare_file(
     """
     text = converted.markdown
     meta = split_frontmatter(text).meta if converted.kind == "markdown" else {}
-    title = str(meta.get("title") or converted.title or PurePosixPath(rel).name).strip()
+    title = cap_title(str(meta.get("title") or converted.title or PurePosixPath(rel).name).strip())
     chunks = split_document(text, converted.kind, converted.language)
     digest = text_hash(text)
     doc = rows.NewDocument(

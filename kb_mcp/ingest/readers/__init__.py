@@ -31,6 +31,8 @@ class Converted:
     ``markdown`` is the text we store, chunk and cite: its lines are citation lines.
     ``exact`` is True when those lines are the file's own lines (pass-through formats),
     so a citation can be checked against the file; False for converted formats.
+    ``notes`` are things the reader ignored but the file is still indexed without, e.g.
+    "frontmatter ignored: YAML anchors and aliases are not accepted (line 2)".
     """
 
     markdown: str
@@ -38,6 +40,7 @@ class Converted:
     language: str | None  # for code: "python", "typescript", …
     title: str | None
     exact: bool
+    notes: tuple[str, ...] = ()
 
 
 Reader = Callable[[bytes], Converted]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from kb_mcp.ingest.decode import decode_bytes
+from kb_mcp.ingest.frontmatter import Frontmatter, cap_title, split_frontmatter
 from kb_mcp.ingest.readers import Converted
 
 MARKDOWN_SUFFIXES = frozenset({".md", ".markdown", ".mdx"})
@@ -36,16 +37,20 @@ CODE_LANGUAGES: dict[str, str] = {
     "Makefile": "make", "makefile": "make", "GNUmakefile": "make", "Dockerfile": "dockerfile",
 }  # fmt: skip
 
-_FRONTMATTER = re.compile(r"\A---\n(.*?)\n(?:---|\.\.\.)\n", re.DOTALL)
-_FRONTMATTER_TITLE = re.compile(r"^title:[ \t]*(.+?)[ \t]*$", re.MULTILINE)
 _ATX_H1 = re.compile(r"^ {0,3}# +(.+?)(?: +#+)? *$")
 _FENCE = re.compile(r"^ {0,3}(```|~~~)")
 
 
 def read_markdown(data: bytes) -> Converted:
-    """Markdown as is, titled by its frontmatter ``title:`` or first ``# `` heading."""
+    """Markdown as is, titled by its frontmatter ``title:`` or first ``# `` heading.
+
+    Frontmatter that ``split_frontmatter`` ignores (an alias bomb, broken YAML) leaves the
+    file indexed, with the reason in ``notes``.
+    """
     text = decode_bytes(data)
-    return Converted(text, "markdown", None, markdown_title(text), exact=True)
+    front = split_frontmatter(text)
+    notes = (front.problem,) if front.problem else ()
+    return Converted(text, "markdown", None, _title(front), exact=True, notes=notes)
 
 
 def read_plain(data: bytes) -> Converted:
@@ -70,21 +75,17 @@ def read_code(data: bytes, *, language: str) -> Converted:
 
 def markdown_title(text: str) -> str | None:
     """The frontmatter ``title:``, else the first level-1 ATX heading outside code fences."""
-    if frontmatter := _FRONTMATTER.match(text):
-        if title := _FRONTMATTER_TITLE.search(frontmatter.group(1)):
-            return _unquote(title.group(1)) or None
-        text = text[frontmatter.end() :]
+    return _title(split_frontmatter(text))
+
+
+def _title(front: Frontmatter) -> str | None:
+    title = front.meta.get("title")
+    if title is not None and str(title).strip():
+        return cap_title(str(title).strip())
     in_fence = False
-    for line in text.split("\n"):
+    for line in front.body.split("\n"):
         if _FENCE.match(line):
             in_fence = not in_fence
         elif not in_fence and (heading := _ATX_H1.match(line)):
-            return heading.group(1).strip()
+            return cap_title(heading.group(1).strip())
     return None
-
-
-def _unquote(value: str) -> str:
-    """Strip one pair of matching YAML quotes from a scalar."""
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-        return value[1:-1].strip()
-    return value
