@@ -3,6 +3,7 @@
 These are stored exactly as decoded, so line N of the stored text is line N of
 the file and a citation opens on the right line in an editor. Only the kind,
 the language (for code) and the title (for Markdown) are worked out here.
+Minified and huge generated files are refused (``readers.generated``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import re
 from kb_mcp.ingest.decode import decode_bytes
 from kb_mcp.ingest.frontmatter import Frontmatter, cap_title, split_frontmatter
 from kb_mcp.ingest.readers import Converted
+from kb_mcp.ingest.readers.generated import check_not_generated
 
 MARKDOWN_SUFFIXES = frozenset({".md", ".markdown", ".mdx"})
 PLAIN_SUFFIXES = frozenset({".txt", ".text", ".org", ".adoc"})
@@ -47,7 +49,7 @@ def read_markdown(data: bytes) -> Converted:
     Frontmatter that ``split_frontmatter`` ignores (an alias bomb, broken YAML) leaves the
     file indexed, with the reason in ``notes``.
     """
-    text = decode_bytes(data)
+    text = _decode(data)
     front = split_frontmatter(text)
     notes = (front.problem,) if front.problem else ()
     return Converted(text, "markdown", None, _title(front), exact=True, notes=notes)
@@ -55,22 +57,29 @@ def read_markdown(data: bytes) -> Converted:
 
 def read_plain(data: bytes) -> Converted:
     """Plain text and lightweight markup other than Markdown and reST (org, AsciiDoc), as is."""
-    return Converted(decode_bytes(data), "text", None, None, exact=True)
+    return Converted(_decode(data), "text", None, None, exact=True)
 
 
 def read_rst(data: bytes) -> Converted:
     """reStructuredText as is; kind ``rst`` so it is chunked by reST sections."""
-    return Converted(decode_bytes(data), "rst", None, None, exact=True)
+    return Converted(_decode(data), "rst", None, None, exact=True)
 
 
 def read_data(data: bytes) -> Converted:
     """Data files (CSV, JSON, YAML, …) as their text; structure is not interpreted."""
-    return Converted(decode_bytes(data), "data", None, None, exact=True)
+    return Converted(_decode(data), "data", None, None, exact=True)
 
 
 def read_code(data: bytes, *, language: str) -> Converted:
     """Source code as is, labelled with its language; code has no title."""
-    return Converted(decode_bytes(data), "code", language, None, exact=True)
+    return Converted(_decode(data), "code", language, None, exact=True)
+
+
+def _decode(data: bytes) -> str:
+    """The file's text; ``Unreadable`` for binary, minified or huge generated files."""
+    text = decode_bytes(data)
+    check_not_generated(text)
+    return text
 
 
 def markdown_title(text: str) -> str | None:
