@@ -4,7 +4,8 @@
   normalised); ``start_line`` / ``end_line`` are the lines of its first and last characters,
   counted as ``read`` and ``grep`` count them: ``text.split("\\n")``, ``\\r\\n`` included,
   while a form feed, lone ``\\r``, U+0085 or U+2028 ends no line (``ingest.decode`` explains
-  why). Only a piece of an over-budget paragraph can start or end mid-line.
+  why). Only a piece of an over-budget paragraph, or of a line over the cap, can start or
+  end mid-line.
 - Sections, packing, overlap and sentence breaks are ``chunk.sections``; every chunk stays
   within ``pack.chunk_cap(budget)`` whatever the input.
 - Fenced code and tables are atomic (up to the cap). Lines inside a fence are never
