@@ -13,7 +13,7 @@ from pathlib import Path
 
 from kb_mcp import grep as grep_mod
 from kb_mcp import limits
-from kb_mcp.chunk.markdown import split_markdown
+from kb_mcp.chunk import split_document
 from kb_mcp.doctor import run_checks
 from kb_mcp.errors import InvalidInput, KbError, NotFound, Refused, Unavailable
 from kb_mcp.fsutil import atomic_write, remove_stale_temps
@@ -174,7 +174,7 @@ class Library:
                 source_id,
                 f"{doc.doc_key}.md",
                 record,
-                split_markdown(record.text),
+                split_document(record.text, doc.kind),
                 seen_at=doc.updated_at,
             )
             if write_file:

@@ -93,7 +93,7 @@ def test_split_markdown_drops_bodiless_parent_heading_but_keeps_bodiless_leaf() 
 
 
 def test_split_markdown_fence_is_atomic_and_hides_headings_inside_it() -> None:
-    fence = "```python\n# not a heading\n" + "x = 1\n" * 40 + "```"
+    fence = "```python\n# not a heading\n" + "x = 1\n" * 20 + "```"  # over budget, under cap
     source = f"# Code\n\nBefore.\n\n{fence}\n\nAfter.\n"
 
     chunks = split_markdown(source, budget=100, overlap=0)
@@ -109,10 +109,10 @@ def test_split_markdown_unterminated_fence_ends_at_next_heading() -> None:
 
 
 def test_split_markdown_table_is_atomic() -> None:
-    table = "| key | value |\n|-----|-------|\n" + "| k | a long enough value |\n" * 10
+    table = "| key | value |\n|-----|-------|\n" + "| k | a long enough value |\n" * 3
     source = f"Before.\n\n{table}\nAfter.\n"
 
-    chunks = split_markdown(source, budget=80, overlap=0)
+    chunks = split_markdown(source, budget=80, overlap=0)  # the table is 112 chars, cap 120
 
     assert [c.text for c in chunks] == ["Before.", table.rstrip("\n"), "After."]
 

@@ -105,7 +105,7 @@ TEXT_FORMATS = [
                  id="txt"),
     pytest.param("agenda.org", "* Tasks\n** TODO buy marmalade jars\n", "marmalade", "text",
                  id="org"),
-    pytest.param("guide.rst", "Guide\n=====\n\nKumquat trees need sun.\n", "Kumquat", "text",
+    pytest.param("guide.rst", "Guide\n=====\n\nKumquat trees need sun.\n", "Kumquat", "rst",
                  id="rst"),
     pytest.param("zoo.csv", "name,animal\nbob,narwhal\nann,ibis\n", "narwhal", "data", id="csv"),
     pytest.param("zoo.json", '{\n  "creature": "axolotl",\n  "legs": 4\n}\n', "axolotl", "data",

@@ -6,17 +6,23 @@ numbers that drift from the file, and unicode mangled on the way back out.
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, date, datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 
 from kb_mcp.ingest.frontmatter import (
+    MAX_TITLE_CHARS,
     Frontmatter,
+    cap_title,
     meta_date,
     meta_list,
     render_frontmatter,
     split_frontmatter,
 )
+from kb_mcp.ingest.readers import convert_bytes
+from kb_mcp.library import Library
 
 
 def test_split_frontmatter_without_frontmatter_returns_whole_text() -> None:
@@ -61,13 +67,17 @@ def test_split_frontmatter_empty_block_is_empty_meta() -> None:
     ],
 )
 def test_split_frontmatter_malformed_yaml_is_body(text: str) -> None:
-    assert split_frontmatter(text) == Frontmatter({}, text, 1)
+    split = split_frontmatter(text)
+    assert (split.meta, split.body, split.body_start_line) == ({}, text, 1)
+    assert split.problem is not None and split.problem.startswith("frontmatter ignored: invalid")
 
 
 @pytest.mark.parametrize("block", ["- a\n- b", "just a string", "42", "[1, 2]"])
 def test_split_frontmatter_non_mapping_yaml_is_body(block: str) -> None:
     text = f"---\n{block}\n---\nbody"
-    assert split_frontmatter(text) == Frontmatter({}, text, 1)
+    split = split_frontmatter(text)
+    assert (split.meta, split.body, split.body_start_line) == ({}, text, 1)
+    assert split.problem is not None and "not a mapping" in split.problem
 
 
 def test_split_frontmatter_unclosed_fence_is_body() -> None:
@@ -158,3 +168,123 @@ def test_meta_list_variants() -> None:
 def test_meta_list_drops_null_items() -> None:
     meta = split_frontmatter("---\ntags:\n  - build\n  -\n---\n").meta
     assert meta_list(meta, "tags") == ("build",)
+
+
+# --- hostile frontmatter (issue 7 item 13) --------------------------------------------------
+
+_BOMB = "\n".join(
+    [
+        "---",
+        'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]',
+        *(
+            f"{c}: &{c} [{','.join([f'*{p}'] * 9)}]"
+            for p, c in zip("abcdefgh", "bcdefghi", strict=True)
+        ),
+        "title: *i",
+        "---",
+        "# Laughs",
+        "",
+        "The body of a note with a hostile header.",
+    ]
+)
+
+
+def test_split_frontmatter_alias_bomb_is_refused_in_milliseconds() -> None:
+    """issue 7 item 13: ~400 bytes that expand to 9^9 strings are refused unexpanded."""
+    assert len(_BOMB) < 600
+
+    started = time.perf_counter()
+    split = split_frontmatter(_BOMB)
+    elapsed = time.perf_counter() - started
+
+    assert elapsed < 0.05
+    assert (split.meta, split.body, split.body_start_line) == ({}, _BOMB, 1)
+    assert split.problem == (
+        "frontmatter ignored: YAML anchors and aliases are not accepted (line 2)"
+    )
+
+
+def test_split_frontmatter_refuses_a_single_anchor_and_alias() -> None:
+    """issue 7 item 13: even a harmless-looking alias is refused, naming its line."""
+    split = split_frontmatter("---\ntags: [a]\ntitle: &t Hello\nalt: *t\n---\nbody\n")
+    assert split.meta == {}
+    assert (
+        split.problem == "frontmatter ignored: YAML anchors and aliases are not accepted (line 3)"
+    )
+
+
+def test_split_frontmatter_drops_fields_of_the_wrong_shape_and_keeps_the_rest() -> None:
+    """issue 7 item 13: title must be text and tags a list of texts."""
+    text = "---\ntitle: {nested: map}\ntags: [[a, b], c]\ndate: 2024-05-01\n---\nbody\n"
+
+    split = split_frontmatter(text)
+
+    assert split.meta == {"date": date(2024, 5, 1)}
+    assert split.body == "body\n"
+    assert split.problem == (
+        "frontmatter fields ignored: title (a dict, expected text), tags (expected a list of texts)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("block", "reason"),
+    [
+        ("title: " + "x" * 70_000, "it is 70,007 characters, over 65,536"),
+        ("deep: " + "[" * 40 + "]" * 40, "nested deeper than 16 levels"),
+        ("n: " + "9" * 5_000, "unreadable value (ValueError)"),
+    ],
+)
+def test_split_frontmatter_oversized_deep_or_unreadable_is_ignored(block: str, reason: str) -> None:
+    """issue 7 item 13: size and depth are capped; a value the loader chokes on is refused."""
+    text = f"---\n{block}\n---\nbody\n"
+
+    started = time.perf_counter()
+    split = split_frontmatter(text)
+
+    assert time.perf_counter() - started < 0.5
+    assert (split.meta, split.problem) == ({}, f"frontmatter ignored: {reason}")
+
+
+def test_cap_title_cuts_long_titles_with_an_ellipsis() -> None:
+    """issue 7 item 13: folder titles are capped like agent titles (300 by default)."""
+    assert cap_title("Short") == "Short"
+    capped = cap_title("word " * 200)
+    assert len(capped) <= MAX_TITLE_CHARS
+    assert capped.endswith("…")
+
+
+def test_render_frontmatter_never_writes_aliases() -> None:
+    """issue 7 item 13: what we write, split_frontmatter reads back (no &anchors)."""
+    shared = ["a", "b"]
+    text = render_frontmatter({"tags": shared, "supersedes": shared}, "body")
+    assert "&" not in text and "*" not in text
+    assert split_frontmatter(text).meta == {"tags": ["a", "b"], "supersedes": ["a", "b"]}
+
+
+def test_folder_file_with_hostile_frontmatter_is_indexed_with_a_small_title(
+    library: Library, tmp_path: Path
+) -> None:
+    """issue 7 item 13: the bomb file is indexed (frontmatter ignored, title from its H1), and
+    a 5,000-character frontmatter title is capped."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "bomb.md").write_text(_BOMB, encoding="utf-8")
+    (folder / "long.md").write_text(f"---\ntitle: {'Long ' * 1000}\n---\nZebrafish.\n")
+    library.add_folder(folder)
+
+    started = time.perf_counter()
+    [report] = library.sync()
+
+    assert time.perf_counter() - started < 5
+    assert (report.added, report.failed) == (2, 0)
+    bomb = library.search("hostile header").hits[0]
+    assert bomb.title == "Laughs"
+    long = library.search("Zebrafish").hits[0]
+    assert len(long.title) <= MAX_TITLE_CHARS
+    assert converted_notes(_BOMB) == (
+        "frontmatter ignored: YAML anchors and aliases are not accepted (line 2)",
+    )
+
+
+def converted_notes(text: str) -> tuple[str, ...]:
+    return convert_bytes(text.encode("utf-8"), ".md").notes

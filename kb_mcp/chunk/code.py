@@ -16,9 +16,11 @@
   never shares a chunk with a definition. Source with no definitions, or in an unknown
   language, is all preamble: it is packed by blank-line-separated blocks.
 - Consecutive definitions that fit are packed together up to ``budget``. A definition over
-  budget is split at blank lines inside it, then between lines (never mid-line), with
-  overlap between its pieces; each piece has ``heading_path == (name,)``, e.g.
-  ``("def load_settings",)``. A chunk holding several definitions has ``heading_path == ()``.
+  budget is split at blank lines inside it, then between lines, with overlap between its
+  pieces; each piece has ``heading_path == (name,)``, e.g. ``("def load_settings",)``.
+  Only a line over the hard cap (``pack.chunk_cap``: minified or generated code) is cut
+  inside itself, its pieces sharing that line's span. A chunk holding several definitions
+  has ``heading_path == ()``.
 - Text and line spans are exact, as in ``chunk.markdown``.
 """
 
@@ -36,6 +38,7 @@ from kb_mcp.chunk.pack import (
     DEFAULT_OVERLAP_CHARS,
     LineIndex,
     Unit,
+    cap_spans,
     index_lines,
     pack_units,
 )
@@ -132,7 +135,7 @@ def split_code(
     spans.extend(_pack_run(text, index, run, budget))
     return [
         Chunk(n, path, index.line_of(start), index.line_of(end - 1), text[start:end])
-        for n, (path, start, end) in enumerate(spans)
+        for n, (path, start, end) in enumerate(cap_spans(text, index, spans, budget))
     ]
 
 

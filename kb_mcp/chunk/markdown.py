@@ -4,47 +4,28 @@
   normalised); ``start_line`` / ``end_line`` are the lines of its first and last characters,
   counted as ``read`` and ``grep`` count them: ``text.split("\\n")``, ``\\r\\n`` included,
   while a form feed, lone ``\\r``, U+0085 or U+2028 ends no line (``ingest.decode`` explains
-  why). Only a piece of an over-budget paragraph can start or end mid-line.
-- A chunk never spans two sections. The section's heading line opens its first chunk
-  (glued to the first block, so no chunk is a heading alone), and ``heading_path`` is the
-  chain of enclosing heading texts. A heading with no body of its own but with
-  subsections yields no chunk: its text already rides in every child's ``heading_path``.
-  A bodiless heading without subsections is kept, so no heading text is lost.
-- Fenced code (even unterminated, even over budget) and tables are atomic. Lines inside a
-  fence are never headings. An unterminated fence ends before the next ATX heading, so one
-  missing closing fence cannot swallow the rest of the document.
-- Blocks are packed greedily up to ``budget`` characters. A list over budget splits
-  between items; a paragraph (or item) over budget splits at sentence ends, then at
-  whitespace, then at a character boundary (CJK runs have no spaces). Only an atomic
-  block (or a heading longer than half the budget) can make a chunk exceed the budget.
-- The next chunk of a section re-includes trailing whole blocks (or, inside a paragraph,
-  whole sentences) of the previous one, up to ``overlap`` characters, and only when that
-  keeps it within budget.
+  why). Only a piece of an over-budget paragraph, or of a line over the cap, can start or
+  end mid-line.
+- Sections, packing, overlap and sentence breaks are ``chunk.sections``; every chunk stays
+  within ``pack.chunk_cap(budget)`` whatever the input.
+- Fenced code and tables are atomic (up to the cap). Lines inside a fence are never
+  headings. An unterminated fence ends before the next ATX heading, and in any case is cut
+  at the cap, so one missing closing fence cannot swallow the rest of the document.
 - A leading YAML frontmatter block is not chunked; line numbers stay those of the full text.
 
 The block scanner is a line-based CommonMark subset, linear in the text. The packer and the
-line index live in ``chunk.pack``, shared with ``chunk.code``.
+line index live in ``chunk.pack``, shared with ``chunk.code`` and ``chunk.rst``.
 """
 
 from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 
 from kb_mcp.chunk import Chunk
-from kb_mcp.chunk.pack import (
-    DEFAULT_BUDGET_CHARS,
-    DEFAULT_OVERLAP_CHARS,
-    LineIndex,
-    Unit,
-    index_lines,
-    pack_units,
-    sentence_spans,
-    skip_space,
-    trim_space,
-)
+from kb_mcp.chunk.pack import DEFAULT_BUDGET_CHARS, DEFAULT_OVERLAP_CHARS, index_lines
+from kb_mcp.chunk.sections import Block, chunk_blocks, trim_blank_tail
 
 _ATX = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _SETEXT = re.compile(r" {0,3}(=+|-+)[ \t]*$")
@@ -57,25 +38,6 @@ _QUOTE = re.compile(r" {0,3}>")
 _HTML = re.compile(r" {0,3}<(?:[A-Za-z][\w-]*(?=[\s/>]|$)|/[A-Za-z]|!--|\?|![A-Z])")
 _TABLE_DELIMITER = re.compile(r" {0,3}\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
 _YAML_KEY = re.compile(r"[\w\"'][^:]*:(?:\s|$)|#")  # first frontmatter line: `key:` or a comment
-_ATOMIC_KINDS = frozenset({"code", "table", "heading"})
-
-
-@dataclass(frozen=True, slots=True)
-class _Block:
-    kind: str  # heading | code | table | list | prose
-    first: int  # 0-based line indices, inclusive
-    last: int
-    level: int = 0
-    title: str = ""
-    items: tuple[int, ...] = ()  # first line of each list item
-
-
-@dataclass(frozen=True, slots=True)
-class _Section:
-    path: tuple[str, ...]
-    level: int  # 0 for the text before the first heading
-    heading: _Block | None
-    body: tuple[_Block, ...]
 
 
 def split_markdown(
@@ -90,14 +52,7 @@ def split_markdown(
         raise ValueError(f"budget must be ≥ 1 and overlap ≥ 0, got {budget} and {overlap}")
     index = index_lines(text)
     blocks = _scan_blocks(index.lines, _body_start(index.lines))
-    spans: list[tuple[tuple[str, ...], int, int]] = []
-    for section in _sections(blocks):
-        units = _section_units(section, text, index, budget)
-        spans.extend((section.path, *span) for span in pack_units(text, units, budget, overlap))
-    return [
-        Chunk(n, path, index.line_of(start), index.line_of(end - 1), text[start:end])
-        for n, (path, start, end) in enumerate(spans)
-    ]
+    return chunk_blocks(text, index, blocks, budget, overlap)
 
 
 # --- blocks -------------------------------------------------------------------------------
@@ -120,9 +75,9 @@ def _body_start(lines: list[str]) -> int:
     return 0
 
 
-def _scan_blocks(lines: list[str], begin: int) -> list[_Block]:
+def _scan_blocks(lines: list[str], begin: int) -> list[Block]:
     """Every block from line ``begin`` on, in order; blank lines separate and belong to none."""
-    blocks: list[_Block] = []
+    blocks: list[Block] = []
     unclosed: dict[str, int] = {}
     i = begin
     while i < len(lines):
@@ -133,43 +88,43 @@ def _scan_blocks(lines: list[str], begin: int) -> list[_Block]:
     return blocks
 
 
-def _read_block(lines: list[str], i: int, unclosed: dict[str, int]) -> _Block:
+def _read_block(lines: list[str], i: int, unclosed: dict[str, int]) -> Block:
     """The block that starts at non-blank line ``i``."""
     line = lines[i]
     if heading := _ATX.match(line):
-        return _Block("heading", i, i, len(heading[1]), (heading[2] or "").strip())
+        return Block("heading", i, i, len(heading[1]), (heading[2] or "").strip())
     if marker := _fence_marker(line):
-        return _Block("code", i, _fence_end(lines, i, marker, unclosed))
+        return Block("code", i, _fence_end(lines, i, marker, unclosed))
     if line.startswith(("    ", "\t")):
-        return _Block("code", i, _indented_end(lines, i))
+        return Block("code", i, _indented_end(lines, i))
     if _THEMATIC.match(line):
-        return _Block("prose", i, i)
+        return Block("prose", i, i)
     if _is_table_start(lines, i):
-        return _Block("table", i, _run_end(lines, i + 1, lambda s: "|" in s))
+        return Block("table", i, _run_end(lines, i + 1, lambda s: "|" in s))
     if _LIST_ITEM.match(line):
         return _read_list(lines, i, unclosed)
     if _QUOTE.match(line):
-        return _Block("prose", i, _run_end(lines, i, lambda s: bool(_QUOTE.match(s))))
+        return Block("prose", i, _run_end(lines, i, lambda s: bool(_QUOTE.match(s))))
     if _HTML.match(line):  # ends at a blank line, as CommonMark HTML blocks of types 6 and 7
-        return _Block("prose", i, _run_end(lines, i, lambda s: True))
+        return Block("prose", i, _run_end(lines, i, lambda s: True))
     return _read_paragraph(lines, i)
 
 
-def _read_paragraph(lines: list[str], i: int) -> _Block:
+def _read_paragraph(lines: list[str], i: int) -> Block:
     """Lines up to a blank or interrupting line; an ``===`` / ``---`` underline makes a heading."""
     j = i
     while j + 1 < len(lines):
         following = lines[j + 1]
         if underline := _SETEXT.match(following):
             title = " ".join(line.strip() for line in lines[i : j + 1])
-            return _Block("heading", i, j + 1, 1 if underline[1][0] == "=" else 2, title)
+            return Block("heading", i, j + 1, 1 if underline[1][0] == "=" else 2, title)
         if not following.strip() or _interrupts(lines, j + 1):
             break
         j += 1
-    return _Block("prose", i, j)
+    return Block("prose", i, j)
 
 
-def _read_list(lines: list[str], i: int, unclosed: dict[str, int]) -> _Block:
+def _read_list(lines: list[str], i: int, unclosed: dict[str, int]) -> Block:
     """A run of list items, with their indented, lazy and fenced continuation lines."""
     items, last, k = [i], i, i + 1
     while k < len(lines):
@@ -189,7 +144,7 @@ def _read_list(lines: list[str], i: int, unclosed: dict[str, int]) -> _Block:
             break
         last = k
         k += 1
-    return _Block("list", i, last, items=tuple(items))
+    return Block("list", i, last, items=tuple(items))
 
 
 def _interrupts(lines: list[str], k: int) -> bool:
@@ -226,7 +181,7 @@ def _fence_end(lines: list[str], i: int, marker: str, unclosed: dict[str, int]) 
     k = i + 1
     while k < len(lines) and not _ATX.match(lines[k]):
         k += 1
-    return _trim_blank_tail(lines, i, k - 1)
+    return trim_blank_tail(lines, i, k - 1)
 
 
 def _indented_end(lines: list[str], i: int) -> int:
@@ -237,7 +192,7 @@ def _indented_end(lines: list[str], i: int) -> int:
         if following.strip() and not following.startswith(("    ", "\t")):
             break
         k += 1
-    return _trim_blank_tail(lines, i, k)
+    return trim_blank_tail(lines, i, k)
 
 
 def _is_table_start(lines: list[str], i: int) -> bool:
@@ -258,95 +213,3 @@ def _next_nonblank(lines: list[str], k: int) -> int:
     while k < len(lines) and not lines[k].strip():
         k += 1
     return k
-
-
-def _trim_blank_tail(lines: list[str], first: int, last: int) -> int:
-    while last > first and not lines[last].strip():
-        last -= 1
-    return last
-
-
-# --- sections -----------------------------------------------------------------------------
-
-
-def _sections(blocks: list[_Block]) -> Iterator[_Section]:
-    """Blocks grouped under their heading, minus bodiless headings that have subsections."""
-    grouped: list[_Section] = []
-    stack: list[tuple[int, str]] = []
-    heading, body = None, []
-    for block in [*blocks, _Block("heading", -1, -1, level=0)]:
-        if block.kind != "heading":
-            body.append(block)
-            continue
-        level = heading.level if heading else 0
-        grouped.append(_Section(tuple(t for _, t in stack), level, heading, tuple(body)))
-        while stack and stack[-1][0] >= block.level:
-            stack.pop()
-        stack.append((block.level, block.title))
-        heading, body = block, []
-    for section, following in zip(grouped, [*grouped[1:], None], strict=True):
-        has_children = following is not None and following.level > section.level
-        if section.body or (section.heading is not None and not has_children):
-            yield section
-
-
-def _section_units(section: _Section, text: str, index: LineIndex, budget: int) -> list[Unit]:
-    """The section's units; its heading is glued to the first one so it never stands alone."""
-    head = section.heading
-    if head is None:
-        return [u for b in section.body for u in _block_units(b, text, index, budget)]
-    head_start = index.starts[head.first]
-    if not section.body:
-        return [Unit(head_start, index.end(head.last))]
-    prefix = index.starts[section.body[0].first] - head_start
-    first = _block_units(section.body[0], text, index, max(budget - prefix, budget // 2))
-    rest = [u for b in section.body[1:] for u in _block_units(b, text, index, budget)]
-    return [Unit(head_start, first[0].end, first[0].prose), *first[1:], *rest]
-
-
-def _block_units(block: _Block, text: str, index: LineIndex, budget: int) -> list[Unit]:
-    """One unit per block, or for an over-budget list or prose block, its items / sentences."""
-    start, end = index.starts[block.first], index.end(block.last)
-    if end - start <= budget or block.kind in _ATOMIC_KINDS:
-        return [Unit(start, end, prose=block.kind == "prose")]
-    if block.kind != "list":
-        return _sentence_units(text, start, end, budget)
-    units: list[Unit] = []
-    for first, following in zip(block.items, [*block.items[1:], block.last + 1], strict=True):
-        last = _trim_blank_tail(index.lines, first, following - 1)
-        item_start, item_end = index.starts[first], index.end(last)
-        if item_end - item_start <= budget:
-            units.append(Unit(item_start, item_end, prose=True))
-        else:
-            units.extend(_sentence_units(text, item_start, item_end, budget))
-    return units
-
-
-# --- sentences ----------------------------------------------------------------------------
-
-
-def _sentence_units(text: str, start: int, end: int, budget: int) -> list[Unit]:
-    """Sentences of ``text[start:end]``; one over budget is cut by ``_hard_spans``."""
-    units: list[Unit] = []
-    for s, e in sentence_spans(text, start, end):
-        pieces = [(s, e)] if e - s <= budget else _hard_spans(text, s, e, budget)
-        units.extend(Unit(a, b, prose=True) for a, b in pieces)
-    return units
-
-
-def _hard_spans(text: str, start: int, end: int, budget: int) -> list[tuple[int, int]]:
-    """Pieces ≤ budget, cut at the last whitespace in the back half of each window.
-
-    Without such whitespace (a CJK run, a long URL) the cut falls at the budget, which is a
-    character boundary: Python strings index code points.
-    """
-    pieces: list[tuple[int, int]] = []
-    while end - start > budget:
-        limit = start + budget
-        cut = max(text.rfind(ch, start + budget // 2, limit + 1) for ch in " \t\n\r\u3000")
-        cut = limit if cut <= start else cut
-        pieces.append((start, trim_space(text, start, cut)))
-        start = skip_space(text, cut, end)
-    if start < end:
-        pieces.append((start, end))
-    return pieces

@@ -7,7 +7,12 @@ Order of evidence, strongest first:
    (ASCII-heavy UTF-16 is half NULs); anywhere else they mean binary data.
 3. Strict UTF-8, which random or legacy 8-bit bytes almost never pass.
 4. The caller's declared encoding (an HTML ``<meta charset>``), if it decodes.
-5. cp1252 (what "latin-1" files from Windows really are), reading its five
+5. A legacy East Asian encoding (GBK/GB18030, Big5, Shift-JIS, EUC-KR), when
+   charset-normalizer ranks it above cp1252 *and* the decoded text is
+   overwhelmingly CJK (ideographs, full-width kana, Hangul, CJK punctuation).
+   The second check keeps Western text such as "20°C ± 2°" from turning into
+   half-width katakana, which charset-normalizer alone sometimes prefers.
+6. cp1252 (what "latin-1" files from Windows really are), reading its five
    undefined bytes as latin-1, so this last step never fails.
 
 Whatever decoded is then checked for control characters: text written by
@@ -55,6 +60,21 @@ _CP1252_OVER_LATIN1 = {
 }
 # More than one character in ten being a control character is not text.
 _MAX_CONTROL_SHARE = 0.10
+# Step 5: the candidates charset-normalizer chooses among, and the codec each is decoded
+# with (the Windows supersets, which also read the vendor extensions real files hold).
+_CJK_CANDIDATES = ("gb18030", "big5", "shift_jis", "euc_kr", "cp1252")
+_CJK_CODECS = {"gb18030": "gb18030", "big5": "cp950", "shift_jis": "cp932", "euc_kr": "cp949"}
+# How much of a file charset-normalizer looks at, and the share of the decoded non-ASCII
+# characters that must be CJK for the guess to be trusted.
+_CJK_SNIFF_BYTES = 64 * 1024
+_MIN_CJK_SHARE = 0.9
+_MIN_CJK_CHARS = 4
+# Ideographs, kana (full width), Hangul, CJK punctuation and full-width forms; U+FF61-FF9F
+# (half-width katakana) is left out: it is what misread Western bytes look like.
+_CJK_RANGES = (
+    (0x3000, 0x30FF), (0x3130, 0x318F), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xAC00, 0xD7AF),
+    (0xF900, 0xFAFF), (0xFF01, 0xFF60), (0xFFE0, 0xFFE6), (0x20000, 0x2FA1F),
+)  # fmt: skip
 
 
 def decode_bytes(data: bytes, *, declared: str | None = None) -> str:
@@ -83,7 +103,27 @@ def _decode(data: bytes, declared: str | None) -> str:
         pass
     if declared and (text := _try_declared(data, declared)) is not None:
         return text
+    if (text := _decode_east_asian(data)) is not None:
+        return text
     return data.decode("latin-1").translate(_CP1252_OVER_LATIN1)
+
+
+def _decode_east_asian(data: bytes) -> str | None:
+    """The text in a legacy CJK encoding if the evidence says so (step 5), else None."""
+    from charset_normalizer import from_bytes  # imported here: only non-UTF-8 files pay
+
+    matches = from_bytes(data[:_CJK_SNIFF_BYTES], cp_isolation=list(_CJK_CANDIDATES))
+    if any(match.encoding == "cp1252" for match in matches):
+        return None  # cp1252 reads as plausibly as any CJK guess: keep the Western reading
+    best = matches.best()
+    codec = _CJK_CODECS.get(best.encoding) if best is not None else None
+    if codec is None:
+        return None
+    text = data.decode(codec, errors="replace")
+    wide = [ch for ch in text[:_CJK_SNIFF_BYTES] if ord(ch) > 0x7F]
+    cjk = sum(any(lo <= ord(ch) <= hi for lo, hi in _CJK_RANGES) for ch in wide)
+    trusted = cjk >= _MIN_CJK_CHARS and cjk >= _MIN_CJK_SHARE * len(wide)
+    return text if trusted else None
 
 
 def _decode_nul_bearing(data: bytes) -> str:

@@ -26,12 +26,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
-from kb_mcp.chunk import Chunk
-from kb_mcp.chunk.code import split_code
-from kb_mcp.chunk.markdown import DEFAULT_BUDGET_CHARS, split_markdown
+from kb_mcp.chunk import Chunk, split_document
+from kb_mcp.chunk.markdown import DEFAULT_BUDGET_CHARS
 from kb_mcp.errors import KbError, Unavailable
 from kb_mcp.ingest import readers
-from kb_mcp.ingest.frontmatter import meta_date, meta_list, split_frontmatter
+from kb_mcp.ingest.frontmatter import cap_title, meta_date, meta_list, split_frontmatter
 from kb_mcp.ingest.pipeline import redact_text, remove_location, store_document, text_hash
 from kb_mcp.ingest.policy import check_readable
 from kb_mcp.ingest.sources import FolderSource
@@ -102,11 +101,8 @@ def prepare_file(
     text = redact_text(converted.markdown)
     meta = split_frontmatter(text).meta if converted.kind == "markdown" else {}
     raw_title = str(meta.get("title") or converted.title or PurePosixPath(rel).name)
-    title = redact_text(raw_title).strip()
-    if converted.kind == "code":
-        chunks = split_code(text, converted.language)
-    else:
-        chunks = split_markdown(text)
+    title = cap_title(redact_text(raw_title).strip())
+    chunks = split_document(text, converted.kind, converted.language)
     digest = text_hash(text)
     doc = rows.NewDocument(
         doc_key="f-" + digest[:16],

@@ -31,13 +31,16 @@ class Converted:
     ``markdown`` is the text we store, chunk and cite: its lines are citation lines.
     ``exact`` is True when those lines are the file's own lines (pass-through formats),
     so a citation can be checked against the file; False for converted formats.
+    ``notes`` are things the reader ignored but the file is still indexed without, e.g.
+    "frontmatter ignored: YAML anchors and aliases are not accepted (line 2)".
     """
 
     markdown: str
-    kind: str  # "markdown" | "text" | "code" | "html" | "pdf" | "docx" | "data"
+    kind: str  # "markdown" | "rst" | "text" | "code" | "html" | "pdf" | "docx" | "data"
     language: str | None  # for code: "python", "typescript", …
     title: str | None
     exact: bool
+    notes: tuple[str, ...] = ()
 
 
 Reader = Callable[[bytes], Converted]
@@ -71,6 +74,7 @@ from kb_mcp.ingest.readers import docx, html, pdf, text  # noqa: E402
 READERS: dict[str, Reader] = {
     **dict.fromkeys(text.MARKDOWN_SUFFIXES, text.read_markdown),
     **dict.fromkeys(text.PLAIN_SUFFIXES, text.read_plain),
+    **dict.fromkeys(text.RST_SUFFIXES, text.read_rst),
     **dict.fromkeys(text.DATA_SUFFIXES, text.read_data),
     **{key: partial(text.read_code, language=lang) for key, lang in text.CODE_LANGUAGES.items()},
     **dict.fromkeys(html.SUFFIXES, html.read_html),

@@ -3,6 +3,7 @@
 These are stored exactly as decoded, so line N of the stored text is line N of
 the file and a citation opens on the right line in an editor. Only the kind,
 the language (for code) and the title (for Markdown) are worked out here.
+Minified and huge generated files are refused (``readers.generated``).
 """
 
 from __future__ import annotations
@@ -10,10 +11,13 @@ from __future__ import annotations
 import re
 
 from kb_mcp.ingest.decode import decode_bytes
+from kb_mcp.ingest.frontmatter import Frontmatter, cap_title, split_frontmatter
 from kb_mcp.ingest.readers import Converted
+from kb_mcp.ingest.readers.generated import check_not_generated
 
 MARKDOWN_SUFFIXES = frozenset({".md", ".markdown", ".mdx"})
-PLAIN_SUFFIXES = frozenset({".txt", ".text", ".org", ".rst", ".adoc"})
+PLAIN_SUFFIXES = frozenset({".txt", ".text", ".org", ".adoc"})
+RST_SUFFIXES = frozenset({".rst", ".rest"})
 DATA_SUFFIXES = frozenset(
     {".csv", ".tsv", ".json", ".jsonl", ".yaml", ".yml", ".toml", ".ini", ".cfg", ".xml"}
 )
@@ -35,50 +39,62 @@ CODE_LANGUAGES: dict[str, str] = {
     "Makefile": "make", "makefile": "make", "GNUmakefile": "make", "Dockerfile": "dockerfile",
 }  # fmt: skip
 
-_FRONTMATTER = re.compile(r"\A---\n(.*?)\n(?:---|\.\.\.)\n", re.DOTALL)
-_FRONTMATTER_TITLE = re.compile(r"^title:[ \t]*(.+?)[ \t]*$", re.MULTILINE)
 _ATX_H1 = re.compile(r"^ {0,3}# +(.+?)(?: +#+)? *$")
 _FENCE = re.compile(r"^ {0,3}(```|~~~)")
 
 
 def read_markdown(data: bytes) -> Converted:
-    """Markdown as is, titled by its frontmatter ``title:`` or first ``# `` heading."""
-    text = decode_bytes(data)
-    return Converted(text, "markdown", None, markdown_title(text), exact=True)
+    """Markdown as is, titled by its frontmatter ``title:`` or first ``# `` heading.
+
+    Frontmatter that ``split_frontmatter`` ignores (an alias bomb, broken YAML) leaves the
+    file indexed, with the reason in ``notes``.
+    """
+    text = _decode(data)
+    front = split_frontmatter(text)
+    notes = (front.problem,) if front.problem else ()
+    return Converted(text, "markdown", None, _title(front), exact=True, notes=notes)
 
 
 def read_plain(data: bytes) -> Converted:
-    """Plain text and lightweight markup other than Markdown (org, rst, AsciiDoc), as is."""
-    return Converted(decode_bytes(data), "text", None, None, exact=True)
+    """Plain text and lightweight markup other than Markdown and reST (org, AsciiDoc), as is."""
+    return Converted(_decode(data), "text", None, None, exact=True)
+
+
+def read_rst(data: bytes) -> Converted:
+    """reStructuredText as is; kind ``rst`` so it is chunked by reST sections."""
+    return Converted(_decode(data), "rst", None, None, exact=True)
 
 
 def read_data(data: bytes) -> Converted:
     """Data files (CSV, JSON, YAML, …) as their text; structure is not interpreted."""
-    return Converted(decode_bytes(data), "data", None, None, exact=True)
+    return Converted(_decode(data), "data", None, None, exact=True)
 
 
 def read_code(data: bytes, *, language: str) -> Converted:
     """Source code as is, labelled with its language; code has no title."""
-    return Converted(decode_bytes(data), "code", language, None, exact=True)
+    return Converted(_decode(data), "code", language, None, exact=True)
+
+
+def _decode(data: bytes) -> str:
+    """The file's text; ``Unreadable`` for binary, minified or huge generated files."""
+    text = decode_bytes(data)
+    check_not_generated(text)
+    return text
 
 
 def markdown_title(text: str) -> str | None:
     """The frontmatter ``title:``, else the first level-1 ATX heading outside code fences."""
-    if frontmatter := _FRONTMATTER.match(text):
-        if title := _FRONTMATTER_TITLE.search(frontmatter.group(1)):
-            return _unquote(title.group(1)) or None
-        text = text[frontmatter.end() :]
+    return _title(split_frontmatter(text))
+
+
+def _title(front: Frontmatter) -> str | None:
+    title = front.meta.get("title")
+    if title is not None and str(title).strip():
+        return cap_title(str(title).strip())
     in_fence = False
-    for line in text.split("\n"):
+    for line in front.body.split("\n"):
         if _FENCE.match(line):
             in_fence = not in_fence
         elif not in_fence and (heading := _ATX_H1.match(line)):
-            return heading.group(1).strip()
+            return cap_title(heading.group(1).strip())
     return None
-
-
-def _unquote(value: str) -> str:
-    """Strip one pair of matching YAML quotes from a scalar."""
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-        return value[1:-1].strip()
-    return value
