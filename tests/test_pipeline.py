@@ -215,6 +215,9 @@ def test_opening_an_old_database_stops_serving_its_raw_text(home: Path, tmp_path
         library.add_folder(folder)
         assert library.grep(PLAIN_TOKEN[:6]).matches == ()
     assert PLAIN_TOKEN not in all_text(home / DB_FILE).lower()
+    # Not in the file's free pages either: the migration deletes with secure_delete on.
+    for leftover in home.glob(DB_FILE + "*"):
+        assert PLAIN_TOKEN.encode() not in leftover.read_bytes(), leftover.name
     with Library(Settings(home=home)) as library:
         assert library.search("DEPLOY_DONE").hits == ()  # nothing until the re-read
         [report] = library.sync()

@@ -105,8 +105,10 @@ def _v3_forget_verbatim_folder_text(conn: apsw.Connection) -> None:
     over ``documents``, search over chunks. The FTS rows go too, when the index exists,
     and its version is forgotten so the first reader rebuilds it from the remaining
     chunks, leaving no raw term in its vocabulary. Agent and upload documents were
-    redacted on the way in already and are kept.
+    redacted on the way in already and are kept. ``secure_delete`` is on for this step:
+    freed pages are zeroed, so the raw text does not linger in the file's free list.
     """
+    conn.execute("PRAGMA secure_delete = ON")
     doomed = [
         row[0]
         for row in conn.execute(
@@ -130,6 +132,7 @@ def _v3_forget_verbatim_folder_text(conn: apsw.Connection) -> None:
         "file_hash = NULL WHERE source_id IN (SELECT id FROM sources WHERE kind = 'folder')"
     )
     conn.execute("DELETE FROM meta WHERE key = 'fts_version'")
+    conn.execute("PRAGMA secure_delete = OFF")
 
 
 # A step is a SQL script, or a function of the connection for what SQL alone cannot say.
