@@ -64,7 +64,13 @@ class Library:
         """
         self.settings = settings
         self.home = settings.home
-        self.home.mkdir(parents=True, exist_ok=True)
+        try:
+            self.home.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InvalidInput(
+                f"cannot use {self.home} as the library folder: {exc.strerror or exc}",
+                hint="pass --home DIR (or set KB_MCP_HOME) to a folder you can write",
+            ) from exc
         for folder in (self.home, self.home / agent.DOCS_DIR, self.home / agent.ORIGINALS_DIR):
             remove_stale_temps(folder)
         self.db = Database(self.home / DB_FILE)

@@ -233,6 +233,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"kb-mcp {__version__}")
     parser.add_argument("--home", default=None, help=HOME_HELP)
+    parser.add_argument(
+        "--debug", action="store_true", help="print the traceback of an internal error"
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, func: Callable[..., int], json_flag: bool = False):
@@ -328,6 +331,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:
+        # A bug, not bad input: one redacted line for the person (issue 7 item 9 found
+        # `kb-mcp sync` printing a traceback); the traceback itself only when asked for.
+        if args.debug:
+            raise
+        print(internal_error_line(exc), file=sys.stderr)
+        return INTERNAL_ERROR_EXIT
+
+
+INTERNAL_ERROR_EXIT = 70  # EX_SOFTWARE in sysexits.h
+
+
+def internal_error_line(exc: BaseException) -> str:
+    """``kb-mcp: internal error (Type: message)``, redacted and cut to one short line."""
+    from kb_mcp.redact import redact_output
+
+    detail = redact_output(f"{type(exc).__name__}: {exc}").text.replace("\n", " ")
+    if len(detail) > 300:
+        detail = detail[:299] + "…"
+    return (
+        f"kb-mcp: internal error ({detail}). "
+        "Run again with --debug for the traceback, and please report it."
+    )
 
 
 if __name__ == "__main__":
