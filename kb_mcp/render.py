@@ -42,20 +42,32 @@ def search_data(result: SearchResult) -> dict[str, Any]:
     return data
 
 
+def _leg_text(hit: dict[str, Any], leg: str) -> str:
+    """``keyword #3 (12.41)``: the leg, the hit's rank in it, and the leg's own score."""
+    rank = hit["leg_ranks"].get(leg)
+    score = hit["leg_scores"].get(leg)
+    return leg + (f" #{rank}" if rank else "") + (f" ({score:g})" if score is not None else "")
+
+
 def search_text(result: SearchResult) -> str:
+    """The head (count, mode, fallback), then each hit: where, cite, score, the legs that
+    found it with their scores, what adjusted its score, and the passage."""
     data = search_data(result)
     head = f"{len(data['results'])} result(s) for {data['query']!r} (mode: {data['mode']}"
     head += f", fell back to {data['fallback']})" if data["fallback"] else ")"
     if not data["results"]:
         return f"{head}\n{data['reason'] or 'no results'}"
-    blocks = [head]
+    blocks = [head + (f"\nnote: {data['reason']}" if data["reason"] else "")]
     for hit in data["results"]:
         section = " › ".join(hit["section"])
         where = hit["path"] or hit["doc"]
+        legs = ", ".join(_leg_text(hit, leg) for leg in hit["legs"])
+        adjusted = "; ".join(f"{a['reason']} ×{a['factor']:g}" for a in hit["adjustments"])
         blocks.append(
             f"[{hit['rank']}] {hit['title']} — {where}"
             + (f" § {section}" if section else "")
-            + f"\ncite: {hit['cite']}  score: {hit['score']}  legs: {', '.join(hit['legs'])}"
+            + f"\ncite: {hit['cite']}  score: {hit['score']:g}  legs: {legs}"
+            + (f"\nadjusted: {adjusted}" if adjusted else "")
             + f"\n{hit['text']}"
         )
     return "\n\n".join(blocks)

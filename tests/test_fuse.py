@@ -122,18 +122,24 @@ def test_fuse_reports_contributions_per_leg() -> None:
     )
     assert fused == [
         FusedHit(
-            chunk_id=1,
+            key=1,
             score=1.0 / 63 + 0.8 / 61,
             contributions=(
-                Contribution(leg="keyword", rank=3, leg_score=4.25, weight=1.0, value=1.0 / 63),
-                Contribution(leg="vector", rank=1, leg_score=0.87, weight=0.8, value=0.8 / 61),
+                Contribution(
+                    "keyword", rank=3, leg_score=4.25, weight=1.0, value=1 / 63, chunk_id=1
+                ),
+                Contribution(
+                    "vector", rank=1, leg_score=0.87, weight=0.8, value=0.8 / 61, chunk_id=1
+                ),
             ),
         ),
         FusedHit(
-            chunk_id=2,
+            key=2,
             score=0.8 / 62,
             contributions=(
-                Contribution(leg="vector", rank=2, leg_score=0.5, weight=0.8, value=0.8 / 62),
+                Contribution(
+                    "vector", rank=2, leg_score=0.5, weight=0.8, value=0.8 / 62, chunk_id=2
+                ),
             ),
         ),
     ]
@@ -163,3 +169,31 @@ def test_fuse_custom_k() -> None:
 def test_fuse_no_legs_is_empty() -> None:
     assert fuse_rankings({}) == []
     assert fuse_rankings({"keyword": [], "vector": []}) == []
+
+
+def test_fuse_grouped_on_documents_sums_two_passages_of_one_document() -> None:
+    """Fused on chunks, a document whose best passage differs by leg counted as two."""
+    legs = {
+        "keyword": [LegHit(11, 1, 9.0), LegHit(30, 2, 8.0)],
+        "vector": [LegHit(12, 1, 0.9), LegHit(30, 2, 0.8)],
+    }
+    group = {11: "doc-a", 12: "doc-a", 30: "doc-b"}
+    fused = fuse_rankings(legs, group=group)
+    assert [(h.key, h.score) for h in fused] == [("doc-a", 2 / 61), ("doc-b", 2 / 62)]
+    assert [c.chunk_id for c in fused[0].contributions] == [11, 12]
+
+
+def test_fuse_grouped_hit_shows_the_passage_of_its_strongest_contribution() -> None:
+    legs = {"keyword": [LegHit(11, 3, 9.0)], "vector": [LegHit(12, 1, 0.9)]}
+    fused = fuse_rankings(legs, group={11: "doc-a", 12: "doc-a"})
+    assert fused[0].chunk_id == 12
+    # A tie goes to the first leg's passage.
+    legs = {"keyword": [LegHit(11, 1, 9.0)], "vector": [LegHit(12, 1, 0.9)]}
+    assert fuse_rankings(legs, group={11: "doc-a", 12: "doc-a"})[0].chunk_id == 11
+
+
+def test_fuse_grouped_recency_is_keyed_by_the_group() -> None:
+    legs = {"keyword": [LegHit(1, 1, 5.0)], "vector": [LegHit(2, 1, 0.9)]}
+    group = {1: "old", 2: "new"}
+    recency = {"old": "2023-01-01", "new": "2024-01-01"}
+    assert [h.key for h in fuse_rankings(legs, recency=recency, group=group)] == ["new", "old"]

@@ -257,12 +257,16 @@ file path. Optional start_line / end_line (1-based, inclusive) select lines.\
             {
                 "name": "search",
                 "description": """\
-Search the knowledge base by meaning of words (ranked keyword search, Chinese/Japanese
-aware, code identifiers split: `user id lookup` finds `getUserById`). Returns the best
-passage of each matching document with its title, path, section, line span, score and a
-`cite` string (`<doc>#L12-L40`) that `read` accepts. An empty `results` list means nothing
-relevant is stored: say so rather than guessing. Use `grep` instead for an exact string
-or regex, `read` to see more around a result.\
+Search the knowledge base for passages that answer a question: ranked keyword search
+(Chinese/Japanese aware, code identifiers split: `user id lookup` finds `getUserById`),
+fused with search by meaning when vectors are available. Returns the best passage of each
+matching document with its title, path, section, line span, `score` (results come in
+score order), the `legs` that found it with their `leg_scores`, the `adjustments` that
+moved it (superseded, draft, newer version) and a `cite` string (`<doc>#L12-L40`) that
+`read` accepts. If vector or hybrid mode cannot run, you get keyword results with
+`fallback: "keyword"` and the `reason`. An empty `results` list means nothing relevant is
+stored: say so rather than guessing. Use `grep` instead for an exact string or regex,
+`read` to see more around a result.\
 """,
                 "input_schema": {
                     "type": "object",
@@ -283,7 +287,10 @@ or regex, `read` to see more around a result.\
                         },
                         "mode": {
                             "default": "auto",
-                            "description": "auto picks the best available legs.",
+                            "description": (
+                                "auto: hybrid when vectors are ready, else keyword; keyword, "
+                                "vector or hybrid to choose."
+                            ),
                             "enum": ["auto", "keyword", "vector", "hybrid"],
                             "type": "string",
                         },

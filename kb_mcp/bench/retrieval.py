@@ -40,6 +40,7 @@ class QueryRun:
     ranked: list[str]
     texts: list[str]
     latency_ms: float
+    fallback_reason: str | None = None  # set when the asked-for mode could not run
 
 
 @dataclass(slots=True)
@@ -54,6 +55,7 @@ class BenchReport:
     ingest_s: float
     latency_ms: dict[str, float]
     abstention: dict[str, float] = field(default_factory=dict)
+    fallback: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -67,6 +69,7 @@ class BenchReport:
             "ingest_s": round(self.ingest_s, 2),
             "latency_ms": self.latency_ms,
             "abstention": self.abstention,
+            "fallback": self.fallback,
         }
 
 
@@ -135,14 +138,28 @@ def run_queries(library: Library, beir: BeirSet, mode: str, depth: int) -> list[
     runs = []
     for query in beir.queries:
         started = time.perf_counter()
+        fallback = None
         try:
-            hits = library.search(query.text, top_k=depth, mode=mode, source=beir.name).hits
+            result = library.search(query.text, top_k=depth, mode=mode, source=beir.name)
+            hits, fallback = result.hits, (result.reason if result.fallback else None)
         except InvalidInput:  # e.g. a blank query: the tool refuses it, the bench scores 0
             hits = ()
         elapsed = (time.perf_counter() - started) * 1000
         ranked = [doc_id_from_path(hit.path or "") for hit in hits]
-        runs.append(QueryRun(query.id, query.query_class, ranked, [h.text for h in hits], elapsed))
+        texts = [h.text for h in hits]
+        runs.append(QueryRun(query.id, query.query_class, ranked, texts, elapsed, fallback))
     return runs
+
+
+def _fallback(runs: list[QueryRun]) -> dict[str, Any]:
+    """How many queries fell back from the asked-for mode, and the first reason given: a
+    hybrid figure that is really a keyword one must say so."""
+    fell = [r for r in runs if r.fallback_reason]
+    if not fell:
+        return {}
+    # An empty answer's reason also says why it is empty: show one that answered.
+    shown = next((r for r in fell if r.ranked), fell[0])
+    return {"queries": len(fell), "reason": shown.fallback_reason}
 
 
 def _scores_dict(scores: metrics.Scores) -> dict[str, float]:
@@ -254,6 +271,7 @@ def run_retrieval_bench(
             "p95": round(metrics.percentile(latencies, 95), 2),
         },
         abstention=_abstention(beir, runs),
+        fallback=_fallback(runs),
     )
 
 
@@ -273,6 +291,11 @@ def report_table(report: BenchReport) -> str:
         rule = f"{row['rule']:>8.3f}" if "rule" in row else f"{'':>8}"
         lines.append(
             f"{name:<16}" + "".join(f"{row[k]:>11.4f}" for k in keys) + rule + f"{row['n']:>6}"
+        )
+    if report.fallback:
+        lines.append(
+            f"fell back to keyword on {report.fallback['queries']} of {report.queries} "
+            f"queries: {report.fallback['reason']}"
         )
     if report.abstention.get("absent_queries"):
         a = report.abstention

@@ -2,30 +2,45 @@
 
 Every caller (MCP tool, CLI, bench) goes through ``run_search``, so what the bench
 measures is what agents get. Expected outcomes are values: an empty result says why
-(``reason``), and a mode that cannot run says what ran instead (``fallback``).
+(``reason``), and a mode that cannot run says what ran instead (``fallback``) and why.
+
+The order of a result list is the order of its ``score``: the fused (weighted RRF) score
+of each document, times the factors of the adjustments that moved it
+(``search/adjust.py``), each reported on the hit.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from kb_mcp.cite import format_cite
+from kb_mcp.embed.base import EmbedderUnavailable
 from kb_mcp.errors import InvalidInput
 from kb_mcp.index.fts import FtsIndex, head_text
 from kb_mcp.limits import TOP_K
+from kb_mcp.search.adjust import Adjustment, Candidate, Rule, apply_rules
 from kb_mcp.search.floor import COVERAGE_FLOOR, coverage
-from kb_mcp.search.freshness import Candidate, apply_freshness, as_of_date
-from kb_mcp.search.fuse import FusedHit, fuse_rankings
+from kb_mcp.search.freshness import as_of_date, demotion_rule, reorder
+from kb_mcp.search.fuse import FusedHit, LegHit, fuse_rankings
 from kb_mcp.search.keyword import keyword_leg
 from kb_mcp.search.query import Query, parse_query, without_common_units
+from kb_mcp.search.vector import NO_EMBEDDER, VectorLeg, VectorState
 from kb_mcp.store import documents as rows
 from kb_mcp.store.db import Database
 
 MODES = ("auto", "keyword", "vector", "hybrid")
-# Documents each leg ranks, whatever ``top_k`` is: freshness reorders this fixed set and
-# the answer is its head, so a document's rank never depends on ``top_k`` (issue 7 item
-# 12: the candidate set used to grow with top_k, and so could the ranking).
+# Documents each leg ranks, whatever ``top_k`` is: the adjustments reorder this fixed set
+# and the answer is its head, so a document's rank never depends on ``top_k`` (issue 7
+# item 12: the candidate set used to grow with top_k, and so could the ranking).
 CANDIDATE_DOCUMENTS = TOP_K.maximum
+# The vector leg ranks passages, not documents: it reads this many per candidate document
+# so that, kept to the best passage of each, about CANDIDATE_DOCUMENTS documents remain.
+VECTOR_PASSAGES = CANDIDATE_DOCUMENTS * 4
+# RRF weight of each leg (1.0 each until tuned on the public tuning splits).
+LEG_WEIGHTS: Mapping[str, float] = {"keyword": 1.0, "vector": 1.0}
+SCORE_DIGITS = 4  # significant digits of reported scores: enough to tell rank 99 from 100
 # Issue 7 item 22: an empty library is not "no passage matches"; say what to do.
 EMPTY_LIBRARY = (
     "the library is empty: nothing has been indexed yet. Add a folder or a file with "
@@ -50,6 +65,8 @@ class Hit:
     legs: tuple[str, ...]
     leg_scores: dict[str, float]
     date: str | None
+    adjustments: tuple[Adjustment, ...] = ()
+    leg_ranks: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,50 +94,85 @@ class SearchRequest:
         return self
 
 
-def _vector_fallback(mode: str) -> str | None:
-    """Vectors are not built yet (no embedder configured): say what ran instead."""
-    return "keyword" if mode in ("vector", "hybrid") else None
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The legs a search runs, and, when that is not what was asked, what ran and why."""
+
+    legs: tuple[str, ...]
+    fallback: str | None = None
+    reason: str | None = None
+
+    @property
+    def mode(self) -> str:
+        return "hybrid" if len(self.legs) > 1 else self.legs[0]
 
 
-def _best_per_document(
-    fused: list[FusedHit], found: dict[int, rows.PassageRow]
-) -> list[tuple[FusedHit, rows.PassageRow]]:
-    """The best passage of each document, in fused order."""
+KEYWORD_ONLY = Plan(("keyword",))
+
+
+def plan_legs(mode: str, state: VectorState) -> Plan:
+    """``auto`` is hybrid when vectors can run, else keyword (that is not a fallback);
+    ``vector`` / ``hybrid`` without usable vectors fall back to keyword with the reason."""
+    if mode == "keyword" or (mode == "auto" and not state.usable):
+        return KEYWORD_ONLY
+    if not state.usable:
+        return Plan(("keyword",), "keyword", state.reason)
+    return Plan(("vector",)) if mode == "vector" else Plan(("keyword", "vector"))
+
+
+def _run_legs(
+    plan: Plan,
+    fts: FtsIndex,
+    query: Query,
+    vectors: VectorLeg | None,
+    request: SearchRequest,
+    source_id: int | None,
+) -> tuple[dict[str, list[LegHit]], Plan]:
+    """Each planned leg's ranking (keyword first); a vector leg that fails mid-query
+    leaves keyword alone, reported as a fallback."""
+    nearest: list[LegHit] | None = None
+    if "vector" in plan.legs and vectors is not None:
+        try:
+            nearest = vectors.search(request.query, VECTOR_PASSAGES, source_id)
+        except EmbedderUnavailable as exc:
+            plan = Plan(("keyword",), "keyword", f"embedder unavailable: {exc.message}")
+    legs: dict[str, list[LegHit]] = {}
+    if "keyword" in plan.legs:
+        legs["keyword"] = keyword_leg(fts, query, CANDIDATE_DOCUMENTS, source_id)
+    if nearest is not None and "vector" in plan.legs:
+        legs["vector"] = nearest
+    return legs, plan
+
+
+def _documents_ranked(hits: Sequence[LegHit], found: Mapping[int, rows.PassageRow]) -> list[LegHit]:
+    """A leg's best passage per document, re-ranked 1.. by document (RRF ranks documents)."""
     seen: set[str] = set()
     kept = []
-    for hit in fused:
+    for hit in hits:
         passage = found.get(hit.chunk_id)
         if passage is None or passage.doc_key in seen:
             continue
         seen.add(passage.doc_key)
-        kept.append((hit, passage))
+        kept.append(LegHit(hit.chunk_id, len(kept) + 1, hit.score))
+        if len(kept) == CANDIDATE_DOCUMENTS:
+            break
     return kept
 
 
-def _freshness_order(
-    ranked: list[tuple[FusedHit, rows.PassageRow]], as_of: str | None
-) -> list[tuple[FusedHit, rows.PassageRow]]:
-    """``apply_freshness`` over the documents, scored by their keyword score when present."""
-    by_key = {p.doc_key: (f, p) for f, p in ranked}
-    candidates = [
-        Candidate(
-            p.doc_key,
-            _rank_score(f),
-            p.doc_date or p.updated_at,
-            p.superseded_on,
-            p.status,
-            head_text(p.title, p.heading_path),
-        )
-        for f, p in ranked
-    ]
-    return [by_key[c.key] for c in apply_freshness(candidates, as_of)]
-
-
-def _rank_score(hit: FusedHit) -> float:
-    for part in hit.contributions:
-        if part.leg == "keyword":
-            return part.leg_score
-    return hit.score
+def _candidate(
+    fused: FusedHit, passage: rows.PassageRow, superseders: Mapping[str, str]
+) -> Candidate:
+    return Candidate(
+        key=passage.doc_key,
+        score=fused.score,
+        date=passage.doc_date or passage.updated_at,
+        superseded_on=passage.superseded_on,
+        superseded_by=superseders.get(passage.doc_key),
+        status=passage.status,
+        topic=head_text(passage.title, passage.heading_path),
+        path=passage.path,
+        evidence={c.leg: c.leg_score for c in fused.contributions},
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,10 +202,17 @@ def _query_coverage(fts: FtsIndex, stats: UnitStats, passage: rows.PassageRow) -
     return coverage(list(stats.tokens.values()), present, stats.df, stats.chunks)
 
 
-def _to_hit(rank: int, fused: FusedHit, passage: rows.PassageRow) -> Hit:
+def significant(value: float, digits: int = SCORE_DIGITS) -> float:
+    """``value`` rounded to ``digits`` significant digits (rounding keeps the order)."""
+    if value == 0 or not math.isfinite(value):
+        return value
+    return round(value, digits - 1 - math.floor(math.log10(abs(value))))
+
+
+def _to_hit(rank: int, candidate: Candidate, fused: FusedHit, passage: rows.PassageRow) -> Hit:
     return Hit(
         rank=rank,
-        score=round(fused.score, 6),
+        score=significant(candidate.score),
         doc=passage.doc_key,
         title=passage.title,
         path=passage.path,
@@ -164,39 +223,72 @@ def _to_hit(rank: int, fused: FusedHit, passage: rows.PassageRow) -> Hit:
         text=passage.text,
         cite=format_cite(passage.doc_key, passage.start_line, passage.end_line),
         legs=fused.legs,
-        leg_scores={c.leg: round(c.leg_score, 4) for c in fused.contributions},
+        leg_scores={c.leg: significant(c.leg_score) for c in fused.contributions},
         date=passage.doc_date,
+        adjustments=tuple(
+            Adjustment(a.reason, significant(a.factor)) for a in candidate.adjustments
+        ),
+        leg_ranks={c.leg: c.rank for c in fused.contributions},
     )
 
 
+def _with(reason: str | None, plan: Plan) -> str | None:
+    """The empty-result reason, followed by the fallback's when there is one."""
+    parts = [p for p in (reason, plan.reason) if p]
+    return "; ".join(parts) if parts else None
+
+
 def run_search(
-    db: Database, fts: FtsIndex, request: SearchRequest, source_id: int | None = None
+    db: Database,
+    fts: FtsIndex,
+    request: SearchRequest,
+    source_id: int | None = None,
+    vectors: VectorLeg | None = None,
+    rules: Sequence[Rule] = (),
 ) -> SearchResult:
-    """Ranked, cited passages for ``request`` (one per document); empty below the floor."""
+    """Ranked, cited passages for ``request`` (one per document); empty below the floor.
+
+    ``vectors`` is the vector leg (None: no embedder configured); ``rules`` are extra
+    factor rules (e.g. a path prior) applied with the freshness demotions.
+    """
     request = request.validated()
-    fallback = _vector_fallback(request.mode)
-    used = "keyword"
+    plan = plan_legs(request.mode, vectors.state() if vectors is not None else NO_EMBEDDER)
     query = parse_query(request.query)
     if query.is_empty:
-        return SearchResult(request.query, used, (), fallback, "the query has no searchable words")
+        reason = _with("the query has no searchable words", plan)
+        return SearchResult(request.query, plan.mode, (), plan.fallback, reason)
     fts.ensure_current()
     stats = _unit_stats(fts, query)
     if stats.chunks == 0:
-        return SearchResult(request.query, used, (), fallback, EMPTY_LIBRARY)
+        return SearchResult(request.query, plan.mode, (), plan.fallback, _with(EMPTY_LIBRARY, plan))
     matched = without_common_units(query, stats.unit_df(), stats.chunks)
-    legs = {"keyword": keyword_leg(fts, matched, CANDIDATE_DOCUMENTS, source_id)}
+    legs, plan = _run_legs(plan, fts, matched, vectors, request, source_id)
     found = rows.passages(db.conn, [h.chunk_id for hits in legs.values() for h in hits])
-    recency = {cid: p.doc_date or p.updated_at for cid, p in found.items()}
-    ranked = _best_per_document(fuse_rankings(legs, recency=recency), found)
-    ranked = _freshness_order(ranked, as_of_date(request.query))
+    legs = {name: _documents_ranked(hits, found) for name, hits in legs.items()}
+    group = {cid: p.doc_key for cid, p in found.items()}
+    recency = {p.doc_key: p.doc_date or p.updated_at for p in found.values()}
+    fused = {f.key: f for f in fuse_rankings(legs, LEG_WEIGHTS, recency=recency, group=group)}
+    superseded = [str(k) for k, f in fused.items() if found[f.chunk_id].superseded_on]
+    superseders = rows.superseders(db.conn, superseded)
+    as_of = as_of_date(request.query)
+    ranked = apply_rules(
+        (_candidate(f, found[f.chunk_id], superseders) for f in fused.values()),
+        (demotion_rule(as_of), *rules),
+    )
+    ranked = reorder(ranked, as_of)
     if not ranked:
-        return SearchResult(request.query, used, (), fallback, "no passage matches the query")
-    covered = _query_coverage(fts, stats, ranked[0][1])
-    if covered < COVERAGE_FLOOR:
+        reason = _with("no passage matches the query", plan)
+        return SearchResult(request.query, plan.mode, (), plan.fallback, reason)
+    best = found[fused[ranked[0].key].chunk_id]
+    covered = _query_coverage(fts, stats, best)
+    if "keyword" in plan.legs and covered < COVERAGE_FLOOR:
         reason = (
             f"nothing relevant: the best passage covers {covered:.0%} of the query's "
             f"weight (floor {COVERAGE_FLOOR:.0%}); the answer is probably not stored"
         )
-        return SearchResult(request.query, used, (), fallback, reason)
-    hits = tuple(_to_hit(i, f, p) for i, (f, p) in enumerate(ranked[: request.top_k], start=1))
-    return SearchResult(request.query, used, hits, fallback, None)
+        return SearchResult(request.query, plan.mode, (), plan.fallback, _with(reason, plan))
+    hits = tuple(
+        _to_hit(i, c, fused[c.key], found[fused[c.key].chunk_id])
+        for i, c in enumerate(ranked[: request.top_k], start=1)
+    )
+    return SearchResult(request.query, plan.mode, hits, plan.fallback, plan.reason)

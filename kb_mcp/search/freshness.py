@@ -1,15 +1,19 @@
-"""Let the current version of a fact win. Pure functions over per-document candidates.
+"""Let the current version of a fact win. Pure rules over per-document candidates.
 
-Three signals, all from the documents themselves:
+Three signals, all from the documents themselves, each applied to the fused score as a
+factor that the result reports (``search/adjust.py``):
 
-- **As-of questions.** "as of March 2024", "as of 2023-10-01", "as of mid-2022": documents
-  dated after that day go below every document dated on or before it.
-- **Demotion.** A document another one supersedes (``supersedes:``, effective from the
-  superseding document's date), and speculative or obsolete documents
-  (``ingest/status.py``), rank below a current document unless their score dominates
-  it (``DOMINANCE``×): asked about the proposal itself, the proposal still comes first.
-- **Recency on near-ties.** A newer document scoring within ``RECENCY_TIE`` of an older
-  one just above it moves above it: of two versions of the same fact, the later wins.
+- **Demotion** (a factor rule). A document another one supersedes (``supersedes:``,
+  effective from the superseding document's date), and speculative or obsolete documents
+  (``ingest/status.py``), are scored ×``DEMOTION``: below a current document that
+  answers as well, still first when asked about the proposal itself.
+- **As-of questions** (an order pass). "as of March 2024", "as of 2023-10-01", "as of
+  mid-2022": documents dated after that day are scored just below the last document
+  dated on or before it.
+- **Recency on near-ties** (an order pass). A newer document that matches about as well
+  as an older one just above it (within ``LEG_TIE`` on each leg's own score), on a
+  similar title or section, takes that document's score and the place above it: of two
+  versions of a fact, the later wins.
 
 Dates compare as ISO strings (``YYYY-MM-DD`` prefixes).
 """
@@ -17,19 +21,33 @@ Dates compare as ISO strings (``YYYY-MM-DD`` prefixes).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
 from datetime import date
 
 from rapidfuzz import fuzz
 
-# Tuned on the golden set (issue #3; nDCG@10 0.901 without freshness, 0.923 with):
-# DOMINANCE 2.0 keeps a proposal on top only when it matches at least twice as strongly
-# (1.5-3.0 all score alike). RECENCY_TIE 0.8 lets a newer version overtake an older one
-# scoring up to 25% higher (0.7 and 0.9 lose 1-3 points), but only when their titles and
-# sections are alike (SAME_TOPIC, rapidfuzz token-set ratio ≥ 50): without that check
-# recency also reorders unrelated documents and fact / multi-hop queries lose 3-5 points.
-DOMINANCE = 2.0
-RECENCY_TIE = 0.8
+from kb_mcp.ingest.status import CURRENT, OBSOLETE
+from kb_mcp.search.adjust import Adjustment, Candidate, Rule
+from kb_mcp.search.fuse import RRF_K
+
+# Issue 8 moved these rules from the bm25 scale onto the fused (RRF) scale, where
+# neighbours differ by one rank (1/61 vs 1/62) however close their matches are. Golden set,
+# keyword mode, nDCG@10 (bm25-scale rules before: 0.910):
+# - DEMOTION is expressed in ranks: a demoted document scores as it would DEMOTION_RANKS
+#   ranks lower (1/66 instead of 1/61 at the head of a leg). 3 to 60 ranks (factor 0.95
+#   to 0.5) all give 0.911; 2 ranks (0.97) loses 4 points on hypothetical. The bm25 rule
+#   (DOMINANCE 2.0) came to about 2 ranks on this set (median count of documents within
+#   2x of the top bm25, interquartile 1-4). 5 keeps a margin and still lets a proposal
+#   that matches far better than anything current come first.
+# - LEG_TIE: a near-tie is read on each leg's own score, not on the fused one. On the
+#   fused score alone ("within N ranks") the best setting scored 0.906 and lost 11
+#   points on corrections; keyword 0.8 of the bm25 score (0.7: 0.902, 0.9: 0.906) is the
+#   bm25-scale value of before, and scores 0.911. The vector value is set with the vector
+#   leg (see docs/retrieval.md).
+# - SAME_TOPIC 50: 40 loses 1 point overall (retraction, multi-hop), 60 loses 5 on
+#   corrections.
+DEMOTION_RANKS = 5
+DEMOTION = (RRF_K + 1) / (RRF_K + 1 + DEMOTION_RANKS)
+LEG_TIE = {"keyword": 0.8, "vector": 0.95}
 SAME_TOPIC = 50
 
 _MONTH_NAMES = (
@@ -45,16 +63,6 @@ _AS_OF = re.compile(
     r"|(?P<year>\d{4}))\b",
     re.IGNORECASE,
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    key: str
-    score: float
-    date: str | None
-    superseded_on: str | None
-    status: str
-    topic: str = ""  # title and section: two versions of a fact share most of it
 
 
 def _month_key(name: str) -> int:
@@ -92,27 +100,21 @@ def _day(value: str | None) -> str:
     return (value or "")[:10]
 
 
-def _demoted(c: Candidate, as_of: str | None) -> bool:
-    superseded = c.superseded_on is not None and (as_of is None or _day(c.superseded_on) <= as_of)
-    return superseded or c.status != "current"
+def demotion_rule(as_of: str | None) -> Rule:
+    """The factor rule for superseded, speculative and obsolete documents (one factor
+    even when several apply: a superseded draft is not twice as wrong)."""
 
+    def demote(c: Candidate) -> Adjustment | None:
+        if c.superseded_on is not None and (as_of is None or _day(c.superseded_on) <= as_of):
+            by = f" by {c.superseded_by}" if c.superseded_by else ""
+            return Adjustment(f"superseded{by} on {_day(c.superseded_on)}", DEMOTION)
+        if c.status == OBSOLETE:
+            return Adjustment("obsolete: its status says it no longer holds", DEMOTION)
+        if c.status != CURRENT:
+            return Adjustment("speculative: a draft, proposal or idea", DEMOTION)
+        return None
 
-def _recency_pass(ranked: list[Candidate]) -> list[Candidate]:
-    """Move newer near-tied documents above older ones (only upward, so it terminates)."""
-    ranked = list(ranked)
-    moved = True
-    while moved:
-        moved = False
-        for i in range(len(ranked) - 1):
-            upper, lower = ranked[i], ranked[i + 1]
-            if (
-                _day(lower.date) > _day(upper.date)
-                and lower.score >= RECENCY_TIE * upper.score
-                and same_topic(upper.topic, lower.topic)
-            ):
-                ranked[i], ranked[i + 1] = lower, upper
-                moved = True
-    return ranked
+    return demote
 
 
 def same_topic(a: str, b: str) -> bool:
@@ -120,17 +122,76 @@ def same_topic(a: str, b: str) -> bool:
     return fuzz.token_set_ratio(a.lower(), b.lower()) >= SAME_TOPIC
 
 
-def apply_freshness(candidates: list[Candidate], as_of: str | None) -> list[Candidate]:
-    """Reorder best-first candidates so the current version of a fact wins."""
-    if as_of is not None:
-        present = [c for c in candidates if not c.date or _day(c.date) <= as_of]
-        future = [c for c in candidates if c.date and _day(c.date) > as_of]
-    else:
-        present, future = list(candidates), []
-    effective = [
-        replace(c, score=c.score / DOMINANCE) if _demoted(c, as_of) else c for c in present
+def near_tied(upper: Candidate, lower: Candidate) -> bool:
+    """Whether ``lower`` matches about as well as ``upper``, by the legs' own evidence: in
+    every leg that found ``upper``, ``lower`` was found with at least ``LEG_TIE`` of its
+    score. (The fused score cannot tell: under RRF neighbours differ by one rank, however
+    close or far apart their matches are.)"""
+    for leg, score in upper.evidence.items():
+        mine = lower.evidence.get(leg)
+        if mine is None or mine < LEG_TIE.get(leg, 1.0) * score:
+            return False
+    return True
+
+
+def _standing(c: Candidate) -> float:
+    """The product of the factors the rules gave ``c`` (1.0: nothing held against it)."""
+    product = 1.0
+    for adjustment in c.adjustments:
+        product *= adjustment.factor
+    return product
+
+
+def _recency_pass(ranked: list[Candidate]) -> list[Candidate]:
+    """Move newer near-tied documents above older ones (only upward, so it terminates).
+
+    Only between documents in equal standing: recency picks the later of two versions, it
+    never lifts a draft or a superseded document over a current one. A mover takes the
+    score of the one it passes, so the order stays the order of the scores.
+    """
+    ranked = list(ranked)
+    standing = {c.key: _standing(c) for c in ranked}
+    moved = True
+    while moved:
+        moved = False
+        for i in range(len(ranked) - 1):
+            upper, lower = ranked[i], ranked[i + 1]
+            if (
+                _day(lower.date) > _day(upper.date)
+                and standing[lower.key] >= standing[upper.key]
+                and near_tied(upper, lower)
+                and same_topic(upper.topic, lower.topic)
+            ):
+                reason = f"newer version of {upper.key}: moved above it"
+                ranked[i], ranked[i + 1] = lower.moved_to(upper.score, reason), upper
+                moved = True
+    return ranked
+
+
+def _after_as_of(future: list[Candidate], floor: float, as_of: str) -> list[Candidate]:
+    """Documents dated after ``as_of``, scored below ``floor`` by one common factor (so
+    their own order stays)."""
+    if not future or future[0].score <= floor:
+        return future
+    factor = floor / future[0].score
+    return [
+        c.adjusted(
+            Adjustment(
+                f"dated {_day(c.date)}, after the asked date {as_of}: placed below the "
+                "documents of that time",
+                factor,
+            )
+        )
+        for c in future
     ]
-    order = sorted(range(len(present)), key=lambda i: -effective[i].score)
-    reordered = _recency_pass([effective[i] for i in order])
-    by_key = {c.key: c for c in present}
-    return [by_key[c.key] for c in reordered] + future
+
+
+def reorder(ranked: list[Candidate], as_of: str | None) -> list[Candidate]:
+    """The order passes over best-first candidates: the as-of cut, then recency."""
+    if as_of is None:
+        return _recency_pass(ranked)
+    present = [c for c in ranked if not c.date or _day(c.date) <= as_of]
+    future = [c for c in ranked if c.date and _day(c.date) > as_of]
+    present = _recency_pass(present)
+    floor = present[-1].score if present else float("inf")
+    return present + _after_as_of(future, floor, as_of)

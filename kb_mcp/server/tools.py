@@ -40,12 +40,16 @@ identifiers or regexes; `read` to open a passage a result cites (pass its `cite`
 and want to keep (only when the user allowed agent writes). Cite passages as `cite`."""
 
 SEARCH_DESCRIPTION = """\
-Search the knowledge base by meaning of words (ranked keyword search, Chinese/Japanese
-aware, code identifiers split: `user id lookup` finds `getUserById`). Returns the best
-passage of each matching document with its title, path, section, line span, score and a
-`cite` string (`<doc>#L12-L40`) that `read` accepts. An empty `results` list means nothing
-relevant is stored: say so rather than guessing. Use `grep` instead for an exact string
-or regex, `read` to see more around a result."""
+Search the knowledge base for passages that answer a question: ranked keyword search
+(Chinese/Japanese aware, code identifiers split: `user id lookup` finds `getUserById`),
+fused with search by meaning when vectors are available. Returns the best passage of each
+matching document with its title, path, section, line span, `score` (results come in
+score order), the `legs` that found it with their `leg_scores`, the `adjustments` that
+moved it (superseded, draft, newer version) and a `cite` string (`<doc>#L12-L40`) that
+`read` accepts. If vector or hybrid mode cannot run, you get keyword results with
+`fallback: "keyword"` and the `reason`. An empty `results` list means nothing relevant is
+stored: say so rather than guessing. Use `grep` instead for an exact string or regex,
+`read` to see more around a result."""
 
 GREP_DESCRIPTION = """\
 Find lines containing an exact string (or a regular expression with regex=true) in the
@@ -154,7 +158,10 @@ def build_server(settings: Settings) -> tuple[FastMCP, LibraryHolder]:
         ] = settings.search_top_k,
         mode: Annotated[
             Literal["auto", "keyword", "vector", "hybrid"],
-            Field(description="auto picks the best available legs."),
+            Field(
+                description="auto: hybrid when vectors are ready, else keyword; keyword, "
+                "vector or hybrid to choose."
+            ),
         ] = "auto",
         source: Annotated[str | None, Field(description="Only this source (see `list`).")] = None,
     ) -> ToolResult:

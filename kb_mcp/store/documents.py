@@ -363,6 +363,23 @@ def passages(conn: apsw.Connection, ids: Sequence[int]) -> dict[int, PassageRow]
     return {r[0]: PassageRow(*r[:5], tuple(json.loads(r[5])), *r[6:]) for r in rows}
 
 
+def superseders(conn: apsw.Connection, doc_keys: Sequence[str]) -> dict[str, str]:
+    """Document key → key of the earliest document that supersedes it (the one whose date
+    is ``PassageRow.superseded_on``), for the keys given that are superseded at all."""
+    if not doc_keys:
+        return {}
+    marks = ",".join("?" * len(doc_keys))
+    found = conn.execute(
+        "SELECT d.doc_key, (SELECT n.doc_key FROM supersessions x "
+        "  JOIN documents n ON n.id = x.document_id WHERE x.supersedes IN (d.doc_key, d.uri) "
+        "  OR x.supersedes IN (SELECT path FROM locations WHERE document_id = d.id) "
+        "  ORDER BY COALESCE(n.doc_date, n.updated_at), n.id LIMIT 1) "
+        f"FROM documents d WHERE d.doc_key IN ({marks})",
+        tuple(doc_keys),
+    ).fetchall()
+    return {key: by for key, by in found if by is not None}
+
+
 def iter_texts(conn: apsw.Connection, source_id: int | None) -> Iterable[tuple[str, str, str]]:
     """(doc key, display path, text) of every document (of one source), in id order."""
     scope = (

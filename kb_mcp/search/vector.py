@@ -1,0 +1,62 @@
+"""The vector leg as the engine sees it: a small port the Library passes in.
+
+The engine does no embedding and no SQL. It asks a ``VectorLeg`` whether it can run
+(``state``) and, when it can, for the passages nearest the question (``search``). The
+Library builds the leg from its active embedder and vector index, or passes None when
+no embedder is configured; everything about models, signatures and tables stays behind
+this port.
+
+A leg that cannot run is an expected outcome, never an error: ``state`` says why
+(no embedder, vectors still being built, the embedder down), and the engine answers with
+keyword results, ``fallback: "keyword"`` and that reason. A leg whose ``search`` fails
+mid-query raises ``EmbedderUnavailable``, and the engine falls back the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from kb_mcp.search.fuse import LegHit
+
+
+@dataclass(frozen=True, slots=True)
+class VectorState:
+    """Whether the vector leg can run now, and if not, the reason a person can act on."""
+
+    usable: bool
+    reason: str | None = None
+
+    @classmethod
+    def ready(cls) -> VectorState:
+        return cls(True)
+
+    @classmethod
+    def unavailable(cls, reason: str) -> VectorState:
+        return cls(False, reason)
+
+
+NO_EMBEDDER = VectorState.unavailable("no embedder configured (--embedder none)")
+
+
+def building(embedded: int, total: int) -> VectorState:
+    """The state while passages are still being embedded."""
+    return VectorState.unavailable(
+        f"vectors still being built: {embedded:,} of {total:,} passages embedded"
+    )
+
+
+@runtime_checkable
+class VectorLeg(Protocol):
+    """Nearest passages to a question, by the active embedding signature."""
+
+    def state(self) -> VectorState:
+        """Cheap (no model call): can ``search`` run now, and if not, why."""
+        ...
+
+    def search(self, query: str, limit: int, source_id: int | None = None) -> list[LegHit]:
+        """Up to ``limit`` passages, nearest first: 1-based rank, cosine as the score.
+
+        Raises ``EmbedderUnavailable`` when the question cannot be embedded.
+        """
+        ...

@@ -1,0 +1,269 @@
+"""Search modes, fallback and self-explaining scores, through the real engine (issue 8).
+
+A real folder synced into a real ``kb.db``. The vector leg is the engine's port
+(``search/vector.VectorLeg``); the leg here is a small real one, character-trigram
+similarity over the stored chunks, so fusion, fallback and adjustments are exercised
+without a model. Guards against: a vector mode that errors or hangs without an embedder,
+a fallback that does not say why, a result whose score does not explain its order, and
+adjustments that are applied but not reported.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kb_mcp.bench.beir import GOLDEN_SET, load_beir
+from kb_mcp.bench.retrieval import ingest
+from kb_mcp.embed.base import EmbedderUnavailable
+from kb_mcp.library import Library
+from kb_mcp.render import search_data, search_text
+from kb_mcp.search.adjust import Adjustment, Candidate
+from kb_mcp.search.engine import LEG_WEIGHTS, SearchRequest, SearchResult, run_search
+from kb_mcp.search.freshness import DEMOTION
+from kb_mcp.search.fuse import RRF_K, LegHit
+from kb_mcp.search.vector import NO_EMBEDDER, VectorState, building
+from kb_mcp.settings import Settings
+
+
+def trigrams(text: str) -> set[str]:
+    text = " ".join(text.lower().split())
+    return {text[i : i + 3] for i in range(len(text) - 2)}
+
+
+class TrigramLeg:
+    """A real ``VectorLeg``: chunks ranked by trigram Jaccard similarity to the query."""
+
+    def __init__(self, library: Library, state: VectorState | None = None) -> None:
+        self.library = library
+        self._state = state or VectorState.ready()
+        self.calls = 0
+
+    def state(self) -> VectorState:
+        return self._state
+
+    def search(self, query: str, limit: int, source_id: int | None = None) -> list[LegHit]:
+        self.calls += 1
+        wanted = trigrams(query)
+        rows = self.library.db.conn.execute("SELECT id, text FROM chunks").fetchall()
+        scored = sorted(
+            ((len(wanted & (t := trigrams(text))) / len(wanted | t), cid) for cid, text in rows),
+            key=lambda pair: (-pair[0], pair[1]),
+        )
+        return [LegHit(cid, rank, score) for rank, (score, cid) in enumerate(scored[:limit], 1)]
+
+
+class DownLeg(TrigramLeg):
+    """A leg whose embedder fails mid-query, as an unreachable Ollama does."""
+
+    def search(self, query: str, limit: int, source_id: int | None = None) -> list[LegHit]:
+        self.calls += 1
+        raise EmbedderUnavailable("ollama at localhost:11434 refused the connection")
+
+
+NOTES = {
+    "rollback.md": "# Rolling back a deployment\n\nRun `make rollback ENV=prod` to return "
+    "to the previous release. It takes four minutes.\n",
+    "flags.md": "# Feature flags\n\nFlags live in flags.yaml; flip checkout_v2 to disable "
+    "the new checkout page.\n",
+    "oncall.md": "# On-call rota\n\nThe payments team is paged first for ledger alerts.\n",
+    "pool-v1.md": "---\ntitle: Ledger pool size\ndate: 2023-01-10\n---\n\nThe ledger "
+    "connection pool holds 20 connections per instance.\n",
+    "pool-v2.md": "---\ntitle: Ledger pool size (revised)\ndate: 2024-02-01\nsupersedes: "
+    "[pool-v1.md]\n---\n\nThe ledger connection pool holds 40 connections per instance.\n",
+    "idea-pool.md": "---\ntitle: 'Idea: ledger pool of 80 connections'\ndate: 2024-03-01\n"
+    "---\n\nWhat if the ledger connection pool held 80 connections per instance?\n",
+    "tests/test_pool.md": "# test pool\n\nledger connection pool connections instance "
+    "pool pool connections.\n",
+}
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Library]:
+    base = tmp_path_factory.mktemp("modes")
+    folder = base / "notes"
+    for name, text in NOTES.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text, encoding="utf-8")
+    lib = Library(Settings(home=base / "home"))
+    lib.add_folder(folder)
+    lib.sync()
+    yield lib
+    lib.close()
+
+
+def search(library: Library, query: str, mode: str = "auto", vectors=None, **kw) -> SearchResult:
+    request = SearchRequest(query, top_k=kw.pop("top_k", 8), mode=mode)
+    return run_search(library.db, library.fts, request, vectors=vectors, **kw)
+
+
+def explained(result: SearchResult) -> None:
+    """The order is the score's, and each score is its RRF sum times its factors."""
+    scores = [h.score for h in result.hits]
+    assert scores == sorted(scores, reverse=True)
+    for hit in result.hits:
+        fused = sum(LEG_WEIGHTS[leg] / (RRF_K + rank) for leg, rank in hit.leg_ranks.items())
+        product = math.prod(a.factor for a in hit.adjustments)
+        assert hit.score == pytest.approx(fused * product, rel=2e-3)
+        assert set(hit.leg_ranks) == set(hit.legs) == set(hit.leg_scores)
+
+
+def test_search_modes_auto_without_embedder_is_keyword_and_no_fallback(library: Library) -> None:
+    result = library.search("rollback the previous release")
+    assert (result.mode, result.fallback, result.reason) == ("keyword", None, None)
+    assert result.hits[0].title == "Rolling back a deployment"
+
+
+@pytest.mark.parametrize("mode", ["vector", "hybrid"])
+def test_search_modes_vectors_without_embedder_fall_back_to_keyword_with_reason(
+    library: Library, mode: str
+) -> None:
+    keyword = library.search("rollback the previous release", mode="keyword")
+    result = library.search("rollback the previous release", mode=mode)
+    assert (result.mode, result.fallback) == ("keyword", "keyword")
+    assert result.reason == NO_EMBEDDER.reason == "no embedder configured (--embedder none)"
+    assert result.hits == keyword.hits
+
+
+def test_search_modes_vectors_still_being_built_fall_back_and_say_how_far(
+    library: Library,
+) -> None:
+    leg = TrigramLeg(library, building(1200, 9000))
+    result = search(library, "rollback the previous release", "hybrid", leg)
+    assert (result.mode, result.fallback) == ("keyword", "keyword")
+    assert result.reason == "vectors still being built: 1,200 of 9,000 passages embedded"
+    assert leg.calls == 0
+    assert result.hits and all(h.legs == ("keyword",) for h in result.hits)
+
+
+def test_search_modes_auto_with_vectors_still_being_built_is_plain_keyword(
+    library: Library,
+) -> None:
+    leg = TrigramLeg(library, building(10, 90))
+    result = search(library, "rollback the previous release", "auto", leg)
+    assert (result.mode, result.fallback, result.reason) == ("keyword", None, None)
+
+
+@pytest.mark.parametrize("mode", ["auto", "hybrid", "vector"])
+def test_search_modes_embedder_failing_mid_query_falls_back_at_once(
+    library: Library, mode: str
+) -> None:
+    leg = DownLeg(library)
+    started = time.perf_counter()
+    result = search(library, "rollback the previous release", mode, leg)
+    assert time.perf_counter() - started < 5
+    assert leg.calls == 1
+    assert (result.mode, result.fallback) == ("keyword", "keyword")
+    assert result.reason == (
+        "embedder unavailable: ollama at localhost:11434 refused the connection"
+    )
+    assert result.hits[0].title == "Rolling back a deployment"
+
+
+def test_search_modes_hybrid_names_the_legs_that_found_each_result(library: Library) -> None:
+    result = search(library, "rolling back a deployment", "hybrid", TrigramLeg(library))
+    assert (result.mode, result.fallback, result.reason) == ("hybrid", None, None)
+    top = result.hits[0]
+    assert top.title == "Rolling back a deployment"
+    assert top.legs == ("keyword", "vector")
+    assert top.leg_ranks == {"keyword": 1, "vector": 1}
+    assert top.score == pytest.approx(2 / 61, rel=1e-3)
+    # Documents the keyword leg never matched are still found by the vector leg.
+    assert any(h.legs == ("vector",) for h in result.hits)
+    explained(result)
+
+
+def test_search_modes_auto_with_usable_vectors_is_hybrid(library: Library) -> None:
+    result = search(library, "rolling back a deployment", "auto", TrigramLeg(library))
+    assert result.mode == "hybrid"
+
+
+def test_search_modes_vector_runs_the_vector_leg_alone(library: Library) -> None:
+    result = search(library, "rolling back a deployment", "vector", TrigramLeg(library))
+    assert result.mode == "vector"
+    assert result.hits and all(h.legs == ("vector",) for h in result.hits)
+    assert result.hits[0].title == "Rolling back a deployment"
+    explained(result)
+
+
+def test_search_modes_superseded_version_reports_what_demoted_it(library: Library) -> None:
+    result = library.search("ledger connection pool connections per instance", top_k=10)
+    by_title = {h.title: h for h in result.hits}
+    old = by_title["Ledger pool size"]
+    new = by_title["Ledger pool size (revised)"]
+    assert new.rank < old.rank
+    (superseded,) = old.adjustments
+    assert superseded.reason == f"superseded by {new.doc} on 2024-02-01"
+    assert superseded.factor == pytest.approx(DEMOTION, rel=1e-3)
+    idea = by_title["Idea: ledger pool of 80 connections"]
+    assert idea.adjustments[0].reason == "speculative: a draft, proposal or idea"
+    assert idea.rank > new.rank  # recency never lifts a draft over a current version
+    explained(result)
+
+
+def test_search_modes_extra_rule_plugs_in_beside_freshness(library: Library) -> None:
+    """A path prior (issue 8, kb/realcorpus) is one more factor rule, reported the same way."""
+
+    def prior(candidate: Candidate) -> Adjustment | None:
+        if candidate.path and "tests/" in candidate.path:
+            return Adjustment("demoted: test file", 0.5)
+        return None
+
+    query = "ledger connection pool connections instance"
+    plain = library.search(query, top_k=10)
+    assert plain.hits[0].path.endswith("tests/test_pool.md")
+    result = search(library, query, "keyword", rules=(prior,), top_k=10)
+    test_file = next(h for h in result.hits if h.path.endswith("tests/test_pool.md"))
+    assert test_file.rank > 1
+    assert Adjustment("demoted: test file", 0.5) in test_file.adjustments
+    explained(result)
+
+
+def test_search_modes_render_shows_fallback_legs_and_adjustments(library: Library) -> None:
+    result = library.search("ledger connection pool connections per instance", mode="hybrid")
+    text = search_text(result)
+    assert "(mode: keyword, fell back to keyword)" in text
+    assert "note: no embedder configured (--embedder none)" in text
+    assert "legs: keyword #1 (" in text
+    assert "adjusted: superseded by" in text
+    data = search_data(result)
+    assert data["fallback"] == "keyword"
+    adjusted = [a for hit in data["results"] for a in hit["adjustments"]]
+    assert adjusted and all(set(a) == {"reason", "factor"} for a in adjusted)
+
+
+def test_search_modes_empty_answer_gives_both_reasons(library: Library) -> None:
+    result = library.search("kubernetes helm chart values", mode="hybrid")
+    assert result.hits == ()
+    assert result.fallback == "keyword"
+    assert result.reason is not None
+    assert result.reason.endswith("; no embedder configured (--embedder none)")
+
+
+@pytest.fixture(scope="module")
+def golden(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Library, list[str]]]:
+    beir = load_beir(GOLDEN_SET, "test")
+    home: Path = tmp_path_factory.mktemp("golden") / "home"
+    lib = Library(Settings(home=home, max_files_per_source=len(beir.docs) + 1))
+    ingest(lib, beir, None)
+    yield lib, [q.text for q in beir.queries if q.text.strip()]
+    lib.close()
+
+
+@pytest.mark.parametrize("mode", ["keyword", "hybrid"])
+def test_search_modes_every_golden_answer_is_in_score_order(
+    golden: tuple[Library, list[str]], mode: str
+) -> None:
+    """Issue 8: rank 1 could show a lower score than rank 2 (freshness re-sorted by bm25)."""
+    library, queries = golden
+    leg = TrigramLeg(library) if mode == "hybrid" else None
+    adjusted = 0
+    for query in queries:
+        result = search(library, query, mode, leg, top_k=100)
+        explained(result)
+        adjusted += sum(1 for h in result.hits if h.adjustments)
+    assert adjusted > 0  # the set has superseded, speculative and dated versions
