@@ -138,7 +138,7 @@ def cmd_read(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    """Show sources, counts and index health; with a source, its documents."""
+    """Show sources, counts and index health; with a source, its entries (one per path)."""
     from kb_mcp import render
 
     with _open(args) as library:
