@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import multiprocessing
 import os
+import re
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -157,6 +158,9 @@ class FileWork:
     note: str | None = None
 
 
+_QUOTED = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"")
+
+
 def failure_reason(exc: BaseException) -> str:
     """Why a file (or a sync) failed, as one short redacted line.
 
@@ -164,7 +168,12 @@ def failure_reason(exc: BaseException) -> str:
     file (HTMLParser's ``AssertionError`` on ``<![ x ]]>``, issue 7 item 9): its type and
     message. Redacted before it is cut, since the message may quote the file.
     """
-    text = exc.message if isinstance(exc, KbError) else f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, KbError):
+        text = exc.message
+    else:
+        # A parser's message quotes a slice of the file ("expected name token at
+        # '<![ x ]]>ghp_Ab1Cd2E'"): a cut secret no rule recognises. Quoted spans go.
+        text = _QUOTED.sub("'…'", f"{type(exc).__name__}: {exc}")
     text = " ".join(redact(text).text.split())
     return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 1] + "…"
 
