@@ -28,6 +28,7 @@ from kb_mcp.ingest.pipeline import (
     text_hash,
 )
 from kb_mcp.ingest.policy import check_readable
+from kb_mcp.ingest.reredact import StoredRedaction
 from kb_mcp.ingest.status import classify_status
 from kb_mcp.ingest.sync import utc_now
 from kb_mcp.reader import read_document
@@ -75,7 +76,15 @@ class Library:
             remove_stale_temps(folder)
         self.db = Database(self.home / DB_FILE)
         self.fts = FtsIndex(self.db)
+        self.redaction = StoredRedaction(self.db, self.home)
         synclock.recover_interrupted(self.db, self.home)
+
+    def _ready(self) -> None:
+        """Bring derived data up to date before it is used: the FTS representation, then
+        the stored text's redaction rules (``ingest/reredact.py``). Lazy, so opening a
+        library (and the MCP handshake) never waits for either; one check once done."""
+        self.fts.ensure_current()
+        self.redaction.ensure_current()
 
     def close(self) -> None:
         self.db.close()
@@ -144,7 +153,7 @@ class Library:
         The file is written inside the database transaction: if writing it fails the
         rows roll back, so the index never holds a document its file does not.
         """
-        self.fts.ensure_current()
+        self._ready()
         record = rows.NewDocument(
             doc_key=doc.doc_key,
             title=doc.title,
@@ -234,6 +243,7 @@ class Library:
         18). A rebuild runs in one transaction, so readers see the old index until it
         commits; other writers wait, and past the busy timeout get ``Conflict``.
         """
+        self._ready()  # docs/ files re-redacted first: a rebuild reads them
         if not rebuild:
             return self._reindex_files(rebuild=False)
         with self.db.write() as conn:
@@ -264,7 +274,7 @@ class Library:
         return ReindexReport(rebuild, documents, chunks, tuple(failed))
 
     def _drop_vanished_agent_docs(self, source_id: int, seen: set[str]) -> None:
-        for _doc, path in rows.list_documents(self.db.conn, source_id, 1_000_000, 0):
+        for _doc, path, _note in rows.list_documents(self.db.conn, source_id, 1_000_000, 0):
             if path not in seen:
                 remove_location(self.db, source_id, path)
 
@@ -323,7 +333,7 @@ class Library:
         waited for (``wait``, the default) or skipped, with no report (``wait=False``).
         Each source ends ``idle``, or ``error`` with the reason, whatever happens.
         """
-        self.fts.ensure_current()
+        self._ready()
         folders = self.folder_sources()
         if source is not None:
             folders = [f for f in folders if f.name == source]
@@ -395,7 +405,7 @@ class Library:
         source_id = self._source_id(source) if source else None
         # A lazy index rebuild is proportional to the library, not to the query: it runs
         # before the deadline starts, or a large library could never finish upgrading.
-        self.fts.ensure_current()
+        self._ready()
         try:
             with self.db.deadline(self.settings.search_timeout_ms):
                 return run_search(self.db, self.fts, request, source_id)
@@ -419,6 +429,7 @@ class Library:
         limit = self.settings.grep_max_matches if max_matches is None else max_matches
         limits.MAX_MATCHES.check(limit)
         compiled = grep_mod.compile_pattern(pattern, is_regex=regex, ignore_case=ignore_case)
+        self._ready()  # grep must never match text stored under older rules
         source_id = self._source_id(source) if source else None
         matches, truncated, timed_out, scanned = grep_mod.grep_texts(
             rows.iter_texts(self.db.conn, source_id),
@@ -436,6 +447,7 @@ class Library:
         for name, line in (("start_line", start_line), ("end_line", end_line)):
             if line is not None:
                 limits.LINE.check(line, name=name)
+        self._ready()
         return read_document(self.db, doc, start_line, end_line)
 
     def _source_id(self, name: str) -> int:
@@ -468,6 +480,7 @@ class Library:
         pairs, examples = rows.near_duplicate_pairs(conn, NEAR_DUPLICATES_SHOWN)
         health = {
             "keyword_index": "current" if self.fts.is_current() else "pending migration",
+            "stored_redaction": "current" if self.redaction.is_current() else "pending upgrade",
             "embed_pending": 0,
             "vectors": "off (no embedder configured)",
             "failed_files": sum(s.failed for s in sources),
@@ -497,10 +510,11 @@ class Library:
         limits.LIST_LIMIT.check(limit)
         limits.OFFSET.check(offset)
         source_id = self._source_id(source)
+        self._ready()
         page = rows.list_documents(self.db.conn, source_id, limit, offset)
         total = rows.count_listed(self.db.conn, source_id)  # counts what is paged: paths
         entries = tuple(
-            DocumentEntry(d.doc_key, d.title, d.uri or path, d.doc_date, d.updated_at)
-            for d, path in page
+            DocumentEntry(d.doc_key, d.title, d.uri or path, d.doc_date, d.updated_at, note)
+            for d, path, note in page
         )
         return SourceListing(source, entries, total, offset)

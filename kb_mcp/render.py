@@ -115,14 +115,19 @@ def overview_text(result: Overview) -> str:
 
 
 def listing_text(result: SourceListing) -> str:
+    """Entries are paths (a document held at two paths is listed twice), so the head
+    counts entries, as ``total`` does."""
     data = to_data(result)
-    shown = len(data["documents"])
-    lines = [
-        f"source {data['source']}: documents {data['offset'] + 1}-"
-        f"{data['offset'] + shown} of {data['total']} (newest first)"
-    ]
+    shown, offset, total = len(data["documents"]), data["offset"], data["total"]
+    if shown:
+        head = f"entries {offset + 1}-{offset + shown} of {total} (one per path, newest first)"
+    else:
+        head = f"no entries at offset {offset} ({total} in all)"
+    lines = [f"source {data['source']}: {head}"]
     for d in data["documents"]:
         lines.append(f"- {d['doc']}  {d['title']}  ({d['path']}, {d['date'] or d['updated_at']})")
+        if d["note"]:
+            lines.append(f"  note: {d['note']}")
     return "\n".join(lines)
 
 

@@ -68,11 +68,14 @@ class Overview:
 
 @dataclass(frozen=True, slots=True)
 class DocumentEntry:
+    """One path of a source listing; ``note`` says what the reader ignored in the file."""
+
     doc: str
     title: str
     path: str
     date: str | None
     updated_at: str
+    note: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

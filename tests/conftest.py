@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from ollama_server import OllamaServer, serve_ollama
 
 from kb_mcp.library import Library
 from kb_mcp.settings import Settings
@@ -139,3 +140,10 @@ def library(home: Path) -> Iterator[Library]:
         yield opened
     finally:
         opened.close()
+
+
+@pytest.fixture
+def ollama_server() -> Iterator[OllamaServer]:
+    """A loopback server speaking Ollama's ``/api/embed`` (``tests/ollama_server.py``)."""
+    with serve_ollama() as server:
+        yield server

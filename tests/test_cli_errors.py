@@ -43,3 +43,42 @@ def test_internal_error_line_is_one_redacted_line() -> None:
     assert "--debug" in line
     assert len(line) < 450
     assert INTERNAL_ERROR_EXIT == 70
+
+
+def test_cli_output_closed_early_is_not_an_error(tmp_path: Path, child_env: dict[str, str]) -> None:
+    """`kb-mcp read doc | head -1` printed "internal error (BrokenPipeError …)", exit 70."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "big.md").write_text("# Big\n" + "a line of text\n" * 20_000)
+    home = tmp_path / "home"
+    assert _kb(child_env, "--home", str(home), "add", str(folder), "--yes").returncode == 0
+    reader = subprocess.Popen(
+        [sys.executable, "-m", "kb_mcp", "--home", str(home), "read", "big.md"],
+        env=child_env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert reader.stdout is not None and reader.stderr is not None
+    assert reader.stdout.readline().startswith(b"# Big")
+    reader.stdout.close()
+    assert reader.wait(timeout=60) == 0
+    assert b"internal error" not in reader.stderr.read()
+
+
+def test_cli_error_hint_naming_a_file_is_redacted(
+    tmp_path: Path, child_env: dict[str, str]
+) -> None:
+    """The CLI printed a "did you mean" hint with a token-named file in clear (MCP redacted
+    it)."""
+    token = "ghp_" + "abcdefghijklmnopqrstuvwxyz0123456789"
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / f"{token}.txt").write_text("hello\n")
+    home = tmp_path / "home"
+    assert _kb(child_env, "--home", str(home), "add", str(folder), "--yes").returncode == 0
+    done = _kb(child_env, "--home", str(home), "read", token[:-2] + ".txt")
+    assert done.returncode != 0
+    assert "did you mean" in done.stderr
+    assert token not in done.stderr
+    assert "[REDACTED:github_token]" in done.stderr

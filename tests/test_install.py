@@ -174,3 +174,17 @@ async def test_cli_serve_with_home_before_the_subcommand_serves_that_library(
     async with Client(transport, timeout=30) as client:
         listed = await client.call_tool("list", {})
     assert listed.structured_content["home"] == str(library.resolve())
+
+
+def test_install_writes_through_a_symlinked_config(tmp_path: Path) -> None:
+    """Outside run after issue 7: the link was replaced by a file, the real config kept {}."""
+    real = tmp_path / "dotfiles" / "mcp.json"
+    real.parent.mkdir()
+    real.write_text(json.dumps({"mcpServers": {"other": {"command": "x"}}}))
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / ".mcp.json").symlink_to(real)
+    assert install("claude-code", "--project", str(project)).returncode == 0
+    assert (project / ".mcp.json").is_symlink()
+    servers = json.loads(real.read_text())["mcpServers"]
+    assert set(servers) == {"other", "kb"}

@@ -243,3 +243,27 @@ def test_protocol_reply_holding_a_lone_surrogate_is_still_sent() -> None:
     line = encode_message(JSONRPCResponse(jsonrpc="2.0", id=1, result={"text": "a\ud800b"}))
     assert line.endswith(b"\n")
     assert json.loads(line.decode("utf-8"))["result"]["text"] in ("a?b", "a\ufffdb")
+
+
+AWS_KEY_ID = "AKIA" + "2345672345672345"
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"jsonrpc": AWS_KEY_ID, "id": 41, "method": "tools/list"},
+        {"jsonrpc": "2.0", "id": 42, "method": AWS_KEY_ID},
+        tool_call(43, AWS_KEY_ID),
+    ],
+    ids=["jsonrpc field", "unknown method", "unknown tool"],
+)
+def test_protocol_errors_never_echo_a_secret_from_the_request(
+    raw_server: RawServer, message: dict[str, Any]
+) -> None:
+    """Outside run after issue 7: a key id sent as the ``jsonrpc`` value came back in the
+    -32600 message and the stderr log line; an unknown tool or method name was echoed."""
+    reply = raw_server.call(message)
+    assert reply["id"] == message["id"]
+    assert AWS_KEY_ID not in json.dumps(reply)
+    assert AWS_KEY_ID not in raw_server.log.read_text(encoding="utf-8", errors="replace")
+    assert_still_answers(raw_server)

@@ -196,6 +196,19 @@ def test_sync_failure_reason_is_redacted(library: Library, tmp_path: Path) -> No
     assert reason.startswith("AssertionError: ") and secret not in reason
 
 
+def test_sync_failure_reason_keeps_no_slice_of_the_file(library: Library, tmp_path: Path) -> None:
+    """Outside run after issue 7: the parser quoted 20 characters of the file, cutting a
+    token to ``ghp_Ab1Cd2E`` that no rule recognises, and kb.db stored it."""
+    notes = tmp_path / "notes"
+    secret = "ghp_" + "Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv1Wx2"
+    write_folder(notes, {"bad.html": f"<html><![ x ]]>{secret}</html>".encode()})
+    library.add_folder(notes)
+    library.sync()
+    reason = failures(library)["bad.html"]
+    assert reason.startswith("AssertionError: ")
+    assert "ghp_Ab1" not in reason and "'…'" in reason
+
+
 def test_cli_sync_prints_a_failure_line_not_a_traceback(
     kb_cli: Callable[..., subprocess.CompletedProcess], home: Path, tmp_path: Path
 ) -> None:

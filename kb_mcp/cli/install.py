@@ -93,7 +93,12 @@ def project_folder(project: str) -> Path:
 
 
 def write_config(path: Path, text: str) -> None:
-    """Write atomically, keeping an existing file's mode (a new file gets 0644)."""
+    """Write atomically, keeping an existing file's mode (a new file gets 0644).
+
+    A symlinked config (dotfiles kept in one repository) is written through the link:
+    replacing the link with a file would leave the real config without the entry.
+    """
+    path = path.resolve() if path.is_symlink() else path
     try:
         mode = stat.S_IMODE(path.stat().st_mode)
     except FileNotFoundError:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -138,7 +139,7 @@ def cmd_read(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    """Show sources, counts and index health; with a source, its documents."""
+    """Show sources, counts and index health; with a source, its entries (one per path)."""
     from kb_mcp import render
 
     with _open(args) as library:
@@ -327,10 +328,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_serve(args, wire)
         return args.func(args)
     except KbError as exc:
-        print(f"kb-mcp: {exc.render()}", file=sys.stderr)
+        from kb_mcp.redact import redact_output
+
+        # Redacted like tool errors: a "did you mean" hint may name a file whose name
+        # holds a token.
+        print(f"kb-mcp: {redact_output(exc.render()).text}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `kb-mcp read doc | head -1`: the reader left, which is not a bug. Point stdout
+        # at /dev/null so the interpreter's final flush does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as exc:
         # A bug, not bad input: one redacted line for the person (issue 7 item 9 found
         # `kb-mcp sync` printing a traceback); the traceback itself only when asked for.

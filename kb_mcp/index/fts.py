@@ -86,6 +86,21 @@ def remove_chunks(conn: apsw.Connection, chunk_ids: Iterable[int]) -> None:
     conn.executemany("DELETE FROM chunks_fts WHERE rowid = ?", ((cid,) for cid in chunk_ids))
 
 
+def optimize(conn: apsw.Connection) -> None:
+    """Merge the index into one segment. Call inside ``db.write()``.
+
+    A contentless-delete table hides a deleted row's terms from the vocabulary at once
+    but keeps them in its segments until they merge; after removing text that must not
+    stay (a secret a newer rule caught) this drops them from the file too. About 0.3 s on
+    17,000 chunks. Nothing to do before the first rebuild has created the table.
+    """
+    exists = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'chunks_fts'"
+    ).fetchone()
+    if exists:
+        conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('optimize')")
+
+
 def stored_version(conn: apsw.Connection) -> str | None:
     row = conn.execute("SELECT value FROM meta WHERE key = 'fts_version'").fetchone()
     return row[0] if row else None

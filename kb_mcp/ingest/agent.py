@@ -13,6 +13,7 @@ real ``created_at`` / ``updated_at``, so ``reindex --rebuild`` restores them exa
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,6 +88,24 @@ def validate_fields(
         )
     if len(tags) > MAX_TAGS or any(not t.strip() or len(t) > MAX_TAG_CHARS for t in tags):
         raise InvalidInput(f"tags: at most {MAX_TAGS}, each 1 to {MAX_TAG_CHARS} characters")
+    for name, value in (("title", title), ("source_uri", source_uri), *(("tag", t) for t in tags)):
+        _check_one_line(name, value)
+
+
+# Control characters, and the bidi overrides and isolates that make a label display as
+# something else ("Trojan Source", CVE-2021-42574). Titles, uris and tags are one-line
+# labels shown to people and agents; the content may hold any text.
+_HIDDEN = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _check_one_line(name: str, value: str) -> None:
+    found = _HIDDEN.search(value)
+    if found is not None:
+        raise InvalidInput(
+            f"{name} contains the control character U+{ord(found.group()):04X} at position "
+            f"{found.start()}; labels must be one line of visible text",
+            hint="remove line breaks, NUL and bidi override characters from it",
+        )
 
 
 def render_agent_file(doc: AgentDocument) -> str:

@@ -30,7 +30,7 @@ from enum import StrEnum
 
 import apsw
 
-from kb_mcp.chunk import Chunk
+from kb_mcp.chunk import Chunk, split_document
 from kb_mcp.index import fts
 from kb_mcp.ingest.dedup import record_near_duplicates
 from kb_mcp.redact import redact
@@ -153,3 +153,39 @@ def remove_location(db: Database, source_id: int, path: str) -> bool:
         if document_id is not None:
             _drop_if_orphan(conn, document_id)
         return document_id is not None
+
+
+def rewrite_in_place(
+    conn: apsw.Connection,
+    old: rows.DocumentRow,
+    *,
+    text: str,
+    title: str,
+    uri: str | None,
+    tags: tuple[str, ...],
+) -> int:
+    """Give document ``old`` new text fields, re-chunked and re-indexed; its id,
+    locations and dates stay. Returns its chunks.
+
+    For text whose lines did not move (``redact`` keeps every line where it was): a chunk
+    of the new text covers the same lines as the old text's would. A folder file's key
+    follows its text (``f-`` + hash, as ``sync.prepare_file`` makes it), so the next
+    sync of the file finds it unchanged instead of storing it again; when another
+    document has that key already, the old key stays and that sync merges the two. An
+    agent document's key is its uri's and stays. Call inside ``db.write()``.
+    """
+    fts.remove_chunks(conn, rows.chunk_ids(conn, old.id))
+    rows.delete_chunks(conn, old.id)
+    chunks = split_document(text, old.kind, old.language)
+    ids = rows.insert_chunks(conn, old.id, chunks)
+    language = old.language if old.kind == "code" else None
+    pairs = zip(ids, chunks, strict=True)
+    fts.add_chunks(conn, ((cid, title, c.heading_path, c.text, language) for cid, c in pairs))
+    digest = text_hash(text)
+    key = old.doc_key
+    if key.startswith("f-") and rows.get_document(conn, "f-" + digest[:16]) is None:
+        key = "f-" + digest[:16]
+    rows.update_document_text(
+        conn, old.id, doc_key=key, title=title, uri=uri, text=text, content_hash=digest, tags=tags
+    )
+    return len(ids)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import multiprocessing
 import os
+import re
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -144,7 +145,8 @@ class FileWork:
     """One file read, hashed and (when its text changed) converted and chunked.
 
     Computed without the database, so it can run in a worker process; ``failure`` is the
-    reason when the file could not be read, ``doc`` is None when its hash is unchanged.
+    reason when the file could not be read, ``doc`` is None when its hash is unchanged,
+    ``note`` what the reader ignored in a file it indexed (``Converted.notes``).
     """
 
     found: FoundFile
@@ -153,6 +155,10 @@ class FileWork:
     failure: str | None = None
     doc: rows.NewDocument | None = None
     chunks: tuple[Chunk, ...] = ()
+    note: str | None = None
+
+
+_QUOTED = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"")
 
 
 def failure_reason(exc: BaseException) -> str:
@@ -162,8 +168,25 @@ def failure_reason(exc: BaseException) -> str:
     file (HTMLParser's ``AssertionError`` on ``<![ x ]]>``, issue 7 item 9): its type and
     message. Redacted before it is cut, since the message may quote the file.
     """
-    text = exc.message if isinstance(exc, KbError) else f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, KbError):
+        text = exc.message
+    else:
+        # A parser's message quotes a slice of the file ("expected name token at
+        # '<![ x ]]>ghp_Ab1Cd2E'"): a cut secret no rule recognises. Quoted spans go.
+        text = _QUOTED.sub("'…'", f"{type(exc).__name__}: {exc}")
     text = " ".join(redact(text).text.split())
+    return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 1] + "…"
+
+
+def note_text(notes: tuple[str, ...]) -> str | None:
+    """A reader's notes on a file it indexed, as one short redacted line (or None).
+
+    Kept on the file's location (the ``reason`` column, which says why for a failed
+    file) and shown by ``list(source=…)``, so "frontmatter ignored: …" is not silent.
+    """
+    if not notes:
+        return None
+    text = " ".join(redact("; ".join(notes)).text.split())
     return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 1] + "…"
 
 
@@ -188,7 +211,8 @@ def read_file(root: Path, found: FoundFile, previous_hash: str | None, now: str)
         doc, chunks = prepare_file(found.rel, converted, found.mtime_ns, now)
     except Exception as exc:
         return FileWork(found, now, file_hash, failure=failure_reason(exc))
-    return FileWork(found, now, file_hash, doc=doc, chunks=tuple(chunks))
+    note = note_text(converted.notes)
+    return FileWork(found, now, file_hash, doc=doc, chunks=tuple(chunks), note=note)
 
 
 def apply_file(
@@ -205,9 +229,10 @@ def apply_file(
         "file_hash": work.file_hash,
         "seen_at": work.now,
         "state": "indexed",
-        "reason": None,
+        "reason": work.note,
     }
     if work.doc is None:  # same bytes under a new mtime: refresh the recorded state only
+        state["reason"] = previous.reason  # not converted again, so the old note holds
         with db.write() as conn:
             rows.upsert_location(conn, source_id, found.rel, previous.document_id, **state)
         return "unchanged"

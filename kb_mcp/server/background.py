@@ -14,7 +14,9 @@ import logging
 import threading
 from collections.abc import Callable
 
+from kb_mcp.errors import KbError
 from kb_mcp.library import Library
+from kb_mcp.redact import redact_output
 
 log = logging.getLogger("kb_mcp.server")
 START_DELAY_S = 0.5  # let the handshake and the first calls go first
@@ -58,5 +60,7 @@ class BackgroundSync:
                     report.removed,
                     report.failed,
                 )
+        except KbError as exc:  # expected (a lock held too long, a folder gone): one line
+            log.warning("background sync stopped: %s", redact_output(exc.message).text)
         except Exception:  # a failed sync must never take the server down
             log.exception("background sync failed")

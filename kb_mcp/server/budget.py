@@ -112,7 +112,7 @@ def bound_listing(result: SourceListing) -> Bounded:
     if kept == len(result.documents):
         return result, None
     note = (
-        f"{kept} of {len(result.documents)} documents of this page shown (the "
+        f"{kept} of {len(result.documents)} entries of this page shown (the "
         f"{RESPONSE_BYTES // 1024} KB response limit); continue with "
         f"offset={result.offset + kept}"
     )

@@ -36,6 +36,9 @@ _ESCAPED_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
 _JSON_TYPES = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}
 
 
+_VERSION_LIKE = re.compile(r"\d{1,3}(?:\.\d{1,3}){0,2}")
+
+
 @dataclass(frozen=True, slots=True)
 class Rejected:
     """A line the server will not run: the JSON-RPC error for it, and whether to send it."""
@@ -138,7 +141,7 @@ def _envelope_problem(message: dict[str, Any]) -> str | None:
     if "jsonrpc" not in message:
         return 'missing "jsonrpc": "2.0"'
     if message["jsonrpc"] != "2.0":
-        return f'"jsonrpc" is {json.dumps(message["jsonrpc"])[:40]}; only "2.0" is supported'
+        return f'"jsonrpc" is {_version_shown(message["jsonrpc"])}; only "2.0" is supported'
     if "id" in message and _readable_id(message) is None:
         return f'"id" must be a string or an integer, got {_json_type(message["id"])}'
     if "method" in message and not isinstance(message["method"], str):
@@ -148,6 +151,14 @@ def _envelope_problem(message: dict[str, Any]) -> str | None:
     if "method" not in message and "result" not in message and "error" not in message:
         return 'missing "method"'
     return None
+
+
+def _version_shown(value: Any) -> str:
+    """A version-like value as written ("1.0", 2), anything else by its type only: the
+    field is echoed back and logged, so it must never carry the caller's text out."""
+    if isinstance(value, str | int | float) and _VERSION_LIKE.fullmatch(str(value)):
+        return json.dumps(value)
+    return _json_type(value)
 
 
 def _readable_id(message: dict[str, Any]) -> str | int | None:

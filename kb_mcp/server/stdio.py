@@ -32,6 +32,8 @@ from mcp.shared.message import SessionMessage
 from mcp_types import INVALID_PARAMS, INVALID_REQUEST, ErrorData, JSONRPCError, JSONRPCMessage
 from pydantic_core import PydanticSerializationError
 
+from kb_mcp import render
+from kb_mcp.redact import redact_output
 from kb_mcp.server.jsonrpc import Rejected, id_in_head, read_message
 
 log = logging.getLogger("kb_mcp.server")
@@ -86,12 +88,34 @@ def encode_message(message: JSONRPCMessage) -> bytes:
     A lone surrogate in an outgoing string cannot be UTF-8; pydantic then refuses the
     whole message and the SDK would lose the reply. It is replaced instead.
     """
+    if _is_error(message):
+        return _encode_redacted(message)
     try:
         text = message.model_dump_json(by_alias=True, exclude_unset=True)
     except PydanticSerializationError:
         log.warning("reply held text that is not valid Unicode; sent with it replaced")
         data = message.model_dump(mode="json", by_alias=True, exclude_unset=True)
         text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return (text + "\n").encode("utf-8", errors="replace")
+
+
+def _is_error(message: JSONRPCMessage) -> bool:
+    root = getattr(message, "root", message)  # a union in mcp_types, a RootModel before
+    if isinstance(root, JSONRPCError):
+        return True
+    result = getattr(root, "result", None)
+    return isinstance(result, dict) and result.get("isError") is True
+
+
+def _encode_redacted(message: JSONRPCMessage) -> bytes:
+    """An error reply with every string redacted, whoever wrote it.
+
+    Our tools redact their own errors, but the SDK and FastMCP write some too, quoting
+    the request: "Unknown tool: 'AKIA…'", an unknown method in ``data`` (outside run
+    after issue 7). Errors are small, so redacting them all costs nothing.
+    """
+    data = render.to_data(message.model_dump(mode="json", by_alias=True, exclude_unset=True))
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     return (text + "\n").encode("utf-8", errors="replace")
 
 
@@ -173,7 +197,7 @@ async def _reject(wire: Wire, rejected: Rejected, size: int) -> None:
         size,
         answered,
         rejected.code,
-        rejected.message,
+        redact_output(rejected.message).text,
     )
     if rejected.answer:
         error = ErrorData(code=rejected.code, message=rejected.message)

@@ -242,16 +242,18 @@ _LISTED = "locations l JOIN documents d ON d.id = l.document_id WHERE l.source_i
 
 def list_documents(
     conn: apsw.Connection, source_id: int, limit: int, offset: int
-) -> list[tuple[DocumentRow, str]]:
-    """A source's entries, one per path (a document held at two paths is listed twice),
-    newest first; the path breaks ties, so pages never overlap or skip (issue 7 item 20).
-    ``count_listed`` counts the same rows."""
+) -> list[tuple[DocumentRow, str, str | None]]:
+    """A source's entries ``(document, path, note)``, one per path (a document held at two
+    paths is listed twice), newest first; the path breaks ties, so pages never overlap or
+    skip (issue 7 item 20). ``note`` is the location's reason: what the reader ignored in
+    an indexed file. ``count_listed`` counts the same rows."""
     rows = conn.execute(
-        f"SELECT {', '.join('d.' + c for c in _DOC_COLS.split(', '))}, l.path FROM {_LISTED} "
+        f"SELECT {', '.join('d.' + c for c in _DOC_COLS.split(', '))}, l.path, l.reason "
+        f"FROM {_LISTED} "
         "ORDER BY COALESCE(d.doc_date, d.updated_at) DESC, d.id DESC, l.path LIMIT ? OFFSET ?",
         (source_id, limit, offset),
     ).fetchall()
-    return [(_document(r[:-1]), r[-1]) for r in rows]
+    return [(_document(r[:-2]), r[-2], r[-1]) for r in rows]
 
 
 def count_listed(conn: apsw.Connection, source_id: int) -> int:
@@ -485,3 +487,66 @@ def near_duplicate_pairs(conn: apsw.Connection, limit: int) -> tuple[int, list[t
         (limit,),
     ).fetchall()
     return total, pairs
+
+
+# --- re-redaction under newer rules (ingest/reredact.py) ----------------------------------
+
+
+def documents_after(conn: apsw.Connection, after_id: int, limit: int) -> list[DocumentRow]:
+    """Up to ``limit`` documents with ids above ``after_id``, in id order (a resumable scan)."""
+    rows = conn.execute(
+        f"SELECT {_DOC_COLS} FROM documents WHERE id > ? ORDER BY id LIMIT ?", (after_id, limit)
+    ).fetchall()
+    return [_document(r) for r in rows]
+
+
+def update_document_text(
+    conn: apsw.Connection,
+    document_id: int,
+    *,
+    doc_key: str,
+    title: str,
+    uri: str | None,
+    text: str,
+    content_hash: str,
+    tags: Sequence[str],
+) -> None:
+    """Replace a document's key and text fields in place: its id and dates stay."""
+    conn.execute(
+        "UPDATE documents SET doc_key = ?, title = ?, uri = ?, text = ?, content_hash = ?, "
+        "tags = ? WHERE id = ?",
+        (
+            doc_key,
+            title,
+            uri,
+            text,
+            content_hash,
+            json.dumps(list(tags), ensure_ascii=False),
+            document_id,
+        ),
+    )
+
+
+def delete_chunks(conn: apsw.Connection, document_id: int) -> None:
+    """Delete a document's chunk rows. Unindex them first."""
+    conn.execute("DELETE FROM chunks WHERE document_id = ?", (document_id,))
+
+
+def forget_folder_file_state(conn: apsw.Connection) -> int:
+    """Clear the recorded size / mtime / hash of every folder file, so the next sync
+    re-reads each one (failed files are retried too); returns how many locations."""
+    conn.execute(
+        "UPDATE locations SET size = NULL, mtime_ns = NULL, file_hash = NULL "
+        "WHERE source_id IN (SELECT id FROM sources WHERE kind = 'folder')"
+    )
+    return conn.changes()
+
+
+def agent_file_paths(conn: apsw.Connection, document_id: int) -> list[str]:
+    """Paths (``<doc_key>.md`` under ``docs/``) of the agent / upload locations of a document."""
+    rows = conn.execute(
+        "SELECT l.path FROM locations l JOIN sources s ON s.id = l.source_id "
+        "WHERE l.document_id = ? AND s.kind IN ('agent', 'upload') ORDER BY l.id",
+        (document_id,),
+    )
+    return [r[0] for r in rows]

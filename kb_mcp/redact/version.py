@@ -1,0 +1,27 @@
+"""Which redaction rules stored text was redacted under.
+
+Trigger: text stored under older rules keeps any secret a newer rule would catch (folder
+files are not re-read while their mtime and hash are unchanged; agent documents are never
+re-read at all). Outcome: the library records ``RULES_VERSION`` in ``meta`` and a database
+redacted under an older one is re-redacted at first use (``ingest/reredact.py``).
+
+Why an int and not a digest of the rules computed at run time: a digest changes on every
+harmless refactor, and each change costs every user a scan of all stored text plus a
+re-read of every folder file. A digest never forgets to be bumped, though, so it is kept
+as a guard: ``RULES_FINGERPRINT`` is a digest of the credential rule modules' code
+(docstrings, comments and formatting excluded; ``tests/test_reredact.py`` recomputes it).
+When that test fails you changed the rules' code:
+
+- if the change can redact something the old rules left (a new kind, a wider pattern),
+  add 1 to ``RULES_VERSION`` and paste the new fingerprint;
+- if it cannot (a rename, a refactor, a narrower rule), paste the new fingerprint only.
+
+Exfiltration rules (``exfil``) run on output only, so they are not part of it.
+"""
+
+from __future__ import annotations
+
+RULES_VERSION = 1
+RULES_FINGERPRINT = "766efeccd0c70ef2"
+# The modules whose code decides what ``redact`` takes out of stored text.
+RULE_MODULES = ("__init__", "_rule", "pem", "tokens", "values")
