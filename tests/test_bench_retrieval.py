@@ -14,7 +14,12 @@ from pathlib import Path
 import pytest
 
 from kb_mcp.bench.beir import GOLDEN_SET
-from kb_mcp.bench.retrieval import doc_file_name, doc_id_from_path, run_retrieval_bench
+from kb_mcp.bench.retrieval import (
+    doc_file_name,
+    doc_id_from_path,
+    report_table,
+    run_retrieval_bench,
+)
 
 # Floors sit a little under the measured figures (README), so that a regression in one
 # class fails CI even when the overall score hides it.
@@ -115,3 +120,16 @@ def test_golden_class_holds_its_rule_floor(golden_report, query_class: str) -> N
 
 def test_golden_answerable_queries_are_almost_never_answered_empty(golden_report) -> None:
     assert golden_report.abstention["false_empty"] <= 0.03
+
+
+def test_bench_hybrid_without_embedder_says_it_fell_back(tmp_path: Path) -> None:
+    """A "hybrid" figure that is really a keyword one must say so (issue 8)."""
+    dataset = write_tiny_beir(tmp_path / "tiny")
+    report = run_retrieval_bench(dataset, "test", mode="hybrid", home=tmp_path / "home")
+    assert report.fallback == {
+        "queries": 2,
+        "reason": "no embedder configured (--embedder none)",
+    }
+    assert "fell back to keyword on 2 of 2 queries: no embedder configured" in report_table(report)
+    keyword = run_retrieval_bench(dataset, "test", mode="keyword", home=tmp_path / "home")
+    assert keyword.fallback == {}

@@ -19,11 +19,12 @@ import pytest
 
 from kb_mcp.bench.beir import GOLDEN_SET, load_beir
 from kb_mcp.bench.retrieval import ingest
-from kb_mcp.embed.base import EmbedderUnavailable
+from kb_mcp.embed.base import EmbedderUnavailable, EmbeddingSignature
 from kb_mcp.library import Library
 from kb_mcp.render import search_data, search_text
 from kb_mcp.search.adjust import Adjustment, Candidate
-from kb_mcp.search.engine import LEG_WEIGHTS, SearchRequest, SearchResult, run_search
+from kb_mcp.search.calibration import CALIBRATIONS, UNCALIBRATED, VectorCalibration
+from kb_mcp.search.engine import KEYWORD_WEIGHT, SearchRequest, SearchResult, run_search
 from kb_mcp.search.freshness import DEMOTION
 from kb_mcp.search.fuse import RRF_K, LegHit
 from kb_mcp.search.vector import NO_EMBEDDER, VectorState, building
@@ -37,6 +38,8 @@ def trigrams(text: str) -> set[str]:
 
 class TrigramLeg:
     """A real ``VectorLeg``: chunks ranked by trigram Jaccard similarity to the query."""
+
+    signature = EmbeddingSignature("test", "trigram-jaccard", 0, 2000)
 
     def __init__(self, library: Library, state: VectorState | None = None) -> None:
         self.library = library
@@ -106,7 +109,8 @@ def explained(result: SearchResult) -> None:
     scores = [h.score for h in result.hits]
     assert scores == sorted(scores, reverse=True)
     for hit in result.hits:
-        fused = sum(LEG_WEIGHTS[leg] / (RRF_K + rank) for leg, rank in hit.leg_ranks.items())
+        weights = {"keyword": KEYWORD_WEIGHT, "vector": UNCALIBRATED.weight}
+        fused = sum(weights[leg] / (RRF_K + rank) for leg, rank in hit.leg_ranks.items())
         product = math.prod(a.factor for a in hit.adjustments)
         assert hit.score == pytest.approx(fused * product, rel=2e-3)
         assert set(hit.leg_ranks) == set(hit.legs) == set(hit.leg_scores)
@@ -267,3 +271,65 @@ def test_search_modes_every_golden_answer_is_in_score_order(
         explained(result)
         adjusted += sum(1 for h in result.hits if h.adjustments)
     assert adjusted > 0  # the set has superseded, speculative and dated versions
+
+
+ENGLISH_ONLY = TrigramLeg.signature.provider + ":" + TrigramLeg.signature.model
+
+
+def test_search_modes_english_only_model_sits_out_chinese_questions(
+    library: Library, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An English-only model fused into a Chinese question drags keyword's ranking down
+    (CMRC2018 dev with all-MiniLM: 0.987 → 0.69), so its leg sits those out."""
+    monkeypatch.setitem(CALIBRATIONS, ENGLISH_ONLY, VectorCalibration(reads_cjk=False))
+    leg = TrigramLeg(library)
+    result = search(library, "如何回滚到上一个发布版本 rollback", "hybrid", leg)
+    assert (result.mode, result.fallback) == ("keyword", "keyword")
+    assert result.reason is not None
+    assert result.reason.endswith(
+        "test:trigram-jaccard (0 dims) does not read Chinese or Japanese; the vector leg "
+        "sat this one out"
+    )
+    assert leg.calls == 0
+    auto = search(library, "回滚发布版本", "auto", leg)
+    assert (auto.mode, auto.fallback) == ("keyword", None)
+    assert auto.reason == "no passage matches the query"
+    english = search(library, "rolling back a deployment", "hybrid", leg)
+    assert english.mode == "hybrid"
+
+
+def test_search_modes_calibrated_weight_is_the_vector_legs_rrf_weight(
+    library: Library, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(CALIBRATIONS, ENGLISH_ONLY, VectorCalibration(weight=0.5))
+    result = search(library, "rolling back a deployment", "hybrid", TrigramLeg(library))
+    top = result.hits[0]
+    assert top.leg_ranks == {"keyword": 1, "vector": 1}
+    assert top.score == pytest.approx(1 / 61 + 0.5 / 61, rel=1e-3)
+
+
+def test_search_modes_semantic_floor_answers_nothing_with_the_reason(
+    library: Library, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(CALIBRATIONS, ENGLISH_ONLY, VectorCalibration(cosine_floor=0.9))
+    result = search(library, "rolling back a deployment", "hybrid", TrigramLeg(library))
+    assert result.hits == ()
+    assert result.reason is not None
+    assert result.reason.startswith("nothing relevant: the closest passage in meaning has cosine")
+    assert "(floor 0.90 for this model)" in result.reason
+    # Keyword mode keeps only the lexical floor.
+    assert library.search("rolling back a deployment", mode="keyword").hits
+
+
+def test_search_modes_close_meaning_rescues_a_question_worded_differently(
+    library: Library, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lexical floor says "words not stored"; a close enough passage answers anyway."""
+    query = "rollbak deploymnt previus relase"  # misspelt: no word of it is indexed
+    assert library.search(query, mode="keyword").hits == ()
+    leg = TrigramLeg(library)
+    assert search(library, query, "hybrid", leg).hits == ()
+    monkeypatch.setitem(CALIBRATIONS, ENGLISH_ONLY, VectorCalibration(cosine_rescue=0.1))
+    result = search(library, query, "hybrid", leg)
+    assert result.hits[0].title == "Rolling back a deployment"
+    assert result.hits[0].legs == ("vector",)

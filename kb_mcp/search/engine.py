@@ -21,7 +21,8 @@ from kb_mcp.errors import InvalidInput
 from kb_mcp.index.fts import FtsIndex, head_text
 from kb_mcp.limits import TOP_K
 from kb_mcp.search.adjust import Adjustment, Candidate, Rule, apply_rules
-from kb_mcp.search.floor import COVERAGE_FLOOR, coverage
+from kb_mcp.search.calibration import UNCALIBRATED, VectorCalibration, calibration_for, mainly_cjk
+from kb_mcp.search.floor import coverage, floor_reason
 from kb_mcp.search.freshness import as_of_date, demotion_rule, reorder
 from kb_mcp.search.fuse import FusedHit, LegHit, fuse_rankings
 from kb_mcp.search.keyword import keyword_leg
@@ -38,8 +39,7 @@ CANDIDATE_DOCUMENTS = TOP_K.maximum
 # The vector leg ranks passages, not documents: it reads this many per candidate document
 # so that, kept to the best passage of each, about CANDIDATE_DOCUMENTS documents remain.
 VECTOR_PASSAGES = CANDIDATE_DOCUMENTS * 4
-# RRF weight of each leg (1.0 each until tuned on the public tuning splits).
-LEG_WEIGHTS: Mapping[str, float] = {"keyword": 1.0, "vector": 1.0}
+KEYWORD_WEIGHT = 1.0  # the reference: a vector leg's weight is its model's calibration
 SCORE_DIGITS = 4  # significant digits of reported scores: enough to tell rank 99 from 100
 # Issue 7 item 22: an empty library is not "no passage matches"; say what to do.
 EMPTY_LIBRARY = (
@@ -110,13 +110,28 @@ class Plan:
 KEYWORD_ONLY = Plan(("keyword",))
 
 
-def plan_legs(mode: str, state: VectorState) -> Plan:
+def plan_legs(
+    mode: str,
+    state: VectorState,
+    query: str = "",
+    calibration: VectorCalibration = UNCALIBRATED,
+    model: str = "the embedding model",
+) -> Plan:
     """``auto`` is hybrid when vectors can run, else keyword (that is not a fallback);
-    ``vector`` / ``hybrid`` without usable vectors fall back to keyword with the reason."""
+    ``vector`` / ``hybrid`` without usable vectors fall back to keyword with the reason.
+
+    A model that does not read CJK sits out mainly-CJK questions the same way: fused, its
+    near-random ranking would pull keyword's good one down.
+    """
     if mode == "keyword" or (mode == "auto" and not state.usable):
         return KEYWORD_ONLY
     if not state.usable:
         return Plan(("keyword",), "keyword", state.reason)
+    if not calibration.reads_cjk and mainly_cjk(query):
+        if mode == "auto":
+            return KEYWORD_ONLY
+        reason = f"{model} does not read Chinese or Japanese; the vector leg sat this one out"
+        return Plan(("keyword",), "keyword", reason)
     return Plan(("vector",)) if mode == "vector" else Plan(("keyword", "vector"))
 
 
@@ -238,6 +253,52 @@ def _with(reason: str | None, plan: Plan) -> str | None:
     return "; ".join(parts) if parts else None
 
 
+@dataclass(frozen=True, slots=True)
+class Ranking:
+    """Candidates in their final order, with the fused hits and passages behind them."""
+
+    order: list[Candidate]
+    fused: dict[str, FusedHit]
+    found: dict[int, rows.PassageRow]
+    keyword_top: int | None  # chunk id of the keyword leg's best passage
+
+    def passage(self, key: str) -> rows.PassageRow:
+        return self.found[self.fused[key].chunk_id]
+
+    def tops(self) -> list[rows.PassageRow]:
+        """The passages the lexical floor reads: the answer's first, and the keyword leg's
+        best (in hybrid they can differ, and the floor asks whether the words exist)."""
+        first = [self.passage(self.order[0].key)] if self.order else []
+        if self.keyword_top is not None:
+            first.append(self.found[self.keyword_top])
+        return first
+
+
+def _rank(
+    db: Database,
+    legs: dict[str, list[LegHit]],
+    calibration: VectorCalibration,
+    query: str,
+    rules: Sequence[Rule],
+) -> Ranking:
+    """Legs → per-document ranks → weighted RRF → factor rules → order passes."""
+    found = rows.passages(db.conn, [h.chunk_id for hits in legs.values() for h in hits])
+    legs = {name: _documents_ranked(hits, found) for name, hits in legs.items()}
+    group = {cid: p.doc_key for cid, p in found.items()}
+    recency = {p.doc_key: p.doc_date or p.updated_at for p in found.values()}
+    weights = {"keyword": KEYWORD_WEIGHT, "vector": calibration.weight}
+    fused = {str(f.key): f for f in fuse_rankings(legs, weights, recency=recency, group=group)}
+    superseded = [k for k, f in fused.items() if found[f.chunk_id].superseded_on]
+    superseders = rows.superseders(db.conn, superseded)
+    as_of = as_of_date(query)
+    order = apply_rules(
+        (_candidate(f, found[f.chunk_id], superseders) for f in fused.values()),
+        (demotion_rule(as_of), *rules),
+    )
+    keyword = legs.get("keyword")
+    return Ranking(reorder(order, as_of), fused, found, keyword[0].chunk_id if keyword else None)
+
+
 def run_search(
     db: Database,
     fts: FtsIndex,
@@ -252,7 +313,14 @@ def run_search(
     factor rules (e.g. a path prior) applied with the freshness demotions.
     """
     request = request.validated()
-    plan = plan_legs(request.mode, vectors.state() if vectors is not None else NO_EMBEDDER)
+    calibration = UNCALIBRATED if vectors is None else calibration_for(vectors.signature)
+    plan = plan_legs(
+        request.mode,
+        vectors.state() if vectors is not None else NO_EMBEDDER,
+        request.query,
+        calibration,
+        vectors.signature.describe() if vectors is not None else "",
+    )
     query = parse_query(request.query)
     if query.is_empty:
         reason = _with("the query has no searchable words", plan)
@@ -263,32 +331,17 @@ def run_search(
         return SearchResult(request.query, plan.mode, (), plan.fallback, _with(EMPTY_LIBRARY, plan))
     matched = without_common_units(query, stats.unit_df(), stats.chunks)
     legs, plan = _run_legs(plan, fts, matched, vectors, request, source_id)
-    found = rows.passages(db.conn, [h.chunk_id for hits in legs.values() for h in hits])
-    legs = {name: _documents_ranked(hits, found) for name, hits in legs.items()}
-    group = {cid: p.doc_key for cid, p in found.items()}
-    recency = {p.doc_key: p.doc_date or p.updated_at for p in found.values()}
-    fused = {f.key: f for f in fuse_rankings(legs, LEG_WEIGHTS, recency=recency, group=group)}
-    superseded = [str(k) for k, f in fused.items() if found[f.chunk_id].superseded_on]
-    superseders = rows.superseders(db.conn, superseded)
-    as_of = as_of_date(request.query)
-    ranked = apply_rules(
-        (_candidate(f, found[f.chunk_id], superseders) for f in fused.values()),
-        (demotion_rule(as_of), *rules),
-    )
-    ranked = reorder(ranked, as_of)
-    if not ranked:
+    nearest = legs["vector"][0].score if legs.get("vector") else None
+    ranking = _rank(db, legs, calibration, request.query, rules)
+    if not ranking.order:
         reason = _with("no passage matches the query", plan)
         return SearchResult(request.query, plan.mode, (), plan.fallback, reason)
-    best = found[fused[ranked[0].key].chunk_id]
-    covered = _query_coverage(fts, stats, best)
-    if "keyword" in plan.legs and covered < COVERAGE_FLOOR:
-        reason = (
-            f"nothing relevant: the best passage covers {covered:.0%} of the query's "
-            f"weight (floor {COVERAGE_FLOOR:.0%}); the answer is probably not stored"
-        )
+    lexical = max(_query_coverage(fts, stats, p) for p in ranking.tops())
+    reason = floor_reason(lexical if "keyword" in plan.legs else None, nearest, calibration)
+    if reason is not None:
         return SearchResult(request.query, plan.mode, (), plan.fallback, _with(reason, plan))
     hits = tuple(
-        _to_hit(i, c, fused[c.key], found[fused[c.key].chunk_id])
-        for i, c in enumerate(ranked[: request.top_k], start=1)
+        _to_hit(i, c, ranking.fused[c.key], ranking.passage(c.key))
+        for i, c in enumerate(ranking.order[: request.top_k], start=1)
     )
     return SearchResult(request.query, plan.mode, hits, plan.fallback, plan.reason)

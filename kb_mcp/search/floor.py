@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Mapping, Sequence
 
+from kb_mcp.search.calibration import VectorCalibration
+
 # The best passage must cover this share of the query's IDF weight, or the search returns
 # nothing. Chosen against the false-empty rate on answerable queries, which matters more
 # to an agent than a missed abstention (issue #3, golden set / SciFact train / CoSQA dev /
@@ -45,3 +47,34 @@ def coverage(
         if all(token in present for token in unit):
             covered += weight
     return covered / total if total else 1.0
+
+
+def floor_reason(
+    lexical: float | None, cosine: float | None, calibration: VectorCalibration
+) -> str | None:
+    """Why a search should answer with nothing, or None when its best passage clears.
+
+    ``lexical`` is the best passage's query coverage (None when the keyword leg did not
+    run); ``cosine`` the vector leg's best cosine (None when it did not run). The lexical
+    floor says the question's specific words are not stored together anywhere; the
+    semantic floor, calibrated per model, says nothing stored is about the question.
+    A passage close enough in meaning (``cosine_rescue``) answers a paraphrase whose
+    words the library does not use.
+    """
+    floor = calibration.cosine_floor
+    if cosine is not None and floor is not None and cosine < floor:
+        return (
+            f"nothing relevant: the closest passage in meaning has cosine {cosine:.2f} "
+            f"(floor {floor:.2f} for this model); the answer is probably not stored"
+        )
+    rescued = (
+        cosine is not None
+        and calibration.cosine_rescue is not None
+        and cosine >= calibration.cosine_rescue
+    )
+    if lexical is not None and lexical < COVERAGE_FLOOR and not rescued:
+        return (
+            f"nothing relevant: the best passage covers {lexical:.0%} of the query's "
+            f"weight (floor {COVERAGE_FLOOR:.0%}); the answer is probably not stored"
+        )
+    return None

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from kb_mcp.embed.base import EmbeddingSignature
 from kb_mcp.search.fuse import LegHit
 
 
@@ -49,6 +50,11 @@ def building(embedded: int, total: int) -> VectorState:
 @runtime_checkable
 class VectorLeg(Protocol):
     """Nearest passages to a question, by the active embedding signature."""
+
+    @property
+    def signature(self) -> EmbeddingSignature:
+        """The model whose vectors this leg compares (the engine's calibration key)."""
+        ...
 
     def state(self) -> VectorState:
         """Cheap (no model call): can ``search`` run now, and if not, why."""
