@@ -11,6 +11,8 @@ adjustments that are applied but not reported.
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -333,3 +335,19 @@ def test_search_modes_close_meaning_rescues_a_question_worded_differently(
     result = search(library, query, "hybrid", leg)
     assert result.hits[0].title == "Rolling back a deployment"
     assert result.hits[0].legs == ("vector",)
+
+
+def test_search_modes_keyword_search_never_imports_numpy(tmp_path: Path) -> None:
+    """``--embedder none`` stays lean: the engine reaches vectors only through the port."""
+    script = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from kb_mcp.library import Library\n"
+        "from kb_mcp.settings import Settings\n"
+        f"lib = Library(Settings(home=Path({str(tmp_path / 'home')!r})))\n"
+        "lib.search('anything', mode='hybrid')\n"
+        "print('numpy' in sys.modules)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "False"

@@ -12,9 +12,12 @@ choice) gets equal weight and no cosine floor, so only the lexical floor decides
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from kb_mcp.embed.base import EmbeddingSignature
 from kb_mcp.index.textprep import CJK_RUN
+
+if TYPE_CHECKING:  # embed.base imports numpy: keyword-only search must not
+    from kb_mcp.embed.base import EmbeddingSignature
 
 # A question is "mainly CJK" when at least this share of its word characters are CJK
 # ideographs or kana: a Chinese question with an English identifier in it still is.
@@ -28,6 +31,7 @@ class VectorCalibration:
     weight: float = 1.0  # RRF weight of the vector leg (the keyword leg's is 1.0)
     cosine_floor: float | None = None  # best-passage cosine below which nothing is relevant
     cosine_rescue: float | None = None  # best cosine at which the lexical floor is waived
+    coverage_floor: float | None = None  # the lexical floor beside this model (None: keyword's)
     reads_cjk: bool = True  # False: the leg sits out mainly-CJK questions
     source: str = "not calibrated: equal weight, lexical floor only"
 

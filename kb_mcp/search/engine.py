@@ -16,8 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kb_mcp.cite import format_cite
-from kb_mcp.embed.base import EmbedderUnavailable
-from kb_mcp.errors import InvalidInput
+from kb_mcp.errors import InvalidInput, Unavailable
 from kb_mcp.index.fts import FtsIndex, head_text
 from kb_mcp.limits import TOP_K
 from kb_mcp.search.adjust import Adjustment, Candidate, Rule, apply_rules
@@ -149,7 +148,7 @@ def _run_legs(
     if "vector" in plan.legs and vectors is not None:
         try:
             nearest = vectors.search(request.query, VECTOR_PASSAGES, source_id)
-        except EmbedderUnavailable as exc:
+        except Unavailable as exc:  # EmbedderUnavailable, without importing numpy here
             plan = Plan(("keyword",), "keyword", f"embedder unavailable: {exc.message}")
     legs: dict[str, list[LegHit]] = {}
     if "keyword" in plan.legs:

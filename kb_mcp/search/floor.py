@@ -59,7 +59,8 @@ def floor_reason(
     floor says the question's specific words are not stored together anywhere; the
     semantic floor, calibrated per model, says nothing stored is about the question.
     A passage close enough in meaning (``cosine_rescue``) answers a paraphrase whose
-    words the library does not use.
+    words the library does not use; with that rescue, a model's calibration may ask for
+    more lexical coverage (``coverage_floor``) than keyword search alone can afford.
     """
     floor = calibration.cosine_floor
     if cosine is not None and floor is not None and cosine < floor:
@@ -72,9 +73,12 @@ def floor_reason(
         and calibration.cosine_rescue is not None
         and cosine >= calibration.cosine_rescue
     )
-    if lexical is not None and lexical < COVERAGE_FLOOR and not rescued:
+    lexical_floor = COVERAGE_FLOOR
+    if cosine is not None and calibration.coverage_floor is not None:
+        lexical_floor = calibration.coverage_floor
+    if lexical is not None and lexical < lexical_floor and not rescued:
         return (
             f"nothing relevant: the best passage covers {lexical:.0%} of the query's "
-            f"weight (floor {COVERAGE_FLOOR:.0%}); the answer is probably not stored"
+            f"weight (floor {lexical_floor:.0%}); the answer is probably not stored"
         )
     return None

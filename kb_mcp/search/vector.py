@@ -14,11 +14,15 @@ mid-query raises ``EmbedderUnavailable``, and the engine falls back the same way
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from kb_mcp.embed.base import EmbeddingSignature
 from kb_mcp.search.fuse import LegHit
+
+if TYPE_CHECKING:  # embed.base imports numpy: keyword-only search must not
+    from kb_mcp.embed.base import Embedder, EmbeddingSignature
+    from kb_mcp.store.db import Database
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,3 +70,46 @@ class VectorLeg(Protocol):
         Raises ``EmbedderUnavailable`` when the question cannot be embedded.
         """
         ...
+
+
+class NearestIndex(Protocol):
+    """What the leg needs of ``index/vectors.VectorIndex``."""
+
+    def search(
+        self, conn: Any, sig_id: int, query_vector: Any, limit: int, source_id: int | None = None
+    ) -> list[tuple[int, float]]: ...
+
+
+class EmbeddedLeg:
+    """The vector leg over the library's vector index: embed the question, ask the index.
+
+    Built by the Library per search from its vector state (which signature is usable, and
+    the embedder that reads queries for it). It times the query embedding, so the bench
+    can report it apart from the search.
+    """
+
+    def __init__(
+        self,
+        db: Database,
+        index: NearestIndex,
+        embedder: Embedder,
+        signature_id: int,
+        state: VectorState,
+    ) -> None:
+        self._db, self._index, self._embedder = db, index, embedder
+        self._signature_id, self._state = signature_id, state
+        self.embed_seconds = 0.0
+
+    @property
+    def signature(self) -> EmbeddingSignature:
+        return self._embedder.signature
+
+    def state(self) -> VectorState:
+        return self._state
+
+    def search(self, query: str, limit: int, source_id: int | None = None) -> list[LegHit]:
+        started = time.perf_counter()
+        vector = self._embedder.embed([query], kind="query")[0]
+        self.embed_seconds += time.perf_counter() - started
+        nearest = self._index.search(self._db.conn, self._signature_id, vector, limit, source_id)
+        return [LegHit(cid, rank, cosine) for rank, (cid, cosine) in enumerate(nearest, start=1)]
