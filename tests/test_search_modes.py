@@ -47,13 +47,16 @@ class TrigramLeg:
         self.library = library
         self._state = state or VectorState.ready()
         self.calls = 0
+        self.embed_seconds = 0.0
 
     def state(self) -> VectorState:
         return self._state
 
     def search(self, query: str, limit: int, source_id: int | None = None) -> list[LegHit]:
         self.calls += 1
-        wanted = trigrams(query)
+        started = time.perf_counter()
+        wanted = trigrams(query)  # this leg's "embedding" of the question
+        self.embed_seconds += time.perf_counter() - started
         rows = self.library.db.conn.execute("SELECT id, text FROM chunks").fetchall()
         scored = sorted(
             ((len(wanted & (t := trigrams(text))) / len(wanted | t), cid) for cid, text in rows),
@@ -178,6 +181,8 @@ def test_search_modes_hybrid_names_the_legs_that_found_each_result(library: Libr
     assert top.legs == ("keyword", "vector")
     assert top.leg_ranks == {"keyword": 1, "vector": 1}
     assert top.score == pytest.approx(2 / 61, rel=1e-3)
+    assert result.embed_ms is not None and result.embed_ms >= 0
+    assert "embed_ms" not in search_data(result)
     # Documents the keyword leg never matched are still found by the vector leg.
     assert any(h.legs == ("vector",) for h in result.hits)
     explained(result)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kb_mcp.cite import format_cite
 from kb_mcp.errors import InvalidInput, Unavailable
@@ -75,6 +75,7 @@ class SearchResult:
     hits: tuple[Hit, ...]
     fallback: str | None = None
     reason: str | None = None
+    embed_ms: float | None = None  # time spent embedding the question (None: not embedded)
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,8 +310,26 @@ def run_search(
     """Ranked, cited passages for ``request`` (one per document); empty below the floor.
 
     ``vectors`` is the vector leg (None: no embedder configured); ``rules`` are extra
-    factor rules (e.g. a path prior) applied with the freshness demotions.
+    factor rules (e.g. a path prior) applied with the freshness demotions. The result
+    says how long the question took to embed, so callers can time the rest apart.
     """
+    before = vectors.embed_seconds if vectors is not None else 0.0
+    result = _search(db, fts, request, source_id, vectors, rules)
+    spent = (vectors.embed_seconds - before) if vectors is not None else 0.0
+    if spent == 0.0:
+        return result
+    return replace(result, embed_ms=round(spent * 1000, 2))
+
+
+def _search(
+    db: Database,
+    fts: FtsIndex,
+    request: SearchRequest,
+    source_id: int | None = None,
+    vectors: VectorLeg | None = None,
+    rules: Sequence[Rule] = (),
+) -> SearchResult:
+    """``run_search`` without the timing."""
     request = request.validated()
     calibration = UNCALIBRATED if vectors is None else calibration_for(vectors.signature)
     plan = plan_legs(

@@ -55,6 +55,8 @@ def building(embedded: int, total: int) -> VectorState:
 class VectorLeg(Protocol):
     """Nearest passages to a question, by the active embedding signature."""
 
+    embed_seconds: float  # time spent embedding questions so far (reported apart)
+
     @property
     def signature(self) -> EmbeddingSignature:
         """The model whose vectors this leg compares (the engine's calibration key)."""
