@@ -8,15 +8,19 @@ indexes, and it never prints.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
 
 from kb_mcp import grep as grep_mod
 from kb_mcp import limits
 from kb_mcp.chunk import split_document
 from kb_mcp.doctor import run_checks
 from kb_mcp.errors import InvalidInput, KbError, NotFound, Refused, Unavailable
-from kb_mcp.fsutil import atomic_write, remove_stale_temps
+from kb_mcp.fsutil import FileLock, atomic_write, remove_stale_temps
+from kb_mcp.index import vectors
 from kb_mcp.index.fts import FtsIndex
 from kb_mcp.ingest import agent, readers, sources, sync, synclock
 from kb_mcp.ingest.pipeline import (
@@ -43,27 +47,52 @@ from kb_mcp.results import (
     ReindexReport,
     SourceInfo,
     SourceListing,
+    VectorState,
 )
 from kb_mcp.search.engine import SearchRequest, SearchResult, run_search
 from kb_mcp.settings import Settings
 from kb_mcp.store import documents as rows
 from kb_mcp.store.db import Database, QueryTimeout
 
+if TYPE_CHECKING:  # imported when vectors are used: keyword-only start-up stays lean
+    from kb_mcp.embed.base import Embedder
+    from kb_mcp.embed.queue import EmbedReport, Progress
+    from kb_mcp.index.vectors import VectorIndex
+
 DB_FILE = "kb.db"
 NEAR_DUPLICATES_SHOWN = 10
+# How long a computed VectorState is reused: it is asked on every search, and counting
+# 100k chunks costs ~10 ms. A store or removal of vectors invalidates it at once.
+VECTOR_STATE_TTL_S = 1.0
+NO_EMBEDDER = "no embedder configured (--embedder none)"
+
+# (provider, model or None) → the embedder for it, or None for "none". Tests pass a
+# factory of their own real embedders; the default is ``embed.registry.build_embedder``.
+EmbedderFactory = Callable[[str, str | None], "Embedder | None"]
 
 
 class Library:
     """One knowledge library: a home folder with ``kb.db`` and ``docs/``."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, make_embedder: EmbedderFactory | None = None) -> None:
         """Open (or create) the library, clearing what a crashed process left behind.
 
         Temp files of interrupted atomic writes go (only stale, unlocked ones: another
         process may be writing), and a source left ``syncing`` by a sync whose process
         is gone becomes ``error`` (a live sync keeps its state: ``ingest/synclock.py``).
+        No embedder is built here: that happens at the first use of vectors, so opening
+        (and the MCP handshake) never waits for a model.
         """
         self.settings = settings
+        self._make_embedder = make_embedder
+        self._embedders: dict[tuple[str, str], Embedder | None] = {}
+        self._embedder_lock = threading.Lock()
+        self._vector_index: VectorIndex | None = None
+        self._vector_state: tuple[float, int, VectorState] | None = None
+        self._embed_error: str | None = None  # the last failure before any signature existed
+        # Set whenever there may be new chunks to embed (a sync, an added document);
+        # the server's background embedder waits on it.
+        self.embed_wanted = threading.Event()
         self.home = settings.home
         try:
             self.home.mkdir(parents=True, exist_ok=True)
@@ -143,6 +172,8 @@ class Library:
             updated_at=now,
         )
         stored = self._store_agent_document(doc, write_file=True)
+        if stored.outcome is not Outcome.UNCHANGED:
+            self.embed_wanted.set()
         redactions = clean_title.count + clean_body.count + clean_uri.count
         kinds = tuple(sorted({*clean_title.kinds, *clean_body.kinds, *clean_uri.kinds}))
         return AddResult(doc_key, stored.outcome.value, doc.title, stored.chunks, redactions, kinds)
@@ -230,6 +261,7 @@ class Library:
         original = self.home / agent.ORIGINALS_DIR / f"{doc_key}{resolved.suffix.lower()}"
         atomic_write(original, data)
         stored = self._store_agent_document(doc, write_file=True)
+        self.embed_wanted.set()
         return AddResult(
             doc_key, stored.outcome.value, doc.title, stored.chunks, body.count, body.kinds
         )
@@ -247,6 +279,7 @@ class Library:
         if not rebuild:
             return self._reindex_files(rebuild=False)
         with self.db.write() as conn:
+            vectors.forget_all(conn)  # chunk ids start over: no vector may survive
             rows.delete_everything(conn)
             self.fts.invalidate()
             self.fts.ensure_current()
@@ -343,7 +376,10 @@ class Library:
         else:
             self._drop_unlisted_folders({f.name for f in folders})
         reports = (self._sync_one(folder, progress, should_stop, wait) for folder in folders)
-        return [report for report in reports if report is not None]
+        try:
+            return [report for report in reports if report is not None]
+        finally:
+            self.embed_wanted.set()
 
     def _sync_one(
         self,
@@ -393,6 +429,163 @@ class Library:
         for row in rows.list_sources(self.db.conn):
             if row.kind == "folder" and row.name not in listed:
                 self._drop_source_rows(row)
+
+    # --- vectors -------------------------------------------------------------------------
+
+    def embedder(self) -> Embedder | None:
+        """The configured embedder (None: ``--embedder none``), built on first use."""
+        return self._embedder_for(self.settings.embedder, self.settings.embed_model or None)
+
+    def _embedder_for(self, provider: str, model: str | None) -> Embedder | None:
+        """One embedder per (provider, model), built once; ``none`` imports nothing."""
+        if provider == "none":
+            return None
+        key = (provider, model or "")
+        with self._embedder_lock:
+            if key not in self._embedders:
+                if self._make_embedder is not None:
+                    built = self._make_embedder(provider, model)
+                else:
+                    from kb_mcp.embed.registry import build_embedder
+
+                    built = build_embedder(provider, model, self.settings)
+                self._embedders[key] = built
+            return self._embedders[key]
+
+    @property
+    def vector_index(self) -> VectorIndex:
+        """The library's one approximate-neighbour index (codes cached in memory)."""
+        if self._vector_index is None:
+            from kb_mcp.index.vectors import VectorIndex
+
+            self._vector_index = VectorIndex()
+        return self._vector_index
+
+    def embed_pending(
+        self,
+        *,
+        batch: int | None = None,
+        should_stop: Callable[[], bool] | None = None,
+        progress: Progress | None = None,
+        wait: bool = True,
+    ) -> EmbedReport | None:
+        """Embed every chunk that has no vector of the configured embedder yet.
+
+        None when there is nothing to run: ``--embedder none``, or (``wait=False``)
+        another process is embedding this signature right now. One run per signature
+        at a time across processes, so nothing is embedded twice. A provider failure
+        ends the run with ``error`` set and the documents marked ``embed_pending``; the
+        next run retries. When the configured signature is complete, the vectors of
+        every other signature are dropped (they were kept for search until then).
+        """
+        embedder = self.embedder()
+        if embedder is None:
+            return None
+        from kb_mcp.embed import queue
+        from kb_mcp.embed.base import EmbedderUnavailable
+
+        try:
+            signature = embedder.signature
+        except EmbedderUnavailable as exc:
+            self._embed_error = exc.message
+            return queue.EmbedReport(0, rows.document_total(self.db.conn)[1], 0, exc.message, 0.0)
+        lock = FileLock(self.home / synclock.LOCKS_DIR / f"embed-{signature.key}.lock")
+        with lock:
+            if not synclock.acquire(lock, wait=wait, should_stop=should_stop):
+                return None
+            with self.db.write() as conn:
+                sig_id = vectors.ensure_signature(conn, signature, utc_now())
+            report = queue.embed_pending(
+                self.db,
+                embedder,
+                sig_id,
+                batch=batch or queue.DEFAULT_BATCH,
+                should_stop=should_stop,
+                progress=progress,
+            )
+            self._embed_error = report.error
+            if report.complete:
+                self._drop_other_signatures(sig_id)
+        self._vector_state = None
+        return report
+
+    def _drop_other_signatures(self, keep: int) -> None:
+        """The configured signature is complete: older models' vectors go (disk, memory)."""
+        with self.db.write() as conn:
+            for row in vectors.signatures(conn):
+                if row.id != keep:
+                    vectors.drop_signature(conn, row.key)
+                    self.vector_index.discard(row.id)
+
+    def warm_vectors(self) -> None:
+        """Load the codes of the signature search would use, so the first search does not."""
+        state = self.vector_state()
+        if state.usable and state.signature_id is not None:
+            self.vector_index.warm(self.db.conn, state.signature_id)
+
+    def vector_state(self) -> VectorState:
+        """Which signature a search can use now, with the embedder for its query.
+
+        The configured signature once it is complete; during a model change the
+        signature with more vectors, as long as its own embedder can still embed the
+        query. Never loads a model (embedders are built cheaply; the model loads at the
+        first ``embed``). Reused for ``VECTOR_STATE_TTL_S`` unless vectors changed.
+        """
+        if self.settings.embedder == "none":
+            return VectorState(None, None, None, None, 0, 0, NO_EMBEDDER)
+        now = time.monotonic()
+        generation = vectors.generation(self.db.conn)
+        cached = self._vector_state
+        if cached and cached[1] == generation and now - cached[0] < VECTOR_STATE_TTL_S:
+            return cached[2]
+        state = self._compute_vector_state()
+        self._vector_state = (now, generation, state)
+        return state
+
+    def _compute_vector_state(self) -> VectorState:
+        from kb_mcp.embed.base import EmbedderUnavailable
+
+        conn = self.db.conn
+        embedder = self.embedder()
+        assert embedder is not None  # "none" was answered by vector_state
+        try:
+            configured = embedder.signature
+            available = embedder.availability()
+            problem = None if available.ok else f"embedder unavailable: {available.reason}"
+        except EmbedderUnavailable as exc:
+            configured, problem = None, f"embedder unavailable: {exc.message}"
+        held = [_Held(row, *vectors.totals(conn, row.id)) for row in vectors.signatures(conn)]
+        mine = next((h for h in held if configured and h.row.key == configured.key), None)
+        if mine is None:
+            mine_embedded, mine_pending = 0, rows.document_total(conn)[1]
+        else:
+            mine_embedded, mine_pending = mine.embedded, mine.pending
+        if mine and problem is None and mine_embedded and not mine_pending:
+            return self._usable(mine, embedder)  # complete: the usual case
+        for other in sorted(held, key=lambda h: -h.embedded):  # a model change under way
+            if other is mine or other.embedded <= mine_embedded:
+                continue
+            old = self._embedder_for(other.row.provider, other.row.model)
+            if old is not None and _can_embed_queries(old, other.row.key):
+                return self._usable(other, old)
+        if mine and problem is None and mine_embedded:
+            return self._usable(mine, embedder)  # partial, and still the best there is
+        reason = problem or (
+            f"vectors still being built: {mine_embedded:,} of "
+            f"{mine_embedded + mine_pending:,} passages embedded"
+        )
+        sig_id = mine.row.id if mine else None
+        return VectorState(sig_id, configured, None, None, mine_embedded, mine_pending, reason)
+
+    def _usable(self, held: _Held, embedder: Embedder) -> VectorState:
+        return VectorState(
+            held.row.id,
+            held.row.signature,
+            embedder,
+            self.vector_index,
+            held.embedded,
+            held.pending,
+        )
 
     # --- reading -------------------------------------------------------------------------
 
@@ -461,9 +654,15 @@ class Library:
         return source.id
 
     def overview(self) -> Overview:
-        """The library: sources with counts and sync state, index health, search modes."""
+        """The library: sources with counts, sync state and vector coverage, index health
+        (vectors: which model, embedded / pending, the last failure), search modes."""
         conn = self.db.conn
         counts = rows.source_counts(conn)
+        state = self.vector_state()
+        health_row = self._configured_signature_row() or (
+            vectors.signature_row(conn, state.signature_id) if state.signature_id else None
+        )
+        covered = vectors.coverage(conn, health_row.id) if health_row else {}
         sources = tuple(
             SourceInfo(
                 s.name,
@@ -473,6 +672,7 @@ class Library:
                 s.sync_state,
                 s.synced_at,
                 s.sync_error,
+                *(covered.get(s.id, (0, 0)) if health_row else (None, None)),
             )
             for s in rows.list_sources(conn)
         )
@@ -481,25 +681,49 @@ class Library:
         health = {
             "keyword_index": "current" if self.fts.is_current() else "pending migration",
             "stored_redaction": "current" if self.redaction.is_current() else "pending upgrade",
-            "embed_pending": 0,
-            "vectors": "off (no embedder configured)",
+            "vectors": _describe_vectors(state),
+            "embed_pending": state.pending if self.settings.embedder != "none" else 0,
+            "embed_failed_documents": vectors.failed_documents(conn),
+            "embed_error": (health_row.last_error if health_row else None) or self._embed_error,
             "failed_files": sum(s.failed for s in sources),
             "near_duplicate_pairs": pairs,
         }
+        modes = ("keyword", "vector", "hybrid", "grep") if state.usable else ("keyword", "grep")
         return Overview(
             str(self.home),
             sources,
             documents,
             chunks,
-            ("keyword", "grep"),
+            modes,
             health,
             tuple(NearDuplicate(*pair) for pair in examples),
         )
 
+    def _configured_signature_row(self) -> vectors.SignatureRow | None:
+        """The configured embedder's signature row, if it has one (it may not run now)."""
+        embedder = self.embedder()
+        if embedder is None:
+            return None
+        from kb_mcp.embed.base import EmbedderUnavailable
+
+        try:
+            key = embedder.signature.key
+        except EmbedderUnavailable:
+            return None
+        return vectors.find_signature(self.db.conn, key)
+
     def doctor(self) -> DoctorReport:
-        """Health checks of the home, database, index, folders and optional extras."""
+        """Health checks of the home, database, index, folders, optional extras, vectors."""
         failed = sum(f for _, _, f in rows.source_counts(self.db.conn).values())
-        return run_checks(self.settings, self.db, self.fts, self.folder_sources(), failed)
+        return run_checks(
+            self.settings,
+            self.db,
+            self.fts,
+            self.folder_sources(),
+            failed,
+            embedder=self.embedder(),
+            vector_state=self.vector_state(),
+        )
 
     def list_source(self, source: str, limit: int = 50, offset: int = 0) -> SourceListing:
         """One source's entries, one per path, newest first, a page at a time.
@@ -518,3 +742,31 @@ class Library:
             for d, path, note in page
         )
         return SourceListing(source, entries, total, offset)
+
+
+class _Held(NamedTuple):
+    """A signature the library holds vectors for, with its counts."""
+
+    row: vectors.SignatureRow
+    embedded: int
+    pending: int
+
+
+def _describe_vectors(state: VectorState) -> str:
+    """One line for ``list``: the model in use and its coverage, or why there is none."""
+    if state.usable and state.signature is not None:
+        return (
+            f"{state.signature.describe()}: {state.embedded:,} passages embedded, "
+            f"{state.pending:,} pending"
+        )
+    return f"off: {state.reason}" if state.reason == NO_EMBEDDER else f"not usable: {state.reason}"
+
+
+def _can_embed_queries(embedder: Embedder, key: str) -> bool:
+    """Whether ``embedder`` runs now and still makes vectors of signature ``key``."""
+    from kb_mcp.embed.base import EmbedderUnavailable
+
+    try:
+        return embedder.availability().ok and embedder.signature.key == key
+    except EmbedderUnavailable:
+        return False
