@@ -58,6 +58,7 @@ if TYPE_CHECKING:  # imported when vectors are used: keyword-only start-up stays
     from kb_mcp.embed.base import Embedder
     from kb_mcp.embed.queue import EmbedReport, Progress
     from kb_mcp.index.vectors import VectorIndex
+    from kb_mcp.search.vector import VectorLeg
 
 DB_FILE = "kb.db"
 NEAR_DUPLICATES_SHOWN = 10
@@ -577,6 +578,22 @@ class Library:
         sig_id = mine.row.id if mine else None
         return VectorState(sig_id, configured, None, None, mine_embedded, mine_pending, reason)
 
+    def _vector_leg(self) -> VectorLeg | None:
+        """The search engine's vector leg (None: ``--embedder none``), from ``vector_state``."""
+        if self.settings.embedder == "none":
+            return None
+        from kb_mcp.search.vector import EmbeddedLeg, UnusableLeg, coverage_state
+
+        state = self.vector_state()
+        if not state.usable:
+            return UnusableLeg(state.reason or "no vectors yet")
+        ready = coverage_state(state.embedded, state.pending)
+        if not ready.usable:
+            return UnusableLeg(ready.reason or "")
+        assert state.index is not None and state.embedder is not None
+        assert state.signature_id is not None
+        return EmbeddedLeg(self.db, state.index, state.embedder, state.signature_id, ready)
+
     def _usable(self, held: _Held, embedder: Embedder) -> VectorState:
         return VectorState(
             held.row.id,
@@ -599,9 +616,10 @@ class Library:
         # A lazy index rebuild is proportional to the library, not to the query: it runs
         # before the deadline starts, or a large library could never finish upgrading.
         self._ready()
+        leg = None if mode == "keyword" else self._vector_leg()
         try:
             with self.db.deadline(self.settings.search_timeout_ms):
-                return run_search(self.db, self.fts, request, source_id)
+                return run_search(self.db, self.fts, request, source_id, leg)
         except QueryTimeout as exc:
             raise Unavailable(
                 f"search took longer than {self.settings.search_timeout_ms} ms and was stopped",

@@ -20,6 +20,7 @@ from kb_mcp.bench.retrieval import (
     report_table,
     run_retrieval_bench,
 )
+from kb_mcp.settings import Settings
 
 # Floors sit a little under the measured figures (README), so that a regression in one
 # class fails CI even when the overall score hides it.
@@ -125,11 +126,12 @@ def test_golden_answerable_queries_are_almost_never_answered_empty(golden_report
 def test_bench_hybrid_without_embedder_says_it_fell_back(tmp_path: Path) -> None:
     """A "hybrid" figure that is really a keyword one must say so (issue 8)."""
     dataset = write_tiny_beir(tmp_path / "tiny")
-    report = run_retrieval_bench(dataset, "test", mode="hybrid", home=tmp_path / "home")
+    settings = Settings(home=tmp_path / "home", embedder="none")
+    report = run_retrieval_bench(dataset, "test", mode="hybrid", settings=settings)
     assert report.fallback == {
         "queries": 2,
         "reason": "no embedder configured (--embedder none)",
     }
     assert "fell back to keyword on 2 of 2 queries: no embedder configured" in report_table(report)
-    keyword = run_retrieval_bench(dataset, "test", mode="keyword", home=tmp_path / "home")
+    keyword = run_retrieval_bench(dataset, "test", mode="keyword", settings=settings)
     assert keyword.fallback == {}

@@ -11,6 +11,7 @@ adjustments that are applied but not reported.
 from __future__ import annotations
 
 import math
+import socket
 import subprocess
 import sys
 import time
@@ -18,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hash_embedder import hash_factory
 
 from kb_mcp.bench.beir import GOLDEN_SET, load_beir
 from kb_mcp.bench.retrieval import ingest
@@ -97,7 +99,7 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Library]:
     for name, text in NOTES.items():
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(text, encoding="utf-8")
-    lib = Library(Settings(home=base / "home"))
+    lib = Library(Settings(home=base / "home", embedder="none"))
     lib.add_folder(folder)
     lib.sync()
     yield lib
@@ -259,7 +261,7 @@ def test_search_modes_empty_answer_gives_both_reasons(library: Library) -> None:
 def golden(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Library, list[str]]]:
     beir = load_beir(GOLDEN_SET, "test")
     home: Path = tmp_path_factory.mktemp("golden") / "home"
-    lib = Library(Settings(home=home, max_files_per_source=len(beir.docs) + 1))
+    lib = Library(Settings(home=home, max_files_per_source=len(beir.docs) + 1, embedder="none"))
     ingest(lib, beir, None)
     yield lib, [q.text for q in beir.queries if q.text.strip()]
     lib.close()
@@ -349,10 +351,83 @@ def test_search_modes_keyword_search_never_imports_numpy(tmp_path: Path) -> None
         "from pathlib import Path\n"
         "from kb_mcp.library import Library\n"
         "from kb_mcp.settings import Settings\n"
-        f"lib = Library(Settings(home=Path({str(tmp_path / 'home')!r})))\n"
+        f"lib = Library(Settings(home=Path({str(tmp_path / 'home')!r}), embedder='none'))\n"
         "lib.search('anything', mode='hybrid')\n"
         "print('numpy' in sys.modules)\n"
     )
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "False"
+
+
+@pytest.fixture
+def embedded(tmp_path: Path) -> Iterator[Library]:
+    """The notes with real vectors: the library's own index, a real (hashing) embedder."""
+    folder = tmp_path / "notes"
+    for name, text in NOTES.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text, encoding="utf-8")
+    lib = Library(Settings(home=tmp_path / "home"), make_embedder=hash_factory())
+    lib.add_folder(folder)
+    lib.sync()
+    lib.embed_pending()
+    yield lib
+    lib.close()
+
+
+def test_search_modes_library_runs_hybrid_over_its_own_vectors(embedded: Library) -> None:
+    result = embedded.search("rolling back a deployment", mode="auto")
+    assert (result.mode, result.fallback, result.reason) == ("hybrid", None, None)
+    top = result.hits[0]
+    assert top.title == "Rolling back a deployment"
+    assert top.legs == ("keyword", "vector")
+    assert 0 < top.leg_scores["vector"] <= 1
+    assert result.embed_ms is not None
+    explained(result)
+    vector = embedded.search("rolling back a deployment", mode="vector")
+    assert vector.mode == "vector"
+    assert all(h.legs == ("vector",) for h in vector.hits)
+    keyword = embedded.search("rolling back a deployment", mode="keyword")
+    assert (keyword.mode, keyword.embed_ms) == ("keyword", None)
+
+
+def test_search_modes_library_falls_back_while_vectors_are_being_built(
+    embedded: Library, tmp_path: Path
+) -> None:
+    """Below USABLE_COVERAGE, fused results would favour what was embedded first."""
+    folder = tmp_path / "notes"
+    for n in range(40):
+        (folder / f"extra-{n}.md").write_text(f"# Extra {n}\n\nSomething else {n}.\n")
+    embedded.sync()
+    state = embedded.vector_state()
+    assert state.pending > 0
+    result = embedded.search("rolling back a deployment", mode="hybrid")
+    assert (result.mode, result.fallback) == ("keyword", "keyword")
+    assert result.reason == (
+        f"vectors still being built: {state.embedded:,} of {state.embedded + state.pending:,} "
+        "passages embedded"
+    )
+    assert embedded.search("rolling back a deployment").mode == "keyword"
+    embedded.embed_pending()
+    assert embedded.search("rolling back a deployment").mode == "hybrid"
+
+
+def test_search_modes_library_with_an_unreachable_embedder_says_why(tmp_path: Path) -> None:
+    """An Ollama nobody runs: keyword results at once, never an error or a hang."""
+    with socket.socket() as probe:  # a loopback port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    settings = Settings(
+        home=tmp_path / "home",
+        allow_agent_writes=True,
+        embedder="ollama",
+        ollama_host=f"http://127.0.0.1:{port}",
+    )
+    with Library(settings) as lib:
+        lib.add_document("Deploy runbook", "Run make rollback to undo a release.", "u:1")
+        started = time.perf_counter()
+        result = lib.search("undo a release", mode="hybrid")
+        assert time.perf_counter() - started < 10
+    assert (result.mode, result.fallback) == ("keyword", "keyword")
+    assert result.reason is not None and result.reason.startswith("embedder unavailable:")
+    assert result.hits

@@ -57,6 +57,7 @@ class BenchReport:
     latency_ms: dict[str, float]
     abstention: dict[str, float] = field(default_factory=dict)
     fallback: dict[str, Any] = field(default_factory=dict)
+    embedding: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -71,6 +72,7 @@ class BenchReport:
             "latency_ms": self.latency_ms,
             "abstention": self.abstention,
             "fallback": self.fallback,
+            "embedding": self.embedding,
         }
 
 
@@ -133,6 +135,21 @@ def ingest(library: Library, beir: BeirSet, progress: Progress | None) -> float:
     if retracted:
         library.sync(beir.name)
     return time.perf_counter() - started
+
+
+def embed(library: Library, progress: Progress | None) -> dict[str, Any]:
+    """Embed every passage before the queries run (as ``kb-mcp add`` waits for vectors);
+    {} without an embedder. Reports passages embedded per second."""
+    report = library.embed_pending(progress=progress)
+    if report is None:
+        return {}
+    rate = report.embedded / report.seconds if report.seconds else 0.0
+    return {
+        "passages": report.embedded,
+        "seconds": round(report.seconds, 1),
+        "per_s": round(rate, 1),
+        "error": report.error,
+    }
 
 
 def run_queries(library: Library, beir: BeirSet, mode: str, depth: int) -> list[QueryRun]:
@@ -250,6 +267,7 @@ def run_retrieval_bench(
             )
         ) as lib:
             ingest_s = ingest(lib, beir, progress)
+            embedding = embed(lib, progress) if mode != "keyword" else {}
             runs = run_queries(lib, beir, mode, RUN_DEPTH)
     finally:
         if temp is not None:
@@ -285,6 +303,7 @@ def run_retrieval_bench(
         latency_ms=timing,
         abstention=_abstention(beir, runs),
         fallback=_fallback(runs),
+        embedding=embedding,
     )
 
 
@@ -304,6 +323,11 @@ def report_table(report: BenchReport) -> str:
         rule = f"{row['rule']:>8.3f}" if "rule" in row else f"{'':>8}"
         lines.append(
             f"{name:<16}" + "".join(f"{row[k]:>11.4f}" for k in keys) + rule + f"{row['n']:>6}"
+        )
+    if report.embedding.get("passages"):
+        e = report.embedding
+        lines.append(
+            f"embedded {e['passages']:,} passages in {e['seconds']} s ({e['per_s']} per s)"
         )
     if "embed_p50" in report.latency_ms:
         t = report.latency_ms

@@ -331,14 +331,11 @@ def _search(
 ) -> SearchResult:
     """``run_search`` without the timing."""
     request = request.validated()
-    calibration = UNCALIBRATED if vectors is None else calibration_for(vectors.signature)
-    plan = plan_legs(
-        request.mode,
-        vectors.state() if vectors is not None else NO_EMBEDDER,
-        request.query,
-        calibration,
-        vectors.signature.describe() if vectors is not None else "",
-    )
+    state = vectors.state() if vectors is not None else NO_EMBEDDER
+    calibration, model = UNCALIBRATED, ""
+    if vectors is not None and state.usable:
+        calibration, model = calibration_for(vectors.signature), vectors.signature.describe()
+    plan = plan_legs(request.mode, state, request.query, calibration, model)
     query = parse_query(request.query)
     if query.is_empty:
         reason = _with("the query has no searchable words", plan)

@@ -44,11 +44,25 @@ class VectorState:
 NO_EMBEDDER = VectorState.unavailable("no embedder configured (--embedder none)")
 
 
+# Share of passages that must have vectors before the vector leg runs. Below it, fused
+# results would favour whatever happened to be embedded first: a passage found by both
+# legs at rank 5 (2/65) outscores one only keyword can find at rank 1 (1/61).
+USABLE_COVERAGE = 0.95
+
+
 def building(embedded: int, total: int) -> VectorState:
     """The state while passages are still being embedded."""
     return VectorState.unavailable(
         f"vectors still being built: {embedded:,} of {total:,} passages embedded"
     )
+
+
+def coverage_state(embedded: int, pending: int) -> VectorState:
+    """Ready once ``USABLE_COVERAGE`` of the passages have vectors, else still building."""
+    total = embedded + pending
+    if total and embedded >= USABLE_COVERAGE * total:
+        return VectorState.ready()
+    return building(embedded, total)
 
 
 @runtime_checkable
@@ -111,7 +125,28 @@ class EmbeddedLeg:
 
     def search(self, query: str, limit: int, source_id: int | None = None) -> list[LegHit]:
         started = time.perf_counter()
-        vector = self._embedder.embed([query], kind="query")[0]
-        self.embed_seconds += time.perf_counter() - started
+        try:
+            vector = self._embedder.embed([query], kind="query")[0]
+        finally:
+            self.embed_seconds += time.perf_counter() - started
         nearest = self._index.search(self._db.conn, self._signature_id, vector, limit, source_id)
         return [LegHit(cid, rank, cosine) for rank, (cid, cosine) in enumerate(nearest, start=1)]
+
+
+class UnusableLeg:
+    """A configured vector leg that cannot run now; ``state`` says why."""
+
+    embed_seconds = 0.0
+
+    def __init__(self, reason: str) -> None:
+        self._state = VectorState.unavailable(reason)
+
+    @property
+    def signature(self) -> EmbeddingSignature:
+        raise RuntimeError("an unusable vector leg has no signature to search with")
+
+    def state(self) -> VectorState:
+        return self._state
+
+    def search(self, query: str, limit: int, source_id: int | None = None) -> list[LegHit]:
+        raise RuntimeError("an unusable vector leg cannot search")
