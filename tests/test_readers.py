@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import codecs
 import io
 import sys
@@ -497,3 +498,25 @@ def test_folder_sync_records_a_minified_file_as_failed_and_indexes_the_rest(
     assert path == "_static/searchindex.js"
     assert "minified or generated file (longest line" in reason
     assert library.search("quokka").hits[0].path == "guide.md"
+
+
+def test_markdown_with_an_embedded_base64_image_is_indexed_without_its_payload() -> None:
+    """Outside run after issue 7: a note holding one pasted 400 KB image was refused whole
+    as "minified", so its prose was not searchable."""
+    payload = base64.b64encode(bytes(range(256)) * 1200).decode()
+    note = (
+        "# Rollback runbook\n\nUndo a release with `deploy revert`.\n\n"
+        f"![diagram](data:image/png;base64,{payload})\n\nThen check the dashboards.\n"
+    )
+    converted = convert_bytes(note.encode(), ".md")
+    assert payload[:64] not in converted.markdown
+    assert "![diagram](data:image/png;base64,…)" in converted.markdown
+    assert converted.markdown.count("\n") == note.count("\n")
+    assert "Undo a release" in converted.markdown
+    assert converted.notes == ("1 embedded data: URI payload(s) left out of the index",)
+
+
+def test_markdown_short_inline_data_uri_is_kept() -> None:
+    icon = "data:image/gif;base64,R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7"
+    converted = convert_bytes(f"# Icons\n\n![dot]({icon})\n".encode(), ".md")
+    assert icon in converted.markdown and converted.notes == ()

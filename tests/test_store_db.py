@@ -19,7 +19,7 @@ from inline_snapshot import snapshot
 
 from kb_mcp.errors import Conflict, Unavailable
 from kb_mcp.store.db import Database, QueryTimeout
-from kb_mcp.store.migrations import MIGRATIONS, migrate, schema_version
+from kb_mcp.store.migrations import MIGRATIONS, Migrated, migrate, schema_version
 
 T = TypeVar("T")
 
@@ -115,7 +115,7 @@ def test_migrate_on_reopen_is_a_no_op(db_path: Path) -> None:
     second = Database(db_path)
     try:
         assert schema(db_path) == before
-        assert migrate(second.conn) == len(MIGRATIONS)
+        assert migrate(second.conn) == Migrated(len(MIGRATIONS), ())
         assert schema(db_path) == before
         assert second.query("SELECT value FROM meta WHERE key = 'kept'") == [("yes",)]
     finally:

@@ -163,6 +163,8 @@ def upgrade(db: Database, home: Path, batch_documents: int = BATCH_DOCUMENTS) ->
     report = RunReport()
     while not _run_batch(db, home, report, batch_documents):
         pass
+    if report.changed:  # text that held a secret may linger in page slack: rewrite the file
+        db.compact()
     report.seconds = time.monotonic() - started
     return report
 

@@ -65,7 +65,8 @@ class Database:
         from kb_mcp.store.migrations import migrate
 
         with self._busy_is_conflict():
-            migrate(self.conn)
+            if migrate(self.conn).compact:
+                self.compact()
 
     @property
     def conn(self) -> apsw.Connection:
@@ -139,6 +140,19 @@ class Database:
             raise
         finally:
             self._local.depth = 0
+
+    def compact(self) -> None:
+        """Rewrite the file from its live rows (``VACUUM``) and truncate the WAL.
+
+        Why: deleting rows, even with ``secure_delete``, can leave copies of their text in
+        the unused space of pages still in use (an outside run found a raw token in a
+        ``chunks`` leaf page after the issue-7 upgrade). After a step that removes text
+        which must not survive (secrets stored before redaction), only a rewrite is sure.
+        Costs about one copy of the database; runs once per such step.
+        """
+        with self._busy_is_conflict():
+            self.conn.execute("VACUUM")
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     @contextmanager
     def deadline(self, ms: int) -> Iterator[apsw.Connection]:

@@ -12,6 +12,7 @@ lazily by the first reader instead of here, because it is proportional to the da
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import apsw
 
@@ -157,14 +158,29 @@ CREATE TABLE embedding_signatures (
 # A step is a SQL script, or a function of the connection for what SQL alone cannot say.
 Migration = str | Callable[[apsw.Connection], None]
 MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _v3_forget_verbatim_folder_text, _V4)
+# Steps that delete text which must not survive in the file: the database is compacted
+# (rewritten from its live rows) after them, see ``Database.compact``.
+COMPACT_AFTER = frozenset({3})
+
+
+@dataclass(frozen=True, slots=True)
+class Migrated:
+    version: int
+    applied: tuple[int, ...]
+
+    @property
+    def compact(self) -> bool:
+        """Whether a step that asks for compaction ran (never for a new database)."""
+        return any(v in COMPACT_AFTER for v in self.applied) and 1 not in self.applied
 
 
 def schema_version(conn: apsw.Connection) -> int:
     return conn.execute("PRAGMA user_version").fetchone()[0]
 
 
-def migrate(conn: apsw.Connection) -> int:
-    """Apply every migration the database has not seen; return the final version."""
+def migrate(conn: apsw.Connection) -> Migrated:
+    """Apply every migration the database has not seen; the final version and the steps
+    this call applied (another process may have applied some of them first)."""
     current = schema_version(conn)
     if current > len(MIGRATIONS):
         raise Unavailable(
@@ -172,6 +188,7 @@ def migrate(conn: apsw.Connection) -> int:
             f"kb-mcp understands ({len(MIGRATIONS)})",
             hint="upgrade kb-mcp, or run `kb-mcp reindex --rebuild` to rebuild from files",
         )
+    applied = []
     for version in range(current + 1, len(MIGRATIONS) + 1):
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -182,8 +199,9 @@ def migrate(conn: apsw.Connection) -> int:
                 else:
                     conn.execute(step)
                 conn.execute(f"PRAGMA user_version = {version}")
+                applied.append(version)
         except BaseException:
             conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
-    return len(MIGRATIONS)
+    return Migrated(len(MIGRATIONS), tuple(applied))

@@ -49,10 +49,30 @@ def read_markdown(data: bytes) -> Converted:
     Frontmatter that ``split_frontmatter`` ignores (an alias bomb, broken YAML) leaves the
     file indexed, with the reason in ``notes``.
     """
-    text = _decode(data)
+    text, inlined = strip_data_uris(decode_bytes(data))
+    check_not_generated(text)
     front = split_frontmatter(text)
     notes = (front.problem,) if front.problem else ()
-    return Converted(text, "markdown", None, _title(front), exact=True, notes=notes)
+    if inlined:
+        notes += (f"{inlined} embedded data: URI payload(s) left out of the index",)
+    return Converted(text, "markdown", None, _title(front), exact=not inlined, notes=notes)
+
+
+# An image (or font, or file) pasted into a note as a data: URI. Its payload is machine
+# text: kept, one 400 KB line refused the whole note as "minified" (outside run after
+# issue 7), and its base64 would match searches at random. Only payloads this long go:
+# a short inline icon is harmless.
+_DATA_URI = re.compile(r"(data:[\w.+-]+/[\w.+-]+(?:;[\w=.+-]+)*;base64,)[A-Za-z0-9+/=]{256,}")
+DATA_URI_MARK = "…"
+
+
+def strip_data_uris(text: str) -> tuple[str, int]:
+    """``text`` with long base64 data: URI payloads cut to a mark; how many were cut.
+
+    Line breaks inside a payload are not matched (a payload is one run), so the line
+    count, and every citation, stays as in the file.
+    """
+    return _DATA_URI.subn(lambda m: m.group(1) + DATA_URI_MARK, text)
 
 
 def read_plain(data: bytes) -> Converted:
