@@ -20,7 +20,7 @@ from kb_mcp.errors import InvalidInput, Unavailable
 from kb_mcp.index.fts import FtsIndex, head_text
 from kb_mcp.limits import TOP_K
 from kb_mcp.search.adjust import Adjustment, Candidate, Rule, apply_rules
-from kb_mcp.search.calibration import UNCALIBRATED, VectorCalibration, calibration_for, mainly_cjk
+from kb_mcp.search.calibration import UNCALIBRATED, VectorCalibration, calibration_for, has_cjk
 from kb_mcp.search.floor import coverage, floor_reason
 from kb_mcp.search.freshness import as_of_date, demotion_rule, reorder
 from kb_mcp.search.fuse import FusedHit, LegHit, fuse_rankings
@@ -120,14 +120,14 @@ def plan_legs(
     """``auto`` is hybrid when vectors can run, else keyword (that is not a fallback);
     ``vector`` / ``hybrid`` without usable vectors fall back to keyword with the reason.
 
-    A model that does not read CJK sits out mainly-CJK questions the same way: fused, its
+    A model that does not read CJK sits out questions in CJK the same way: fused, its
     near-random ranking would pull keyword's good one down.
     """
     if mode == "keyword" or (mode == "auto" and not state.usable):
         return KEYWORD_ONLY
     if not state.usable:
         return Plan(("keyword",), "keyword", state.reason)
-    if not calibration.reads_cjk and mainly_cjk(query):
+    if not calibration.reads_cjk and has_cjk(query):
         if mode == "auto":
             return KEYWORD_ONLY
         reason = f"{model} does not read Chinese or Japanese; the vector leg sat this one out"
