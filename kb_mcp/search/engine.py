@@ -50,6 +50,7 @@ class Hit:
     legs: tuple[str, ...]
     leg_scores: dict[str, float]
     date: str | None
+    adjustments: tuple[str, ...] = ()  # what moved it, e.g. "demoted ×0.5: test file"
 
 
 @dataclass(frozen=True, slots=True)
