@@ -56,6 +56,7 @@ def search_text(result: SearchResult) -> str:
             f"[{hit['rank']}] {hit['title']} — {where}"
             + (f" § {section}" if section else "")
             + f"\ncite: {hit['cite']}  score: {hit['score']}  legs: {', '.join(hit['legs'])}"
+            + "".join(f"  ({note})" for note in hit["adjustments"])
             + f"\n{hit['text']}"
         )
     return "\n\n".join(blocks)

@@ -17,6 +17,7 @@ from kb_mcp.search.floor import COVERAGE_FLOOR, coverage
 from kb_mcp.search.freshness import Candidate, apply_freshness, as_of_date
 from kb_mcp.search.fuse import FusedHit, fuse_rankings
 from kb_mcp.search.keyword import keyword_leg
+from kb_mcp.search.prior import Adjustment, path_adjustments
 from kb_mcp.search.query import Query, parse_query, without_common_units
 from kb_mcp.store import documents as rows
 from kb_mcp.store.db import Database
@@ -50,6 +51,7 @@ class Hit:
     legs: tuple[str, ...]
     leg_scores: dict[str, float]
     date: str | None
+    adjustments: tuple[str, ...] = ()  # what moved it, e.g. "demoted ×0.5: test file"
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,14 +100,17 @@ def _best_per_document(
 
 
 def _freshness_order(
-    ranked: list[tuple[FusedHit, rows.PassageRow]], as_of: str | None
+    ranked: list[tuple[FusedHit, rows.PassageRow]],
+    as_of: str | None,
+    prior: dict[str, Adjustment],
 ) -> list[tuple[FusedHit, rows.PassageRow]]:
-    """``apply_freshness`` over the documents, scored by their keyword score when present."""
+    """``apply_freshness`` over the documents, scored by their keyword score when present,
+    scaled by the path prior (``search/prior.py``)."""
     by_key = {p.doc_key: (f, p) for f, p in ranked}
     candidates = [
         Candidate(
             p.doc_key,
-            _rank_score(f),
+            _rank_score(f) * (prior[p.doc_key].factor if p.doc_key in prior else 1.0),
             p.doc_date or p.updated_at,
             p.superseded_on,
             p.status,
@@ -150,7 +155,9 @@ def _query_coverage(fts: FtsIndex, stats: UnitStats, passage: rows.PassageRow) -
     return coverage(list(stats.tokens.values()), present, stats.df, stats.chunks)
 
 
-def _to_hit(rank: int, fused: FusedHit, passage: rows.PassageRow) -> Hit:
+def _to_hit(
+    rank: int, fused: FusedHit, passage: rows.PassageRow, adjusted: Adjustment | None = None
+) -> Hit:
     return Hit(
         rank=rank,
         score=round(fused.score, 6),
@@ -166,6 +173,7 @@ def _to_hit(rank: int, fused: FusedHit, passage: rows.PassageRow) -> Hit:
         legs=fused.legs,
         leg_scores={c.leg: round(c.leg_score, 4) for c in fused.contributions},
         date=passage.doc_date,
+        adjustments=(adjusted.label,) if adjusted else (),
     )
 
 
@@ -188,7 +196,8 @@ def run_search(
     found = rows.passages(db.conn, [h.chunk_id for hits in legs.values() for h in hits])
     recency = {cid: p.doc_date or p.updated_at for cid, p in found.items()}
     ranked = _best_per_document(fuse_rankings(legs, recency=recency), found)
-    ranked = _freshness_order(ranked, as_of_date(request.query))
+    prior = path_adjustments(request.query, {p.doc_key: p.path for _, p in ranked})
+    ranked = _freshness_order(ranked, as_of_date(request.query), prior)
     if not ranked:
         return SearchResult(request.query, used, (), fallback, "no passage matches the query")
     covered = _query_coverage(fts, stats, ranked[0][1])
@@ -198,5 +207,8 @@ def run_search(
             f"weight (floor {COVERAGE_FLOOR:.0%}); the answer is probably not stored"
         )
         return SearchResult(request.query, used, (), fallback, reason)
-    hits = tuple(_to_hit(i, f, p) for i, (f, p) in enumerate(ranked[: request.top_k], start=1))
+    hits = tuple(
+        _to_hit(i, f, p, prior.get(p.doc_key))
+        for i, (f, p) in enumerate(ranked[: request.top_k], start=1)
+    )
     return SearchResult(request.query, used, hits, fallback, None)
