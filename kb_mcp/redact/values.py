@@ -91,9 +91,16 @@ def word_kind(word: str) -> str:
     return _KIND_OF_WORD.get(letters, "secret")
 
 
-# A key word as a whole part of an identifier: api_key, tokenValue, DB_PASSWORD — not the
-# tail of hunter2secret.
-_KEY_PART = re.compile(r"(?:^|(?<=[_-])|(?<=[a-z0-9])(?=[A-Z]))" + KEY_WORD + r"(?=$|[_\-A-Z0-9])")
+# A key word as a whole part of an identifier: api_key, tokenValue, DB_PASSWORD, HTTPToken —
+# not the tail of hunter2secret.
+_KEY_PART = re.compile(
+    r"(?:^|(?<=[_-])|(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z]))"
+    + KEY_WORD
+    + r"(?=$|[_\-A-Z0-9])"
+)
+# The words of an identifier: HTTPToken → HTTP Token, getToken2 → get Token 2.
+_WORD = re.compile(r"[A-Z]{2,}(?![a-z])|[A-Z]?[a-z]+|[A-Z]|\d+")
+_VOWELS = frozenset("aeiouyAEIOUY")
 # Forms: key=v, key: v, "key": "v", key := v, key: str = "v", cfg["key"] = v, f"…", `…`.
 # "==" is a comparison and "::" a path separator, so neither separates a value.
 _ASSIGN = re.compile(
@@ -109,17 +116,40 @@ _DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
 _PATH = re.compile(r"(?:~|\.{1,2})?/|[A-Za-z]:\\")
 
 
+def _reads_like_code(name: str) -> bool:
+    """An identifier made of words (``password_hash``, ``getToken``, ``HTTPToken``, ``v2``).
+
+    Why: a generated secret can hold a key word too (``TokenA8f7Gh2kLmQ9``,
+    ``PwDRzPajzdlWOltmP0``), and the key word alone once made it pass for code. Such a run
+    splits into stray letters, several digit runs or vowelless fragments; a name does not.
+    A lone word plus digits (``Password2024``) is the classic made-up password, not a name.
+    """
+    words = _WORD.findall(name)
+    letters = [w for w in words if w.isalpha()]
+    digit_runs = len(words) - len(letters)
+    stray = sum(len(w) == 1 for w in letters)
+    # camel fragments without a vowel (Xk, Rq, Pzw); snake words such as ctx_db_pwd are names
+    vowelless = sum(w.istitle() and len(w) > 1 and _VOWELS.isdisjoint(w) for w in letters)
+    return (
+        digit_runs <= 1
+        and stray <= 1
+        and not (vowelless >= 3 and vowelless * 2 > len(letters))
+        and not (digit_runs and len(letters) == 1 and "_" not in name)
+    )
+
+
 def _is_code(value: str) -> bool:
     """An unquoted value that names something instead of spelling it out.
 
     ``get_token()``, ``os.environ["X"]``, ``self.token``, ``api_key=api_key`` are code;
-    ``hunter2secret`` is not, although it ends in a key word.
+    ``hunter2secret`` is not, although it ends in a key word, and neither is
+    ``TokenA8f7Gh2kLmQ9`` (see ``_reads_like_code``).
     """
-    return (
-        any(c in value for c in "()[]{}")
-        or _DOTTED_NAME.fullmatch(value) is not None
-        or (value.isidentifier() and _KEY_PART.search(value) is not None)
-    )
+    if any(c in value for c in "()[]{}"):
+        return True
+    if _DOTTED_NAME.fullmatch(value) is not None:
+        return all(_reads_like_code(part) for part in value.split("."))
+    return value.isidentifier() and _KEY_PART.search(value) is not None and _reads_like_code(value)
 
 
 def _redact_assignment(match: re.Match[str]) -> tuple[str, str] | None:
