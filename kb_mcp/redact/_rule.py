@@ -75,7 +75,8 @@ def replace_group(match: re.Match[str], group: str, kind: str) -> tuple[str, str
 
 _PLACEHOLDER = re.compile(
     r"""\[REDACTED:[a-z_]+\]                   # already redacted: keeps redact idempotent
-      | <[^<>]*> | \$\{[^{}]*\} | \$[A-Za-z_]\w* | \{\{.*\}\} | \{\w*\} | %\(\w+\)s | %s
+      | <[^<>]*> | &(?:lt|\#x0*3c|\#0*60)\b.*      # <string> written as HTML: &#x3C;string>
+      | \$\{[^{}]*\} | \$[A-Za-z_]\w* | \{\{.*\}\} | \{\w*\} | %\(\w+\)s | %s
       | (.)\1*                                 # ****, xxxx, ........
       | your[\w.-]* | [\w.-]*[_-]here          # your-password, INSERT_TOKEN_HERE
     """,
