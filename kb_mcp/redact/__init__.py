@@ -155,8 +155,14 @@ def redact_output(text: str) -> Redaction:
       with nested parentheses at any depth, ``<url>`` form); an HTML/SVG attribute ``src``,
       ``srcset`` / ``imagesrcset`` (each candidate), ``poster``, ``background``, ``data``,
       ``lowsrc``, or ``href`` / ``xlink:href`` on any tag but ``a``, ``area`` and ``base``
-      (``<image href>``, ``<use>``, ``<link>``); a CSS ``url(…)`` or ``@import``. Badge
-      images such as ``img.shields.io/…?style=flat`` are redacted by this rule as well; or
+      (``<image href>``, ``<use>``, ``<link>``); a CSS ``url(…)`` or ``@import``; the
+      definition (``[r]: url``) a reference-style image (``![x][r]``, ``![x][]``, ``![x]``)
+      in the same text uses. Badge images such as ``img.shields.io/…?style=flat`` are
+      redacted by this rule as well;
+    - such a fetched resource also when its host or path holds a run of 8+ base64 letters
+      mixing upper, lower and digits that does not read as words
+      (``evil.example/U0VDUkVU.REFUQTU.png``, ``U0VDUkVUREFUQTU.evil.example``), not
+      ``app.3f9a8c7b.png``, ``Screenshot2024.png`` or a 7-character id; or
     - it is any other link and its query values and fragment, percent-decoded, hold 48 or
       more characters from ``A-Z a-z 0-9 + / = _ -`` in total, however split (``?a=…&b=…``,
       ``aGVs.bG8g.d29y``): room for a key, more than a page number, a search phrase or a
@@ -164,7 +170,8 @@ def redact_output(text: str) -> Redaction:
       (``X-Amz-Signature=…``) are caught too; that is the price.
 
     Only the URL is replaced; the alt text, brackets, attribute names and trailing
-    punctuation stay. Payloads in the path and reference-style images (``![x][ref]``) are not
-    detected.
+    punctuation stay. Not detected: data in a link's path, data in a fetched path cut into
+    runs under 8 characters or written in one case (lowercase hex or base32 look like CDN
+    hashes), and a reference image whose definition is outside the text being redacted.
     """
     return _apply(text, _OUTPUT_RULES)

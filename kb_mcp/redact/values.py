@@ -15,6 +15,7 @@ from kb_mcp.redact._rule import (
     line_span,
     looks_random,
     marker,
+    reads_like_words,
     replace_group,
     splice,
 )
@@ -150,9 +151,6 @@ _KEY_PART = re.compile(
     + KEY_WORD
     + r"(?=$|[_\-A-Z0-9])"
 )
-# The words of an identifier: HTTPToken → HTTP Token, getToken2 → get Token 2.
-_WORD = re.compile(r"[A-Z]{2,}(?![a-z])|[A-Z]?[a-z]+|[A-Z]|\d+")
-_VOWELS = frozenset("aeiouyAEIOUY")
 # Forms: key=v, key: v, "key": "v", key := v, key: str = "v", cfg["key"] = v, f"…", `…`.
 # "==" is a comparison and "::" a path separator, so neither separates a value.
 _ASSIGN = re.compile(
@@ -168,26 +166,11 @@ _DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
 _PATH = re.compile(r"(?:~|\.{1,2})?/|[A-Za-z]:\\")
 
 
-def _reads_like_code(name: str) -> bool:
-    """An identifier made of words (``password_hash``, ``getToken``, ``HTTPToken``, ``v2``).
-
-    Why: a generated secret can hold a key word too (``TokenA8f7Gh2kLmQ9``,
-    ``PwDRzPajzdlWOltmP0``), and the key word alone once made it pass for code. Such a run
-    splits into stray letters, several digit runs or vowelless fragments; a name does not.
-    A lone word plus digits (``Password2024``) is the classic made-up password, not a name.
-    """
-    words = _WORD.findall(name)
-    letters = [w for w in words if w.isalpha()]
-    digit_runs = len(words) - len(letters)
-    stray = sum(len(w) == 1 for w in letters)
-    # camel fragments without a vowel (Xk, Rq, Pzw); snake words such as ctx_db_pwd are names
-    vowelless = sum(w.istitle() and len(w) > 1 and _VOWELS.isdisjoint(w) for w in letters)
-    return (
-        digit_runs <= 1
-        and stray <= 1
-        and not (vowelless >= 3 and vowelless * 2 > len(letters))
-        and not (digit_runs and len(letters) == 1 and "_" not in name)
-    )
+def _names_something(name: str) -> bool:
+    """A name made of words, and not one word plus digits (``Password2024``): the classic
+    made-up password."""
+    lone_word = re.fullmatch(r"[A-Za-z]+\d+", name) is not None
+    return reads_like_words(name) and not lone_word
 
 
 def _is_code(value: str) -> bool:
@@ -195,13 +178,13 @@ def _is_code(value: str) -> bool:
 
     ``get_token()``, ``os.environ["X"]``, ``self.token``, ``api_key=api_key`` are code;
     ``hunter2secret`` is not, although it ends in a key word, and neither is
-    ``TokenA8f7Gh2kLmQ9`` (see ``_reads_like_code``).
+    ``TokenA8f7Gh2kLmQ9`` (see ``reads_like_words``).
     """
     if any(c in value for c in "()[]{}"):
         return True
     if _DOTTED_NAME.fullmatch(value) is not None:
-        return all(_reads_like_code(part) for part in value.split("."))
-    return value.isidentifier() and _KEY_PART.search(value) is not None and _reads_like_code(value)
+        return all(_names_something(part) for part in value.split("."))
+    return value.isidentifier() and _KEY_PART.search(value) is not None and _names_something(value)
 
 
 def _redact_assignment(match: re.Match[str]) -> tuple[str, str] | None:
