@@ -66,10 +66,11 @@ CLI_USER = Rule(_CLI_USER, _redact_cli_user)
 _FLAG_VALUE = (
     r"""(?:'(?P<sq>[^'\n]{1,200})'|"(?P<dq>[^"\n]{1,200})"|(?P<bare>[^\s'"`;|&]{1,200}))"""
 )
+# Starts with a class of the commands' first letters, checked behind, so ``re`` skips in C.
 _PASSWORD_COMMAND = re.compile(
-    r"(?<![\w./-])(?:(?P<mysql>mysql(?:dump|admin|import|show|check|pump|sh)?"
-    r"|mariadb(?:-?dump|-?admin)?|mycli)|(?P<sshpass>sshpass)|(?P<redis>redis-cli))(?![\w.-])"
-    r"[^\n;|&]{0,300}"
+    r"[mrs](?<![\w./-].)(?:(?P<mysql>(?<=m)(?:ysql(?:dump|admin|import|show|check|pump|sh)?"
+    r"|ariadb(?:-?dump|-?admin)?|ycli))|(?P<sshpass>(?<=s)shpass)|(?P<redis>(?<=r)edis-cli))"
+    r"(?![\w.-])[^\n;|&]{0,300}"
 )
 _COMMAND_FLAG = {
     "mysql": re.compile(r"(?<=\s)-p" + _FLAG_VALUE),
