@@ -164,7 +164,7 @@ class Library:
         )
         stored = self._store_agent_document(doc, write_file=True)
         if stored.outcome is not Outcome.UNCHANGED:
-            self.embed_wanted.set()
+            self._chunks_changed()
         redactions = clean_title.count + clean_body.count + clean_uri.count
         kinds = tuple(sorted({*clean_title.kinds, *clean_body.kinds, *clean_uri.kinds}))
         return AddResult(doc_key, stored.outcome.value, doc.title, stored.chunks, redactions, kinds)
@@ -252,7 +252,7 @@ class Library:
         original = self.home / agent.ORIGINALS_DIR / f"{doc_key}{resolved.suffix.lower()}"
         atomic_write(original, data)
         stored = self._store_agent_document(doc, write_file=True)
-        self.embed_wanted.set()
+        self._chunks_changed()
         return AddResult(
             doc_key, stored.outcome.value, doc.title, stored.chunks, body.count, body.kinds
         )
@@ -340,6 +340,7 @@ class Library:
             for path in paths:
                 remove_location(self.db, row.id, path)
             rows.delete_source(conn, row.id)
+        self._chunks_changed()
         return len(paths)
 
     def sync(
@@ -369,7 +370,7 @@ class Library:
         try:
             return [report for report in reports if report is not None]
         finally:
-            self.embed_wanted.set()
+            self._chunks_changed()
 
     def _sync_one(
         self,
@@ -507,6 +508,11 @@ class Library:
                     vectors.drop_signature(conn, row.key)
                     self.vector_index.discard(row.id)
 
+    def _chunks_changed(self) -> None:
+        """New or changed chunks: wake the background embedder, recount coverage."""
+        self._vector_state = None
+        self.embed_wanted.set()
+
     def warm_vectors(self) -> None:
         """Load the codes of the signature search would use, so the first search does not."""
         state = self.vector_state()
@@ -560,6 +566,8 @@ class Library:
                 return self._usable(other, old)
         if mine and problem is None and mine_embedded:
             return self._usable(mine, embedder)  # partial, and still the best there is
+        if problem is None and mine_embedded + mine_pending == 0:
+            problem = "no passages to embed yet: the library is empty"
         reason = problem or (
             f"vectors still being built: {mine_embedded:,} of "
             f"{mine_embedded + mine_pending:,} passages embedded"

@@ -227,3 +227,26 @@ def test_embed_config_sync_with_an_unavailable_embedder_still_succeeds(
     assert "Keyword search works" in done.stderr
     later = kb_cli("sync", "--embedder", "ollama", "--embed-model", "missing-model", "--no-wait")
     assert later.returncode == 0 and "vectors" not in later.stdout + later.stderr
+
+
+@pytest.mark.anyio
+async def test_embed_config_server_with_an_unavailable_embedder_answers_keyword_at_once(
+    mcp_client, home: Path, server_log: Path
+) -> None:
+    """The background embedder starts after the handshake, fails (nothing listens at
+    the Ollama host), and keyword search and ``list`` answer all the same."""
+    config(home, 'embedder = "ollama"\nollama_host = "http://127.0.0.1:9"\n')
+    async with mcp_client(allow_agent_writes=True) as client:
+        added = await client.call_tool(
+            "add_document",
+            {"title": "Kestrels", "content": "The kestrel hovers.", "source_uri": "n://k"},
+        )
+        assert added.structured_content["outcome"] == "created"
+        found = await client.call_tool("search", {"query": "kestrel"})
+        assert [h["title"] for h in found.structured_content["results"]] == ["Kestrels"]
+        listed = (await client.call_tool("list", {})).structured_content
+    assert listed["modes"] == ["keyword", "grep"]
+    assert listed["health"]["vectors"].startswith("not usable: embedder unavailable")
+    assert listed["health"]["embed_pending"] == 1
+    [agent] = listed["sources"]
+    assert (agent["embedded"], agent["embed_pending"]) == (None, None)
