@@ -250,3 +250,25 @@ async def test_embed_config_server_with_an_unavailable_embedder_answers_keyword_
     assert listed["health"]["embed_pending"] == 1
     [agent] = listed["sources"]
     assert (agent["embedded"], agent["embed_pending"]) == (None, None)
+
+
+def test_embed_config_add_with_ollama_waits_until_every_passage_has_a_vector(
+    kb_cli, tmp_path: Path, home: Path
+) -> None:
+    """End to end through the CLI: ``kb-mcp add --embedder ollama`` against the loopback
+    server that speaks Ollama's /api/embed (kb/ollama's tests/ollama_server.py); skipped
+    on a checkout without the ollama embedder."""
+    pytest.importorskip("kb_mcp.embed.ollama")
+    ollama_server = pytest.importorskip("ollama_server")
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for i in range(5):
+        (folder / f"n{i}.md").write_text(f"# Note {i}\n\nthe heron number {i} waits.\n")
+    with ollama_server.serve_ollama() as server:
+        config(home, f'embedder = "ollama"\nollama_host = "{server.url}"\n')
+        done = kb_cli("add", str(folder), "--yes")
+        assert done.returncode == 0, done.stderr
+        assert "vectors: 5 passages embedded with ollama:qwen3-embedding:0.6b" in done.stdout
+        listed = json.loads(kb_cli("list", "--json").stdout)
+    [notes] = listed["sources"]
+    assert (notes["embedded"], notes["embed_pending"]) == (5, 0)
