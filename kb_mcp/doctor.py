@@ -10,13 +10,17 @@ from __future__ import annotations
 import importlib.util
 import os
 from dataclasses import fields
+from typing import TYPE_CHECKING
 
 from kb_mcp.index.fts import FtsIndex
 from kb_mcp.ingest.sources import FolderSource
-from kb_mcp.results import Check, DoctorReport
+from kb_mcp.results import Check, DoctorReport, VectorState
 from kb_mcp.settings import Settings
 from kb_mcp.store.db import Database
 from kb_mcp.store.migrations import MIGRATIONS, schema_version
+
+if TYPE_CHECKING:
+    from kb_mcp.embed.base import Embedder
 
 EXTRAS = {"pdf": ("pymupdf4llm", "PDF files"), "docx": ("docx", "DOCX files")}
 
@@ -54,12 +58,63 @@ def _extra(name: str, module: str, what: str) -> Check:
     return Check(f"extra {name}", True, detail)
 
 
+def _origin(settings: Settings, name: str) -> str:
+    origin = settings.origin(name)
+    return "the default" if origin == "default" else origin
+
+
+def _embedder(settings: Settings, embedder: Embedder | None) -> Check:
+    """Which embedder is active, why (where the setting came from), and whether it runs.
+
+    An embedder the user chose (by flag, environment or config file) that cannot run is
+    a failure; the default one missing is not, as a missing optional extra is not:
+    keyword search and grep work either way.
+    """
+    from_where = f"from {_origin(settings, 'embedder')}"
+    if embedder is None:
+        return Check("embedder", True, f"none ({from_where}): keyword search and grep only")
+    from kb_mcp.embed.base import EmbedderUnavailable
+
+    model = settings.embed_model or "its default model"
+    name = f"{settings.embedder} ({from_where}), model {model}"
+    if settings.embed_model:
+        name += f" (from {_origin(settings, 'embed_model')})"
+    if settings.embedder == "ollama":
+        name += f", host {settings.ollama_host} (from {_origin(settings, 'ollama_host')})"
+    available = embedder.availability()
+    try:
+        signature = embedder.signature.describe() if available.ok else None
+    except EmbedderUnavailable as exc:
+        available, signature = type(available)(False, exc.message), None
+    if available.ok:
+        return Check("embedder", True, f"{name}: available, {signature}")
+    chosen = settings.origin("embedder") != "default"
+    return Check(
+        "embedder",
+        not chosen,
+        f"{name}: NOT available ({available.reason}); keyword search still works",
+    )
+
+
+def _vectors(state: VectorState) -> Check:
+    if state.usable and state.signature is not None:
+        detail = (
+            f"{state.signature.describe()}: {state.embedded:,} passages embedded, "
+            f"{state.pending:,} pending"
+        )
+        return Check("vectors", True, detail)
+    return Check("vectors", True, f"not in use: {state.reason}")
+
+
 def run_checks(
     settings: Settings,
     db: Database,
     fts: FtsIndex,
     folders: list[FolderSource],
     failed_files: int,
+    *,
+    embedder: Embedder | None = None,
+    vector_state: VectorState | None = None,
 ) -> DoctorReport:
     writable = os.access(settings.home, os.W_OK)
     checks = [
@@ -69,7 +124,9 @@ def run_checks(
         *(_folder(f) for f in folders),
         Check("failed files", True, f"{failed_files} (see `kb-mcp list`)"),
         *(_extra(name, module, what) for name, (module, what) in EXTRAS.items()),
-        Check("vectors", True, "off: no embedder configured (keyword search and grep only)"),
+        _embedder(settings, embedder),
     ]
-    values = {f.name: getattr(settings, f.name) for f in fields(settings)}
+    if vector_state is not None:
+        checks.append(_vectors(vector_state))
+    values = {f.name: getattr(settings, f.name) for f in fields(settings) if f.name != "origins"}
     return DoctorReport(tuple(checks), {k: str(v) for k, v in values.items()})

@@ -8,15 +8,19 @@ indexes, and it never prints.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kb_mcp import grep as grep_mod
 from kb_mcp import limits
 from kb_mcp.chunk import split_document
 from kb_mcp.doctor import run_checks
+from kb_mcp.embed.active import NO_EMBEDDER, ActiveVectors, EmbedderFactory
 from kb_mcp.errors import InvalidInput, KbError, NotFound, Refused, Unavailable
 from kb_mcp.fsutil import atomic_write, remove_stale_temps
+from kb_mcp.index import vectors
 from kb_mcp.index.fts import FtsIndex
 from kb_mcp.ingest import agent, readers, sources, sync, synclock
 from kb_mcp.ingest.pipeline import (
@@ -43,11 +47,17 @@ from kb_mcp.results import (
     ReindexReport,
     SourceInfo,
     SourceListing,
+    VectorState,
 )
 from kb_mcp.search.engine import SearchRequest, SearchResult, run_search
 from kb_mcp.settings import Settings
 from kb_mcp.store import documents as rows
 from kb_mcp.store.db import Database, QueryTimeout
+
+if TYPE_CHECKING:  # imported when vectors are used: keyword-only start-up stays lean
+    from kb_mcp.embed.base import Embedder
+    from kb_mcp.embed.queue import EmbedReport, Progress
+    from kb_mcp.index.vectors import VectorIndex
 
 DB_FILE = "kb.db"
 NEAR_DUPLICATES_SHOWN = 10
@@ -56,12 +66,14 @@ NEAR_DUPLICATES_SHOWN = 10
 class Library:
     """One knowledge library: a home folder with ``kb.db`` and ``docs/``."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, make_embedder: EmbedderFactory | None = None) -> None:
         """Open (or create) the library, clearing what a crashed process left behind.
 
         Temp files of interrupted atomic writes go (only stale, unlocked ones: another
         process may be writing), and a source left ``syncing`` by a sync whose process
         is gone becomes ``error`` (a live sync keeps its state: ``ingest/synclock.py``).
+        No embedder is built here: that happens at the first use of vectors, so opening
+        (and the MCP handshake) never waits for a model.
         """
         self.settings = settings
         self.home = settings.home
@@ -77,6 +89,7 @@ class Library:
         self.db = Database(self.home / DB_FILE)
         self.fts = FtsIndex(self.db)
         self.redaction = StoredRedaction(self.db, self.home)
+        self._vectors = ActiveVectors(self.db, self.home, settings, make_embedder)
         synclock.recover_interrupted(self.db, self.home)
 
     def _ready(self) -> None:
@@ -143,6 +156,8 @@ class Library:
             updated_at=now,
         )
         stored = self._store_agent_document(doc, write_file=True)
+        if stored.outcome is not Outcome.UNCHANGED:
+            self._chunks_changed()
         redactions = clean_title.count + clean_body.count + clean_uri.count
         kinds = tuple(sorted({*clean_title.kinds, *clean_body.kinds, *clean_uri.kinds}))
         return AddResult(doc_key, stored.outcome.value, doc.title, stored.chunks, redactions, kinds)
@@ -230,6 +245,7 @@ class Library:
         original = self.home / agent.ORIGINALS_DIR / f"{doc_key}{resolved.suffix.lower()}"
         atomic_write(original, data)
         stored = self._store_agent_document(doc, write_file=True)
+        self._chunks_changed()
         return AddResult(
             doc_key, stored.outcome.value, doc.title, stored.chunks, body.count, body.kinds
         )
@@ -247,6 +263,7 @@ class Library:
         if not rebuild:
             return self._reindex_files(rebuild=False)
         with self.db.write() as conn:
+            vectors.forget_all(conn)  # chunk ids start over: no vector may survive
             rows.delete_everything(conn)
             self.fts.invalidate()
             self.fts.ensure_current()
@@ -317,6 +334,7 @@ class Library:
             for path in paths:
                 remove_location(self.db, row.id, path)
             rows.delete_source(conn, row.id)
+        self._chunks_changed()
         return len(paths)
 
     def sync(
@@ -343,7 +361,10 @@ class Library:
         else:
             self._drop_unlisted_folders({f.name for f in folders})
         reports = (self._sync_one(folder, progress, should_stop, wait) for folder in folders)
-        return [report for report in reports if report is not None]
+        try:
+            return [report for report in reports if report is not None]
+        finally:
+            self._chunks_changed()
 
     def _sync_one(
         self,
@@ -393,6 +414,52 @@ class Library:
         for row in rows.list_sources(self.db.conn):
             if row.kind == "folder" and row.name not in listed:
                 self._drop_source_rows(row)
+
+    # --- vectors -------------------------------------------------------------------------
+
+    def embedder(self) -> Embedder | None:
+        """The configured embedder (None: ``--embedder none``), built on first use."""
+        return self._vectors.embedder()
+
+    @property
+    def vector_index(self) -> VectorIndex:
+        """The library's one approximate-neighbour index (codes cached in memory)."""
+        return self._vectors.index
+
+    @property
+    def embed_wanted(self) -> threading.Event:
+        """Set when there may be chunks to embed; the background embedder waits on it."""
+        return self._vectors.wanted
+
+    def embed_pending(
+        self,
+        *,
+        batch: int | None = None,
+        should_stop: Callable[[], bool] | None = None,
+        progress: Progress | None = None,
+        wait: bool = True,
+    ) -> EmbedReport | None:
+        """Embed every chunk that has no vector of the configured embedder yet.
+
+        None when there is nothing to run: ``--embedder none``, or (``wait=False``)
+        another process is embedding this signature right now. A provider failure ends
+        the run with ``error`` set and the documents marked ``embed_pending``; the next
+        run retries. See ``embed/active.py`` for the model-change policy.
+        """
+        return self._vectors.embed_pending(
+            batch=batch, should_stop=should_stop, progress=progress, wait=wait
+        )
+
+    def warm_vectors(self) -> None:
+        """Load the codes of the signature search would use, so the first search does not."""
+        self._vectors.warm()
+
+    def vector_state(self) -> VectorState:
+        """Which vectors a search can use now, and the embedder for its query vector."""
+        return self._vectors.state()
+
+    def _chunks_changed(self) -> None:
+        self._vectors.chunks_changed()
 
     # --- reading -------------------------------------------------------------------------
 
@@ -461,9 +528,15 @@ class Library:
         return source.id
 
     def overview(self) -> Overview:
-        """The library: sources with counts and sync state, index health, search modes."""
+        """The library: sources with counts, sync state and vector coverage, index health
+        (vectors: which model, embedded / pending, the last failure), search modes."""
         conn = self.db.conn
         counts = rows.source_counts(conn)
+        state = self.vector_state()
+        health_row = self._vectors.configured_row() or (
+            vectors.signature_row(conn, state.signature_id) if state.signature_id else None
+        )
+        covered = vectors.coverage(conn, health_row.id) if health_row else {}
         sources = tuple(
             SourceInfo(
                 s.name,
@@ -473,6 +546,7 @@ class Library:
                 s.sync_state,
                 s.synced_at,
                 s.sync_error,
+                *(covered.get(s.id, (0, 0)) if health_row else (None, None)),
             )
             for s in rows.list_sources(conn)
         )
@@ -481,25 +555,37 @@ class Library:
         health = {
             "keyword_index": "current" if self.fts.is_current() else "pending migration",
             "stored_redaction": "current" if self.redaction.is_current() else "pending upgrade",
-            "embed_pending": 0,
-            "vectors": "off (no embedder configured)",
+            "vectors": _describe_vectors(state),
+            "embed_pending": state.pending if self.settings.embedder != "none" else 0,
+            "embed_failed_documents": vectors.failed_documents(conn),
+            "embed_error": (health_row.last_error if health_row else None)
+            or self._vectors.last_error,
             "failed_files": sum(s.failed for s in sources),
             "near_duplicate_pairs": pairs,
         }
+        modes = ("keyword", "vector", "hybrid", "grep") if state.usable else ("keyword", "grep")
         return Overview(
             str(self.home),
             sources,
             documents,
             chunks,
-            ("keyword", "grep"),
+            modes,
             health,
             tuple(NearDuplicate(*pair) for pair in examples),
         )
 
     def doctor(self) -> DoctorReport:
-        """Health checks of the home, database, index, folders and optional extras."""
+        """Health checks of the home, database, index, folders, optional extras, vectors."""
         failed = sum(f for _, _, f in rows.source_counts(self.db.conn).values())
-        return run_checks(self.settings, self.db, self.fts, self.folder_sources(), failed)
+        return run_checks(
+            self.settings,
+            self.db,
+            self.fts,
+            self.folder_sources(),
+            failed,
+            embedder=self.embedder(),
+            vector_state=self.vector_state(),
+        )
 
     def list_source(self, source: str, limit: int = 50, offset: int = 0) -> SourceListing:
         """One source's entries, one per path, newest first, a page at a time.
@@ -518,3 +604,13 @@ class Library:
             for d, path, note in page
         )
         return SourceListing(source, entries, total, offset)
+
+
+def _describe_vectors(state: VectorState) -> str:
+    """One line for ``list``: the model in use and its coverage, or why there is none."""
+    if state.usable and state.signature is not None:
+        return (
+            f"{state.signature.describe()}: {state.embedded:,} passages embedded, "
+            f"{state.pending:,} pending"
+        )
+    return f"off: {state.reason}" if state.reason == NO_EMBEDDER else f"not usable: {state.reason}"

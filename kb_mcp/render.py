@@ -92,9 +92,13 @@ def overview_text(result: Overview) -> str:
     lines = [f"library: {data['home']} — {data['documents']} documents, {data['chunks']} chunks"]
     for s in data["sources"]:
         failed = f", {s['failed']} failed" if s["failed"] else ""
+        vectors = ""
+        if s["embedded"] is not None:
+            vectors = f"; vectors {s['embedded']}/{s['embedded'] + s['embed_pending']}"
         lines.append(
             f"- {s['name']} ({s['kind']}{', ' + s['root'] if s['root'] else ''}): "
             f"{s['documents']} documents, {s['chunks']} chunks{failed}; sync {s['sync_state']}"
+            f"{vectors}"
         )
     lines.append("modes: " + ", ".join(data["modes"]))
     for pair in data["near_duplicates"]:

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # numpy-free at import: keyword-only processes never load it
+    from kb_mcp.embed.base import Embedder, EmbeddingSignature
+    from kb_mcp.index.vectors import VectorIndex
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +49,10 @@ class SourceInfo:
     sync_state: str
     synced_at: str | None
     error: str | None
+    # Vector coverage of the signature in use: chunks embedded / still pending (None
+    # when there are no vectors: ``--embedder none``, or nothing embedded yet).
+    embedded: int | None = None
+    embed_pending: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,3 +120,28 @@ class DoctorReport:
     @property
     def ok(self) -> bool:
         return all(c.ok for c in self.checks)
+
+
+@dataclass(frozen=True, slots=True)
+class VectorState:
+    """Which vectors a search may use right now, and how to embed its query.
+
+    ``usable`` when a signature has vectors and its embedder can run: embed the query
+    with ``embedder.embed([q], kind="query")[0]`` and call
+    ``index.search(conn, signature_id, vector, limit, source_id)``. Otherwise ``reason``
+    says why, in words fit for a ``fallback`` reason. During a model change the state
+    names the old, more complete signature until the new one has caught up; vectors of
+    two signatures are never mixed.
+    """
+
+    signature_id: int | None
+    signature: EmbeddingSignature | None
+    embedder: Embedder | None
+    index: VectorIndex | None
+    embedded: int
+    pending: int
+    reason: str | None = None
+
+    @property
+    def usable(self) -> bool:
+        return self.signature_id is not None and self.embedder is not None and self.embedded > 0

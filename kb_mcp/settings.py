@@ -35,6 +35,8 @@ class Setting:
     help: str
     parse: Callable[[str], Any] = str
     limit: Limit | None = None
+    choices: tuple[str, ...] = ()
+    shown_default: str | None = None  # how the docs show a default that is resolved later
 
     @property
     def env(self) -> str:
@@ -52,6 +54,12 @@ def _parse_bool(raw: str) -> bool:
 
 def _parse_folders(raw: str) -> tuple[str, ...]:
     return tuple(part for part in raw.split(os.pathsep) if part.strip())
+
+
+# The embedding providers a user can choose; ``kb_mcp/embed/registry.py`` dispatches on
+# exactly these names (``embed.base.PROVIDERS`` is the same tuple, checked by a test).
+EMBEDDERS = ("local", "ollama", "none")
+OLLAMA_DEFAULT_HOST = "http://localhost:11434"
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -126,6 +134,30 @@ SETTINGS: tuple[Setting, ...] = (
         int,
         limits.MAX_FILES_PER_SOURCE,
     ),
+    Setting(
+        "embedder",
+        "none",
+        "Which embedder builds the vectors of hybrid search: `local` (in-process, "
+        "offline), `ollama` (an Ollama server), `none` (keyword and grep only; "
+        "nothing is embedded and no model is loaded). `none` by default until the "
+        "local model embeds fast enough on a laptop's cores (issue 8 is open).",
+        choices=EMBEDDERS,
+    ),
+    Setting(
+        "embed_model",
+        "",
+        "The embedding model; empty means the provider's default (`local`: the "
+        "bundled model, `ollama`: `qwen3-embedding:0.6b`). Changing it re-embeds in "
+        "the background; search keeps the old vectors until the new ones are complete.",
+        shown_default="provider default",
+    ),
+    Setting(
+        "ollama_host",
+        OLLAMA_DEFAULT_HOST,
+        "The Ollama server used when `embedder = ollama`. When not set here, "
+        "`$OLLAMA_HOST` is used if set.",
+        shown_default=f"$OLLAMA_HOST or {OLLAMA_DEFAULT_HOST}",
+    ),
 )
 
 _BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
@@ -174,20 +206,43 @@ class Settings:
     folders: tuple[str, ...] = field(default_factory=tuple)
     sync_interval_s: int = 300
     max_files_per_source: int = 20_000
+    embedder: str = "none"
+    embed_model: str = ""
+    ollama_host: str = OLLAMA_DEFAULT_HOST
+    # Where each value came from (name → "config.toml", "$KB_MCP_EMBEDDER", "flag", …);
+    # a name not listed has its default. Shown by ``doctor``; not part of equality.
+    origins: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     def with_overrides(self, **values: Any) -> Settings:
         return replace(self, **values)
+
+    def origin(self, name: str) -> str:
+        """Where the value of setting ``name`` came from: ``default`` when nowhere."""
+        return dict(self.origins).get(name, "default")
 
 
 def _coerce(setting: Setting, value: Any, origin: str) -> Any:
     """Turn a config-file or env value into the declared type, or say which one is wrong."""
     coerced = _coerce_type(setting, value, origin)
+    if setting.choices:
+        coerced = _check_choice(setting, coerced, origin)
     if setting.limit is not None:
         try:
             setting.limit.check(coerced, name=setting.name)
         except InvalidInput as exc:
             raise InvalidInput(f"bad value in {origin}: {exc.message}", hint=exc.hint) from exc
     return coerced
+
+
+def _check_choice(setting: Setting, value: Any, origin: str) -> str:
+    """``value`` if it is one of the setting's choices (any case), else which ones are."""
+    normalized = str(value).strip().lower()
+    if normalized not in setting.choices:
+        raise InvalidInput(
+            f"bad value for {setting.name} in {origin}: {value!r}",
+            hint=f"choose one of: {', '.join(setting.choices)}",
+        )
+    return normalized
 
 
 def _coerce_type(setting: Setting, value: Any, origin: str) -> Any:
@@ -235,16 +290,29 @@ def load(
     """
     environ = os.environ if environ is None else environ
     home_path = resolve_home(home, environ)
-    values: dict[str, Any] = _read_config_file(home_path)
+    values: dict[str, Any] = {}
+    origins: dict[str, str] = {}
+    if environ.get("OLLAMA_HOST"):  # Ollama's own variable, below everything of ours
+        values["ollama_host"], origins["ollama_host"] = environ["OLLAMA_HOST"], "$OLLAMA_HOST"
+    for name, value in _read_config_file(home_path).items():
+        values[name], origins[name] = value, CONFIG_FILE_NAME
     for setting in SETTINGS:
         raw = environ.get(setting.env)
         if raw is not None:
             values[setting.name] = _coerce(setting, raw, f"${setting.env}")
+            origins[setting.name] = f"${setting.env}"
     for name, value in (overrides or {}).items():
         if value is not None:
-            values[name] = value
+            setting = _BY_NAME.get(name)
+            if setting is not None and setting.choices:
+                value = _check_choice(setting, value, "the command line")
+            values[name], origins[name] = value, "flag"
     known = {f.name for f in fields(Settings)}
-    return Settings(home=home_path, **{k: v for k, v in values.items() if k in known})
+    return Settings(
+        home=home_path,
+        origins=tuple(sorted(origins.items())),
+        **{k: v for k, v in values.items() if k in known},
+    )
 
 
 def settings_markdown() -> str:
@@ -256,5 +324,6 @@ def settings_markdown() -> str:
     for s in SETTINGS:
         default = list(s.default) if isinstance(s.default, tuple) else s.default
         shown = str(default).lower() if isinstance(default, bool) else repr(default)
-        lines.append(f"| `{s.name}` | `{s.env}` | `{shown}` | {s.help} |")
+        shown = f"`{shown}`" if s.shown_default is None else s.shown_default
+        lines.append(f"| `{s.name}` | `{s.env}` | {shown} | {s.help} |")
     return "\n".join(lines)

@@ -87,7 +87,16 @@ def test_migrate_creates_schema_at_latest_version(db: Database, db_path: Path) -
     assert schema_version(db.conn) == len(MIGRATIONS)
     tables = db.query("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
     assert [t[0] for t in tables] == snapshot(
-        ["chunks", "documents", "locations", "meta", "near_duplicates", "sources", "supersessions"]
+        [
+            "chunks",
+            "documents",
+            "embedding_signatures",
+            "locations",
+            "meta",
+            "near_duplicates",
+            "sources",
+            "supersessions",
+        ]
     )
 
 

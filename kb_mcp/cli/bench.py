@@ -20,7 +20,9 @@ def dataset_path(name: str) -> Path:
 def cmd_bench_retrieval(args: argparse.Namespace) -> int:
     """Score a BEIR-layout collection (or `golden`) through the real search engine."""
     from kb_mcp.bench.retrieval import report_table, run_retrieval_bench, write_json
+    from kb_mcp.settings import load
 
+    overrides = {"embedder": args.embedder, "embed_model": args.embed_model}
     bar = ProgressBar("ingest")
     try:
         report = run_retrieval_bench(
@@ -29,6 +31,7 @@ def cmd_bench_retrieval(args: argparse.Namespace) -> int:
             mode=args.mode,
             home=Path(args.home).expanduser() if args.home else None,
             progress=bar,
+            settings=load(home=args.home, overrides=overrides),
             top_k=args.top_k,
         )
     finally:
@@ -71,7 +74,7 @@ def cmd_bench_perf(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_bench_parser(sub: argparse._SubParsersAction, common) -> None:
+def add_bench_parser(sub: argparse._SubParsersAction, common, embedder_flags) -> None:
     bench = sub.add_parser(
         "bench",
         help="measure retrieval quality or speed",
@@ -91,6 +94,7 @@ def add_bench_parser(sub: argparse._SubParsersAction, common) -> None:
     p.add_argument("--mode", default="auto", choices=["auto", "keyword", "vector", "hybrid"])
     p.add_argument("--top-k", type=int, default=10, help="k of hit@k (default 10)")
     p.add_argument("--json", metavar="OUT", help="also write the report as JSON to OUT")
+    embedder_flags(p)
     p.set_defaults(func=cmd_bench_retrieval)
     _add_questions_parser(bench_sub, common)
     p = bench_sub.add_parser(

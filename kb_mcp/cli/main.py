@@ -19,6 +19,9 @@ if TYPE_CHECKING:  # imported lazily at run time: start-up stays lean
     from kb_mcp.settings import Settings
 
 
+# The choices of the ``embedder`` setting (``settings.EMBEDDERS``), repeated here so the
+# parser is built without importing the settings module; a test keeps the two equal.
+EMBEDDER_CHOICES = ("local", "ollama", "none")
 HOME_HELP = "library folder (default: $KB_MCP_HOME or the XDG data dir, ~/.local/share/kb-mcp)"
 
 
@@ -40,9 +43,30 @@ def _bounded(
     parser.add_argument(flag, type=limit.argparse_type(), help=shown, **options)
 
 
+def _embedder_flags(parser: argparse.ArgumentParser, *, wait_flag: bool = False) -> None:
+    """``--embedder`` / ``--embed-model`` (and ``--no-wait`` where embedding is waited for)."""
+    parser.add_argument(
+        "--embedder",
+        choices=EMBEDDER_CHOICES,
+        help="embedder for vectors (default: setting embedder, `local`); none = keyword only",
+    )
+    parser.add_argument(
+        "--embed-model", metavar="MODEL", help="embedding model (default: the provider's)"
+    )
+    if wait_flag:
+        parser.add_argument(
+            "--no-wait",
+            action="store_true",
+            help="return once keyword search is ready; vectors are embedded later "
+            "(by `kb-mcp serve` in the background, or the next command that waits)",
+        )
+
+
 def _load_settings(args: argparse.Namespace, **overrides: Any) -> Settings:
     from kb_mcp.settings import load
 
+    overrides.setdefault("embedder", getattr(args, "embedder", None))
+    overrides.setdefault("embed_model", getattr(args, "embed_model", None))
     return load(home=args.home, overrides=overrides)
 
 
@@ -165,7 +189,11 @@ def cmd_reindex(args: argparse.Namespace) -> int:
         library = _open_fresh(args)
     with library:
         result = library.reindex(rebuild=args.rebuild)
-    _emit(args, result, render.reindex_text)
+        _emit(args, result, render.reindex_text)
+        if not args.no_wait:
+            from kb_mcp.cli.sources import embed_and_report
+
+            embed_and_report(library, quiet=args.json)
     return 0
 
 
@@ -251,6 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--allow-agent-writes", action="store_true", help="let agents add documents (add_document)"
     )
+    _embedder_flags(p)
     p = command("add-text", cmd_add_text, json_flag=True)
     p.add_argument("--title", required=True)
     p.add_argument("--uri", required=True, help="identity of the document (e.g. its URL)")
@@ -261,6 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
     _bounded(p, "--top-k", "top_k", "documents to return (default: setting search_top_k)")
     p.add_argument("--mode", default="auto", choices=["auto", "keyword", "vector", "hybrid"])
     p.add_argument("--source")
+    _embedder_flags(p)
     p = command("grep", cmd_grep, json_flag=True)
     p.add_argument("pattern")
     p.add_argument("--regex", action="store_true")
@@ -278,6 +308,7 @@ def build_parser() -> argparse.ArgumentParser:
     _bounded(p, "--offset", "offset", "entries to skip", default=0)
     p = command("reindex", cmd_reindex, json_flag=True)
     p.add_argument("--rebuild", action="store_true", help="drop every derived row first")
+    _embedder_flags(p, wait_flag=True)
     command("doctor", cmd_doctor, json_flag=True)
     p = command("add", cmd_add)
     p.add_argument("path", help="a folder to keep in sync, or a single file to import")
@@ -290,14 +321,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="gitignore-style pattern to leave out (repeatable)",
     )
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    _embedder_flags(p, wait_flag=True)
     p = command("remove", cmd_remove)
     p.add_argument("source")
     p = command("sync", cmd_sync)
     p.add_argument("source", nargs="?")
+    _embedder_flags(p, wait_flag=True)
     from kb_mcp.cli.bench import add_bench_parser
     from kb_mcp.cli.install import add_install_parser
 
-    add_bench_parser(sub, _common)
+    add_bench_parser(sub, _common, _embedder_flags)
     add_install_parser(sub, _common)
     p = command("demo", cmd_demo)
     p.add_argument("--keep", action="store_true", help="keep the demo library folder")

@@ -1,4 +1,11 @@
-"""``kb-mcp add`` / ``remove`` / ``sync``: folder sources and single-file uploads."""
+"""``kb-mcp add`` / ``remove`` / ``sync``: folder sources and single-file uploads.
+
+``add`` and ``sync`` (and ``reindex``) return once the new passages have vectors too,
+with a progress bar on stderr, unless ``--no-wait``: then they return as soon as keyword
+search is ready, and the vectors are built by ``kb-mcp serve`` in the background or by
+the next command that waits. A failing embedder never fails the command: the files are
+indexed, keyword search works, and the line printed says what is pending and why.
+"""
 
 from __future__ import annotations
 
@@ -45,6 +52,40 @@ def _sync_and_report(library: Library, source: str | None) -> int:
     return len(reports)
 
 
+def embed_and_report(library: Library, *, quiet: bool = False) -> None:
+    """Embed what is pending, with a progress bar, then one summary line: on stdout (on
+    stderr if ``quiet``, so ``--json`` output stays one JSON document), or on stderr as a
+    warning when the embedder failed. Silent when the embedder is none or there was
+    nothing to embed."""
+    bar = ProgressBar("embed")
+    try:
+        report = library.embed_pending(progress=bar)
+    finally:
+        bar.close()
+    if report is None or not (report.embedded or report.pending):
+        return  # no embedder, or nothing to embed: nothing worth a line
+    if report.error:  # a warning, not a result: the command itself succeeded
+        print(
+            f"vectors: {report.embedded} passages embedded, {report.pending} pending: "
+            f"{report.error}. Keyword search works; the next `kb-mcp sync` (or the "
+            "server) retries.",
+            file=sys.stderr,
+        )
+        return
+    signature = library.vector_state().signature
+    model = f" with {signature.describe()}" if signature else ""
+    print(
+        f"vectors: {report.embedded} passages embedded{model} in {report.seconds:.1f} s; "
+        f"{report.pending} pending",
+        file=sys.stderr if quiet else sys.stdout,
+    )
+
+
+def _after_sync(args: argparse.Namespace, library: Library) -> None:
+    if not getattr(args, "no_wait", False):
+        embed_and_report(library)
+
+
 def cmd_add(args: argparse.Namespace, library: Library) -> int:
     """Register a folder as a source (after showing what it would cost), or import one file."""
     from kb_mcp import render
@@ -54,6 +95,7 @@ def cmd_add(args: argparse.Namespace, library: Library) -> int:
     if path.is_file():
         result = library.import_file(path)
         print(render.add_text(result))
+        _after_sync(args, library)
         return 0
     estimate = library.estimate_folder(path, args.ignore)
     print(
@@ -69,6 +111,7 @@ def cmd_add(args: argparse.Namespace, library: Library) -> int:
     source = library.add_folder(path, args.name, args.ignore)
     print(f"added source {source.name!r} → {source.root}")
     _sync_and_report(library, source.name)
+    _after_sync(args, library)
     return 0
 
 
@@ -83,4 +126,5 @@ def cmd_sync(args: argparse.Namespace, library: Library) -> int:
     """Sync folder sources with their files (all, or the one named)."""
     if not _sync_and_report(library, args.source):
         print("no folder sources; add one with `kb-mcp add PATH`")
+    _after_sync(args, library)
     return 0

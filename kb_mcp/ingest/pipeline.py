@@ -31,7 +31,7 @@ from enum import StrEnum
 import apsw
 
 from kb_mcp.chunk import Chunk, split_document
-from kb_mcp.index import fts
+from kb_mcp.index import fts, vectors
 from kb_mcp.ingest.dedup import record_near_duplicates
 from kb_mcp.redact import redact
 from kb_mcp.store import documents as rows
@@ -91,10 +91,18 @@ def _index_document(conn: apsw.Connection, doc: rows.NewDocument, chunks: list[C
     return document_id
 
 
+def _unindex_chunks(conn: apsw.Connection, document_id: int) -> None:
+    """Take a document's chunks out of every index (keyword, vectors of every signature),
+    before its rows are deleted, in the same transaction."""
+    chunk_ids = rows.chunk_ids(conn, document_id)
+    fts.remove_chunks(conn, chunk_ids)
+    vectors.remove_chunks(conn, chunk_ids)
+
+
 def _drop_if_orphan(conn: apsw.Connection, document_id: int) -> None:
     """Delete a document that no location holds any more, out of every index first."""
     if rows.document_location_count(conn, document_id) == 0:
-        fts.remove_chunks(conn, rows.chunk_ids(conn, document_id))
+        _unindex_chunks(conn, document_id)
         rows.delete_document(conn, document_id)
 
 
@@ -136,7 +144,7 @@ def store_document(
         existing = rows.get_document(conn, doc.doc_key)
         if existing is not None and existing.content_hash != doc.content_hash:
             # Keys are derived from the uri or the text, so this means a stale row.
-            fts.remove_chunks(conn, rows.chunk_ids(conn, existing.id))
+            _unindex_chunks(conn, existing.id)
             rows.delete_document(conn, existing.id)
             existing = None
         document_id = existing.id if existing else _index_document(conn, doc, chunks)

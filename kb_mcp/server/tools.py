@@ -27,7 +27,7 @@ from kb_mcp.redact import redact_output
 from kb_mcp.server import budget
 from kb_mcp.server.arguments import ArgumentErrors
 from kb_mcp.server.audit import AuditMiddleware
-from kb_mcp.server.background import BackgroundSync
+from kb_mcp.server.background import BackgroundEmbedder, BackgroundSync
 from kb_mcp.settings import Settings
 
 log = logging.getLogger("kb_mcp.server")
@@ -128,11 +128,14 @@ def build_server(settings: Settings) -> tuple[FastMCP, LibraryHolder]:
     @asynccontextmanager
     async def lifespan(_server: FastMCP) -> AsyncIterator[dict[str, Any]]:
         syncer = BackgroundSync(holder.get, settings.sync_interval_s)
+        embedder = BackgroundEmbedder(holder.get)
         syncer.start()
+        embedder.start()
         try:
             yield {}
         finally:
             await anyio.to_thread.run_sync(syncer.stop)
+            await anyio.to_thread.run_sync(embedder.stop)
 
     mcp = FastMCP("kb-mcp", instructions=INSTRUCTIONS, lifespan=lifespan, version=__version__)
     mcp.add_middleware(AuditMiddleware(settings.home))

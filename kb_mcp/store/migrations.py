@@ -136,9 +136,28 @@ def _v3_forget_verbatim_folder_text(conn: apsw.Connection) -> None:
     conn.execute("PRAGMA secure_delete = OFF")
 
 
+# 4: the embedding signatures the library holds vectors for (issue 8). Each signature's
+# vectors live in its own tables, created by ``index/vectors.ensure_signature`` when the
+# first vector of that signature is stored; ``last_error`` keeps the reason of the last
+# failed embedding run, for ``list`` and ``doctor``.
+_V4 = """
+CREATE TABLE embedding_signatures (
+    id            INTEGER PRIMARY KEY,
+    key           TEXT NOT NULL UNIQUE,
+    provider      TEXT NOT NULL,
+    model         TEXT NOT NULL,
+    dims          INTEGER NOT NULL,
+    max_chars     INTEGER NOT NULL,
+    prefixes      TEXT NOT NULL,
+    created_at    TEXT NOT NULL,
+    last_error    TEXT,
+    last_error_at TEXT
+);
+"""
+
 # A step is a SQL script, or a function of the connection for what SQL alone cannot say.
 Migration = str | Callable[[apsw.Connection], None]
-MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _v3_forget_verbatim_folder_text)
+MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _v3_forget_verbatim_folder_text, _V4)
 # Steps that delete text which must not survive in the file: the database is compacted
 # (rewritten from its live rows) after them, see ``Database.compact``.
 COMPACT_AFTER = frozenset({3})

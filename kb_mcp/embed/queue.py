@@ -1,0 +1,109 @@
+"""The embedding work loop: pending chunks → vectors, one batch at a time.
+
+A batch is read, embedded OUTSIDE any write transaction (a model call takes from
+milliseconds to seconds, and the write lock must stay free for syncs and agent writes),
+then stored in one short write transaction. What is committed stays committed: a run
+stopped at any point (``should_stop``, an error, ``kill -9``) resumes at the next run
+with the chunks that still have no vector, and a chunk with a vector is never embedded
+again for the same signature. At most the one batch in flight is lost.
+
+A provider failure (``EmbedderUnavailable``) marks the batch's documents
+``embed_pending`` and records the reason on the signature (shown by ``list`` and
+``doctor``), then ends the run: the next run retries, without re-chunking anything.
+The caller (the CLI, the server's background thread) decides when that is.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from kb_mcp.embed.base import Embedder, EmbedderUnavailable
+from kb_mcp.index import vectors
+from kb_mcp.store.db import Database
+
+DEFAULT_BATCH = 32
+# progress(done, total, label): chunks embedded so far in this run, of those pending at
+# its start (plus any that arrived meanwhile).
+Progress = Callable[[int, int, str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class EmbedReport:
+    """One run: chunks embedded, still pending at the end, failed in it, and why."""
+
+    embedded: int
+    pending: int
+    failed: int
+    error: str | None
+    seconds: float
+
+    @property
+    def complete(self) -> bool:
+        return self.pending == 0 and self.error is None
+
+
+def _utc_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _checked(matrix: np.ndarray, rows: int, dims: int, describe: str) -> np.ndarray:
+    """The provider's answer if it is ``rows × dims`` finite numbers, else unavailable:
+    a wrong shape means the model under this name changed, and must not be stored."""
+    array = np.asarray(matrix, dtype=np.float32)
+    if array.shape != (rows, dims):
+        raise EmbedderUnavailable(
+            f"{describe} returned vectors of shape {array.shape}, expected ({rows}, {dims})",
+            hint="the model changed under the same name; set --embed-model to re-embed",
+        )
+    if not np.isfinite(array).all():
+        raise EmbedderUnavailable(f"{describe} returned vectors with NaN or infinite values")
+    return array
+
+
+def embed_pending(
+    db: Database,
+    embedder: Embedder,
+    sig_id: int,
+    *,
+    batch: int = DEFAULT_BATCH,
+    should_stop: Callable[[], bool] | None = None,
+    progress: Progress | None = None,
+) -> EmbedReport:
+    """Embed every chunk that has no vector of ``sig_id`` yet, ``batch`` texts per call.
+
+    ``embedder.signature`` must be the signature of ``sig_id``. Returns when nothing is
+    pending, when ``should_stop()`` says so (checked between batches), or after the
+    first provider failure (``error`` says why; nothing of that batch is stored).
+    """
+    started = time.perf_counter()
+    signature = embedder.signature
+    _, pending_at_start = vectors.totals(db.conn, sig_id)
+    embedded = 0
+    after_id = 0
+    while not (should_stop and should_stop()):
+        chunks = vectors.pending_chunks(db.conn, sig_id, batch, after_id=after_id)
+        if not chunks:
+            break
+        document_ids = sorted({c.document_id for c in chunks})
+        try:
+            matrix = embedder.embed([c.text for c in chunks], kind="passage")
+            matrix = _checked(matrix, len(chunks), signature.dims, signature.describe())
+        except EmbedderUnavailable as exc:
+            with db.write() as conn:
+                vectors.record_failure(conn, sig_id, document_ids, exc.message, _utc_now())
+            _, pending = vectors.totals(db.conn, sig_id)
+            return EmbedReport(
+                embedded, pending, len(chunks), exc.message, time.perf_counter() - started
+            )
+        with db.write() as conn:
+            embedded += vectors.store_vectors(conn, sig_id, [c.chunk_id for c in chunks], matrix)
+            vectors.record_success(conn, sig_id, document_ids)
+        after_id = chunks[-1].chunk_id
+        if progress is not None:
+            progress(embedded, max(pending_at_start, embedded), signature.describe())
+    _, pending = vectors.totals(db.conn, sig_id)
+    return EmbedReport(embedded, pending, 0, None, time.perf_counter() - started)
