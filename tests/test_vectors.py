@@ -44,7 +44,9 @@ class FakeClock:
 
 @pytest.fixture
 def lib(home: Path) -> Iterator[Library]:
-    opened = Library(Settings(home=home, allow_agent_writes=True, embedder="local"), make_embedder=hash_factory())
+    opened = Library(
+        Settings(home=home, allow_agent_writes=True, embedder="local"), make_embedder=hash_factory()
+    )
     try:
         yield opened
     finally:
@@ -147,7 +149,9 @@ def test_vectors_removing_a_file_removes_its_vectors(tmp_path: Path, home: Path)
 def test_vectors_leave_with_their_chunks_in_a_keyword_only_library(home: Path) -> None:
     """``--embedder none`` still removes vectors: a later chunk reusing the id must not
     inherit the old vector."""
-    with Library(Settings(home=home, allow_agent_writes=True, embedder="local"), make_embedder=hash_factory()) as a:
+    with Library(
+        Settings(home=home, allow_agent_writes=True, embedder="local"), make_embedder=hash_factory()
+    ) as a:
         add_notes(a)
         a.embed_pending()
     keyword_only = Settings(home=home, allow_agent_writes=True, embedder="none")
