@@ -234,7 +234,8 @@ KILL_SCRIPT = textwrap.dedent(
 
     home, log, pause = Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3])
     embedder = LoggingEmbedder(HashEmbedder(), log, pause_s=pause)
-    with Library(Settings(home=home, embedder="local"), make_embedder=lambda p, m: embedder) as library:
+    settings = Settings(home=home, embedder="local")
+    with Library(settings, make_embedder=lambda p, m: embedder) as library:
         report = library.embed_pending(batch=4)
     print(report.embedded, report.pending)
     """
