@@ -9,17 +9,17 @@ indexes, and it never prints.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from kb_mcp import grep as grep_mod
 from kb_mcp import limits
 from kb_mcp.chunk import split_document
 from kb_mcp.doctor import run_checks
+from kb_mcp.embed.active import NO_EMBEDDER, ActiveVectors, EmbedderFactory
 from kb_mcp.errors import InvalidInput, KbError, NotFound, Refused, Unavailable
-from kb_mcp.fsutil import FileLock, atomic_write, remove_stale_temps
+from kb_mcp.fsutil import atomic_write, remove_stale_temps
 from kb_mcp.index import vectors
 from kb_mcp.index.fts import FtsIndex
 from kb_mcp.ingest import agent, readers, sources, sync, synclock
@@ -62,14 +62,6 @@ if TYPE_CHECKING:  # imported when vectors are used: keyword-only start-up stays
 
 DB_FILE = "kb.db"
 NEAR_DUPLICATES_SHOWN = 10
-# How long a computed VectorState is reused: it is asked on every search, and counting
-# 100k chunks costs ~10 ms. A store or removal of vectors invalidates it at once.
-VECTOR_STATE_TTL_S = 1.0
-NO_EMBEDDER = "no embedder configured (--embedder none)"
-
-# (provider, model or None) → the embedder for it, or None for "none". Tests pass a
-# factory of their own real embedders; the default is ``embed.registry.build_embedder``.
-EmbedderFactory = Callable[[str, str | None], "Embedder | None"]
 
 
 class Library:
@@ -85,15 +77,6 @@ class Library:
         (and the MCP handshake) never waits for a model.
         """
         self.settings = settings
-        self._make_embedder = make_embedder
-        self._embedders: dict[tuple[str, str], Embedder | None] = {}
-        self._embedder_lock = threading.Lock()
-        self._vector_index: VectorIndex | None = None
-        self._vector_state: tuple[float, int, VectorState] | None = None
-        self._embed_error: str | None = None  # the last failure before any signature existed
-        # Set whenever there may be new chunks to embed (a sync, an added document);
-        # the server's background embedder waits on it.
-        self.embed_wanted = threading.Event()
         self.home = settings.home
         try:
             self.home.mkdir(parents=True, exist_ok=True)
@@ -107,6 +90,7 @@ class Library:
         self.db = Database(self.home / DB_FILE)
         self.fts = FtsIndex(self.db)
         self.redaction = StoredRedaction(self.db, self.home)
+        self._vectors = ActiveVectors(self.db, self.home, settings, make_embedder)
         synclock.recover_interrupted(self.db, self.home)
 
     def _ready(self) -> None:
@@ -174,7 +158,7 @@ class Library:
         )
         stored = self._store_agent_document(doc, write_file=True)
         if stored.outcome is not Outcome.UNCHANGED:
-            self.embed_wanted.set()
+            self._chunks_changed()
         redactions = clean_title.count + clean_body.count + clean_uri.count
         kinds = tuple(sorted({*clean_title.kinds, *clean_body.kinds, *clean_uri.kinds}))
         return AddResult(doc_key, stored.outcome.value, doc.title, stored.chunks, redactions, kinds)
@@ -262,7 +246,7 @@ class Library:
         original = self.home / agent.ORIGINALS_DIR / f"{doc_key}{resolved.suffix.lower()}"
         atomic_write(original, data)
         stored = self._store_agent_document(doc, write_file=True)
-        self.embed_wanted.set()
+        self._chunks_changed()
         return AddResult(
             doc_key, stored.outcome.value, doc.title, stored.chunks, body.count, body.kinds
         )
@@ -351,6 +335,7 @@ class Library:
             for path in paths:
                 remove_location(self.db, row.id, path)
             rows.delete_source(conn, row.id)
+        self._chunks_changed()
         return len(paths)
 
     def sync(
@@ -380,7 +365,7 @@ class Library:
         try:
             return [report for report in reports if report is not None]
         finally:
-            self.embed_wanted.set()
+            self._chunks_changed()
 
     def _sync_one(
         self,
@@ -435,32 +420,17 @@ class Library:
 
     def embedder(self) -> Embedder | None:
         """The configured embedder (None: ``--embedder none``), built on first use."""
-        return self._embedder_for(self.settings.embedder, self.settings.embed_model or None)
-
-    def _embedder_for(self, provider: str, model: str | None) -> Embedder | None:
-        """One embedder per (provider, model), built once; ``none`` imports nothing."""
-        if provider == "none":
-            return None
-        key = (provider, model or "")
-        with self._embedder_lock:
-            if key not in self._embedders:
-                if self._make_embedder is not None:
-                    built = self._make_embedder(provider, model)
-                else:
-                    from kb_mcp.embed.registry import build_embedder
-
-                    built = build_embedder(provider, model, self.settings)
-                self._embedders[key] = built
-            return self._embedders[key]
+        return self._vectors.embedder()
 
     @property
     def vector_index(self) -> VectorIndex:
         """The library's one approximate-neighbour index (codes cached in memory)."""
-        if self._vector_index is None:
-            from kb_mcp.index.vectors import VectorIndex
+        return self._vectors.index
 
-            self._vector_index = VectorIndex()
-        return self._vector_index
+    @property
+    def embed_wanted(self) -> threading.Event:
+        """Set when there may be chunks to embed; the background embedder waits on it."""
+        return self._vectors.wanted
 
     def embed_pending(
         self,
@@ -473,110 +443,21 @@ class Library:
         """Embed every chunk that has no vector of the configured embedder yet.
 
         None when there is nothing to run: ``--embedder none``, or (``wait=False``)
-        another process is embedding this signature right now. One run per signature
-        at a time across processes, so nothing is embedded twice. A provider failure
-        ends the run with ``error`` set and the documents marked ``embed_pending``; the
-        next run retries. When the configured signature is complete, the vectors of
-        every other signature are dropped (they were kept for search until then).
+        another process is embedding this signature right now. A provider failure ends
+        the run with ``error`` set and the documents marked ``embed_pending``; the next
+        run retries. See ``embed/active.py`` for the model-change policy.
         """
-        embedder = self.embedder()
-        if embedder is None:
-            return None
-        from kb_mcp.embed import queue
-        from kb_mcp.embed.base import EmbedderUnavailable
-
-        try:
-            signature = embedder.signature
-        except EmbedderUnavailable as exc:
-            self._embed_error = exc.message
-            return queue.EmbedReport(0, rows.document_total(self.db.conn)[1], 0, exc.message, 0.0)
-        lock = FileLock(self.home / synclock.LOCKS_DIR / f"embed-{signature.key}.lock")
-        with lock:
-            if not synclock.acquire(lock, wait=wait, should_stop=should_stop):
-                return None
-            with self.db.write() as conn:
-                sig_id = vectors.ensure_signature(conn, signature, utc_now())
-            report = queue.embed_pending(
-                self.db,
-                embedder,
-                sig_id,
-                batch=batch or queue.DEFAULT_BATCH,
-                should_stop=should_stop,
-                progress=progress,
-            )
-            self._embed_error = report.error
-            if report.complete:
-                self._drop_other_signatures(sig_id)
-        self._vector_state = None
-        return report
-
-    def _drop_other_signatures(self, keep: int) -> None:
-        """The configured signature is complete: older models' vectors go (disk, memory)."""
-        with self.db.write() as conn:
-            for row in vectors.signatures(conn):
-                if row.id != keep:
-                    vectors.drop_signature(conn, row.key)
-                    self.vector_index.discard(row.id)
+        return self._vectors.embed_pending(
+            batch=batch, should_stop=should_stop, progress=progress, wait=wait
+        )
 
     def warm_vectors(self) -> None:
         """Load the codes of the signature search would use, so the first search does not."""
-        state = self.vector_state()
-        if state.usable and state.signature_id is not None:
-            self.vector_index.warm(self.db.conn, state.signature_id)
+        self._vectors.warm()
 
     def vector_state(self) -> VectorState:
-        """Which signature a search can use now, with the embedder for its query.
-
-        The configured signature once it is complete; during a model change the
-        signature with more vectors, as long as its own embedder can still embed the
-        query. Never loads a model (embedders are built cheaply; the model loads at the
-        first ``embed``). Reused for ``VECTOR_STATE_TTL_S`` unless vectors changed.
-        """
-        if self.settings.embedder == "none":
-            return VectorState(None, None, None, None, 0, 0, NO_EMBEDDER)
-        now = time.monotonic()
-        generation = vectors.generation(self.db.conn)
-        cached = self._vector_state
-        if cached and cached[1] == generation and now - cached[0] < VECTOR_STATE_TTL_S:
-            return cached[2]
-        state = self._compute_vector_state()
-        self._vector_state = (now, generation, state)
-        return state
-
-    def _compute_vector_state(self) -> VectorState:
-        from kb_mcp.embed.base import EmbedderUnavailable
-
-        conn = self.db.conn
-        embedder = self.embedder()
-        assert embedder is not None  # "none" was answered by vector_state
-        try:
-            configured = embedder.signature
-            available = embedder.availability()
-            problem = None if available.ok else f"embedder unavailable: {available.reason}"
-        except EmbedderUnavailable as exc:
-            configured, problem = None, f"embedder unavailable: {exc.message}"
-        held = [_Held(row, *vectors.totals(conn, row.id)) for row in vectors.signatures(conn)]
-        mine = next((h for h in held if configured and h.row.key == configured.key), None)
-        if mine is None:
-            mine_embedded, mine_pending = 0, rows.document_total(conn)[1]
-        else:
-            mine_embedded, mine_pending = mine.embedded, mine.pending
-        if mine and problem is None and mine_embedded and not mine_pending:
-            return self._usable(mine, embedder)  # complete: the usual case
-        for other in sorted(held, key=lambda h: -h.embedded):  # a model change under way
-            if other is mine or other.embedded <= mine_embedded:
-                continue
-            old = self._embedder_for(other.row.provider, other.row.model)
-            if old is not None and _can_embed_queries(old, other.row.key):
-                return self._usable(other, old)
-        if mine and problem is None and mine_embedded:
-            return self._usable(mine, embedder)  # partial, and still the best there is
-        reason = problem or (
-            f"vectors still being built: {mine_embedded:,} of "
-            f"{mine_embedded + mine_pending:,} passages embedded"
-        )
-        sig_id = mine.row.id if mine else None
-        return VectorState(sig_id, configured, None, None, mine_embedded, mine_pending, reason)
+        """Which vectors a search can use now, and the embedder for its query vector."""
+        return self._vectors.state()
 
     def _vector_leg(self) -> VectorLeg | None:
         """The search engine's vector leg (None: ``--embedder none``), from ``vector_state``."""
@@ -594,15 +475,8 @@ class Library:
         assert state.signature_id is not None
         return EmbeddedLeg(self.db, state.index, state.embedder, state.signature_id, ready)
 
-    def _usable(self, held: _Held, embedder: Embedder) -> VectorState:
-        return VectorState(
-            held.row.id,
-            held.row.signature,
-            embedder,
-            self.vector_index,
-            held.embedded,
-            held.pending,
-        )
+    def _chunks_changed(self) -> None:
+        self._vectors.chunks_changed()
 
     # --- reading -------------------------------------------------------------------------
 
@@ -677,7 +551,7 @@ class Library:
         conn = self.db.conn
         counts = rows.source_counts(conn)
         state = self.vector_state()
-        health_row = self._configured_signature_row() or (
+        health_row = self._vectors.configured_row() or (
             vectors.signature_row(conn, state.signature_id) if state.signature_id else None
         )
         covered = vectors.coverage(conn, health_row.id) if health_row else {}
@@ -702,7 +576,8 @@ class Library:
             "vectors": _describe_vectors(state),
             "embed_pending": state.pending if self.settings.embedder != "none" else 0,
             "embed_failed_documents": vectors.failed_documents(conn),
-            "embed_error": (health_row.last_error if health_row else None) or self._embed_error,
+            "embed_error": (health_row.last_error if health_row else None)
+            or self._vectors.last_error,
             "failed_files": sum(s.failed for s in sources),
             "near_duplicate_pairs": pairs,
         }
@@ -716,19 +591,6 @@ class Library:
             health,
             tuple(NearDuplicate(*pair) for pair in examples),
         )
-
-    def _configured_signature_row(self) -> vectors.SignatureRow | None:
-        """The configured embedder's signature row, if it has one (it may not run now)."""
-        embedder = self.embedder()
-        if embedder is None:
-            return None
-        from kb_mcp.embed.base import EmbedderUnavailable
-
-        try:
-            key = embedder.signature.key
-        except EmbedderUnavailable:
-            return None
-        return vectors.find_signature(self.db.conn, key)
 
     def doctor(self) -> DoctorReport:
         """Health checks of the home, database, index, folders, optional extras, vectors."""
@@ -762,14 +624,6 @@ class Library:
         return SourceListing(source, entries, total, offset)
 
 
-class _Held(NamedTuple):
-    """A signature the library holds vectors for, with its counts."""
-
-    row: vectors.SignatureRow
-    embedded: int
-    pending: int
-
-
 def _describe_vectors(state: VectorState) -> str:
     """One line for ``list``: the model in use and its coverage, or why there is none."""
     if state.usable and state.signature is not None:
@@ -778,13 +632,3 @@ def _describe_vectors(state: VectorState) -> str:
             f"{state.pending:,} pending"
         )
     return f"off: {state.reason}" if state.reason == NO_EMBEDDER else f"not usable: {state.reason}"
-
-
-def _can_embed_queries(embedder: Embedder, key: str) -> bool:
-    """Whether ``embedder`` runs now and still makes vectors of signature ``key``."""
-    from kb_mcp.embed.base import EmbedderUnavailable
-
-    try:
-        return embedder.availability().ok and embedder.signature.key == key
-    except EmbedderUnavailable:
-        return False

@@ -136,10 +136,11 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "embedder",
-        "local",
+        "none",
         "Which embedder builds the vectors of hybrid search: `local` (in-process, "
         "offline), `ollama` (an Ollama server), `none` (keyword and grep only; "
-        "nothing is embedded and no model is loaded).",
+        "nothing is embedded and no model is loaded). `none` by default until the "
+        "local model embeds fast enough on a laptop's cores (issue 8 is open).",
         choices=EMBEDDERS,
     ),
     Setting(
@@ -205,7 +206,7 @@ class Settings:
     folders: tuple[str, ...] = field(default_factory=tuple)
     sync_interval_s: int = 300
     max_files_per_source: int = 20_000
-    embedder: str = "local"
+    embedder: str = "none"
     embed_model: str = ""
     ollama_host: str = OLLAMA_DEFAULT_HOST
     # Where each value came from (name → "config.toml", "$KB_MCP_EMBEDDER", "flag", …);

@@ -27,10 +27,10 @@ def config(home: Path, text: str) -> None:
     (home / CONFIG_FILE_NAME).write_text(text, encoding="utf-8")
 
 
-def test_embed_config_defaults_are_local_with_its_default_model(tmp_path: Path) -> None:
+def test_embed_config_defaults_to_none_until_local_is_fast_enough(tmp_path: Path) -> None:
     loaded = load(home=tmp_path, environ={})
     assert (loaded.embedder, loaded.embed_model, loaded.ollama_host) == (
-        "local",
+        "none",
         "",
         OLLAMA_DEFAULT_HOST,
     )
@@ -227,3 +227,48 @@ def test_embed_config_sync_with_an_unavailable_embedder_still_succeeds(
     assert "Keyword search works" in done.stderr
     later = kb_cli("sync", "--embedder", "ollama", "--embed-model", "missing-model", "--no-wait")
     assert later.returncode == 0 and "vectors" not in later.stdout + later.stderr
+
+
+@pytest.mark.anyio
+async def test_embed_config_server_with_an_unavailable_embedder_answers_keyword_at_once(
+    mcp_client, home: Path, server_log: Path
+) -> None:
+    """The background embedder starts after the handshake, fails (nothing listens at
+    the Ollama host), and keyword search and ``list`` answer all the same."""
+    config(home, 'embedder = "ollama"\nollama_host = "http://127.0.0.1:9"\n')
+    async with mcp_client(allow_agent_writes=True) as client:
+        added = await client.call_tool(
+            "add_document",
+            {"title": "Kestrels", "content": "The kestrel hovers.", "source_uri": "n://k"},
+        )
+        assert added.structured_content["outcome"] == "created"
+        found = await client.call_tool("search", {"query": "kestrel"})
+        assert [h["title"] for h in found.structured_content["results"]] == ["Kestrels"]
+        listed = (await client.call_tool("list", {})).structured_content
+    assert listed["modes"] == ["keyword", "grep"]
+    assert listed["health"]["vectors"].startswith("not usable: embedder unavailable")
+    assert listed["health"]["embed_pending"] == 1
+    [agent] = listed["sources"]
+    assert (agent["embedded"], agent["embed_pending"]) == (None, None)
+
+
+def test_embed_config_add_with_ollama_waits_until_every_passage_has_a_vector(
+    kb_cli, tmp_path: Path, home: Path
+) -> None:
+    """End to end through the CLI: ``kb-mcp add --embedder ollama`` against the loopback
+    server that speaks Ollama's /api/embed (kb/ollama's tests/ollama_server.py); skipped
+    on a checkout without the ollama embedder."""
+    pytest.importorskip("kb_mcp.embed.ollama")
+    ollama_server = pytest.importorskip("ollama_server")
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for i in range(5):
+        (folder / f"n{i}.md").write_text(f"# Note {i}\n\nthe heron number {i} waits.\n")
+    with ollama_server.serve_ollama() as server:
+        config(home, f'embedder = "ollama"\nollama_host = "{server.url}"\n')
+        done = kb_cli("add", str(folder), "--yes")
+        assert done.returncode == 0, done.stderr
+        assert "vectors: 5 passages embedded with ollama:qwen3-embedding:0.6b" in done.stdout
+        listed = json.loads(kb_cli("list", "--json").stdout)
+    [notes] = listed["sources"]
+    assert (notes["embedded"], notes["embed_pending"]) == (5, 0)

@@ -48,7 +48,7 @@ def notes(count: int) -> list[tuple[str, str, str]]:
 
 
 def settings(home: Path, **values: object) -> Settings:
-    return Settings(home=home, allow_agent_writes=True, **values)
+    return Settings(home=home, allow_agent_writes=True, **{"embedder": "local", **values})
 
 
 @pytest.fixture
@@ -234,7 +234,8 @@ KILL_SCRIPT = textwrap.dedent(
 
     home, log, pause = Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3])
     embedder = LoggingEmbedder(HashEmbedder(), log, pause_s=pause)
-    with Library(Settings(home=home), make_embedder=lambda p, m: embedder) as library:
+    settings = Settings(home=home, embedder="local")
+    with Library(settings, make_embedder=lambda p, m: embedder) as library:
         report = library.embed_pending(batch=4)
     print(report.embedded, report.pending)
     """

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from kb_mcp.library import Library
+from kb_mcp.search.adjust import Adjustment
 from kb_mcp.settings import Settings
 
 LONG_DOCUMENTS = 3
@@ -93,3 +94,51 @@ def test_search_empty_library_says_it_is_empty_and_how_to_add(tmp_path: Path) ->
     assert result.reason is not None
     assert "library is empty" in result.reason
     assert "kb-mcp add PATH" in result.reason
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Library]:
+    """A project folder whose test file repeats the feature's words more than its doc page."""
+    base = tmp_path_factory.mktemp("project")
+    root = base / "proj"
+    (root / "docs").mkdir(parents=True)
+    (root / "tests").mkdir()
+    (root / "docs" / "timeouts.md").write_text(
+        "# Timeouts\n\nSet how long the client waits for a request, in seconds.\n",
+        encoding="utf-8",
+    )
+    (root / "tests" / "test_timeouts.py").write_text(
+        "def test_request_timeout():\n    # set a request timeout on the client\n"
+        "    assert client.get(url, timeout=1.0)\n\n\n"
+        "def test_client_timeout_request():\n    assert request_timeout(client) == 5\n",
+        encoding="utf-8",
+    )
+    for n in range(20):  # unrelated pages, so bm25's idf weighs the query's words
+        (root / "docs" / f"page-{n}.md").write_text(
+            f"# Page {n}\n\nNotes on topic {n}: colours, shapes and widgets.\n",
+            encoding="utf-8",
+        )
+    library = Library(Settings(home=base / "home"))
+    library.add_folder(root)
+    library.sync()
+    yield library
+    library.close()
+
+
+def test_search_ranks_the_doc_above_a_test_file_that_matches_more_strongly(
+    project: Library,
+) -> None:
+    """issue 8: a how-to question wants the doc page; the test file says it was demoted."""
+    hits = project.search("set a request timeout on the client").hits
+    assert [h.path for h in hits] == ["docs/timeouts.md", "tests/test_timeouts.py"]
+    assert hits[1].leg_scores["keyword"] > hits[0].leg_scores["keyword"]
+    assert hits[0].adjustments == ()
+    assert hits[1].adjustments == (Adjustment("demoted: test file", 0.5),)
+
+
+def test_search_ranks_the_test_file_first_when_the_question_asks_for_tests(
+    project: Library,
+) -> None:
+    hits = project.search("which tests cover the request timeout").hits
+    assert [h.path for h in hits] == ["tests/test_timeouts.py", "docs/timeouts.md"]
+    assert hits[0].adjustments == (Adjustment("promoted: test file, asked for", 2.0),)

@@ -218,21 +218,34 @@ def test_search_modes_superseded_version_reports_what_demoted_it(library: Librar
     explained(result)
 
 
-def test_search_modes_extra_rule_plugs_in_beside_freshness(library: Library) -> None:
-    """A path prior (issue 8, kb/realcorpus) is one more factor rule, reported the same way."""
+def test_search_modes_path_prior_is_a_reported_factor_on_the_fused_score(
+    library: Library,
+) -> None:
+    """The test file matches the words best, and the prior puts the docs first, saying so."""
+    query = "ledger connection pool connections instance"
+    result = library.search(query, top_k=10)
+    test_file = next(h for h in result.hits if h.path.endswith("tests/test_pool.md"))
+    assert test_file.leg_ranks == {"keyword": 1}
+    assert test_file.rank > 1
+    assert Adjustment("demoted: test file", 0.5) in test_file.adjustments
+    explained(result)
+    asked = library.search("which test covers the ledger connection pool", top_k=10)
+    assert asked.hits[0].path.endswith("tests/test_pool.md")
+    assert Adjustment("promoted: test file, asked for", 2.0) in asked.hits[0].adjustments
 
-    def prior(candidate: Candidate) -> Adjustment | None:
-        if candidate.path and "tests/" in candidate.path:
-            return Adjustment("demoted: test file", 0.5)
+
+def test_search_modes_extra_rule_plugs_in_beside_freshness(library: Library) -> None:
+    """Any factor rule plugs in the same way, and is reported the same way."""
+
+    def on_call_first(candidate: Candidate) -> Adjustment | None:
+        if candidate.path and candidate.path.endswith("oncall.md"):
+            return Adjustment("promoted: on-call rota", 10.0)
         return None
 
     query = "ledger connection pool connections instance"
-    plain = library.search(query, top_k=10)
-    assert plain.hits[0].path.endswith("tests/test_pool.md")
-    result = search(library, query, "keyword", rules=(prior,), top_k=10)
-    test_file = next(h for h in result.hits if h.path.endswith("tests/test_pool.md"))
-    assert test_file.rank > 1
-    assert Adjustment("demoted: test file", 0.5) in test_file.adjustments
+    result = search(library, query, "keyword", rules=(on_call_first,), top_k=10)
+    assert result.hits[0].path.endswith("oncall.md")
+    assert result.hits[0].adjustments == (Adjustment("promoted: on-call rota", 10.0),)
     explained(result)
 
 
@@ -367,7 +380,7 @@ def embedded(tmp_path: Path) -> Iterator[Library]:
     for name, text in NOTES.items():
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(text, encoding="utf-8")
-    lib = Library(Settings(home=tmp_path / "home"), make_embedder=hash_factory())
+    lib = Library(Settings(home=tmp_path / "home", embedder="local"), make_embedder=hash_factory())
     lib.add_folder(folder)
     lib.sync()
     lib.embed_pending()

@@ -44,7 +44,9 @@ class FakeClock:
 
 @pytest.fixture
 def lib(home: Path) -> Iterator[Library]:
-    opened = Library(Settings(home=home, allow_agent_writes=True), make_embedder=hash_factory())
+    opened = Library(
+        Settings(home=home, allow_agent_writes=True, embedder="local"), make_embedder=hash_factory()
+    )
     try:
         yield opened
     finally:
@@ -128,7 +130,7 @@ def test_vectors_removing_a_file_removes_its_vectors(tmp_path: Path, home: Path)
     folder.mkdir()
     for name, (title, text) in NOTES.items():
         (folder / f"{name}.md").write_text(text.replace("# ", f"# {title}\n\n## ", 1))
-    with Library(Settings(home=home), make_embedder=hash_factory()) as library:
+    with Library(Settings(home=home, embedder="local"), make_embedder=hash_factory()) as library:
         library.add_folder(folder, "notes")
         library.sync()
         library.embed_pending()
@@ -147,7 +149,9 @@ def test_vectors_removing_a_file_removes_its_vectors(tmp_path: Path, home: Path)
 def test_vectors_leave_with_their_chunks_in_a_keyword_only_library(home: Path) -> None:
     """``--embedder none`` still removes vectors: a later chunk reusing the id must not
     inherit the old vector."""
-    with Library(Settings(home=home, allow_agent_writes=True), make_embedder=hash_factory()) as a:
+    with Library(
+        Settings(home=home, allow_agent_writes=True, embedder="local"), make_embedder=hash_factory()
+    ) as a:
         add_notes(a)
         a.embed_pending()
     keyword_only = Settings(home=home, allow_agent_writes=True, embedder="none")
@@ -176,7 +180,7 @@ def test_vectors_stale_cache_never_scores_a_reused_chunk_id_with_its_old_vector(
     frees its id and SQLite gives the new chunk the same id. The searching process still
     holds the old code for that id in memory, but must not answer with the old vector."""
     clock = FakeClock()
-    settings = Settings(home=home, allow_agent_writes=True)
+    settings = Settings(home=home, allow_agent_writes=True, embedder="local")
     with Library(settings, make_embedder=hash_factory()) as reader:
         add_notes(reader)
         reader.embed_pending()
@@ -283,7 +287,7 @@ def test_vectors_store_skips_chunks_that_vanished_meanwhile(lib: Library) -> Non
 
 def _synthetic_library(home: Path, count: int, dims: int) -> tuple[Library, int, np.ndarray]:
     """A library of ``count`` chunk rows with clustered random unit vectors stored."""
-    library = Library(Settings(home=home), make_embedder=hash_factory())
+    library = Library(Settings(home=home, embedder="local"), make_embedder=hash_factory())
     rng = np.random.default_rng(7)
     centres = rng.standard_normal((count // 50, dims))
     matrix = centres[rng.integers(0, len(centres), count)] + 0.6 * rng.standard_normal(

@@ -42,6 +42,28 @@ def cmd_bench_retrieval(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench_questions(args: argparse.Namespace) -> int:
+    """Score agent questions over a real folder corpus (file-level hit@1, hit@3, MRR)."""
+    from kb_mcp.bench.questions import report_table, run_questions_bench, write_json
+
+    bar = ProgressBar("ingest")
+    try:
+        report = run_questions_bench(
+            Path(args.set).expanduser(),
+            Path(args.corpus),
+            split=args.split,
+            mode=args.mode,
+            home=Path(args.home).expanduser() if args.home else None,
+            progress=bar,
+        )
+    finally:
+        bar.close()
+    print(report_table(report))
+    if args.json:
+        write_json(report, Path(args.json))
+    return 0
+
+
 def cmd_bench_perf(args: argparse.Namespace) -> int:
     """Ingest throughput, size on disk, peak memory, re-sync and search latency by corpus size."""
     from kb_mcp.bench.perf import perf_table, run_perf_bench
@@ -74,6 +96,7 @@ def add_bench_parser(sub: argparse._SubParsersAction, common, embedder_flags) ->
     p.add_argument("--json", metavar="OUT", help="also write the report as JSON to OUT")
     embedder_flags(p)
     p.set_defaults(func=cmd_bench_retrieval)
+    _add_questions_parser(bench_sub, common)
     p = bench_sub.add_parser(
         "perf", help=cmd_bench_perf.__doc__, description=cmd_bench_perf.__doc__
     )
@@ -84,3 +107,26 @@ def add_bench_parser(sub: argparse._SubParsersAction, common, embedder_flags) ->
     )
     p.add_argument("--keep", action="store_true", help="keep the generated corpora")
     p.set_defaults(func=cmd_bench_perf)
+
+
+def _add_questions_parser(bench_sub: argparse._SubParsersAction, common) -> None:
+    from kb_mcp.bench.questions import REAL_CORPUS_SET, SPLITS
+
+    p = bench_sub.add_parser(
+        "questions", help=cmd_bench_questions.__doc__, description=cmd_bench_questions.__doc__
+    )
+    common(p)
+    p.add_argument(
+        "--set",
+        default=str(REAL_CORPUS_SET),
+        help="question set, JSON lines (default: the shipped real-corpus set)",
+    )
+    p.add_argument(
+        "--corpus",
+        required=True,
+        help="folder whose top-level folders are the sources the gold paths start with",
+    )
+    p.add_argument("--split", default="all", choices=list(SPLITS))
+    p.add_argument("--mode", default="auto", choices=["auto", "keyword", "vector", "hybrid"])
+    p.add_argument("--json", metavar="OUT", help="also write the report as JSON to OUT")
+    p.set_defaults(func=cmd_bench_questions)

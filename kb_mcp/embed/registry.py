@@ -28,6 +28,7 @@ from kb_mcp.embed.base import (
     EmbeddingSignature,
     EmbedKind,
 )
+from kb_mcp.errors import KbError
 from kb_mcp.settings import Settings
 
 OLLAMA_DEFAULT_MODEL = "qwen3-embedding:0.6b"
@@ -84,9 +85,12 @@ def build_embedder(provider: str, model: str | None, settings: Settings) -> Embe
         return UnavailableEmbedder(
             provider, model or "", f"the {provider} embedder is not available here ({exc})"
         )
-    if provider == "ollama":
-        return implementation(host=settings.ollama_host, model=model)
-    return implementation(model)
+    try:
+        if provider == "ollama":
+            return implementation(host=settings.ollama_host, model=model)
+        return implementation(model)
+    except KbError as exc:  # a bad host or model name: say so, keyword search goes on
+        return UnavailableEmbedder(provider, model or "", exc.message)
 
 
 def make_embedder(settings: Settings) -> Embedder | None:

@@ -15,15 +15,16 @@ original file.
 
 Patterns are linear (no unbounded quantifier nests inside another) and start at a literal
 prefix, a key word or a short class, so that secret-free text is mostly skipped in C. The
-rules live in ``pem`` (private keys), ``tokens`` (provider formats), ``values`` (secrets
-named by a key, header, flag, URL or CSV column) and ``exfil`` (output URLs).
+rules live in ``pem`` (private keys), ``tokens`` (provider formats, password hashes),
+``values`` (secrets named by a key, header, flag, URL or CSV column), ``confusables`` (key
+words in disguise) and ``exfil`` (output URLs).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kb_mcp.redact import exfil, tokens, values
+from kb_mcp.redact import confusables, exfil, tokens, values
 from kb_mcp.redact._rule import Scan
 from kb_mcp.redact.pem import redact_pem
 
@@ -51,10 +52,14 @@ _CREDENTIAL_RULES: tuple[Scan, ...] = (
     tokens.REGISTRY_AUTH,
     values.AUTH_HEADER,
     values.URL_PASSWORD,
+    tokens.CRYPT_HASH,
+    tokens.PBKDF2_HASH,
     values.CLI_USER,
+    values.PASSWORD_FLAGS,
     values.KUBECONFIG,
     values.ASSIGNMENT,
     values.PROSE_PASSWORD,
+    confusables.redact_disguised_keys,
 )
 # Exfiltration first: a URL that carries a secret out goes whole, not with a marker inside.
 _OUTPUT_RULES: tuple[Scan, ...] = (
@@ -100,13 +105,21 @@ def redact(text: str) -> Redaction:
     - ``sas_signature``: an Azure SAS ``sig=`` value after ``?``, ``&`` or ``;``.
     - ``basic_auth``: Docker config ``"auth": "<base64>"``, ``.npmrc`` ``_auth=``, and
       ``Authorization: Basic``; ``bearer_token`` in ``Authorization: Bearer|Token``.
+    - ``password_hash``: crypt(3) hashes as in ``/etc/shadow`` (``$1$``, ``$2a$``/``$2b$``/
+      ``$2y$``, ``$5$``, ``$6$``, ``$7$``, ``$y$``, ``$gy$``, ``$argon2id$``…) and Django's
+      ``pbkdf2_sha256$…``, each by its exact shape (``$1$2`` in Perl stays).
     - ``url_password`` in ``scheme://user:pass@host`` (the password may hold ``@`` and ``/``).
     - ``password`` after ``curl -u user:`` / ``--user user:`` (not ``1000:1000``, not
       ``www-data:www-data``, not ``$(id -u):…``), and in prose: "the password is X",
       "password for the db: X", "pwd is X", when X is quoted or looks made up (6+
-      characters with a digit or symbol, not code or a path).
-    - assignment values: ``aws_secret_key``, ``password``, ``secret``, ``token``,
-      ``api_key``, ``access_key``, ``account_key`` (Azure ``AccountKey=``),
+      characters with a digit or symbol, not code or a path); a quoted value may hold spaces
+      ("the passphrase was \"correct horse battery staple\""), and with no "is" or ":" at all
+      ("root passwd Hk8sLq2Mz9Xw") the value must mix upper, lower and a digit.
+    - ``password`` given as a flag: ``mysql``/``mysqldump``/``mariadb`` ``-pX`` (glued; ``-p
+      mydb`` names a database), ``sshpass -p X``, ``redis-cli -a X``, and ``--password X``
+      when X is quoted or not a plain word (``--password-stdin`` and ``$VAR`` stay).
+    - assignment values: ``aws_secret_key``, ``password`` (also ``passphrase``), ``secret``,
+      ``token``, ``api_key``, ``access_key``, ``account_key`` (Azure ``AccountKey=``),
       ``private_key`` (also kubeconfig ``client-key-data``), ``client_certificate``
       (kubeconfig ``client-certificate-data``). A key matches when it ends in one of those
       words (``DB_PASSWORD``, ``clientSecret``, ``X-Api-Key``); an unquoted value ends at
@@ -117,8 +130,13 @@ def redact(text: str) -> Redaction:
     (``<your-password>``, ``${PASSWORD}``, ``$TOKEN``, ``{{ x }}``), one repeated character
     (``****``, ``xxx``), a stand-in (``your_token``, ``TOKEN_HERE``, ``changeme``, ``None``,
     ``str``), or a path (``/etc/ssl/key.pem``). Unquoted values are also kept when they are code
-    (``get_token()``, ``self.token``, ``api_key=api_key``) or when a ``key:`` is followed by
-    more words on its line (prose).
+    (``get_token()``, ``self.token``, ``api_key=api_key``: names made of words, not a random
+    run that happens to hold a key word such as ``TokenA8f7Gh2kLmQ9``) or when a ``key:`` is
+    followed by more words on its line (prose).
+
+    Key words spelled with look-alike characters (Cyrillic ``а``, fullwidth ``ｐａｓｓ``, a
+    zero-width space inside) are found on a folded copy of their line and only the value is
+    replaced in the original (see ``confusables``).
     """
     return _apply(text, _CREDENTIAL_RULES)
 
@@ -137,8 +155,14 @@ def redact_output(text: str) -> Redaction:
       with nested parentheses at any depth, ``<url>`` form); an HTML/SVG attribute ``src``,
       ``srcset`` / ``imagesrcset`` (each candidate), ``poster``, ``background``, ``data``,
       ``lowsrc``, or ``href`` / ``xlink:href`` on any tag but ``a``, ``area`` and ``base``
-      (``<image href>``, ``<use>``, ``<link>``); a CSS ``url(…)`` or ``@import``. Badge
-      images such as ``img.shields.io/…?style=flat`` are redacted by this rule as well; or
+      (``<image href>``, ``<use>``, ``<link>``); a CSS ``url(…)`` or ``@import``; the
+      definition (``[r]: url``) a reference-style image (``![x][r]``, ``![x][]``, ``![x]``)
+      in the same text uses. Badge images such as ``img.shields.io/…?style=flat`` are
+      redacted by this rule as well;
+    - such a fetched resource also when its host or path holds a run of 8+ base64 letters
+      mixing upper, lower and digits that does not read as words
+      (``evil.example/U0VDUkVU.REFUQTU.png``, ``U0VDUkVUREFUQTU.evil.example``), not
+      ``app.3f9a8c7b.png``, ``Screenshot2024.png`` or a 7-character id; or
     - it is any other link and its query values and fragment, percent-decoded, hold 48 or
       more characters from ``A-Z a-z 0-9 + / = _ -`` in total, however split (``?a=…&b=…``,
       ``aGVs.bG8g.d29y``): room for a key, more than a page number, a search phrase or a
@@ -146,7 +170,8 @@ def redact_output(text: str) -> Redaction:
       (``X-Amz-Signature=…``) are caught too; that is the price.
 
     Only the URL is replaced; the alt text, brackets, attribute names and trailing
-    punctuation stay. Payloads in the path and reference-style images (``![x][ref]``) are not
-    detected.
+    punctuation stay. Not detected: data in a link's path, data in a fetched path cut into
+    runs under 8 characters or written in one case (lowercase hex or base32 look like CDN
+    hashes), and a reference image whose definition is outside the text being redacted.
     """
     return _apply(text, _OUTPUT_RULES)

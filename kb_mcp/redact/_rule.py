@@ -75,7 +75,8 @@ def replace_group(match: re.Match[str], group: str, kind: str) -> tuple[str, str
 
 _PLACEHOLDER = re.compile(
     r"""\[REDACTED:[a-z_]+\]                   # already redacted: keeps redact idempotent
-      | <[^<>]*> | \$\{[^{}]*\} | \$[A-Za-z_]\w* | \{\{.*\}\} | \{\w*\} | %\(\w+\)s | %s
+      | <[^<>]*> | &(?:lt|\#x0*3c|\#0*60)\b.*      # <string> written as HTML: &#x3C;string>
+      | \$\{[^{}]*\} | \$[A-Za-z_]\w* | \{\{.*\}\} | \{\w*\} | %\(\w+\)s | %s
       | (.)\1*                                 # ****, xxxx, ........
       | your[\w.-]* | [\w.-]*[_-]here          # your-password, INSERT_TOKEN_HERE
     """,
@@ -112,6 +113,32 @@ def looks_random(value: str) -> bool:
         and any(c.islower() for c in value)
         and any(c.isdigit() or c in "+/" for c in value)
     )
+
+
+_WORD = re.compile(r"[A-Z]{2,}(?![a-z])|[A-Z]?[a-z]+|[A-Z]|\d+")
+_VOWELS = frozenset("aeiouyAEIOUY")
+
+
+def words(name: str) -> list[str]:
+    """The words of an identifier: HTTPToken → HTTP Token, getToken2 → get Token 2."""
+    return _WORD.findall(name)
+
+
+def reads_like_words(name: str) -> bool:
+    """A name made of words (``password_hash``, ``getToken``, ``HTTPToken``, ``Screenshot2024``).
+
+    Why: a generated secret can hold a key word too (``TokenA8f7Gh2kLmQ9``,
+    ``PwDRzPajzdlWOltmP0``), and the key word alone once made it pass for code. Such a run
+    splits into stray letters, several digit runs or vowelless fragments; a name does not.
+    ``exfil`` asks the same of URL path segments and host labels (``U0VDUkVU`` is data).
+    """
+    parts = words(name)
+    letters = [w for w in parts if w.isalpha()]
+    digit_runs = len(parts) - len(letters)
+    stray = sum(len(w) == 1 for w in letters)
+    # camel fragments without a vowel (Xk, Rq, Pzw); snake words such as ctx_db_pwd are names
+    vowelless = sum(w.istitle() and len(w) > 1 and _VOWELS.isdisjoint(w) for w in letters)
+    return digit_runs <= 1 and stray <= 1 and not (vowelless >= 3 and vowelless * 2 > len(letters))
 
 
 def line_span(text: str, at: int) -> tuple[int, int]:

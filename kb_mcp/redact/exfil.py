@@ -12,7 +12,15 @@ import html
 import re
 from urllib.parse import unquote
 
-from kb_mcp.redact._rule import Gated, Rule, marker, splice
+from kb_mcp.redact._rule import (
+    Gated,
+    Rule,
+    line_span,
+    marker,
+    reads_like_words,
+    splice,
+    words,
+)
 
 KIND = "exfil_url"
 # Characters of a base64 / hex / url-safe payload, and how many a bare link's query and
@@ -45,10 +53,44 @@ def _payload(url: str) -> int:
     return len(_OPAQUE.findall(values))
 
 
+# Runs of base64 letters in the host and path: a run of 8+ characters mixing upper, lower
+# and digits that does not read as words is data (U0VDUkVU splits into U 0 VD Uk VU;
+# Screenshot2024 and iPhone12ProMax into words). Separators (. / - _ %20) end a run, so
+# 480px-Open_proxy_h2g2bob.svg stays; so does data cut into runs of 7 or in one case, and
+# lowercase hex or base32 (CDN hashes look the same): the price of keeping real images.
+_PIECE = re.compile(r"[A-Za-z0-9+=]+")
+_OPAQUE_PIECE = 8
+
+
+def _opaque(piece: str) -> bool:
+    if not (
+        len(piece) >= _OPAQUE_PIECE
+        and any(c.isupper() for c in piece)
+        and any(c.islower() for c in piece)
+        and any(c.isdigit() for c in piece)
+    ):
+        return False
+    letters = [w for w in words(piece) if w.isalpha()]
+    fragments = sum(len(w) <= 2 for w in letters)
+    return (fragments >= 3 and fragments * 2 >= len(letters)) or not reads_like_words(piece)
+
+
+def _data_in_path(url: str) -> bool:
+    """Host or path of a remote URL carrying an opaque run (base64 split by dots or slashes)."""
+    host = _REMOTE.match(url)
+    if host is None:
+        return False
+    path = url[host.end() :].partition("#")[0].partition("?")[0]
+    return any(_opaque(p) for p in _PIECE.findall(host.group(1) + "/" + unquote(path)))
+
+
 def fetched_leaks(url: str) -> bool:
-    """An auto-fetched resource URL that can carry data out: remote, with a query or payload."""
+    """An auto-fetched resource URL that can carry data out: remote, with a query or payload,
+    or with opaque data in its host or path."""
     url = _decoded(url)
-    return _remote(url) and ("?" in url.partition("#")[0] or _payload(url) >= _LINK_PAYLOAD_LIMIT)
+    return _remote(url) and (
+        "?" in url.partition("#")[0] or _payload(url) >= _LINK_PAYLOAD_LIMIT or _data_in_path(url)
+    )
 
 
 def link_leaks(url: str) -> bool:
@@ -104,15 +146,52 @@ def _destination(text: str, pos: int) -> tuple[int, int] | None:
     return (start, min(pos, len(text))) if pos > start else None
 
 
-def markdown_images(text: str, kinds: list[str]) -> str:
+# A link reference definition: up to 3 spaces, "[label]:", the destination (maybe on the
+# next line, maybe in <…>), an optional title. Starts at the literal "[" (the line start is
+# checked by hand), and is only looked for when an image refers to a label.
+_REFERENCE = re.compile(
+    r"\[(?P<label>[^\[\]\n]{1,999})\]:[ \t]*(?:\r?\n[ \t]*)?"
+    r"(?:<(?P<angle>[^<>\n]*)>|(?P<bare>[^\s<>]+))"
+)
+
+
+def _label(label: str) -> str:
+    """A reference label as CommonMark matches it: case-folded, inner spaces collapsed."""
+    return " ".join(label.split()).casefold()
+
+
+def _reference_edits(text: str, labels: set[str]) -> list[tuple[int, int, str]]:
+    """Definitions of the labels an image uses, whose URL a renderer would fetch and leak."""
     edits = []
+    for ref in _REFERENCE.finditer(text):
+        line_start = line_span(text, ref.start())[0]
+        indent = text[line_start : ref.start()]
+        if len(indent) > 3 or indent.strip(" ") or _label(ref["label"]) not in labels:
+            continue
+        group = "angle" if ref["angle"] is not None else "bare"
+        if fetched_leaks(ref[group]):
+            edits.append((*ref.span(group), marker(KIND)))
+    return edits
+
+
+def markdown_images(text: str, kinds: list[str]) -> str:
+    """Inline images (``![a](url)``) and the definitions reference images use (``![a][r]``,
+    ``![a][]``, ``![a]``) whose URL leaks when the image is shown."""
+    edits, labels = [], set()
     for match in _MD_IMAGE.finditer(text):
         close = _close_bracket(text, match.end())
-        if close < 0 or not text.startswith("(", close):
+        if close < 0:
+            continue
+        if not text.startswith("(", close):
+            end = text.find("]", close + 1) if text.startswith("[", close) else -1
+            label = text[close + 1 : end] if end > close + 1 else text[match.end() : close - 1]
+            labels.add(_label(label))
             continue
         span = _destination(text, close + 1)
         if span and fetched_leaks(text[span[0] : span[1]]):
             edits.append((*span, marker(KIND)))
+    if labels:
+        edits += _reference_edits(text, labels)
     kinds += [KIND] * len(edits)
     return splice(text, edits) if edits else text
 

@@ -224,3 +224,28 @@ def redact_aws_secret_beside_id(text: str, kinds: list[str]) -> str:
                 edits.append((secret.start(), secret.end(), marker("aws_secret_key")))
     kinds += ["aws_secret_key"] * len(edits)
     return splice(text, edits) if edits else text
+
+
+# --- password hashes: crypt(3) strings as in /etc/shadow, and Django's pbkdf2 ----------------
+# A hash is not the password, but a shadow line is cracked offline, so it goes too. Each
+# scheme has its own fixed shape (salt and hash lengths), which keeps "$1$2" (Perl, shell) and
+# "$5$ per unit" out. Starts at the literal "$"; the boundary is checked behind it.
+_CRYPT_B64 = "[./A-Za-z0-9]"
+_CRYPT = re.compile(
+    r"\$(?<![\w$]\$)(?:"
+    rf"1\${_CRYPT_B64}{{1,8}}\${_CRYPT_B64}{{22}}"
+    rf"|2[abxy]\$\d\d\${_CRYPT_B64}{{53}}"
+    rf"|[56]\$(?:rounds=\d{{1,9}}\$)?{_CRYPT_B64}{{1,16}}\${_CRYPT_B64}{{43,86}}"
+    rf"|(?:y|gy|7)\${_CRYPT_B64}{{1,64}}(?:\${_CRYPT_B64}{{0,86}})?\${_CRYPT_B64}{{43}}"
+    r"|argon2(?:id|i|d)\$(?:v=\d{1,3}\$)?m=\d{1,8},t=\d{1,4},p=\d{1,3}"
+    r"\$[A-Za-z0-9+/]{8,88}\$[A-Za-z0-9+/]{16,128}"
+    r")(?![./A-Za-z0-9+$])"
+)
+_PBKDF2 = re.compile(
+    r"pbkdf2_sha(?:1|256|512)\$\d{1,7}\$[A-Za-z0-9./+]{1,64}\$[A-Za-z0-9+/]{20,}={0,2}"
+    r"(?![A-Za-z0-9+/=])"
+)
+CRYPT_HASH = Rule(_CRYPT, lambda m: ("password_hash", marker("password_hash")))
+PBKDF2_HASH = Gated(
+    ("pbkdf2_",), Rule(_PBKDF2, lambda m: ("password_hash", marker("password_hash")))
+)

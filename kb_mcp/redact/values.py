@@ -13,7 +13,9 @@ from kb_mcp.redact._rule import (
     Rule,
     is_placeholder,
     line_span,
+    looks_random,
     marker,
+    reads_like_words,
     replace_group,
     splice,
 )
@@ -58,6 +60,58 @@ def _redact_cli_user(match: re.Match[str]) -> tuple[str, str] | None:
 
 CLI_USER = Rule(_CLI_USER, _redact_cli_user)
 
+# --- password flags: mysql -pSECRET, sshpass -p SECRET, redis-cli -a SECRET, --password X ----
+# A short flag means a password only after the command that reads it so (gcc -pthread and
+# ssh -p 2222 stay). mysql takes its password glued (-pX); "-p mydb" names a database.
+_FLAG_VALUE = (
+    r"""(?:'(?P<sq>[^'\n]{1,200})'|"(?P<dq>[^"\n]{1,200})"|(?P<bare>[^\s'"`;|&]{1,200}))"""
+)
+# Starts with a class of the commands' first letters, checked behind, so ``re`` skips in C.
+_PASSWORD_COMMAND = re.compile(
+    r"[mrs](?<![\w./-].)(?:(?P<mysql>(?<=m)(?:ysql(?:dump|admin|import|show|check|pump|sh)?"
+    r"|ariadb(?:-?dump|-?admin)?|ycli))|(?P<sshpass>(?<=s)shpass)|(?P<redis>(?<=r)edis-cli))"
+    r"(?![\w.-])[^\n;|&]{0,300}"
+)
+_COMMAND_FLAG = {
+    "mysql": re.compile(r"(?<=\s)-p" + _FLAG_VALUE),
+    "sshpass": re.compile(r"(?<=\s)-p[ \t]*" + _FLAG_VALUE),
+    "redis": re.compile(r"(?<=\s)-a[ \t]+" + _FLAG_VALUE),
+}
+# --password VALUE (spaced; "--password=X" is an assignment): the value must look made up
+# or be quoted, so "use --password to …" stays prose.
+_LONG_FLAG = re.compile(r"-(?<=\s-)-pass(?:wor)?d[ \t]+(?!-)" + _FLAG_VALUE)
+
+
+def _flag_edit(match: re.Match[str], offset: int, loose: bool) -> tuple[int, int, str] | None:
+    group = match.lastgroup or "bare"
+    value = match[group]
+    if is_placeholder(value) or "$(" in value or value.startswith("$"):
+        return None
+    if loose and group == "bare" and (len(value) < 6 or value.isalpha()):
+        return None
+    start, end = match.span(group)
+    return offset + start, offset + end, marker("password")
+
+
+def redact_password_flags(text: str, kinds: list[str]) -> str:
+    """Passwords given as command-line flags (see above)."""
+    edits = []
+    for command in _PASSWORD_COMMAND.finditer(text):
+        flag = _COMMAND_FLAG[command.lastgroup or "mysql"]
+        segment = command.group(0)
+        found = (_flag_edit(m, command.start(), False) for m in flag.finditer(segment))
+        edits += [edit for edit in found if edit]
+    if "--pass" in text:
+        found = (_flag_edit(m, 0, True) for m in _LONG_FLAG.finditer(text))
+        edits += [edit for edit in found if edit]
+    kinds += ["password"] * len(edits)
+    return splice(text, edits) if edits else text
+
+
+PASSWORD_FLAGS = Gated(
+    ("mysql", "mariadb", "mycli", "sshpass", "redis-cli", "--pass"), redact_password_flags
+)
+
 # --- key = value assignments -------------------------------------------------------------------
 # Key words match at the end of a longer key (DB_PASSWORD, dbPassword, client_secret) but not
 # before more identifier (password_hash, api_key_name, get_token, max_tokens). "pass" counts
@@ -66,7 +120,7 @@ CLI_USER = Rule(_CLI_USER, _redact_cli_user)
 # that ``re`` skips to those letters in C; the kind is read from the word afterwards.
 KEY_WORD = (
     r"[AaPpSsTt](?i:(?<=a)(?:ws[_-]?secret[_-]?access[_-]?key|pi[_-]?key|ccess[_-]?key"
-    r"|ccount[_-]?key)|(?<=p)(?:assw(?:or)?d|wd|rivate[_-]?key|ass(?<=[_.-]pass))"
+    r"|ccount[_-]?key)|(?<=p)(?:ass(?:w(?:or)?d|phrase)|wd|rivate[_-]?key|ass(?<=[_.-]pass))"
     r"|(?<=s)(?:ecret[_-]?access[_-]?key|ecret(?:[_-]?key)?)|(?<=t)oken)"
 )
 _KIND_OF_WORD = {
@@ -91,9 +145,13 @@ def word_kind(word: str) -> str:
     return _KIND_OF_WORD.get(letters, "secret")
 
 
-# A key word as a whole part of an identifier: api_key, tokenValue, DB_PASSWORD — not the
-# tail of hunter2secret.
-_KEY_PART = re.compile(r"(?:^|(?<=[_-])|(?<=[a-z0-9])(?=[A-Z]))" + KEY_WORD + r"(?=$|[_\-A-Z0-9])")
+# A key word as a whole part of an identifier: api_key, tokenValue, DB_PASSWORD, HTTPToken —
+# not the tail of hunter2secret.
+_KEY_PART = re.compile(
+    r"(?:^|(?<=[_-])|(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z]))"
+    + KEY_WORD
+    + r"(?=$|[_\-A-Z0-9])"
+)
 # Forms: key=v, key: v, "key": "v", key := v, key: str = "v", cfg["key"] = v, f"…", `…`.
 # "==" is a comparison and "::" a path separator, so neither separates a value.
 _ASSIGN = re.compile(
@@ -109,17 +167,25 @@ _DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
 _PATH = re.compile(r"(?:~|\.{1,2})?/|[A-Za-z]:\\")
 
 
+def _names_something(name: str) -> bool:
+    """A name made of words, and not one word plus digits (``Password2024``): the classic
+    made-up password."""
+    lone_word = re.fullmatch(r"[A-Za-z]+\d+", name) is not None
+    return reads_like_words(name) and not lone_word
+
+
 def _is_code(value: str) -> bool:
     """An unquoted value that names something instead of spelling it out.
 
     ``get_token()``, ``os.environ["X"]``, ``self.token``, ``api_key=api_key`` are code;
-    ``hunter2secret`` is not, although it ends in a key word.
+    ``hunter2secret`` is not, although it ends in a key word, and neither is
+    ``TokenA8f7Gh2kLmQ9`` (see ``reads_like_words``).
     """
-    return (
-        any(c in value for c in "()[]{}")
-        or _DOTTED_NAME.fullmatch(value) is not None
-        or (value.isidentifier() and _KEY_PART.search(value) is not None)
-    )
+    if any(c in value for c in "()[]{}"):
+        return True
+    if _DOTTED_NAME.fullmatch(value) is not None:
+        return all(_names_something(part) for part in value.split("."))
+    return value.isidentifier() and _KEY_PART.search(value) is not None and _names_something(value)
 
 
 def _redact_assignment(match: re.Match[str]) -> tuple[str, str] | None:
@@ -154,21 +220,30 @@ KUBECONFIG = Rule(
 # "the password is hunter2secret", "password for the db: S3cret!", "pwd is …". A prose value
 # must look made up (a digit or a symbol, 6+ characters) unless it is quoted: "the password is
 # stored hashed" and "Password: enter it below" stay.
+# A quoted value may hold spaces ('the passphrase was "correct horse battery staple"'). With
+# no "is" or ":" at all ("root passwd Hk8sLq2Mz9Xw") the value must look generated: 8+
+# characters mixing upper, lower and a digit.
 _PROSE_PASSWORD = re.compile(
     r"[Pp](?<![A-Za-z0-9_][Pp])(?i:ass(?:w(?:or)?d|phrase|code)|wd)s?"
     r"(?:[ \t]+(?i:for|of|to|on)(?:[ \t]+[\w.@/-]{1,40}){1,4}?)?"
-    r"(?:[ \t]+(?i:is|was)[ \t]+|[ \t]*:[ \t]*)"
-    r"(?:(?P<q>[\"'`])(?P<quoted>[^\s\"'`]{1,200})(?P=q)|(?P<bare>[^\s\"'`]{1,200}))"
+    r"(?:(?:[ \t]+(?i:is|was)[ \t]+|[ \t]*:[ \t]*)"
+    r"(?:(?P<q>[\"'`])(?P<quoted>[^\"'`\n]{1,200})(?P=q)|(?P<bare>[^\s\"'`]{1,200}))"
+    r"|[ \t]+(?P<loose>[^\s\"'`]{8,200}))"
 )
 _TRAILING = ".,;:!?)]}"
+# A loose value is one word of password characters: not markup (&#x3C;<span>), not a call.
+_LOOSE_VALUE = re.compile(r"[\w!@#$%^&*+=.~/-]+")
 
 
 def _redact_prose_password(match: re.Match[str]) -> tuple[str, str] | None:
-    group = "quoted" if match["quoted"] else "bare"
+    group = "quoted" if match["quoted"] else "loose" if match["loose"] else "bare"
     value = match[group]
-    if group == "bare":
+    if group != "quoted":
         value = value.rstrip(_TRAILING)
-        made_up = any(not c.isalpha() for c in value)
+        if group == "loose":
+            made_up = looks_random(value) and _LOOSE_VALUE.fullmatch(value) is not None
+        else:
+            made_up = any(not c.isalpha() for c in value)
         if len(value) < 6 or not made_up or _PATH.match(value) or _is_code(value):
             return None
     if is_placeholder(value):
@@ -179,7 +254,8 @@ def _redact_prose_password(match: re.Match[str]) -> tuple[str, str] | None:
     return "password", text[match.start() : start] + replacement
 
 
-PROSE_PASSWORD = Gated(("pass", "pwd"), Rule(_PROSE_PASSWORD, _redact_prose_password), lower=True)
+PROSE_PASSWORD_RULE = Rule(_PROSE_PASSWORD, _redact_prose_password)
+PROSE_PASSWORD = Gated(("pass", "pwd"), PROSE_PASSWORD_RULE, lower=True)
 
 # --- CSV columns named like a secret -----------------------------------------------------------
 # A header line of 2+ short labels, one of them ending in a key word (Password, Secret access

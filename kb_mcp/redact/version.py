@@ -21,7 +21,7 @@ Exfiltration rules (``exfil``) run on output only, so they are not part of it.
 
 from __future__ import annotations
 
-RULES_VERSION = 1
-RULES_FINGERPRINT = "766efeccd0c70ef2"
+RULES_VERSION = 2
+RULES_FINGERPRINT = "2d2c401f8b1f7643"
 # The modules whose code decides what ``redact`` takes out of stored text.
-RULE_MODULES = ("__init__", "_rule", "pem", "tokens", "values")
+RULE_MODULES = ("__init__", "_rule", "pem", "tokens", "values", "confusables")

@@ -19,6 +19,7 @@ from kb_mcp.cite import format_cite
 from kb_mcp.errors import InvalidInput, Unavailable
 from kb_mcp.index.fts import FtsIndex, head_text
 from kb_mcp.limits import TOP_K
+from kb_mcp.search import prior as path_prior
 from kb_mcp.search.adjust import Adjustment, Candidate, Rule, apply_rules
 from kb_mcp.search.calibration import UNCALIBRATED, VectorCalibration, calibration_for, has_cjk
 from kb_mcp.search.floor import coverage, floor_reason
@@ -277,6 +278,24 @@ class Ranking:
         return first
 
 
+def prior_rule(query: str) -> Rule:
+    """The path prior (``search/prior.py``: docs and code above tests, fixtures, vendored
+    and generated files and changelogs, unless the question asks for them) as a factor
+    rule on the fused score."""
+    requested = path_prior.requested_classes(query)
+    wanted = path_prior.wanted_classes(query)
+
+    def by_path(candidate: Candidate) -> Adjustment | None:
+        found = path_prior.path_adjustment(candidate.path, requested, wanted)
+        if found is None:
+            return None
+        what = path_prior.REASONS[found.path_class]
+        reason = f"promoted: {what}, asked for" if found.factor > 1 else f"demoted: {what}"
+        return Adjustment(reason, found.factor)
+
+    return by_path
+
+
 def _rank(
     db: Database,
     legs: dict[str, list[LegHit]],
@@ -296,7 +315,7 @@ def _rank(
     as_of = as_of_date(query)
     order = apply_rules(
         (_candidate(f, found[f.chunk_id], superseders) for f in fused.values()),
-        (demotion_rule(as_of), *rules),
+        (demotion_rule(as_of), prior_rule(query), *rules),
     )
     keyword = legs.get("keyword")
     return Ranking(reorder(order, as_of), fused, found, keyword[0].chunk_id if keyword else None)
