@@ -232,6 +232,8 @@ def run_questions_bench(
     try:
         with Library(settings) as lib:
             register_corpus(lib, corpus, progress)
+            if mode != "keyword":  # vectors first, as `kb-mcp add` waits for them
+                lib.embed_pending(progress=progress)
             answers = ask(lib, questions, corpus, mode)
             documents = lib.overview().documents
     finally:

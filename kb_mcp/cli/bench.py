@@ -45,7 +45,9 @@ def cmd_bench_retrieval(args: argparse.Namespace) -> int:
 def cmd_bench_questions(args: argparse.Namespace) -> int:
     """Score agent questions over a real folder corpus (file-level hit@1, hit@3, MRR)."""
     from kb_mcp.bench.questions import report_table, run_questions_bench, write_json
+    from kb_mcp.settings import load
 
+    overrides = {"embedder": args.embedder, "embed_model": args.embed_model}
     bar = ProgressBar("ingest")
     try:
         report = run_questions_bench(
@@ -55,6 +57,7 @@ def cmd_bench_questions(args: argparse.Namespace) -> int:
             mode=args.mode,
             home=Path(args.home).expanduser() if args.home else None,
             progress=bar,
+            settings=load(home=args.home, overrides=overrides),
         )
     finally:
         bar.close()
@@ -96,7 +99,7 @@ def add_bench_parser(sub: argparse._SubParsersAction, common, embedder_flags) ->
     p.add_argument("--json", metavar="OUT", help="also write the report as JSON to OUT")
     embedder_flags(p)
     p.set_defaults(func=cmd_bench_retrieval)
-    _add_questions_parser(bench_sub, common)
+    _add_questions_parser(bench_sub, common, embedder_flags)
     p = bench_sub.add_parser(
         "perf", help=cmd_bench_perf.__doc__, description=cmd_bench_perf.__doc__
     )
@@ -109,7 +112,7 @@ def add_bench_parser(sub: argparse._SubParsersAction, common, embedder_flags) ->
     p.set_defaults(func=cmd_bench_perf)
 
 
-def _add_questions_parser(bench_sub: argparse._SubParsersAction, common) -> None:
+def _add_questions_parser(bench_sub: argparse._SubParsersAction, common, embedder_flags) -> None:
     from kb_mcp.bench.questions import REAL_CORPUS_SET, SPLITS
 
     p = bench_sub.add_parser(
@@ -126,6 +129,7 @@ def _add_questions_parser(bench_sub: argparse._SubParsersAction, common) -> None
         required=True,
         help="folder whose top-level folders are the sources the gold paths start with",
     )
+    embedder_flags(p)
     p.add_argument("--split", default="all", choices=list(SPLITS))
     p.add_argument("--mode", default="auto", choices=["auto", "keyword", "vector", "hybrid"])
     p.add_argument("--json", metavar="OUT", help="also write the report as JSON to OUT")
