@@ -37,6 +37,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import PurePosixPath
 
 # Multiplicative factors on the score the engine orders documents by (today the keyword
@@ -115,6 +116,7 @@ _CHANGELOG_LOWER = re.compile(
 )
 
 
+@lru_cache(maxsize=65_536)  # pure, and asked for each of ~100 candidates per search
 def classify_path(path: str | None) -> str:
     """The path class of a file (see the module docstring); ``doc`` for a uri or nothing."""
     if not path or "://" in path:
