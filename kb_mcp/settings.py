@@ -136,11 +136,11 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "embedder",
-        "none",
+        "local",
         "Which embedder builds the vectors of hybrid search: `local` (in-process, "
-        "offline), `ollama` (an Ollama server), `none` (keyword and grep only; "
-        "nothing is embedded and no model is loaded). `none` by default until the "
-        "local model embeds fast enough on a laptop's cores (issue 8 is open).",
+        "offline, the bundled all-MiniLM-L6-v2 int8 model; the default, so search is "
+        "hybrid out of the box), `ollama` (an Ollama server), `none` (keyword and grep "
+        "only; nothing is embedded and no model is loaded).",
         choices=EMBEDDERS,
     ),
     Setting(
@@ -206,7 +206,7 @@ class Settings:
     folders: tuple[str, ...] = field(default_factory=tuple)
     sync_interval_s: int = 300
     max_files_per_source: int = 20_000
-    embedder: str = "none"
+    embedder: str = "local"
     embed_model: str = ""
     ollama_host: str = OLLAMA_DEFAULT_HOST
     # Where each value came from (name → "config.toml", "$KB_MCP_EMBEDDER", "flag", …);

@@ -49,12 +49,17 @@ def home(tmp_path: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def child_env() -> dict[str, str]:
-    """This process's environment minus every ``KB_MCP_*`` variable.
+    """This process's environment minus every ``KB_MCP_*`` variable, plus
+    ``KB_MCP_EMBEDDER=none``.
 
     A developer's ``KB_MCP_ALLOW_AGENT_WRITES=1`` or ``KB_MCP_HOME`` must not change
-    what a test's subprocess does.
+    what a test's subprocess does. The default embedder (``local``) would load a model
+    and embed every test library in the background; tests about vectors ask for an
+    embedder explicitly (``--embedder`` or their own ``KB_MCP_EMBEDDER``).
     """
-    return {k: v for k, v in os.environ.items() if not k.startswith("KB_MCP_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KB_MCP_")}
+    env["KB_MCP_EMBEDDER"] = "none"
+    return env
 
 
 @pytest.fixture
@@ -68,7 +73,8 @@ def spawn_mcp(child_env: dict[str, str]) -> ClientFactory:
     """Factory: ``async with spawn_mcp(home, log_file=..., allow_agent_writes=...) as client``.
 
     Spawns ``python -m kb_mcp serve --home <home>`` (``entry`` replaces ``-m kb_mcp``,
-    e.g. with a wrapper script that ends by calling ``kb_mcp.cli.main.main``). Each
+    e.g. with a wrapper script that ends by calling ``kb_mcp.cli.main.main``; ``env``
+    replaces ``child_env``). Each
     ``async with`` is one server process, ended when the block exits. Use ``mcp_client``
     in a test; this is for fixtures of wider scope.
     """
@@ -80,6 +86,7 @@ def spawn_mcp(child_env: dict[str, str]) -> ClientFactory:
         log_file: Path,
         allow_agent_writes: bool = False,
         entry: Sequence[str] = ("-m", "kb_mcp"),
+        env: dict[str, str] | None = None,
     ) -> AsyncIterator[Client]:
         # Imported here: FastMCP is slow to import and most test modules never need it.
         from fastmcp import Client
@@ -91,7 +98,7 @@ def spawn_mcp(child_env: dict[str, str]) -> ClientFactory:
         transport = StdioTransport(
             command=sys.executable,
             args=args,
-            env=child_env,
+            env=child_env if env is None else env,
             keep_alive=False,
             log_file=log_file,
         )

@@ -22,15 +22,22 @@ from kb_mcp.errors import InvalidInput
 from kb_mcp.settings import CONFIG_FILE_NAME, EMBEDDERS, OLLAMA_DEFAULT_HOST, Settings, load
 
 
+def without_embedder_variable(env: dict[str, str]) -> dict[str, str]:
+    """``child_env`` sets ``KB_MCP_EMBEDDER=none``; these tests need config.toml or the
+    default to decide."""
+    return {k: v for k, v in env.items() if k != "KB_MCP_EMBEDDER"}
+
+
 def config(home: Path, text: str) -> None:
     home.mkdir(parents=True, exist_ok=True)
     (home / CONFIG_FILE_NAME).write_text(text, encoding="utf-8")
 
 
-def test_embed_config_defaults_to_none_until_local_is_fast_enough(tmp_path: Path) -> None:
+def test_embed_config_defaults_to_the_local_model(tmp_path: Path) -> None:
+    """Hybrid search out of the box: nothing to configure, no server, no download."""
     loaded = load(home=tmp_path, environ={})
     assert (loaded.embedder, loaded.embed_model, loaded.ollama_host) == (
-        "none",
+        "local",
         "",
         OLLAMA_DEFAULT_HOST,
     )
@@ -140,7 +147,7 @@ def test_embed_config_doctor_fails_when_a_chosen_embedder_cannot_run(
     config(home, 'embedder = "ollama"\nollama_host = "http://127.0.0.1:9"\n')
     done = subprocess.run(
         [sys.executable, "-m", "kb_mcp", "doctor", "--json", "--home", str(home)],
-        env=child_env,
+        env=without_embedder_variable(child_env),
         capture_output=True,
         text=True,
         timeout=60,
@@ -231,12 +238,13 @@ def test_embed_config_sync_with_an_unavailable_embedder_still_succeeds(
 
 @pytest.mark.anyio
 async def test_embed_config_server_with_an_unavailable_embedder_answers_keyword_at_once(
-    mcp_client, home: Path, server_log: Path
+    mcp_client, home: Path, server_log: Path, child_env: dict[str, str]
 ) -> None:
     """The background embedder starts after the handshake, fails (nothing listens at
     the Ollama host), and keyword search and ``list`` answer all the same."""
     config(home, 'embedder = "ollama"\nollama_host = "http://127.0.0.1:9"\n')
-    async with mcp_client(allow_agent_writes=True) as client:
+    env = without_embedder_variable(child_env)
+    async with mcp_client(allow_agent_writes=True, env=env) as client:
         added = await client.call_tool(
             "add_document",
             {"title": "Kestrels", "content": "The kestrel hovers.", "source_uri": "n://k"},
@@ -253,7 +261,7 @@ async def test_embed_config_server_with_an_unavailable_embedder_answers_keyword_
 
 
 def test_embed_config_add_with_ollama_waits_until_every_passage_has_a_vector(
-    kb_cli, tmp_path: Path, home: Path
+    tmp_path: Path, home: Path, child_env: dict[str, str]
 ) -> None:
     """End to end through the CLI: ``kb-mcp add --embedder ollama`` against the loopback
     server that speaks Ollama's /api/embed (kb/ollama's tests/ollama_server.py); skipped
@@ -264,6 +272,12 @@ def test_embed_config_add_with_ollama_waits_until_every_passage_has_a_vector(
     folder.mkdir()
     for i in range(5):
         (folder / f"n{i}.md").write_text(f"# Note {i}\n\nthe heron number {i} waits.\n")
+    env = without_embedder_variable(child_env)
+
+    def kb_cli(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "kb_mcp", *args, "--home", str(home)]
+        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+
     with ollama_server.serve_ollama() as server:
         config(home, f'embedder = "ollama"\nollama_host = "{server.url}"\n')
         done = kb_cli("add", str(folder), "--yes")
@@ -272,3 +286,32 @@ def test_embed_config_add_with_ollama_waits_until_every_passage_has_a_vector(
         listed = json.loads(kb_cli("list", "--json").stdout)
     [notes] = listed["sources"]
     assert (notes["embedded"], notes["embed_pending"]) == (5, 0)
+
+
+def test_fresh_install_searches_hybrid_with_no_embedder_configured(
+    tmp_path: Path, child_env: dict[str, str]
+) -> None:
+    """The README's path on a fresh machine: `kb-mcp add` a folder with no ``--embedder``
+    and no ``KB_MCP_EMBEDDER``; it embeds before returning, and search is hybrid."""
+    env = without_embedder_variable(child_env)
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "deploy.md").write_text(
+        "# Rolling back a deployment\n\nRedeploy the previous image tag to undo a release.\n",
+        encoding="utf-8",
+    )
+    (folder / "lunch.md").write_text("# Lunch\n\nThe canteen serves soup on Fridays.\n")
+    home = tmp_path / "home"
+
+    def kb(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "kb_mcp", *args, "--home", str(home)]
+        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+
+    added = kb("add", str(folder), "--yes")
+    assert added.returncode == 0, added.stderr
+    found = kb("search", "how do I undo the last release", "--json")
+    assert found.returncode == 0, found.stderr
+    answer = json.loads(found.stdout)
+    assert answer["mode"] == "hybrid", answer
+    assert answer["results"][0]["path"].endswith("deploy.md")
+    assert "vector" in answer["results"][0]["legs"]
