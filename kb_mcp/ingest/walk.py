@@ -435,7 +435,8 @@ def path_skip_reason(
 
     The file watcher asks this of every changed path, so an edit under ``node_modules/``,
     a dot-folder or a ``.kbignore`` pattern wakes no sync. ``is_dir`` is None for a path
-    that is gone (it may have been either): it counts only if neither rule skips it.
+    that is gone: it is judged as a file, or as a folder when its name has no suffix and
+    no reader (a folder called ``v1.2`` moved away waits for the interval sync).
     Symlinks, generated-folder markers and sizes stay the walk's to judge.
     """
     parts = rel.split("/")
@@ -449,8 +450,9 @@ def path_skip_reason(
     as_file = file_skip_reason(name, rel, rules) or (
         None if accept(Path(name)) else SkipReason.UNSUPPORTED
     )
-    if is_dir is None:
-        return as_dir and as_file
+    if is_dir is None:  # gone: a folder only if its name has no suffix ("notes", not "a.png")
+        maybe_dir = "." not in name.lstrip(".") and as_file == SkipReason.UNSUPPORTED
+        return as_dir if maybe_dir else as_file
     return as_dir if is_dir else as_file
 
 
