@@ -48,6 +48,8 @@ class StartupFigures:
     initialize_cpu_s: float
     first_search_cpu_s: float
     resync_s: float | None = None
+    resync_cpu_s: float | None = None
+    server_rss_mb: float | None = None
     edit_s: float | None = None
     add_s: float | None = None
     delete_s: float | None = None
@@ -142,6 +144,15 @@ class StdioClient:
             return 0.0
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
+    def rss_mb(self) -> float:
+        """The server's resident memory now, in MB (Linux ``/proc``; 0.0 elsewhere)."""
+        try:
+            status = Path(f"/proc/{self.proc.pid}/status").read_text()
+        except OSError:
+            return 0.0
+        kb = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS"))
+        return kb / 1024
+
     def close(self) -> None:
         self.proc.stdin.close()
         try:
@@ -180,19 +191,20 @@ def measure_spawn(home: Path, query: str) -> tuple[float, float, float, float]:
         client.close()
 
 
-def measure_resync(home: Path, runs: int = RUNS) -> float:
-    """Median seconds of a no-change sync of every folder source."""
+def measure_resync(home: Path, runs: int = RUNS) -> tuple[float, float]:
+    """Median seconds of a no-change sync of every folder source, wall and CPU."""
     from kb_mcp.library import Library
     from kb_mcp.settings import load
 
     with Library(load(home=home, overrides={"embedder": "none"})) as library:
         library.sync()
-        times = []
+        walls, cpus = [], []
         for _ in range(runs):
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.process_time()
             library.sync()
-            times.append(time.perf_counter() - started)
-    return statistics.median(times)
+            walls.append(time.perf_counter() - started)
+            cpus.append(time.process_time() - cpu)
+    return statistics.median(walls), statistics.median(cpus)
 
 
 def wait_until_found(client: StdioClient, query: str, word: str, present: bool) -> float:
@@ -205,8 +217,11 @@ def wait_until_found(client: StdioClient, query: str, word: str, present: bool) 
     raise TimeoutError(f"{word!r} still {'missing' if present else 'found'} after the timeout")
 
 
-def measure_freshness(home: Path, folder: Path, runs: int = RUNS) -> tuple[float, float, float]:
-    """Median seconds from saving a file to search seeing it: edited, added, deleted."""
+def measure_freshness(
+    home: Path, folder: Path, runs: int = RUNS
+) -> tuple[float, float, float, float]:
+    """Median seconds from saving a file to search seeing it (edited, added, deleted), and
+    the server's RSS in MB at the end."""
     client = StdioClient(home)
     edits, adds, deletes = [], [], []
     try:
@@ -225,9 +240,10 @@ def measure_freshness(home: Path, folder: Path, runs: int = RUNS) -> tuple[float
             added.unlink()
             deletes.append(wait_until_found(client, new_word, new_word, False))
         target.write_text(original, encoding="utf-8")
+        rss = client.rss_mb()
     finally:
         client.close()
-    return statistics.median(edits), statistics.median(adds), statistics.median(deletes)
+    return statistics.median(edits), statistics.median(adds), statistics.median(deletes), rss
 
 
 def prepare_library(home: Path, eval_data: Path, files: int) -> Path:
@@ -252,7 +268,7 @@ def run_startup_bench(
     folder = prepare_library(home, eval_data, files)
     spawns = [measure_spawn(home, "protein expression in cancer cells") for _ in range(runs)]
     resync = measure_resync(home, runs)
-    fresh = measure_freshness(home, folder, runs) if freshness else (None, None, None)
+    fresh = measure_freshness(home, folder, runs) if freshness else (None,) * 4
     return StartupFigures(
         files=sum(1 for p in folder.rglob("*") if p.is_file()),
         runs=runs,
@@ -260,7 +276,9 @@ def run_startup_bench(
         first_search_s=statistics.median(s[1] for s in spawns),
         initialize_cpu_s=statistics.median(s[2] for s in spawns),
         first_search_cpu_s=statistics.median(s[3] for s in spawns),
-        resync_s=resync,
+        resync_s=resync[0],
+        resync_cpu_s=resync[1],
+        server_rss_mb=fresh[3],
         edit_s=fresh[0],
         add_s=fresh[1],
         delete_s=fresh[2],
@@ -281,7 +299,10 @@ def startup_table(figures: StartupFigures) -> str:
         f"library: {figures.files:,} files; medians of {figures.runs} runs",
         f"  server CPU: {figures.initialize_cpu_s:.3f} s to initialize, "
         f"{figures.first_search_cpu_s:.3f} s to the first search result",
+        f"  no-change re-sync CPU: {figures.resync_cpu_s:.3f} s",
     ]
+    if figures.server_rss_mb is not None:
+        lines.append(f"  server RSS after the freshness runs: {figures.server_rss_mb:.0f} MB")
     for name, value, target in rows:
         shown = "not measured" if value is None else f"{value:.3f} s"
         lines.append(f"  {name:<24} {shown:>12}   (target ≤ {target} s)")
