@@ -136,14 +136,19 @@ class FolderWatcher:
             debounce=DEBOUNCE_MS,
             step=STEP_MS,
             stop_event=self._stop,
-            rust_timeout=0,
+            # Each wait ends after a step with nothing seen, and yields an empty set: the
+            # first one proves the watches are in place (``ready``), which the generator
+            # would not say otherwise. The Rust loop wakes every step anyway to look at
+            # the stop flag, so this adds no wakeups.
+            rust_timeout=STEP_MS,
+            yield_on_timeout=True,
             raise_interrupt=False,
             force_polling=polling,
             poll_delay_ms=POLL_DELAY_MS,
             ignore_permission_denied=True,
         )
-        self.ready.set()  # watchfiles sets its watches up before its first wait
         for batch in changes:
+            self.ready.set()
             names = self.sources_changed(path for _kind, path in batch)
             if names:
                 self._on_change(names)
