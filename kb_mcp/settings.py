@@ -59,6 +59,9 @@ def _parse_folders(raw: str) -> tuple[str, ...]:
 # The embedding providers a user can choose; ``kb_mcp/embed/registry.py`` dispatches on
 # exactly these names (``embed.base.PROVIDERS`` is the same tuple, checked by a test).
 EMBEDDERS = ("local", "ollama", "none")
+# How the server watches folder sources; ``ingest/watch.WATCH_MODES`` is the same tuple
+# (repeated so loading settings imports no ingest module; a test keeps them equal).
+WATCH_MODES = ("auto", "poll", "off")
 OLLAMA_DEFAULT_HOST = "http://localhost:11434"
 
 
@@ -126,6 +129,15 @@ SETTINGS: tuple[Setting, ...] = (
         "while the server runs (0 = only at start).",
         int,
         limits.SYNC_INTERVAL_S,
+    ),
+    Setting(
+        "watch",
+        "auto",
+        "How the server notices file changes in folder sources between syncs: `auto` "
+        "(the OS's file notifications, polling where they fail, e.g. at the inotify "
+        "watch limit), `poll` (every 0.5 s; for network file systems, which send no "
+        "notifications), `off` (only the interval sync).",
+        choices=WATCH_MODES,
     ),
     Setting(
         "max_files_per_source",
@@ -205,6 +217,7 @@ class Settings:
     grep_max_matches: int = 200
     folders: tuple[str, ...] = field(default_factory=tuple)
     sync_interval_s: int = 300
+    watch: str = "auto"
     max_files_per_source: int = 20_000
     embedder: str = "local"
     embed_model: str = ""

@@ -22,13 +22,16 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kb_mcp.bench import metrics
 from kb_mcp.errors import InvalidInput, NotFound
-from kb_mcp.library import Library
-from kb_mcp.search.engine import Hit
 from kb_mcp.settings import Settings
+
+if TYPE_CHECKING:  # the CLI reads this module's constants while building its parser,
+    # for every command, `serve` included: the library loads only when the bench runs
+    from kb_mcp.library import Library
+    from kb_mcp.search.engine import Hit
 
 Progress = Callable[[int, int, str], None]
 REAL_CORPUS_SET = Path(__file__).parent / "realcorpus" / "questions.jsonl"
@@ -230,6 +233,8 @@ def run_questions_bench(
     library_home = (home or temp).resolve()
     settings = (settings or Settings(home=library_home)).with_overrides(home=library_home)
     try:
+        from kb_mcp.library import Library
+
         with Library(settings) as lib:
             register_corpus(lib, corpus, progress)
             if mode != "keyword":  # vectors first, as `kb-mcp add` waits for them

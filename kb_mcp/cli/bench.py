@@ -80,6 +80,34 @@ def cmd_bench_perf(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench_startup(args: argparse.Namespace) -> int:
+    """Start-up (initialize, first search), no-change re-sync and save-to-search times."""
+    from kb_mcp.bench.startup import DEFAULT_EVAL_DATA, run_startup_bench, startup_table
+
+    home = Path(args.home).expanduser() if args.home else Path("kb-mcp-bench-startup/home")
+    figures = run_startup_bench(
+        home.resolve(),
+        Path(args.eval_data or DEFAULT_EVAL_DATA),
+        args.files,
+        args.runs,
+        freshness=not args.no_freshness,
+    )
+    print(startup_table(figures))
+    return 0
+
+
+def _add_startup_parser(bench_sub: argparse._SubParsersAction, common) -> None:
+    p = bench_sub.add_parser(
+        "startup", help=cmd_bench_startup.__doc__, description=cmd_bench_startup.__doc__
+    )
+    common(p)
+    p.add_argument("--files", type=int, default=10_000, help="library size (default 10000)")
+    p.add_argument("--runs", type=int, default=5, help="runs per figure (default 5)")
+    p.add_argument("--eval-data", help="folder holding scifact/ and cosqa/ (BEIR layout)")
+    p.add_argument("--no-freshness", action="store_true", help="skip the watcher figures")
+    p.set_defaults(func=cmd_bench_startup)
+
+
 def add_bench_parser(sub: argparse._SubParsersAction, common, embedder_flags) -> None:
     bench = sub.add_parser(
         "bench",
@@ -113,6 +141,7 @@ def add_bench_parser(sub: argparse._SubParsersAction, common, embedder_flags) ->
     )
     p.add_argument("--keep", action="store_true", help="keep the generated corpora")
     p.set_defaults(func=cmd_bench_perf)
+    _add_startup_parser(bench_sub, common)
 
 
 def _add_questions_parser(bench_sub: argparse._SubParsersAction, common, embedder_flags) -> None:

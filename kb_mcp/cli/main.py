@@ -92,19 +92,31 @@ def _emit(
 
 def cmd_serve(args: argparse.Namespace, wire_fd: int | None = None) -> int:
     """Serve MCP over stdio (this is what an agent's config runs)."""
-    import anyio
+    from kb_mcp.server import prelude
 
-    from kb_mcp.server.stdio import protect_stdout, serve_stdio
-    from kb_mcp.server.tools import build_server
-
-    wire = wire_fd if wire_fd is not None else protect_stdout()
+    wire = wire_fd if wire_fd is not None else prelude.protect_stdout()
     settings = _load_settings(args, allow_agent_writes=args.allow_agent_writes or None)
-    mcp, holder = build_server(settings)
+    # The MCP stack imports while the prelude answers initialize (server/prelude.py).
+    stack = prelude.StackLoader(lambda: _build_stack(settings)).start()
+    stdin = prelude.protect_stdin()
+    early = prelude.answer_initialize(stdin, wire)
+    run, mcp, holder = stack.result()
     try:
-        anyio.run(serve_stdio, mcp, wire)
+        run(mcp, wire, stdin, early)
     finally:
         holder.close()
     return 0
+
+
+def _build_stack(settings: Settings) -> tuple[Callable[..., None], Any, Any]:
+    """Import FastMCP and build the server (in the prelude's thread); the runner with it."""
+    import anyio
+
+    from kb_mcp.server.stdio import serve_stdio
+    from kb_mcp.server.tools import build_server
+
+    mcp, holder = build_server(settings)
+    return (lambda *a: anyio.run(serve_stdio, *a)), mcp, holder
 
 
 def cmd_add_text(args: argparse.Namespace) -> int:
@@ -350,7 +362,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     wire = None
     if _command_of(argv) == "serve":
         # First thing, before any import can write to fd 1: see server/stdio.py.
-        from kb_mcp.server.stdio import protect_stdout
+        from kb_mcp.server.prelude import protect_stdout
 
         wire = protect_stdout()
     args = build_parser().parse_args(argv)

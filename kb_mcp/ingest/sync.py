@@ -13,6 +13,7 @@ folders that could not be listed are still present and are left alone.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import multiprocessing
 import os
@@ -381,6 +382,51 @@ def _reader_pool(files_to_read: int) -> Iterator[ProcessPoolExecutor | None]:
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection while a walk builds its ~10k small objects.
+
+    They hold no cycles, but each collection scans every live object (the server holds
+    the MCP stack's): on a 10k-file folder the walk took 0.24 s of CPU with it and 0.17 s
+    without (``kb_mcp.bench.startup``, no-change re-sync). A caller that disabled the
+    collector keeps it disabled.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _count_unchanged(
+    files: tuple[FoundFile, ...],
+    known: dict[str, rows.LocationState],
+    report: SyncReport,
+    progress: Progress | None,
+) -> list[FoundFile]:
+    """Count the files whose size and mtime are as recorded; return the others, in order.
+
+    A counted file is not opened, written or batched: a no-change re-sync of 10k files
+    spent a third of its time passing each through the write loop one by one.
+    """
+    stale = []
+    for found in files:
+        previous = known.get(found.rel)
+        if not stat_unchanged(found, previous):
+            stale.append(found)
+            continue
+        # A file that failed stays failed (and is not retried) until it changes.
+        if previous.state == "failed":
+            report.failed += 1
+        else:
+            report.unchanged += 1
+        if progress:
+            progress(report.failed + report.unchanged, len(files), found.rel)
+    return stale
+
+
 def sync_folder(
     db: Database,
     source: FolderSource,
@@ -394,17 +440,18 @@ def sync_folder(
     started = time.monotonic()
     report = SyncReport(source.name)
     root = Path(source.root)
-    walk = walk_folder(
-        root, accept=readers.is_supported, ignore_globs=source.ignore, max_files=max_files
-    )
-    report.over_cap, report.skipped = walk.over_cap, dict(walk.skipped)
-    known = rows.source_locations(db.conn, source_id)
+    with _gc_paused():
+        walk = walk_folder(
+            root, accept=readers.is_supported, ignore_globs=source.ignore, max_files=max_files
+        )
+        report.over_cap, report.skipped = walk.over_cap, dict(walk.skipped)
+        known = rows.source_locations(db.conn, source_id)
+        stale = _count_unchanged(walk.files, known, report, progress)
     root = root.resolve()
-    changed = sum(not stat_unchanged(f, known.get(f.rel)) for f in walk.files)
-    done = 0
+    done = len(walk.files) - len(stale)
     stopped = exhausted = False
-    with _reader_pool(changed) as pool:
-        items = _read_ahead(root, walk.files, known, pool)
+    with _reader_pool(len(stale)) as pool:
+        items = _read_ahead(root, tuple(stale), known, pool)
         while not (stopped or exhausted):
             # Files are committed in small batches: one transaction per file would spend
             # most of the time committing, one per sync would hold the write lock for
@@ -424,6 +471,9 @@ def sync_folder(
                     if done % BATCH_FILES == 0 or time.monotonic() > batch_end:
                         exhausted = False
                         break
+    # A stop asked for before the end (the loop may have had no file to check it at)
+    # leaves vanished files alone: the walk may not be the whole truth of a stopped sync.
+    stopped = stopped or bool(should_stop and should_stop())
     if not stopped:
         found_paths = {f.rel for f in walk.files}
         for path in _vanished(known, found_paths, set(walk.beyond_cap), walk.unreadable_dirs):

@@ -1,11 +1,14 @@
 """Background work while the server runs: folder sync, and embedding.
 
-The server answers ``initialize`` first: this thread waits a moment after start-up, then
-syncs every folder source, and again every ``sync_interval_s`` seconds. It works through
-its own database connection, so searches keep running while it writes (WAL), and files
-commit in small batches, so stopping mid-sync loses at most one batch. A source that
-another process (a `kb-mcp sync`, a second server) is syncing right now is skipped until
-the next round rather than read twice.
+The server answers ``initialize`` first: the sync thread waits a moment after start-up,
+then syncs every folder source, and again every ``sync_interval_s`` seconds. Between
+those, a ``FolderWatcher`` (``ingest/watch.py``) names the sources in which a file was
+saved, added or deleted, and just those are synced at once, so an edit reaches search in
+about a second (issue 10). It works through its own database connection, so searches
+keep running while it writes (WAL), and files commit in small batches, so stopping
+mid-sync loses at most one batch. A source that another process (a `kb-mcp sync`, a
+second server) is syncing right now is skipped and tried again ``RETRY_S`` later rather
+than read twice.
 """
 
 from __future__ import annotations
@@ -16,19 +19,44 @@ import time
 from collections.abc import Callable
 
 from kb_mcp.errors import KbError
+from kb_mcp.ingest.sources import FolderSource
+from kb_mcp.ingest.sync import SyncReport
+from kb_mcp.ingest.watch import FolderWatcher, Watch
 from kb_mcp.library import Library
 from kb_mcp.redact import redact_output
 
 log = logging.getLogger("kb_mcp.server")
 START_DELAY_S = 0.5  # let the handshake and the first calls go first
+RETRY_S = 1.0  # a source another process was syncing is tried again this much later
+WATCH_READY_S = 5.0  # most the first sync waits for the watches to be set up
 
 
 class BackgroundSync:
-    def __init__(self, get_library: Callable[[], Library], interval_s: float) -> None:
+    """Full syncs at start and every ``interval_s``; syncs of changed sources in between."""
+
+    def __init__(
+        self,
+        get_library: Callable[[], Library],
+        interval_s: float,
+        *,
+        watch_mode: str = "auto",
+        watch: Watch | None = None,
+    ) -> None:
         self._get_library = get_library
         self._interval_s = interval_s
+        self._watch_mode = watch_mode
+        self._watch = watch
         self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._lock = threading.Lock()
+        self._changed: set[str] = set()
+        self._watcher: FolderWatcher | None = None
+        self._watched: tuple[FolderSource, ...] = ()
         self._thread = threading.Thread(target=self._run, name="kb-mcp-sync", daemon=True)
+
+    @property
+    def watcher(self) -> FolderWatcher | None:
+        return self._watcher
 
     def start(self) -> None:
         self._thread.start()
@@ -36,35 +64,92 @@ class BackgroundSync:
     def stop(self, timeout: float = 5.0) -> None:
         """Ask the loop to stop (between files) and wait for it a little."""
         self._stop.set()
+        self._wake.set()
+        if self._watcher is not None:
+            self._watcher.stop(timeout)
         if self._thread.is_alive():
             self._thread.join(timeout)
+
+    def changed(self, names: set[str]) -> None:
+        """Called by the watcher: these sources have changes to sync."""
+        with self._lock:
+            self._changed |= names
+        self._wake.set()
 
     def _run(self) -> None:
         if self._stop.wait(START_DELAY_S):
             return
-        while True:
-            self._sync_once()
-            if self._interval_s <= 0 or self._stop.wait(self._interval_s):
-                return
+        next_full = time.monotonic()
+        while not self._stop.is_set():
+            if time.monotonic() >= next_full:
+                # Watching starts before the walk, so a file saved while it runs is seen.
+                self._refresh_watcher()
+                self._sync_once(None)
+                if self._interval_s <= 0:
+                    next_full = float("inf")
+                else:
+                    next_full = time.monotonic() + self._interval_s
+            else:
+                with self._lock:
+                    names, self._changed = self._changed, set()
+                if names:
+                    self._sync_once(names)
+            with self._lock:
+                pending = bool(self._changed)
+            if not pending:
+                left = next_full - time.monotonic()
+                self._wake.wait(None if left == float("inf") else max(0.0, left))
+                self._wake.clear()
 
-    def _sync_once(self) -> None:
+    def _refresh_watcher(self) -> None:
+        """(Re)start the watcher when the folder sources changed (``kb-mcp add`` / remove)."""
+        try:
+            folders = tuple(self._get_library().folder_sources())
+        except Exception:
+            log.exception("cannot list folder sources to watch")
+            return
+        if self._watcher is not None and folders == self._watched:
+            return
+        if self._watcher is not None:
+            self._watcher.stop()
+        self._watched = folders
+        self._watcher = FolderWatcher(
+            folders, self.changed, mode=self._watch_mode, watch=self._watch
+        ).start()
+        self._watcher.ready.wait(WATCH_READY_S)
+
+    def _sync_once(self, names: set[str] | None) -> None:
+        """Sync every folder source (``names`` None) or the ones named."""
         try:
             library = self._get_library()
             if not library.folder_sources():
                 return
-            for report in library.sync(should_stop=self._stop.is_set, wait=False):
-                log.info(
-                    "synced %s: %d added, %d updated, %d removed, %d failed",
-                    report.source,
-                    report.added,
-                    report.updated,
-                    report.removed,
-                    report.failed,
-                )
+            if names is None:
+                self._log(library.sync(should_stop=self._stop.is_set, wait=False))
+                return
+            for name in sorted(names):
+                reports = library.sync(name, should_stop=self._stop.is_set, wait=False)
+                if not reports and not self._stop.is_set():  # another process holds it
+                    retry = threading.Timer(RETRY_S, self.changed, ({name},))
+                    retry.daemon = True
+                    retry.start()
+                self._log(reports)
         except KbError as exc:  # expected (a lock held too long, a folder gone): one line
             log.warning("background sync stopped: %s", redact_output(exc.message).text)
         except Exception:  # a failed sync must never take the server down
             log.exception("background sync failed")
+
+    @staticmethod
+    def _log(reports: list[SyncReport]) -> None:
+        for report in reports:
+            log.info(
+                "synced %s: %d added, %d updated, %d removed, %d failed",
+                report.source,
+                report.added,
+                report.updated,
+                report.removed,
+                report.failed,
+            )
 
 
 class BackgroundEmbedder:

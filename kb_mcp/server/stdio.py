@@ -1,7 +1,8 @@
 """The stdio transport: a protected stdout, and a reader that answers every bad line.
 
-The JSON-RPC stream must be the only thing on the wire. ``protect_stdout`` runs as the
-first lines of ``kb-mcp serve``: it snapshots fd 1 (``os.dup``) and points fd 1 at
+The JSON-RPC stream must be the only thing on the wire. ``protect_stdout`` (in
+``server/prelude.py``, which imports nothing heavy) runs as the first lines of
+``kb-mcp serve``: it snapshots fd 1 (``os.dup``) and points fd 1 at
 stderr. From then on a stray ``print``, a logging handler bound to stdout, or a C
 extension writing straight to fd 1 lands on stderr, and JSON-RPC goes out only through
 the snapshot (``Wire``). fd 0 is snapshotted the same way and pointed at /dev/null, so a
@@ -16,11 +17,9 @@ one line on stderr (the only trace of a bad notification, which must not be answ
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
-import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +34,7 @@ from pydantic_core import PydanticSerializationError
 from kb_mcp import render
 from kb_mcp.redact import redact_output
 from kb_mcp.server.jsonrpc import Rejected, id_in_head, read_message
+from kb_mcp.server.prelude import EarlyStart, protect_stdin
 
 log = logging.getLogger("kb_mcp.server")
 
@@ -46,23 +46,6 @@ MAX_LINE_BYTES = 32 * 1024 * 1024
 READ_CHUNK_BYTES = 1024 * 1024
 HEAD_BYTES = 64 * 1024  # kept of an over-long line, to find its "id"
 PARSE_IN_THREAD_BYTES = 256 * 1024  # parsing a bigger line would stall the event loop
-
-
-def protect_stdout() -> int:
-    """Snapshot fd 1 for the protocol, point fd 1 at stderr; return the snapshot fd."""
-    sys.stdout.flush()
-    wire = os.dup(1)
-    os.dup2(2, 1)
-    return wire
-
-
-def protect_stdin() -> int:
-    """Snapshot fd 0 (close-on-exec) for the protocol, point fd 0 at /dev/null."""
-    snapshot = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
-    return snapshot
 
 
 class Wire:
@@ -127,14 +110,20 @@ class OverLong:
     size: int
 
 
-async def read_lines(fd: int, max_bytes: int = MAX_LINE_BYTES) -> AsyncIterator[bytes | OverLong]:
-    """The lines of ``fd`` (without their newline); an over-long one once, as ``OverLong``."""
+async def read_lines(
+    fd: int, max_bytes: int = MAX_LINE_BYTES, pending: bytes = b""
+) -> AsyncIterator[bytes | OverLong]:
+    """The lines of ``pending`` then of ``fd`` (without their newline); an over-long one
+    once, as ``OverLong``. ``pending`` is what the prelude read before the server ran."""
     buffer = bytearray()
     skipping = False
     while True:
-        chunk = await anyio.to_thread.run_sync(
-            os.read, fd, READ_CHUNK_BYTES, abandon_on_cancel=True
-        )
+        if pending:
+            chunk, pending = pending, b""
+        else:
+            chunk = await anyio.to_thread.run_sync(
+                os.read, fd, READ_CHUNK_BYTES, abandon_on_cancel=True
+            )
         if not chunk:
             if buffer and not skipping:
                 yield bytes(buffer)
@@ -161,11 +150,14 @@ def _over_long(buffer: bytearray) -> OverLong:
 
 
 async def pump_requests(
-    fd: int, to_server: MemoryObjectSendStream[SessionMessage | Exception], wire: Wire
+    fd: int,
+    to_server: MemoryObjectSendStream[SessionMessage | Exception],
+    wire: Wire,
+    pending: bytes = b"",
 ) -> None:
     """Forward good messages to the server; answer (or log) each bad one; close at EOF."""
     async with to_server:
-        async for line in read_lines(fd):
+        async for line in read_lines(fd, pending=pending):
             if isinstance(line, OverLong):
                 found: JSONRPCMessage | Rejected | None = _too_long(line)
                 size = line.size
@@ -205,12 +197,27 @@ async def _reject(wire: Wire, rejected: Rejected, size: int) -> None:
 
 
 async def pump_responses(
-    from_server: MemoryObjectReceiveStream[SessionMessage], wire: Wire
+    from_server: MemoryObjectReceiveStream[SessionMessage],
+    wire: Wire,
+    early: EarlyStart | None = None,
 ) -> None:
-    """Everything the server sends, onto the wire, until the server closes its stream."""
+    """Everything the server sends, onto the wire, until the server closes its stream.
+
+    When the prelude already answered ``initialize`` (``early``), the server's own reply
+    to that request is the one message not sent: the client has it.
+    """
+    drop = early is not None and early.answered
     async with from_server:
         async for session_message in from_server:
+            if drop and _is_reply_to(session_message.message, early.answered_id):
+                drop = False
+                continue
             await wire.send(session_message.message)
+
+
+def _is_reply_to(message: JSONRPCMessage, request_id: str | int | None) -> bool:
+    root = getattr(message, "root", message)
+    return hasattr(root, "result") and getattr(root, "id", None) == request_id
 
 
 class LifecycleMiddleware:
@@ -241,7 +248,9 @@ class LifecycleMiddleware:
         return result
 
 
-async def serve_stdio(mcp: object, wire_fd: int, stdin_fd: int | None = None) -> None:
+async def serve_stdio(
+    mcp: object, wire_fd: int, stdin_fd: int | None = None, early: EarlyStart | None = None
+) -> None:
     """Run a FastMCP server over the stdin snapshot and the protected stdout snapshot.
 
     FastMCP's ``run_stdio_async`` would claim whatever fd 1 is now (stderr) and read
@@ -257,8 +266,9 @@ async def serve_stdio(mcp: object, wire_fd: int, stdin_fd: int | None = None) ->
     server_out, from_server = anyio.create_memory_object_stream[SessionMessage](0)
     async with mcp._lifespan_manager(), anyio.create_task_group() as responses:  # type: ignore[attr-defined]
         # The server closes server_out when it ends; the pump then drains and returns.
-        responses.start_soon(pump_responses, from_server, wire)
+        responses.start_soon(pump_responses, from_server, wire, early)
+        pending = early.pending if early is not None else b""
         async with anyio.create_task_group() as requests:
-            requests.start_soon(pump_requests, stdin_fd, to_server, wire)
+            requests.start_soon(pump_requests, stdin_fd, to_server, wire, pending)
             await low_level.run(server_in, server_out, low_level.create_initialization_options())
             requests.cancel_scope.cancel()

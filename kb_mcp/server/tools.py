@@ -28,16 +28,10 @@ from kb_mcp.server import budget
 from kb_mcp.server.arguments import ArgumentErrors
 from kb_mcp.server.audit import AuditMiddleware
 from kb_mcp.server.background import BackgroundEmbedder, BackgroundSync
+from kb_mcp.server.prelude import INSTRUCTIONS, SERVER_NAME
 from kb_mcp.settings import Settings
 
 log = logging.getLogger("kb_mcp.server")
-
-INSTRUCTIONS = """\
-kb-mcp is the user's local knowledge base: their notes, docs and code, plus documents
-agents added. Use `search` first for questions in words; `grep` for exact strings,
-identifiers or regexes; `read` to open a passage a result cites (pass its `cite`);
-`list` to see the sources and browse documents; `add_document` to save text you read
-and want to keep (only when the user allowed agent writes). Cite passages as `cite`."""
 
 SEARCH_DESCRIPTION = """\
 Search the knowledge base for passages that answer a question: ranked keyword search
@@ -131,7 +125,7 @@ def build_server(settings: Settings) -> tuple[FastMCP, LibraryHolder]:
 
     @asynccontextmanager
     async def lifespan(_server: FastMCP) -> AsyncIterator[dict[str, Any]]:
-        syncer = BackgroundSync(holder.get, settings.sync_interval_s)
+        syncer = BackgroundSync(holder.get, settings.sync_interval_s, watch_mode=settings.watch)
         embedder = BackgroundEmbedder(holder.get)
         syncer.start()
         embedder.start()
@@ -141,7 +135,7 @@ def build_server(settings: Settings) -> tuple[FastMCP, LibraryHolder]:
             await anyio.to_thread.run_sync(syncer.stop)
             await anyio.to_thread.run_sync(embedder.stop)
 
-    mcp = FastMCP("kb-mcp", instructions=INSTRUCTIONS, lifespan=lifespan, version=__version__)
+    mcp = FastMCP(SERVER_NAME, instructions=INSTRUCTIONS, lifespan=lifespan, version=__version__)
     mcp.add_middleware(AuditMiddleware(settings.home))
     mcp.add_middleware(ArgumentErrors(mcp))  # inside the audit: it records the rewritten error
     read_only = {"readOnlyHint": True, "openWorldHint": False}
