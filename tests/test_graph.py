@@ -242,3 +242,43 @@ def test_entities_view_lists_mentions_as_cites_and_neighbours(joined: Library) -
     assert neighbours["searchcluster"] == 1
     assert joined.read(atlas.cites[0]).text
     assert json.dumps([n.weight for n in atlas.neighbours])
+
+
+def test_cli_entities_and_search_legs(tmp_path: Path, kb_cli) -> None:
+    """issue 9: ``kb-mcp entities QUERY --json`` and ``kb-mcp search --legs`` through the
+    real command; a bad leg is exit code 2 with the leg named, nothing changed."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "service.md").write_text(SERVICE, encoding="utf-8")
+    (folder / "team.md").write_text(TEAM, encoding="utf-8")
+    assert kb_cli("add", str(folder), "--yes").returncode == 0
+    listed = kb_cli("entities", "Team Atlas", "--json")
+    assert listed.returncode == 0, listed.stderr
+    (first, *_) = json.loads(listed.stdout)
+    assert first["name"] == "Team Atlas" and first["mentions"] == 2
+    assert {n["key"] for n in first["neighbours"]} >= {"searchcluster", "#atlasoncall"}
+    text = kb_cli("entities", "atlas")
+    assert "Team Atlas  (name, 2 mention(s)" in text.stdout and "neighbours:" in text.stdout
+    found = kb_cli("search", QUESTION, "--legs", "graph", "--json")
+    assert found.returncode == 0, found.stderr
+    assert [r["path"] for r in json.loads(found.stdout)["results"]][:2] == [
+        "service.md",
+        "team.md",
+    ]
+    bad = kb_cli("search", QUESTION, "--legs", "keyword,graf")
+    assert bad.returncode == 2 and "unknown search leg 'graf'" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
+@pytest.mark.anyio
+async def test_mcp_search_legs_argument_runs_the_graph_leg(mcp_client, tmp_path: Path) -> None:
+    """issue 9: the MCP search tool takes ``legs`` like the CLI; the graph finds the join."""
+    async with mcp_client(allow_agent_writes=True) as client:
+        for uri, text in (("kb://service", SERVICE), ("kb://team", TEAM)):
+            await client.call_tool(
+                "add_document", {"title": uri[5:], "content": text, "source_uri": uri}
+            )
+        result = await client.call_tool("search", {"query": QUESTION, "legs": ["graph"]})
+        hits = result.structured_content["results"]
+        assert [h["path"] for h in hits] == ["kb://service", "kb://team"]
+        assert all(h["legs"] == ["graph"] for h in hits)
