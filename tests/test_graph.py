@@ -68,25 +68,27 @@ def test_graph_leg_answers_a_two_document_join_keyword_cannot(joined: Library) -
     keyword = joined.search(QUESTION, legs=["keyword"])
     assert "team.md" not in _paths(keyword)
     graph = joined.search(QUESTION, legs=["graph"])
-    assert _paths(graph)[:2] == ["service.md", "team.md"]
+    assert _paths(graph) == ["team.md", "service.md"]  # the join first: it is the news
     fused = joined.search(QUESTION, legs=["keyword", "graph"])
     team = next(h for h in fused.hits if h.path == "team.md")
     assert team.legs == ("graph",) and team.leg_scores["graph"] > 0
     assert "billing.md" not in _paths(graph)
 
 
-def test_search_auto_runs_the_graph_leg_and_names_it(joined: Library) -> None:
-    """issue 9 Graph leg: it joins the fusion by default; results say the graph found them."""
-    result = joined.search(QUESTION)
+def test_search_keyword_and_graph_legs_name_the_leg_that_found_each(joined: Library) -> None:
+    """issue 9 Graph leg: fused with keyword; results say the graph found them."""
+    result = joined.search(QUESTION, legs=["keyword", "graph"])
     assert result.mode == "keyword"
     legs = {hit.path: hit.legs for hit in result.hits}
     assert "graph" in legs["service.md"] and legs["team.md"] == ("graph",)
 
 
-def test_search_keyword_mode_runs_no_graph_leg(joined: Library) -> None:
-    """issue 9: ``--mode keyword`` stays keyword only; the graph is asked for by legs."""
-    result = joined.search(QUESTION, mode="keyword")
-    assert all(hit.legs == ("keyword",) for hit in result.hits)
+@pytest.mark.parametrize("mode", ["auto", "keyword"])
+def test_search_modes_run_no_graph_leg_unless_named(joined: Library, mode: str) -> None:
+    """issue 9: the graph leg is asked for by legs; no mode runs it by default yet
+    (golden2 dev, see ``engine.GRAPH_MODES``)."""
+    result = joined.search(QUESTION, mode=mode)
+    assert all("graph" not in hit.legs for hit in result.hits)
 
 
 @pytest.mark.parametrize(
@@ -207,10 +209,10 @@ def test_extract_bounds_hostile_chunks() -> None:
     """issue 9: huge identifiers are no entity, a 10k-entity chunk keeps the capped
     number, and it stays fast."""
     huge = "x" * 5_000 + "Id"
-    assert extract(f"the `{huge}` and {huge}_tail") == []
+    assert extract(f"the `{huge}` and {huge}_tail").mentions == []
     many = " ".join(f"Service{i}Handler" for i in range(10_000))
     started = time.perf_counter()
-    found = extract(many)
+    found = extract(many).mentions
     assert len(found) == MAX_MENTIONS
     assert time.perf_counter() - started < 2.0
     assert all(len(m.surface) <= MAX_SURFACE for m in found)
@@ -223,7 +225,7 @@ def test_extract_finds_the_kinds_the_issue_lists() -> None:
         "#atlas-oncall. Run `kb-mcp search` and call make_index() on the BlobStore, "
         "configured by `search.timeout_ms` in config.toml.\n"
     )
-    kinds = {m.surface: m.kind for m in extract(text, ["Operations guide"])}
+    kinds = {m.surface: m.kind for m in extract(text, ["Operations guide"]).mentions}
     assert kinds["Team Atlas"] == "name"
     assert kinds["OPS-1042"] == kinds["ADR-0012"] == kinds["#123"] == "id"
     assert kinds["v2.3.1"] == "version" and kinds["@alice-ops"] == "handle"
@@ -261,10 +263,7 @@ def test_cli_entities_and_search_legs(tmp_path: Path, kb_cli) -> None:
     assert "Team Atlas  (name, 2 mention(s)" in text.stdout and "neighbours:" in text.stdout
     found = kb_cli("search", QUESTION, "--legs", "graph", "--json")
     assert found.returncode == 0, found.stderr
-    assert [r["path"] for r in json.loads(found.stdout)["results"]][:2] == [
-        "service.md",
-        "team.md",
-    ]
+    assert [r["path"] for r in json.loads(found.stdout)["results"]] == ["team.md", "service.md"]
     bad = kb_cli("search", QUESTION, "--legs", "keyword,graf")
     assert bad.returncode == 2 and "unknown search leg 'graf'" in bad.stderr
     assert "Traceback" not in bad.stderr
@@ -280,5 +279,5 @@ async def test_mcp_search_legs_argument_runs_the_graph_leg(mcp_client, tmp_path:
             )
         result = await client.call_tool("search", {"query": QUESTION, "legs": ["graph"]})
         hits = result.structured_content["results"]
-        assert [h["path"] for h in hits] == ["kb://service", "kb://team"]
+        assert [h["path"] for h in hits] == ["kb://team", "kb://service"]
         assert all(h["legs"] == ["graph"] for h in hits)

@@ -23,19 +23,27 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from bisect import bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kb_mcp.graph.resolve import entity_key
 
 # Bumped whenever what is extracted changes: the stored graph is then rebuilt.
-EXTRACTOR_VERSION = "heuristic 1"
+EXTRACTOR_VERSION = "heuristic 4"
 MAX_SURFACE = 80
 MAX_MENTIONS = 48
 MAX_CANDIDATES = 1_000
-# Entities of a chunk linked pairwise by co-mention: the heaviest ones only, so a chunk
-# adds at most 45 relation rows (10 choose 2) however many names it holds.
-PAIR_ENTITIES = 10
+# Co-mention is counted where a statement is made, not across a whole chunk: within one
+# unit (a paragraph, a list item, a table row), and between a chunk's headings and what
+# its body names. A chunk holding a table of eleven systems and four owning teams would
+# otherwise link every system to every team (the golden2 systems register). The
+# heaviest ``PAIR_ENTITIES`` of a unit are paired, and a chunk adds at most
+# ``MAX_PAIRS`` relation rows.
+PAIR_ENTITIES = 8
+HEADING_PAIRS = 16  # body entities each heading entity is paired with, heaviest first
+MAX_PAIRS = 64
+MAX_HEADING_WORDS = 4  # a longer heading is a sentence ("Your first day"), not a name
 
 # Kinds, strongest first: when two spellings of one key disagree, the stronger kind names
 # the entity (a backticked `BlobStore` is code even where prose writes "Blob Store").
@@ -71,8 +79,14 @@ _DEFINITION = re.compile(
     r"[ \t]+([A-Za-z_][A-Za-z0-9_]*)",
     re.MULTILINE,
 )
-_PROPER = re.compile(r"\b[A-Z][a-z0-9]+(?:[ \t]+[A-Z][a-z0-9]+)+\b")
-_CAPITALISED = re.compile(r"\b[A-Z][a-z]{2,}\b")
+_UPPER = "A-ZÀ-ÖØ-Þ"
+_LOWER = "a-zß-öø-ÿ"
+_PROPER = re.compile(f"\\b[{_UPPER}][{_LOWER}0-9]+(?:[ \\t]+[{_UPPER}][{_LOWER}0-9]+)+\\b")
+_CAPITALISED = re.compile(f"\\b[{_UPPER}][{_LOWER}]{{2,}}\\b")
+# kebab-case names: services, packages, CLI tools and flags as prose writes them
+# (tap-gateway, board-renderer, sso-broker), with at least one letter per part.
+_KEBAB = re.compile(r"\b[a-z][a-z0-9]*(?:-[a-z][a-z0-9]*)+\b")
+_UNIT_BREAK = re.compile(r"\n[ \t]*\n|\n(?=[ \t]*(?:[-*+|>]|\d+[.)])[ \t])")
 _ACRONYM = re.compile(r"\b[A-Z][A-Z0-9]{1,9}\b(?!-\d)")
 # Capitalised words that open a phrase without naming anything ("The Search Cluster").
 _OPENERS = frozenset(
@@ -94,16 +108,27 @@ class Mention:
     weight: float
 
 
-class _Tally:
-    """Occurrences per key, the first spelling and strongest kind, and heading keys."""
+@dataclass(frozen=True, slots=True)
+class Extraction:
+    """What one chunk says: its mentions (heaviest first) and co-mention pairs (ordered)."""
 
-    def __init__(self) -> None:
+    mentions: list[Mention]
+    pairs: list[tuple[str, str]]
+
+
+class _Tally:
+    """Occurrences per key, the strongest kind and its spelling, heading keys, and the
+    keys of each unit (paragraph, list item, table row)."""
+
+    def __init__(self, unit_starts: Sequence[int] = (0,)) -> None:
         self.count: dict[str, int] = {}
         self.surface: dict[str, str] = {}
         self.kind: dict[str, str] = {}
         self.heading: set[str] = set()
+        self.starts = unit_starts
+        self.units: list[set[str]] = [set() for _ in unit_starts]
 
-    def add(self, surface: str, kind: str, *, heading: bool = False) -> None:
+    def add(self, surface: str, kind: str, at: int = 0, *, heading: bool = False) -> None:
         surface = surface.strip().rstrip(".")
         if len(surface) < 2 or len(surface) > MAX_SURFACE:
             return
@@ -116,12 +141,14 @@ class _Tally:
             self.count[key] = 0
             self.surface[key] = surface
             self.kind[key] = kind
-        elif KINDS.index(kind) < KINDS.index(self.kind[key]):
+        elif (KINDS.index(kind), surface) < (KINDS.index(self.kind[key]), self.surface[key]):
             self.kind[key] = kind
             self.surface[key] = surface
         self.count[key] += 1
         if heading:
             self.heading.add(key)
+        else:
+            self.units[bisect_right(self.starts, at) - 1].add(key)
 
     def mentions(self) -> list[Mention]:
         found = [
@@ -140,6 +167,28 @@ class _Tally:
         found.sort(key=lambda m: (-m.weight, m.key))
         return found[:MAX_MENTIONS]
 
+    def pairs(self, kept: list[Mention]) -> list[tuple[str, str]]:
+        """Co-mention pairs among the kept mentions: within each unit, and heading ×
+        body. Deterministic, so re-extracting a chunk takes back exactly its pairs."""
+        rank = {m.key: i for i, m in enumerate(kept)}
+        found: set[tuple[str, str]] = set()
+        for unit in self.units:
+            top = sorted((k for k in unit if k in rank), key=rank.__getitem__)[:PAIR_ENTITIES]
+            found.update(_ordered(a, b) for a in top for b in top if a < b)
+        headings = sorted((k for k in self.heading if k in rank), key=rank.__getitem__)
+        body = sorted(
+            {k for unit in self.units for k in unit if k in rank} - self.heading,
+            key=rank.__getitem__,
+        )[:HEADING_PAIRS]
+        found.update(_ordered(h, b) for h in headings for b in body)
+        found.update(_ordered(a, b) for a in headings for b in headings if a < b)
+        ordered = sorted(found, key=lambda p: (rank[p[0]] + rank[p[1]], p))
+        return sorted(ordered[:MAX_PAIRS])
+
+
+def _ordered(a: str, b: str) -> tuple[str, str]:
+    return (a, b) if a < b else (b, a)
+
 
 def _sentence_start(text: str, index: int) -> bool:
     """Whether the word at ``index`` opens a sentence, a line or a list item."""
@@ -151,80 +200,81 @@ def _sentence_start(text: str, index: int) -> bool:
 
 def _names(tally: _Tally, text: str) -> None:
     """Multi-word proper nouns, then capitalised words inside sentences."""
-    taken: list[tuple[int, int]] = []
+    taken: set[int] = set()
     for match in _PROPER.finditer(text):
         words = match.group().split()
-        start = match.start()
         if words[0] in _OPENERS:
-            start += len(words[0])
             words = words[1:]
         if len(words) >= 2:
-            tally.add(" ".join(words), "name")
-            taken.append((match.start(), match.end()))
+            tally.add(" ".join(words), "name", match.start())
+            taken.update(range(match.start(), match.end()))
         elif words and not _sentence_start(text, match.start()):
-            tally.add(words[0], "name")
+            tally.add(words[0], "name", match.start())
     for match in _CAPITALISED.finditer(text):
-        if any(a <= match.start() < b for a, b in taken):
-            continue
         word = match.group()
-        if word not in _OPENERS and not _sentence_start(text, match.start()):
-            tally.add(word, "name")
+        if match.start() in taken or word in _OPENERS:
+            continue
+        if not _sentence_start(text, match.start()):
+            tally.add(word, "name", match.start())
 
 
-def _cjk_terms(tally: _Tally, text: str, *, heading: bool = False) -> None:
-    for run in _CJK_RUN.findall(text):
-        tally.add(run, "cjk", heading=heading)
+def _all(tally: _Tally, pattern: re.Pattern[str], text: str, kind: str, group: int = 0) -> None:
+    for match in pattern.finditer(text):
+        tally.add(match.group(group), kind, match.start())
 
 
-def _code(tally: _Tally, text: str) -> None:
-    for match in _BACKTICK.finditer(text):
-        tally.add(match.group(1), "code")
-    for pattern in (_SNAKE, _CAMEL, _DOTTED):
-        for surface in pattern.findall(text):
-            if not surface[0].isdigit():
-                tally.add(surface, "code")
-    for name in _DEFINITION.findall(text):
-        tally.add(name, "code")
+def _source_code(tally: _Tally, text: str) -> None:
+    """A chunk of a source file: what it defines, dotted names (imports, attributes),
+    ids and versions in its comments. Every identifier a function body uses is not an
+    entity of the library: they cost two thirds of ingest on the real corpus and name
+    nothing a person looks up (``self``, ``value``, ``result``)."""
+    for pattern, kind in ((_TICKET, "id"), (_VERSION, "version"), (_DOTTED, "code")):
+        _all(tally, pattern, text, kind)
+    _all(tally, _DEFINITION, text, "code", 1)
+    _all(tally, _BACKTICK, text, "code", 1)
 
 
-def _ids(tally: _Tally, text: str) -> None:
-    for surface in _TICKET.findall(text):
-        tally.add(surface, "id")
-    for surface in _ISSUE.findall(text):
-        tally.add(surface, "id")
-    for surface in _VERSION.findall(text):
-        tally.add(surface, "version")
-    for surface in _HANDLE.findall(text):
-        tally.add(surface, "handle")
-    for surface in _TAG.findall(text):
-        tally.add(surface, "tag")
-    for surface in _ACRONYM.findall(text):
+def _body(tally: _Tally, text: str) -> None:
+    """Every pattern once over the whole chunk; each match lands in its unit."""
+    for pattern, kind in (
+        (_TICKET, "id"),
+        (_ISSUE, "id"),
+        (_VERSION, "version"),
+        (_HANDLE, "handle"),
+        (_TAG, "tag"),
+        (_SNAKE, "code"),
+        (_CAMEL, "code"),
+        (_DOTTED, "code"),
+        (_KEBAB, "code"),
+    ):
+        _all(tally, pattern, text, kind)
+    _all(tally, _BACKTICK, text, "code", 1)
+    _all(tally, _DEFINITION, text, "code", 1)
+    for match in _ACRONYM.finditer(text):
+        surface = match.group()
         if surface not in _SHOUTED and not surface.isdigit():
-            tally.add(surface, "acronym")
+            tally.add(surface, "acronym", match.start())
+    _names(tally, text)
+    for match in _BOLD.finditer(text):
+        tally.add(match.group(1), "term", match.start())
+        _cjk_terms(tally, match.group(1), match.start())
+    for match in _CJK_QUOTED.finditer(text):
+        _cjk_terms(tally, match.group(1), match.start())
 
 
-def extract(text: str, heading_path: Sequence[str] = ()) -> list[Mention]:
-    """The entities one chunk mentions, heaviest first, at most ``MAX_MENTIONS``."""
-    tally = _Tally()
+def _cjk_terms(tally: _Tally, text: str, at: int = 0, *, heading: bool = False) -> None:
+    for run in _CJK_RUN.findall(text):
+        tally.add(run, "cjk", at, heading=heading)
+
+
+def extract(text: str, heading_path: Sequence[str] = (), *, code: bool = False) -> Extraction:
+    """The entities one chunk mentions (heaviest first, at most ``MAX_MENTIONS``) and
+    the pairs of them it states together; ``code`` for a chunk of a source file."""
+    tally = _Tally([0] + [m.end() for m in _UNIT_BREAK.finditer(text)])
     for heading in heading_path:
-        if heading and len(heading) <= 60 and len(heading.split()) <= 6:
+        if heading and len(heading) <= 60 and len(heading.split()) <= MAX_HEADING_WORDS:
             tally.add(heading, "term", heading=True)
         _cjk_terms(tally, heading, heading=True)
-    _ids(tally, text)
-    _code(tally, text)
-    _names(tally, text)
-    for bold in _BOLD.findall(text):
-        tally.add(bold, "term")
-        _cjk_terms(tally, bold)
-    for quoted in _CJK_QUOTED.findall(text):
-        _cjk_terms(tally, quoted)
-    return tally.mentions()
-
-
-def paired(mentions: Iterable[tuple[str, float]]) -> list[tuple[str, str]]:
-    """The co-mention pairs of a chunk's ``(key, weight)`` mentions: the heaviest
-    ``PAIR_ENTITIES`` pairwise, each pair ordered. The same mentions always give the same
-    pairs, so removing a chunk takes away exactly what adding it put in."""
-    top = sorted(mentions, key=lambda m: (-m[1], m[0]))[:PAIR_ENTITIES]
-    keys = sorted(k for k, _w in top)
-    return [(a, b) for i, a in enumerate(keys) for b in keys[i + 1 :]]
+    (_source_code if code else _body)(tally, text)
+    kept = tally.mentions()
+    return Extraction(kept, tally.pairs(kept))

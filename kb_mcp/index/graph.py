@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import json
 import threading
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import apsw
 
-from kb_mcp.graph.extract import EXTRACTOR_VERSION, KINDS, Mention, extract, paired
+from kb_mcp.graph.extract import EXTRACTOR_VERSION, KINDS, Extraction, Mention, extract
 from kb_mcp.store.db import Database
 
 ALIASES_KEPT = 16
@@ -47,22 +48,20 @@ def _strongest(a: tuple[str, str], b: tuple[str, str]) -> tuple[str, str]:
     return min(a, b, key=lambda ks: (KINDS.index(ks[0]), ks[1]))
 
 
-def _merge_aliases(stored: Sequence[str], new: str) -> list[str]:
-    return sorted({*stored, new})[:ALIASES_KEPT]
-
-
-def _upsert_entity(conn: apsw.Connection, mention: Mention) -> int:
-    """The entity of ``mention.key`` (created when new), its count raised by one."""
+def _upsert_entity(conn: apsw.Connection, key: str, seen: Sequence[Mention]) -> int:
+    """The entity of ``key`` (created when new), its count raised by its mentions in
+    ``seen``, its name, kind and aliases merged with theirs."""
+    first = min(seen, key=lambda m: (KINDS.index(m.kind), m.surface))
     row = conn.execute(
-        "INSERT INTO entities(norm, name, kind, aliases, mentions) VALUES (?, ?, ?, ?, 1) "
-        "ON CONFLICT(norm) DO UPDATE SET mentions = mentions + 1 "
+        "INSERT INTO entities(norm, name, kind, aliases, mentions) VALUES (?, ?, ?, '[]', ?) "
+        "ON CONFLICT(norm) DO UPDATE SET mentions = mentions + excluded.mentions "
         "RETURNING id, name, kind, aliases",
-        (mention.key, mention.surface, mention.kind, json.dumps([mention.surface])),
+        (key, first.surface, first.kind, len(seen)),
     ).fetchone()
     entity_id, name, kind, aliases_json = row
-    kind2, name2 = _strongest((kind, name), (mention.kind, mention.surface))
+    kind2, name2 = _strongest((kind, name), (first.kind, first.surface))
     aliases = json.loads(aliases_json)
-    merged = _merge_aliases(aliases, mention.surface)
+    merged = sorted({*aliases, *(m.surface for m in seen)})[:ALIASES_KEPT]
     if (kind2, name2) != (kind, name) or merged != aliases:
         conn.execute(
             "UPDATE entities SET name = ?, kind = ?, aliases = ? WHERE id = ?",
@@ -71,38 +70,53 @@ def _upsert_entity(conn: apsw.Connection, mention: Mention) -> int:
     return entity_id
 
 
-def _bump_relations(conn: apsw.Connection, pairs: Iterable[tuple[int, int]], by: int) -> None:
-    ordered = [(min(a, b), max(a, b)) for a, b in pairs]
-    if by > 0:
+def _bump_relations(conn: apsw.Connection, counted: Counter[tuple[int, int]], sign: int) -> None:
+    ordered = [(min(a, b), max(a, b), n) for (a, b), n in counted.items()]
+    if sign > 0:
         conn.executemany(
-            "INSERT INTO entity_relations(a, b, label, weight) VALUES (?, ?, '', 1) "
-            "ON CONFLICT(a, b, label) DO UPDATE SET weight = weight + 1",
+            "INSERT INTO entity_relations(a, b, label, weight) VALUES (?, ?, '', ?) "
+            "ON CONFLICT(a, b, label) DO UPDATE SET weight = weight + excluded.weight",
             ordered,
         )
     else:
         conn.executemany(
-            "UPDATE entity_relations SET weight = weight - 1 WHERE a = ? AND b = ? AND label = ''",
-            ordered,
+            "UPDATE entity_relations SET weight = weight - ? WHERE a = ? AND b = ? AND label = ''",
+            ((n, a, b) for a, b, n in ordered),
         )
 
 
-def add_chunk(conn: apsw.Connection, chunk_id: int, mentions: Sequence[Mention]) -> None:
-    """Record one chunk's mentions and co-mention pairs. Call inside ``db.write()``."""
-    if not mentions:
+def add_extracted(conn: apsw.Connection, chunks: Sequence[tuple[int, Extraction]]) -> None:
+    """Record chunks' mentions and co-mention pairs. Call inside ``db.write()``.
+
+    One document's chunks come together, so each entity is written once per document,
+    not once per chunk, and a pair its chunks repeat (a heading's) once with its count:
+    this is what keeps ingest within the 25 % the issue allows.
+    """
+    seen: dict[str, list[Mention]] = {}
+    for _cid, found in chunks:
+        for mention in found.mentions:
+            seen.setdefault(mention.key, []).append(mention)
+    if not seen:
         return
-    ids = {m.key: _upsert_entity(conn, m) for m in mentions}
+    ids = {key: _upsert_entity(conn, key, mentions) for key, mentions in seen.items()}
     conn.executemany(
         "INSERT INTO mentions(entity_id, chunk_id, surface, kind, weight) VALUES (?, ?, ?, ?, ?)",
-        ((ids[m.key], chunk_id, m.surface, m.kind, m.weight) for m in mentions),
+        (
+            (ids[m.key], cid, m.surface, m.kind, m.weight)
+            for cid, found in chunks
+            for m in found.mentions
+        ),
     )
-    pairs = paired((m.key, m.weight) for m in mentions)
-    _bump_relations(conn, ((ids[a], ids[b]) for a, b in pairs), +1)
+    pairs = Counter((ids[a], ids[b]) for _cid, found in chunks for a, b in found.pairs)
+    _bump_relations(conn, pairs, +1)
 
 
-def add_chunks(conn: apsw.Connection, chunks: Iterable[tuple[int, Sequence[str], str]]) -> None:
-    """Extract and record ``(chunk_id, heading_path, text)`` rows. Inside ``db.write()``."""
-    for chunk_id, heading_path, text in chunks:
-        add_chunk(conn, chunk_id, extract(text, heading_path))
+def add_chunks(
+    conn: apsw.Connection, chunks: Iterable[tuple[int, Sequence[str], str]], *, code: bool = False
+) -> None:
+    """Extract and record one document's ``(chunk_id, heading_path, text)`` rows;
+    ``code`` when it is a source file. Call inside ``db.write()``."""
+    add_extracted(conn, [(cid, extract(text, path, code=code)) for cid, path, text in chunks])
 
 
 def _refresh_names(conn: apsw.Connection, entity_id: int) -> None:
@@ -125,22 +139,33 @@ def _refresh_names(conn: apsw.Connection, entity_id: int) -> None:
 def remove_chunks(conn: apsw.Connection, chunk_ids: Iterable[int]) -> None:
     """Take chunks out of the graph. Call inside ``db.write()``, before the rows go.
 
-    Their pairs are un-counted, their mentions deleted, entities left unmentioned
-    deleted (their relations cascade), and the names of the others refreshed when a
-    spelling only the removed chunks used was what named them.
+    Each chunk is extracted again from its stored text (the extractor is deterministic
+    and the graph's version is its version), so exactly the pairs it added are
+    un-counted; its mentions and typed facts are deleted, entities left unmentioned
+    deleted (their relations cascade), and the others renamed when a spelling only the
+    removed chunks used was what named them.
     """
-    touched: dict[int, str] = {}
+    touched: dict[int, set[str]] = {}
     for chunk_id in chunk_ids:
         held = conn.execute(
-            "SELECT m.entity_id, e.norm, m.weight, m.surface FROM mentions m "
+            "SELECT m.entity_id, e.norm, m.surface FROM mentions m "
             "JOIN entities e ON e.id = m.entity_id WHERE m.chunk_id = ?",
             (chunk_id,),
         ).fetchall()
         if not held:
             continue
-        by_key = {norm: entity_id for entity_id, norm, _w, _s in held}
-        pairs = paired((norm, weight) for _id, norm, weight, _s in held)
-        _bump_relations(conn, ((by_key[a], by_key[b]) for a, b in pairs), -1)
+        by_key = {norm: entity_id for entity_id, norm, _s in held}
+        row = conn.execute(
+            "SELECT c.heading_path, c.text, d.kind = 'code' FROM chunks c "
+            "JOIN documents d ON d.id = c.document_id WHERE c.id = ?",
+            (chunk_id,),
+        ).fetchone()
+        pairs = extract(row[1], json.loads(row[0]), code=bool(row[2])).pairs if row else []
+        _bump_relations(
+            conn,
+            Counter((by_key[a], by_key[b]) for a, b in pairs if a in by_key and b in by_key),
+            -1,
+        )
         for fact in conn.execute(
             "SELECT a, b, label FROM entity_facts WHERE chunk_id = ?", (chunk_id,)
         ).fetchall():
@@ -153,14 +178,14 @@ def remove_chunks(conn: apsw.Connection, chunk_ids: Iterable[int]) -> None:
         conn.execute("DELETE FROM mentions WHERE chunk_id = ?", (chunk_id,))
         conn.executemany(
             "UPDATE entities SET mentions = mentions - 1 WHERE id = ?",
-            ((entity_id,) for entity_id, *_rest in held),
+            ((entity_id,) for entity_id, _n, _s in held),
         )
-        for entity_id, _norm, _w, surface in held:
-            touched[entity_id] = surface
+        for entity_id, _norm, surface in held:
+            touched.setdefault(entity_id, set()).add(surface)
     if not touched:
         return
     conn.execute("DELETE FROM entity_relations WHERE weight <= 0")
-    for entity_id, surface in touched.items():
+    for entity_id, surfaces in touched.items():
         left = conn.execute(
             "SELECT mentions, name FROM entities WHERE id = ?", (entity_id,)
         ).fetchone()
@@ -168,7 +193,7 @@ def remove_chunks(conn: apsw.Connection, chunk_ids: Iterable[int]) -> None:
             continue
         if left[0] <= 0:
             conn.execute("DELETE FROM entities WHERE id = ?", (entity_id,))
-        elif left[1] == surface or not _spelled(conn, entity_id, surface):
+        elif left[1] in surfaces or not all(_spelled(conn, entity_id, s) for s in surfaces):
             _refresh_names(conn, entity_id)
 
 
@@ -201,10 +226,19 @@ def rebuild(db: Database) -> int:
     count = 0
     with db.write() as conn:
         forget_all(conn)
-        cursor = db.conn.execute("SELECT id, heading_path, text FROM chunks ORDER BY id")
-        for cid, path, text in cursor:
-            add_chunk(conn, cid, extract(text, json.loads(path)))
+        cursor = db.conn.execute(
+            "SELECT c.id, c.document_id, c.heading_path, c.text, d.kind = 'code' FROM chunks c "
+            "JOIN documents d ON d.id = c.document_id ORDER BY c.document_id, c.id"
+        )
+        document, batch = None, []
+        for cid, document_id, path, text, code in cursor:
+            if document_id != document and batch:
+                add_extracted(conn, batch)
+                batch = []
+            document = document_id
+            batch.append((cid, extract(text, json.loads(path), code=bool(code))))
             count += 1
+        add_extracted(conn, batch)
     return count
 
 

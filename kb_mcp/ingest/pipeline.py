@@ -88,7 +88,9 @@ def _index_document(conn: apsw.Connection, doc: rows.NewDocument, chunks: list[C
         ),
     )
     graph.add_chunks(
-        conn, ((cid, c.heading_path, c.text) for cid, c in zip(ids, chunks, strict=True))
+        conn,
+        ((cid, c.heading_path, c.text) for cid, c in zip(ids, chunks, strict=True)),
+        code=doc.kind == "code",
     )
     record_near_duplicates(conn, document_id, doc.title, doc.text)
     return document_id
@@ -196,7 +198,9 @@ def rewrite_in_place(
     pairs = zip(ids, chunks, strict=True)
     fts.add_chunks(conn, ((cid, title, c.heading_path, c.text, language) for cid, c in pairs))
     graph.add_chunks(
-        conn, ((cid, c.heading_path, c.text) for cid, c in zip(ids, chunks, strict=True))
+        conn,
+        ((cid, c.heading_path, c.text) for cid, c in zip(ids, chunks, strict=True)),
+        code=old.kind == "code",
     )
     digest = text_hash(text)
     key = old.doc_key

@@ -33,6 +33,9 @@ from kb_mcp.search.fuse import LegHit
 from kb_mcp.search.query import STOPWORDS
 
 MAX_HOPS = 2
+SEED_FACTOR = 0.1
+WEAK_KINDS = frozenset({"name", "acronym", "term", "cjk"})
+EXPAND_WEAK_SEEDS = False
 HOP_DECAY = 0.5
 FRONTIER = 8  # entities expanded from at each hop
 NEIGHBOURS = 20  # relations followed from each
@@ -97,6 +100,16 @@ def seeds(graph: GraphIndex, text: str) -> list[EntityRow]:
     return sorted(found.values(), key=lambda e: e.norm)
 
 
+def _expands(entity: EntityRow) -> bool:
+    """Whether a seed is specific enough to follow: an identifier, id, handle, tag, a
+    multi-word name or a CJK term of three characters or more, not a single capitalised
+    word ("Slack", "Monday") or an acronym, whose neighbours are whatever else the
+    passages mentioning them mention (golden2 dev multi_hop 0.49 → 0.56)."""
+    if not EXPAND_WEAK_SEEDS and entity.kind in WEAK_KINDS:
+        return " " in entity.name or any(len(run) >= 3 for run in _CJK_RUN.findall(entity.name))
+    return True
+
+
 def _idf(entity: EntityRow, chunks: int) -> float:
     return math.log(1.0 + chunks / max(1, entity.mentions))
 
@@ -106,7 +119,7 @@ def reach(graph: GraphIndex, text: str) -> list[Reached]:
     chunks = max(1, graph.chunk_count())
     hub = max(HUB_MIN, HUB_SHARE * chunks)
     reached = {e.id: Reached(e, 0, _idf(e, chunks)) for e in seeds(graph, text)}
-    frontier = list(reached.values())
+    frontier = [r for r in reached.values() if _expands(r.entity)]
     for hop in range(1, MAX_HOPS + 1):
         frontier = sorted(
             (r for r in frontier if r.entity.mentions <= hub), key=lambda r: (-r.score, r.entity.id)
@@ -136,8 +149,11 @@ def graph_leg(graph: GraphIndex, text: str, passages: int) -> list[LegHit]:
     question names no stored entity."""
     scores: dict[int, float] = {}
     for r in reach(graph, text):
+        factor = SEED_FACTOR if r.hops == 0 else 1.0
+        if factor == 0.0:
+            continue
         for chunk_id, weight in graph.mentions_of(r.entity.id, MENTIONS_READ):
-            scores[chunk_id] = scores.get(chunk_id, 0.0) + r.score * weight
+            scores[chunk_id] = scores.get(chunk_id, 0.0) + factor * r.score * weight
     ranked = sorted(scores.items(), key=lambda cs: (-cs[1], cs[0]))[:passages]
     return [LegHit(cid, rank, score) for rank, (cid, score) in enumerate(ranked, start=1)]
 
