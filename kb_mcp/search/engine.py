@@ -46,13 +46,13 @@ CANDIDATE_DOCUMENTS = TOP_K.maximum
 # ~25 ms more per search at 6k passages.
 VECTOR_PASSAGES = CANDIDATE_DOCUMENTS
 KEYWORD_WEIGHT = 1.0  # the reference: a vector leg's weight is its model's calibration
-# The graph leg's RRF weight, and the modes that run it unless legs are named. Measured
-# (keyword vs keyword+graph, docs/retrieval.md "Graph leg"): at 0.05 the old golden set
-# gains (nDCG@10 0.9056 → 0.9095, multi_hop 0.640 → 0.688) and golden2 dev's multi_hop
-# gains (0.414 → 0.530), but golden2 dev as a whole loses (0.763 → 0.751, macro 0.630 →
-# 0.608), and 0.1-0.5 lose more on both. So no mode runs it by default yet: it is asked
-# for with ``legs`` (``--legs keyword,graph``) until the document relations (issue 9)
-# keep it from lifting superseded and withdrawn documents.
+# The graph leg's RRF weight, and the modes that run it unless legs are named. Tuned on
+# golden2 dev (keyword vs keyword+graph, docs/retrieval.md "Graph leg"): weights 0.1-0.5
+# lost more than 0.05 on every set; at 0.05 multi_hop gains (golden2 dev 0.414 → 0.513,
+# old golden 0.640 → 0.688) but both sets as a whole lose (golden2 dev nDCG@10 0.763 →
+# 0.742, old golden 0.906 → 0.893). So no mode runs it by default: it is asked for with
+# ``legs`` (``--legs keyword,graph``) until document relations (issue 9) keep it from
+# lifting superseded and withdrawn documents.
 GRAPH_WEIGHT = 0.05
 # Passages the graph leg ranks (it ranks passages; the engine keeps each document's best).
 GRAPH_PASSAGES = CANDIDATE_DOCUMENTS
