@@ -16,12 +16,14 @@ from typing import TYPE_CHECKING
 from kb_mcp import grep as grep_mod
 from kb_mcp import limits
 from kb_mcp.chunk import split_document
+from kb_mcp.cite import format_cite
 from kb_mcp.doctor import run_checks
 from kb_mcp.embed.active import NO_EMBEDDER, ActiveVectors, EmbedderFactory
 from kb_mcp.errors import InvalidInput, KbError, NotFound, Refused, Unavailable
 from kb_mcp.fsutil import atomic_write, remove_stale_temps
-from kb_mcp.index import vectors
+from kb_mcp.index import graph, vectors
 from kb_mcp.index.fts import FtsIndex
+from kb_mcp.index.graph import GraphIndex
 from kb_mcp.ingest import agent, readers, sources, sync, synclock
 from kb_mcp.ingest.pipeline import (
     Outcome,
@@ -41,7 +43,9 @@ from kb_mcp.results import (
     AddResult,
     DoctorReport,
     DocumentEntry,
+    EntityView,
     NearDuplicate,
+    Neighbour,
     Overview,
     ReadResult,
     ReindexReport,
@@ -49,7 +53,8 @@ from kb_mcp.results import (
     SourceListing,
     VectorState,
 )
-from kb_mcp.search.engine import SearchRequest, SearchResult, run_search
+from kb_mcp.search.engine import SearchRequest, SearchResult, check_legs, run_search
+from kb_mcp.search.graph import lookup_entities
 from kb_mcp.settings import Settings
 from kb_mcp.store import documents as rows
 from kb_mcp.store.db import Database, QueryTimeout
@@ -62,6 +67,8 @@ if TYPE_CHECKING:  # imported when vectors are used: keyword-only start-up stays
 
 DB_FILE = "kb.db"
 NEAR_DUPLICATES_SHOWN = 10
+ENTITY_CITES = 5  # mentions `entities` shows per entity, heaviest first
+ENTITY_NEIGHBOURS = 10
 
 
 class Library:
@@ -89,16 +96,20 @@ class Library:
             remove_stale_temps(folder)
         self.db = Database(self.home / DB_FILE)
         self.fts = FtsIndex(self.db)
+        self.graph = GraphIndex(self.db)
         self.redaction = StoredRedaction(self.db, self.home)
         self._vectors = ActiveVectors(self.db, self.home, settings, make_embedder)
         synclock.recover_interrupted(self.db, self.home)
 
     def _ready(self) -> None:
         """Bring derived data up to date before it is used: the FTS representation, then
-        the stored text's redaction rules (``ingest/reredact.py``). Lazy, so opening a
-        library (and the MCP handshake) never waits for either; one check once done."""
+        the stored text's redaction rules (``ingest/reredact.py``), then the entity graph
+        (``index/graph.py``: built from the chunks by another extractor, or before it
+        existed). Lazy, so opening a library (and the MCP handshake) never waits for
+        them; one check each once done."""
         self.fts.ensure_current()
         self.redaction.ensure_current()
+        self.graph.ensure_current()
 
     def close(self) -> None:
         self.db.close()
@@ -265,6 +276,7 @@ class Library:
             return self._reindex_files(rebuild=False)
         with self.db.write() as conn:
             vectors.forget_all(conn)  # chunk ids start over: no vector may survive
+            graph.forget_all(conn)
             rows.delete_everything(conn)
             self.fts.invalidate()
             self.fts.ensure_current()
@@ -481,24 +493,69 @@ class Library:
     # --- reading -------------------------------------------------------------------------
 
     def search(
-        self, query: str, top_k: int | None = None, mode: str = "auto", source: str | None = None
+        self,
+        query: str,
+        top_k: int | None = None,
+        mode: str = "auto",
+        source: str | None = None,
+        legs: Sequence[str] | None = None,
     ) -> SearchResult:
-        """Ranked, cited passages, one per document; empty (with a reason) when none match."""
+        """Ranked, cited passages, one per document; empty (with a reason) when none match.
+
+        ``legs`` names the legs to run (any of keyword, vector, graph) instead of the
+        mode's plan, so each leg's contribution can be measured.
+        """
         top_k = self.settings.search_top_k if top_k is None else limits.TOP_K.check(top_k)
-        request = SearchRequest(query, top_k, mode, source)
+        named = check_legs(legs) if legs is not None else None
+        request = SearchRequest(query, top_k, mode, source, named).validated()
         source_id = self._source_id(source) if source else None
         # A lazy index rebuild is proportional to the library, not to the query: it runs
         # before the deadline starts, or a large library could never finish upgrading.
         self._ready()
-        leg = None if mode == "keyword" else self._vector_leg()
+        wants_vectors = "vector" in named if named is not None else mode != "keyword"
+        leg = self._vector_leg() if wants_vectors else None
         try:
             with self.db.deadline(self.settings.search_timeout_ms):
-                return run_search(self.db, self.fts, request, source_id, leg)
+                return run_search(self.db, self.fts, request, source_id, leg, graph=self.graph)
         except QueryTimeout as exc:
             raise Unavailable(
                 f"search took longer than {self.settings.search_timeout_ms} ms and was stopped",
                 hint="use fewer or more specific words",
             ) from exc
+
+    def entities(self, query: str | None = None, limit: int = 20) -> list[EntityView]:
+        """Entities ``query`` names (fuzzily), or the most mentioned: kind, aliases,
+        mention count, their heaviest mentions as cites, and their neighbours."""
+        limits.TOP_K.check(limit, name="limit")
+        self._ready()
+        views = []
+        for entity in lookup_entities(self.graph, query, limit):
+            mentioned = self.graph.mentions_of(entity.id, ENTITY_CITES)
+            found = rows.passages(self.db.conn, [cid for cid, _w in mentioned])
+            cites = tuple(
+                format_cite(p.doc_key, p.start_line, p.end_line)
+                for p in (found.get(cid) for cid, _w in mentioned)
+                if p is not None
+            )
+            linked = self.graph.neighbours(entity.id, ENTITY_NEIGHBOURS)
+            others = {e.id: e for e in self.graph.get([other for other, _l, _w in linked])}
+            neighbours = tuple(
+                Neighbour(others[o].norm, others[o].name, others[o].kind, label, weight)
+                for o, label, weight in linked
+                if o in others
+            )
+            views.append(
+                EntityView(
+                    entity.norm,
+                    entity.name,
+                    entity.kind,
+                    entity.aliases,
+                    entity.mentions,
+                    cites,
+                    neighbours,
+                )
+            )
+        return views
 
     def grep(
         self,

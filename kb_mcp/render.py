@@ -15,6 +15,7 @@ from kb_mcp.redact import redact_output
 from kb_mcp.results import (
     AddResult,
     DoctorReport,
+    EntityView,
     Overview,
     ReadResult,
     ReindexReport,
@@ -71,6 +72,28 @@ def search_text(result: SearchResult) -> str:
             + (f"\nadjusted: {adjusted}" if adjusted else "")
             + f"\n{hit['text']}"
         )
+    return "\n\n".join(blocks)
+
+
+def entities_text(views: list[EntityView]) -> str:
+    """Each entity: name, kind, mention count, aliases, cites of its heaviest mentions,
+    and its neighbours with the relation's weight (co-mentions, or a typed label)."""
+    data = to_data(views)
+    if not data:
+        return "no entity matches"
+    blocks = []
+    for e in data:
+        lines = [f"{e['name']}  ({e['kind']}, {e['mentions']} mention(s), key {e['key']})"]
+        if len(e["aliases"]) > 1:
+            lines.append("aliases: " + ", ".join(e["aliases"]))
+        lines += [f"  {cite}" for cite in e["cites"]]
+        if e["neighbours"]:
+            near = ", ".join(
+                f"{n['name']} ({n['label'] or 'co-mentioned'} ×{n['weight']:g})"
+                for n in e["neighbours"]
+            )
+            lines.append(f"neighbours: {near}")
+        blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
 
 

@@ -145,3 +145,27 @@ class VectorState:
     @property
     def usable(self) -> bool:
         return self.signature_id is not None and self.embedder is not None and self.embedded > 0
+
+
+@dataclass(frozen=True, slots=True)
+class Neighbour:
+    """An entity linked to another: by co-mention (``label`` '') or a typed relation."""
+
+    key: str
+    name: str
+    kind: str
+    label: str
+    weight: float
+
+
+@dataclass(frozen=True, slots=True)
+class EntityView:
+    """One entity for a person (``kb-mcp entities``): what it is, where, and next to what."""
+
+    key: str
+    name: str
+    kind: str
+    aliases: tuple[str, ...]
+    mentions: int
+    cites: tuple[str, ...]  # its heaviest mentions, as cite strings `read` accepts
+    neighbours: tuple[Neighbour, ...]

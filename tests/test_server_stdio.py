@@ -259,14 +259,15 @@ file path. Optional start_line / end_line (1-based, inclusive) select lines.\
                 "description": """\
 Search the knowledge base for passages that answer a question: ranked keyword search
 (Chinese/Japanese aware, code identifiers split: `user id lookup` finds `getUserById`),
-fused with search by meaning when vectors are available. Returns the best passage of each
-matching document with its title, path, section, line span, `score` (results come in
-score order), the `legs` that found it with their `leg_scores`, the `adjustments` that
-moved it (superseded, draft, newer version) and a `cite` string (`<doc>#L12-L40`) that
-`read` accepts. If vector or hybrid mode cannot run, you get keyword results with
-`fallback: "keyword"` and the `reason`. An empty `results` list means nothing relevant is
-stored: say so rather than guessing. Use `grep` instead for an exact string or regex,
-`read` to see more around a result.\
+fused with search by meaning when vectors are available, and with the entity graph (the
+names in the question and what other passages say about them, for answers that join two
+documents). Returns the best passage of each matching document with its title, path,
+section, line span, `score` (results come in score order), the `legs` that found it with
+their `leg_scores`, the `adjustments` that moved it (superseded, draft, newer version)
+and a `cite` string (`<doc>#L12-L40`) that `read` accepts. If vector or hybrid mode
+cannot run, you get keyword results with `fallback: "keyword"` and the `reason`. An empty
+`results` list means nothing relevant is stored: say so rather than guessing. Use `grep`
+instead for an exact string or regex, `read` to see more around a result.\
 """,
                 "input_schema": {
                     "type": "object",
@@ -298,6 +299,24 @@ stored: say so rather than guessing. Use `grep` instead for an exact string or r
                             "anyOf": [{"type": "string"}, {"type": "null"}],
                             "default": None,
                             "description": "Only this source (see `list`).",
+                        },
+                        "legs": {
+                            "anyOf": [
+                                {
+                                    "items": {
+                                        "enum": ["keyword", "vector", "graph"],
+                                        "type": "string",
+                                    },
+                                    "maxItems": 3,
+                                    "minItems": 1,
+                                    "type": "array",
+                                },
+                                {"type": "null"},
+                            ],
+                            "default": None,
+                            "description": "Run only these legs instead of the mode's plan "
+                            "(to compare them); graph follows the entities the question names "
+                            "to related passages.",
                         },
                     },
                     "required": ["query"],

@@ -16,7 +16,7 @@ import json
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from kb_mcp.bench.beir import BeirDoc, BeirSet, load_beir
 from kb_mcp.errors import InvalidInput
 from kb_mcp.ingest.frontmatter import render_frontmatter
 from kb_mcp.library import Library
+from kb_mcp.search.engine import check_legs
 from kb_mcp.settings import Settings
 
 Progress = Callable[[int, int, str], None]
@@ -59,6 +60,7 @@ class BenchReport:
     abstention: dict[str, float] = field(default_factory=dict)
     fallback: dict[str, Any] = field(default_factory=dict)
     embedding: dict[str, Any] = field(default_factory=dict)
+    legs: tuple[str, ...] | None = None  # the legs named instead of the mode's plan
     macro: float | None = None  # see macro_score; None without query classes
 
     def to_json(self) -> dict[str, Any]:
@@ -67,6 +69,7 @@ class BenchReport:
             "dataset": self.dataset,
             "split": self.split,
             "mode": self.mode,
+            "legs": list(self.legs) if self.legs else None,
             "documents": self.documents,
             "queries": self.queries,
             "metrics": self.metrics,
@@ -160,13 +163,19 @@ def embed(library: Library, progress: Progress | None) -> dict[str, Any]:
     }
 
 
-def run_queries(library: Library, beir: BeirSet, mode: str, depth: int) -> list[QueryRun]:
+def run_queries(
+    library: Library,
+    beir: BeirSet,
+    mode: str,
+    depth: int,
+    legs: Sequence[str] | None = None,
+) -> list[QueryRun]:
     runs = []
     for query in beir.queries:
         started = time.perf_counter()
         fallback = embed_ms = None
         try:
-            result = library.search(query.text, top_k=depth, mode=mode, source=beir.name)
+            result = library.search(query.text, top_k=depth, mode=mode, source=beir.name, legs=legs)
             hits, fallback = result.hits, (result.reason if result.fallback else None)
             embed_ms = result.embed_ms
         except InvalidInput:  # e.g. a blank query: the tool refuses it, the bench scores 0
@@ -286,8 +295,15 @@ def run_retrieval_bench(
     progress: Progress | None = None,
     settings: Settings | None = None,
     top_k: int = 10,
+    legs: Sequence[str] | None = None,
 ) -> BenchReport:
-    """Ingest ``dataset`` (or reuse ``home``), run its ``split`` queries, score them."""
+    """Ingest ``dataset`` (or reuse ``home``), run its ``split`` queries, score them.
+
+    ``legs`` names the search legs to run instead of the mode's plan (each leg's
+    contribution measured apart); validated before anything is ingested.
+    """
+    if legs is not None:
+        legs = check_legs(legs)
     beir = load_beir(dataset, split)
     temp = None if home else Path(tempfile.mkdtemp(prefix="kb-mcp-bench-"))
     library_home = home or temp
@@ -299,8 +315,9 @@ def run_retrieval_bench(
             )
         ) as lib:
             ingest_s = ingest(lib, beir, progress)
-            embedding = embed(lib, progress) if mode != "keyword" else {}
-            runs = run_queries(lib, beir, mode, RUN_DEPTH)
+            wants_vectors = "vector" in legs if legs is not None else mode != "keyword"
+            embedding = embed(lib, progress) if wants_vectors else {}
+            runs = run_queries(lib, beir, mode, RUN_DEPTH, legs)
     finally:
         if temp is not None:
             shutil.rmtree(temp, ignore_errors=True)
@@ -337,6 +354,7 @@ def run_retrieval_bench(
         abstention=_abstention(beir, runs),
         fallback=_fallback(runs),
         embedding=embedding,
+        legs=legs,
         macro=macro_score(per_class),
     )
 
@@ -345,7 +363,9 @@ def report_table(report: BenchReport) -> str:
     """The printed table: overall metrics, then one row per query class."""
     keys = ["ndcg@10", "recall@10", "recall@100", "mrr@10", "hit@10"]
     lines = [
-        f"{report.dataset} ({report.split}, mode {report.mode}): {report.documents} docs, "
+        f"{report.dataset} ({report.split}, "
+        + (f"legs {','.join(report.legs)}" if report.legs else f"mode {report.mode}")
+        + f"): {report.documents} docs, "
         f"{report.queries} queries; ingest {report.ingest_s:.1f} s; search p50 "
         f"{report.latency_ms['p50']} ms, p95 {report.latency_ms['p95']} ms",
         f"{'class':<16}" + "".join(f"{k:>11}" for k in keys) + f"{'rule':>8}{'n':>6}",

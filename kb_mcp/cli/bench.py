@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from kb_mcp.cli.main import LEGS_HELP, parse_legs
 from kb_mcp.cli.progress import ProgressBar
 
 GOLDEN = "golden"
@@ -36,6 +37,7 @@ def cmd_bench_retrieval(args: argparse.Namespace) -> int:
             progress=bar,
             settings=load(home=args.home, overrides=overrides),
             top_k=args.top_k,
+            legs=parse_legs(args.legs),
         )
     finally:
         bar.close()
@@ -126,6 +128,7 @@ def add_bench_parser(sub: argparse._SubParsersAction, common, embedder_flags) ->
     )
     p.add_argument("--split", default="test", help="qrels split (golden2: dev or test)")
     p.add_argument("--mode", default="auto", choices=["auto", "keyword", "vector", "hybrid"])
+    p.add_argument("--legs", metavar="LEGS", help=LEGS_HELP)
     p.add_argument("--top-k", type=int, default=10, help="k of hit@k (default 10)")
     p.add_argument("--json", metavar="OUT", help="also write the report as JSON to OUT")
     embedder_flags(p)

@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # imported lazily at run time: start-up stays lean
 # The choices of the ``embedder`` setting (``settings.EMBEDDERS``), repeated here so the
 # parser is built without importing the settings module; a test keeps the two equal.
 EMBEDDER_CHOICES = ("local", "ollama", "none")
+LEGS_HELP = "comma-separated legs to run instead of the mode's plan: any of keyword, vector, graph"
 HOME_HELP = "library folder (default: $KB_MCP_HOME or the XDG data dir, ~/.local/share/kb-mcp)"
 
 
@@ -142,8 +143,26 @@ def cmd_search(args: argparse.Namespace) -> int:
     from kb_mcp import render
 
     with _open(args) as library:
-        result = library.search(args.query, args.top_k, args.mode, args.source)
+        legs = parse_legs(args.legs)
+        result = library.search(args.query, args.top_k, args.mode, args.source, legs)
     _emit(args, result, render.search_text, render.search_data)
+    return 0
+
+
+def parse_legs(text: str | None) -> list[str] | None:
+    """``--legs keyword,graph`` → the leg names (validated by the library)."""
+    if text is None:
+        return None
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def cmd_entities(args: argparse.Namespace) -> int:
+    """Entities matching QUERY (fuzzy), or the most mentioned: kind, mentions, neighbours."""
+    from kb_mcp import render
+
+    with _open(args) as library:
+        views = library.entities(args.query, args.limit)
+    _emit(args, views, render.entities_text)
     return 0
 
 
@@ -302,7 +321,11 @@ def build_parser() -> argparse.ArgumentParser:
     _bounded(p, "--top-k", "top_k", "documents to return (default: setting search_top_k)")
     p.add_argument("--mode", default="auto", choices=["auto", "keyword", "vector", "hybrid"])
     p.add_argument("--source")
+    p.add_argument("--legs", metavar="LEGS", help=LEGS_HELP)
     _embedder_flags(p)
+    p = command("entities", cmd_entities, json_flag=True)
+    p.add_argument("query", nargs="?", help="a name to look up (default: the most mentioned)")
+    _bounded(p, "--limit", "top_k", "entities to show", default=10)
     p = command("grep", cmd_grep, json_flag=True)
     p.add_argument("pattern")
     p.add_argument("--regex", action="store_true")

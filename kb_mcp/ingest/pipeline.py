@@ -31,7 +31,7 @@ from enum import StrEnum
 import apsw
 
 from kb_mcp.chunk import Chunk, split_document
-from kb_mcp.index import fts, vectors
+from kb_mcp.index import fts, graph, vectors
 from kb_mcp.ingest.dedup import record_near_duplicates
 from kb_mcp.redact import redact
 from kb_mcp.store import documents as rows
@@ -87,16 +87,22 @@ def _index_document(conn: apsw.Connection, doc: rows.NewDocument, chunks: list[C
             for cid, c in zip(ids, chunks, strict=True)
         ),
     )
+    graph.add_chunks(
+        conn,
+        ((cid, c.heading_path, c.text) for cid, c in zip(ids, chunks, strict=True)),
+        code=doc.kind == "code",
+    )
     record_near_duplicates(conn, document_id, doc.title, doc.text)
     return document_id
 
 
 def _unindex_chunks(conn: apsw.Connection, document_id: int) -> None:
-    """Take a document's chunks out of every index (keyword, vectors of every signature),
-    before its rows are deleted, in the same transaction."""
+    """Take a document's chunks out of every index (keyword, vectors of every signature,
+    the entity graph), before its rows are deleted, in the same transaction."""
     chunk_ids = rows.chunk_ids(conn, document_id)
     fts.remove_chunks(conn, chunk_ids)
     vectors.remove_chunks(conn, chunk_ids)
+    graph.remove_chunks(conn, chunk_ids)
 
 
 def _drop_if_orphan(conn: apsw.Connection, document_id: int) -> None:
@@ -182,13 +188,20 @@ def rewrite_in_place(
     document has that key already, the old key stays and that sync merges the two. An
     agent document's key is its uri's and stays. Call inside ``db.write()``.
     """
-    fts.remove_chunks(conn, rows.chunk_ids(conn, old.id))
+    old_ids = rows.chunk_ids(conn, old.id)
+    fts.remove_chunks(conn, old_ids)
+    graph.remove_chunks(conn, old_ids)
     rows.delete_chunks(conn, old.id)
     chunks = split_document(text, old.kind, old.language)
     ids = rows.insert_chunks(conn, old.id, chunks)
     language = old.language if old.kind == "code" else None
     pairs = zip(ids, chunks, strict=True)
     fts.add_chunks(conn, ((cid, title, c.heading_path, c.text, language) for cid, c in pairs))
+    graph.add_chunks(
+        conn,
+        ((cid, c.heading_path, c.text) for cid, c in zip(ids, chunks, strict=True)),
+        code=old.kind == "code",
+    )
     digest = text_hash(text)
     key = old.doc_key
     if key.startswith("f-") and rows.get_document(conn, "f-" + digest[:16]) is None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from kb_mcp.cite import format_cite
 from kb_mcp.errors import InvalidInput, Unavailable
 from kb_mcp.index.fts import FtsIndex, head_text
+from kb_mcp.index.graph import GraphIndex
 from kb_mcp.limits import TOP_K
 from kb_mcp.search import prior as path_prior
 from kb_mcp.search.adjust import Adjustment, Candidate, Rule, apply_rules
@@ -25,6 +26,7 @@ from kb_mcp.search.calibration import UNCALIBRATED, VectorCalibration, calibrati
 from kb_mcp.search.floor import coverage, floor_reason
 from kb_mcp.search.freshness import as_of_date, demotion_rule, reorder
 from kb_mcp.search.fuse import FusedHit, LegHit, fuse_rankings
+from kb_mcp.search.graph import graph_leg
 from kb_mcp.search.keyword import keyword_leg
 from kb_mcp.search.query import Query, parse_query, without_common_units
 from kb_mcp.search.vector import NO_EMBEDDER, VectorLeg, VectorState
@@ -32,6 +34,7 @@ from kb_mcp.store import documents as rows
 from kb_mcp.store.db import Database
 
 MODES = ("auto", "keyword", "vector", "hybrid")
+LEGS = ("keyword", "vector", "graph")
 # Documents each leg ranks, whatever ``top_k`` is: the adjustments reorder this fixed set
 # and the answer is its head, so a document's rank never depends on ``top_k`` (issue 7
 # item 12: the candidate set used to grow with top_k, and so could the ranking).
@@ -43,6 +46,17 @@ CANDIDATE_DOCUMENTS = TOP_K.maximum
 # ~25 ms more per search at 6k passages.
 VECTOR_PASSAGES = CANDIDATE_DOCUMENTS
 KEYWORD_WEIGHT = 1.0  # the reference: a vector leg's weight is its model's calibration
+# The graph leg's RRF weight, and the modes that run it unless legs are named. Tuned on
+# golden2 dev (keyword vs keyword+graph, docs/retrieval.md "Graph leg"): weights 0.1-0.5
+# lost more than 0.05 on every set; at 0.05 multi_hop gains (golden2 dev 0.414 → 0.513,
+# old golden 0.640 → 0.688) but both sets as a whole lose (golden2 dev nDCG@10 0.763 →
+# 0.742, old golden 0.906 → 0.893). So no mode runs it by default: it is asked for with
+# ``legs`` (``--legs keyword,graph``) until document relations (issue 9) keep it from
+# lifting superseded and withdrawn documents.
+GRAPH_WEIGHT = 0.05
+# Passages the graph leg ranks (it ranks passages; the engine keeps each document's best).
+GRAPH_PASSAGES = CANDIDATE_DOCUMENTS
+GRAPH_MODES: frozenset[str] = frozenset()
 SCORE_DIGITS = 4  # significant digits of reported scores: enough to tell rank 99 from 100
 # Issue 7 item 22: an empty library is not "no passage matches"; say what to do.
 EMPTY_LIBRARY = (
@@ -88,14 +102,39 @@ class SearchRequest:
     top_k: int = 8
     mode: str = "auto"
     source: str | None = None
+    legs: tuple[str, ...] | None = None  # named legs, instead of the mode's plan
 
     def validated(self) -> SearchRequest:
         if self.mode not in MODES:
             raise InvalidInput(f"unknown search mode {self.mode!r}; use one of: {', '.join(MODES)}")
+        if self.legs is not None:
+            check_legs(self.legs)
         TOP_K.check(self.top_k)
         if not self.query.strip():
             raise InvalidInput("query is empty; say what to look for")
         return self
+
+
+def check_legs(legs: Sequence[str]) -> tuple[str, ...]:
+    """``legs`` as a tuple, or ``InvalidInput`` naming the leg that is not one."""
+    if not legs:
+        raise InvalidInput("no search leg named", hint=f"name one or more of: {', '.join(LEGS)}")
+    for leg in legs:
+        if leg not in LEGS:
+            raise InvalidInput(
+                f"unknown search leg {leg!r}",
+                hint=f"use any of: {', '.join(LEGS)}, comma-separated",
+            )
+    if len(set(legs)) != len(legs):
+        raise InvalidInput(f"a search leg is named twice in {','.join(legs)!r}")
+    return tuple(legs)
+
+
+def parse_legs(text: str | None) -> tuple[str, ...] | None:
+    """``"keyword,graph"`` → ``("keyword", "graph")`` (validated); None stays None."""
+    if text is None:
+        return None
+    return check_legs([part.strip() for part in text.split(",") if part.strip()])
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +147,14 @@ class Plan:
 
     @property
     def mode(self) -> str:
-        return "hybrid" if len(self.legs) > 1 else self.legs[0]
+        """The mode the keyword and vector legs make (the graph joins either)."""
+        seeds = [leg for leg in self.legs if leg != "graph"]
+        if len(seeds) > 1:
+            return "hybrid"
+        return seeds[0] if seeds else "graph"
+
+    def with_graph(self) -> Plan:
+        return replace(self, legs=(*self.legs, "graph")) if "graph" not in self.legs else self
 
 
 KEYWORD_ONLY = Plan(("keyword",))
@@ -139,6 +185,22 @@ def plan_legs(
     return Plan(("vector",)) if mode == "vector" else Plan(("keyword", "vector"))
 
 
+def plan_named_legs(
+    legs: Sequence[str],
+    state: VectorState,
+    query: str = "",
+    calibration: VectorCalibration = UNCALIBRATED,
+    model: str = "the embedding model",
+) -> Plan:
+    """The legs the caller named; a vector leg that cannot run is left out with the
+    reason (and keyword runs instead when nothing else was named)."""
+    vector = plan_legs("vector", state, query, calibration, model) if "vector" in legs else None
+    if vector is None or vector.fallback is None:
+        return Plan(tuple(legs))
+    kept = tuple(leg for leg in legs if leg != "vector") or ("keyword",)
+    return Plan(kept, "+".join(kept), vector.reason)
+
+
 def _run_legs(
     plan: Plan,
     fts: FtsIndex,
@@ -146,20 +208,25 @@ def _run_legs(
     vectors: VectorLeg | None,
     request: SearchRequest,
     source_id: int | None,
+    graph: GraphIndex | None = None,
 ) -> tuple[dict[str, list[LegHit]], Plan]:
     """Each planned leg's ranking (keyword first); a vector leg that fails mid-query
-    leaves keyword alone, reported as a fallback."""
+    leaves the others, reported as a fallback (keyword alone when it was alone)."""
     nearest: list[LegHit] | None = None
     if "vector" in plan.legs and vectors is not None:
         try:
             nearest = vectors.search(request.query, VECTOR_PASSAGES, source_id)
         except Unavailable as exc:  # EmbedderUnavailable, without importing numpy here
-            plan = Plan(("keyword",), "keyword", f"embedder unavailable: {exc.message}")
+            kept = tuple(leg for leg in plan.legs if leg != "vector")
+            kept = kept if kept and kept != ("graph",) else ("keyword", *kept)
+            plan = Plan(kept, "+".join(kept), f"embedder unavailable: {exc.message}")
     legs: dict[str, list[LegHit]] = {}
     if "keyword" in plan.legs:
         legs["keyword"] = keyword_leg(fts, query, CANDIDATE_DOCUMENTS, source_id)
     if nearest is not None and "vector" in plan.legs:
         legs["vector"] = nearest
+    if graph is not None and "graph" in plan.legs:
+        legs["graph"] = graph_leg(graph, request.query, GRAPH_PASSAGES)
     return legs, plan
 
 
@@ -308,7 +375,7 @@ def _rank(
     legs = {name: _documents_ranked(hits, found) for name, hits in legs.items()}
     group = {cid: p.doc_key for cid, p in found.items()}
     recency = {p.doc_key: p.doc_date or p.updated_at for p in found.values()}
-    weights = {"keyword": KEYWORD_WEIGHT, "vector": calibration.weight}
+    weights = {"keyword": KEYWORD_WEIGHT, "vector": calibration.weight, "graph": GRAPH_WEIGHT}
     fused = {str(f.key): f for f in fuse_rankings(legs, weights, recency=recency, group=group)}
     superseded = [k for k, f in fused.items() if found[f.chunk_id].superseded_on]
     superseders = rows.superseders(db.conn, superseded)
@@ -328,6 +395,7 @@ def run_search(
     source_id: int | None = None,
     vectors: VectorLeg | None = None,
     rules: Sequence[Rule] = (),
+    graph: GraphIndex | None = None,
 ) -> SearchResult:
     """Ranked, cited passages for ``request`` (one per document); empty below the floor.
 
@@ -336,7 +404,7 @@ def run_search(
     says how long the question took to embed, so callers can time the rest apart.
     """
     before = vectors.embed_seconds if vectors is not None else 0.0
-    result = _search(db, fts, request, source_id, vectors, rules)
+    result = _search(db, fts, request, source_id, vectors, rules, graph)
     spent = (vectors.embed_seconds - before) if vectors is not None else 0.0
     if spent == 0.0:
         return result
@@ -350,6 +418,7 @@ def _search(
     source_id: int | None = None,
     vectors: VectorLeg | None = None,
     rules: Sequence[Rule] = (),
+    graph: GraphIndex | None = None,
 ) -> SearchResult:
     """``run_search`` without the timing."""
     request = request.validated()
@@ -357,7 +426,12 @@ def _search(
     calibration, model = UNCALIBRATED, ""
     if vectors is not None and state.usable:
         calibration, model = calibration_for(vectors.signature), vectors.signature.describe()
-    plan = plan_legs(request.mode, state, request.query, calibration, model)
+    if request.legs is not None:
+        plan = plan_named_legs(request.legs, state, request.query, calibration, model)
+    else:
+        plan = plan_legs(request.mode, state, request.query, calibration, model)
+        if request.mode in GRAPH_MODES and graph is not None:
+            plan = plan.with_graph()
     query = parse_query(request.query)
     if query.is_empty:
         reason = _with("the query has no searchable words", plan)
@@ -367,7 +441,7 @@ def _search(
     if stats.chunks == 0:
         return SearchResult(request.query, plan.mode, (), plan.fallback, _with(EMPTY_LIBRARY, plan))
     matched = without_common_units(query, stats.unit_df(), stats.chunks)
-    legs, plan = _run_legs(plan, fts, matched, vectors, request, source_id)
+    legs, plan = _run_legs(plan, fts, matched, vectors, request, source_id, graph)
     nearest = legs["vector"][0].score if legs.get("vector") else None
     ranking = _rank(db, legs, calibration, request.query, rules)
     if not ranking.order:

@@ -36,14 +36,15 @@ log = logging.getLogger("kb_mcp.server")
 SEARCH_DESCRIPTION = """\
 Search the knowledge base for passages that answer a question: ranked keyword search
 (Chinese/Japanese aware, code identifiers split: `user id lookup` finds `getUserById`),
-fused with search by meaning when vectors are available. Returns the best passage of each
-matching document with its title, path, section, line span, `score` (results come in
-score order), the `legs` that found it with their `leg_scores`, the `adjustments` that
-moved it (superseded, draft, newer version) and a `cite` string (`<doc>#L12-L40`) that
-`read` accepts. If vector or hybrid mode cannot run, you get keyword results with
-`fallback: "keyword"` and the `reason`. An empty `results` list means nothing relevant is
-stored: say so rather than guessing. Use `grep` instead for an exact string or regex,
-`read` to see more around a result."""
+fused with search by meaning when vectors are available, and with the entity graph (the
+names in the question and what other passages say about them, for answers that join two
+documents). Returns the best passage of each matching document with its title, path,
+section, line span, `score` (results come in score order), the `legs` that found it with
+their `leg_scores`, the `adjustments` that moved it (superseded, draft, newer version)
+and a `cite` string (`<doc>#L12-L40`) that `read` accepts. If vector or hybrid mode
+cannot run, you get keyword results with `fallback: "keyword"` and the `reason`. An empty
+`results` list means nothing relevant is stored: say so rather than guessing. Use `grep`
+instead for an exact string or regex, `read` to see more around a result."""
 
 GREP_DESCRIPTION = """\
 Find lines containing an exact string (or a regular expression with regex=true) in the
@@ -161,11 +162,20 @@ def build_server(settings: Settings) -> tuple[FastMCP, LibraryHolder]:
             ),
         ] = "auto",
         source: Annotated[str | None, Field(description="Only this source (see `list`).")] = None,
+        legs: Annotated[
+            list[Literal["keyword", "vector", "graph"]] | None,
+            Field(
+                description="Run only these legs instead of the mode's plan (to compare "
+                "them); graph follows the entities the question names to related passages.",
+                min_length=1,
+                max_length=3,
+            ),
+        ] = None,
     ) -> ToolResult:
         return await run_tool(
             holder,
             "search",
-            lambda lib: lib.search(query, top_k, mode, source),
+            lambda lib: lib.search(query, top_k, mode, source, legs),
             render.search_text,
             render.search_data,
             budget.bound_search,

@@ -155,9 +155,57 @@ CREATE TABLE embedding_signatures (
 );
 """
 
+# 5: the entity graph (issue 9), derived data like the FTS index: entities (one row per
+# normalized name, ``graph/resolve.entity_key``; ``name`` / ``kind`` / ``aliases`` follow
+# from the mentions), mentions (entity ↔ chunk, with the spelling and kind seen there and
+# a weight), co-mention and typed relations between entities (``label`` '' is
+# co-mention; ``weight`` counts the chunks behind a relation), and the typed relations
+# each chunk stated (``entity_facts``), so removing the chunk takes back exactly those.
+# Mentions and facts cascade from chunks; ``index/graph.py`` keeps the counts.
+_V5 = """
+CREATE TABLE entities (
+    id       INTEGER PRIMARY KEY,
+    norm     TEXT NOT NULL UNIQUE,
+    name     TEXT NOT NULL,
+    kind     TEXT NOT NULL,
+    aliases  TEXT NOT NULL DEFAULT '[]',
+    mentions INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE mentions (
+    entity_id INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+    chunk_id  INTEGER NOT NULL REFERENCES chunks(id) ON DELETE CASCADE,
+    surface   TEXT NOT NULL,
+    kind      TEXT NOT NULL,
+    weight    REAL NOT NULL,
+    PRIMARY KEY (entity_id, chunk_id)
+) WITHOUT ROWID;
+CREATE INDEX mentions_chunk ON mentions(chunk_id);
+CREATE TABLE entity_relations (
+    a      INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+    b      INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+    label  TEXT NOT NULL DEFAULT '',
+    weight REAL NOT NULL,
+    PRIMARY KEY (a, b, label)
+) WITHOUT ROWID;
+CREATE INDEX entity_relations_b ON entity_relations(b);
+CREATE TABLE entity_facts (
+    chunk_id INTEGER NOT NULL REFERENCES chunks(id) ON DELETE CASCADE,
+    a        INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+    b        INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+    label    TEXT NOT NULL,
+    PRIMARY KEY (chunk_id, a, b, label)
+) WITHOUT ROWID;
+"""
+
 # A step is a SQL script, or a function of the connection for what SQL alone cannot say.
 Migration = str | Callable[[apsw.Connection], None]
-MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _v3_forget_verbatim_folder_text, _V4)
+MIGRATIONS: tuple[Migration, ...] = (
+    _V1,
+    _V2,
+    _v3_forget_verbatim_folder_text,
+    _V4,
+    _V5,
+)
 # Steps that delete text which must not survive in the file: the database is compacted
 # (rewritten from its live rows) after them, see ``Database.compact``.
 COMPACT_AFTER = frozenset({3})

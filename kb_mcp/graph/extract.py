@@ -1,0 +1,280 @@
+"""The heuristic entity extractor: a chunk → the named things it mentions. Pure, no LLM.
+
+What counts as an entity is what a person would look up by name: code identifiers
+(``CamelCase``, ``snake_case``, dotted names, ``def`` / ``class`` names, anything in
+backticks, which is where CLI commands and config keys are written), multi-word proper
+nouns (``Team Atlas``) and capitalised names inside a sentence, acronyms, @handles,
+ticket / ADR / issue / version ids (``OPS-1042``, ``ADR-0012``, ``#123``, ``v2.3.1``),
+tags (``#search-oncall``), bold terms and headings, and CJK terms.
+
+CJK terms are the runs of CJK characters in headings, bold text and quotes (「」『』“”
+《》【】), not frequent bigrams: a bigram count needs the whole library (it is not a
+property of one chunk, so removing a document would change other chunks' entities), and
+in the CMRC2018 contexts the marked runs are names and terms while the frequent bigrams
+are mostly function words (这个, 一个, 可以).
+
+Bounded for hostile text: a surface longer than ``MAX_SURFACE`` characters is no entity,
+a chunk keeps at most ``MAX_MENTIONS`` entities (the heaviest), and counting stops taking
+new names after ``MAX_CANDIDATES`` distinct ones, so a chunk of 10,000 identifiers costs
+one linear regex pass and 48 rows.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from bisect import bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kb_mcp.graph.resolve import entity_key
+
+# Bumped whenever what is extracted changes: the stored graph is then rebuilt.
+EXTRACTOR_VERSION = "heuristic 4"
+MAX_SURFACE = 80
+MAX_MENTIONS = 48
+MAX_CANDIDATES = 1_000
+# Co-mention is counted where a statement is made, not across a whole chunk: within one
+# unit (a paragraph, a list item, a table row), and between a chunk's headings and what
+# its body names. A chunk holding a table of eleven systems and four owning teams would
+# otherwise link every system to every team (the golden2 systems register). The
+# heaviest ``PAIR_ENTITIES`` of a unit are paired, and a chunk adds at most
+# ``MAX_PAIRS`` relation rows.
+PAIR_ENTITIES = 8
+HEADING_PAIRS = 16  # body entities each heading entity is paired with, heaviest first
+MAX_PAIRS = 64
+MAX_HEADING_WORDS = 4  # a longer heading is a sentence ("Your first day"), not a name
+
+# Kinds, strongest first: when two spellings of one key disagree, the stronger kind names
+# the entity (a backticked `BlobStore` is code even where prose writes "Blob Store").
+KINDS = ("id", "version", "handle", "tag", "code", "name", "acronym", "term", "cjk")
+KIND_WEIGHT = {
+    "id": 2.0,
+    "version": 1.5,
+    "handle": 2.0,
+    "tag": 1.5,
+    "code": 1.5,
+    "name": 1.0,
+    "acronym": 1.0,
+    "term": 1.0,
+    "cjk": 1.0,
+}
+HEADING_BONUS = 1.0
+
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_CJK_RUN = re.compile(f"[{_CJK}]{{2,12}}")
+_CJK_QUOTED = re.compile(r"[「『“《【]([^」』”》】\n]{2,24})[」』”》】]")
+_BACKTICK = re.compile(r"`([^`\n]{2,80})`")
+_BOLD = re.compile(r"\*\*([^*\n]{2,60})\*\*")
+_TICKET = re.compile(r"\b[A-Z][A-Z0-9]{1,9}-\d{1,6}\b")
+_ISSUE = re.compile(r"(?<![\w#&/])#\d{1,7}\b")
+_VERSION = re.compile(r"\bv\d+(?:\.\d+){1,3}\b")
+_HANDLE = re.compile(r"(?<![\w.@])@[A-Za-z0-9][A-Za-z0-9_-]{1,38}")
+_TAG = re.compile(r"(?<![\w#&/])#[A-Za-z][\w/-]{1,40}")
+_SNAKE = re.compile(r"\b[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+\b")
+_CAMEL = re.compile(r"\b(?:[a-z]+[A-Z]|[A-Z][a-z0-9]+[A-Z])[A-Za-z0-9]*\b")
+_DOTTED = re.compile(r"\b[A-Za-z_][A-Za-z0-9_]+(?:\.[A-Za-z_][A-Za-z0-9_]+)+\b")
+_DEFINITION = re.compile(
+    r"^[ \t]*(?:export[ \t]+)?(?:async[ \t]+)?(?:def|class|function|fn|func|interface|struct)"
+    r"[ \t]+([A-Za-z_][A-Za-z0-9_]*)",
+    re.MULTILINE,
+)
+_UPPER = "A-ZÀ-ÖØ-Þ"
+_LOWER = "a-zß-öø-ÿ"
+_PROPER = re.compile(f"\\b[{_UPPER}][{_LOWER}0-9]+(?:[ \\t]+[{_UPPER}][{_LOWER}0-9]+)+\\b")
+_CAPITALISED = re.compile(f"\\b[{_UPPER}][{_LOWER}]{{2,}}\\b")
+# kebab-case names: services, packages, CLI tools and flags as prose writes them
+# (tap-gateway, board-renderer, sso-broker), with at least one letter per part.
+_KEBAB = re.compile(r"\b[a-z][a-z0-9]*(?:-[a-z][a-z0-9]*)+\b")
+_UNIT_BREAK = re.compile(r"\n[ \t]*\n|\n(?=[ \t]*(?:[-*+|>]|\d+[.)])[ \t])")
+_ACRONYM = re.compile(r"\b[A-Z][A-Z0-9]{1,9}\b(?!-\d)")
+# Capitalised words that open a phrase without naming anything ("The Search Cluster").
+_OPENERS = frozenset(
+    "The A An This That These Those Our Your My Its Their Each Every All Any Some No "
+    "When If In On At For From To By With And Or But So As Then Now See Use Note".split()
+)
+# Shouted words that are not names.
+_SHOUTED = frozenset("TODO NOTE FIXME XXX WARNING IMPORTANT OK AND OR NOT THE TBD FAQ".split())
+_SENTENCE_END = frozenset(".!?:;\n#*->|`\"'([")
+
+
+@dataclass(frozen=True, slots=True)
+class Mention:
+    """One entity in one chunk: its key, the spelling seen, its kind and weight."""
+
+    key: str
+    surface: str
+    kind: str
+    weight: float
+
+
+@dataclass(frozen=True, slots=True)
+class Extraction:
+    """What one chunk says: its mentions (heaviest first) and co-mention pairs (ordered)."""
+
+    mentions: list[Mention]
+    pairs: list[tuple[str, str]]
+
+
+class _Tally:
+    """Occurrences per key, the strongest kind and its spelling, heading keys, and the
+    keys of each unit (paragraph, list item, table row)."""
+
+    def __init__(self, unit_starts: Sequence[int] = (0,)) -> None:
+        self.count: dict[str, int] = {}
+        self.surface: dict[str, str] = {}
+        self.kind: dict[str, str] = {}
+        self.heading: set[str] = set()
+        self.starts = unit_starts
+        self.units: list[set[str]] = [set() for _ in unit_starts]
+
+    def add(self, surface: str, kind: str, at: int = 0, *, heading: bool = False) -> None:
+        surface = surface.strip().rstrip(".")
+        if len(surface) < 2 or len(surface) > MAX_SURFACE:
+            return
+        key = entity_key(surface)
+        if len(key) < 2:
+            return
+        if key not in self.count:
+            if len(self.count) >= MAX_CANDIDATES:
+                return
+            self.count[key] = 0
+            self.surface[key] = surface
+            self.kind[key] = kind
+        elif (KINDS.index(kind), surface) < (KINDS.index(self.kind[key]), self.surface[key]):
+            self.kind[key] = kind
+            self.surface[key] = surface
+        self.count[key] += 1
+        if heading:
+            self.heading.add(key)
+        else:
+            self.units[bisect_right(self.starts, at) - 1].add(key)
+
+    def mentions(self) -> list[Mention]:
+        found = [
+            Mention(
+                key,
+                self.surface[key],
+                self.kind[key],
+                round(
+                    KIND_WEIGHT[self.kind[key]] * (1.0 + math.log(count))
+                    + (HEADING_BONUS if key in self.heading else 0.0),
+                    3,
+                ),
+            )
+            for key, count in self.count.items()
+        ]
+        found.sort(key=lambda m: (-m.weight, m.key))
+        return found[:MAX_MENTIONS]
+
+    def pairs(self, kept: list[Mention]) -> list[tuple[str, str]]:
+        """Co-mention pairs among the kept mentions: within each unit, and heading ×
+        body. Deterministic, so re-extracting a chunk takes back exactly its pairs."""
+        rank = {m.key: i for i, m in enumerate(kept)}
+        found: set[tuple[str, str]] = set()
+        for unit in self.units:
+            top = sorted((k for k in unit if k in rank), key=rank.__getitem__)[:PAIR_ENTITIES]
+            found.update(_ordered(a, b) for a in top for b in top if a < b)
+        headings = sorted((k for k in self.heading if k in rank), key=rank.__getitem__)
+        body = sorted(
+            {k for unit in self.units for k in unit if k in rank} - self.heading,
+            key=rank.__getitem__,
+        )[:HEADING_PAIRS]
+        found.update(_ordered(h, b) for h in headings for b in body)
+        found.update(_ordered(a, b) for a in headings for b in headings if a < b)
+        ordered = sorted(found, key=lambda p: (rank[p[0]] + rank[p[1]], p))
+        return sorted(ordered[:MAX_PAIRS])
+
+
+def _ordered(a: str, b: str) -> tuple[str, str]:
+    return (a, b) if a < b else (b, a)
+
+
+def _sentence_start(text: str, index: int) -> bool:
+    """Whether the word at ``index`` opens a sentence, a line or a list item."""
+    i = index - 1
+    while i >= 0 and text[i] in " \t":
+        i -= 1
+    return i < 0 or text[i] in _SENTENCE_END or text[i].isdigit()
+
+
+def _names(tally: _Tally, text: str) -> None:
+    """Multi-word proper nouns, then capitalised words inside sentences."""
+    taken: set[int] = set()
+    for match in _PROPER.finditer(text):
+        words = match.group().split()
+        if words[0] in _OPENERS:
+            words = words[1:]
+        if len(words) >= 2:
+            tally.add(" ".join(words), "name", match.start())
+            taken.update(range(match.start(), match.end()))
+        elif words and not _sentence_start(text, match.start()):
+            tally.add(words[0], "name", match.start())
+    for match in _CAPITALISED.finditer(text):
+        word = match.group()
+        if match.start() in taken or word in _OPENERS:
+            continue
+        if not _sentence_start(text, match.start()):
+            tally.add(word, "name", match.start())
+
+
+def _all(tally: _Tally, pattern: re.Pattern[str], text: str, kind: str, group: int = 0) -> None:
+    for match in pattern.finditer(text):
+        tally.add(match.group(group), kind, match.start())
+
+
+def _source_code(tally: _Tally, text: str) -> None:
+    """A chunk of a source file: what it defines, dotted names (imports, attributes),
+    ids and versions in its comments. Every identifier a function body uses is not an
+    entity of the library: they cost two thirds of ingest on the real corpus and name
+    nothing a person looks up (``self``, ``value``, ``result``)."""
+    for pattern, kind in ((_TICKET, "id"), (_VERSION, "version"), (_DOTTED, "code")):
+        _all(tally, pattern, text, kind)
+    _all(tally, _DEFINITION, text, "code", 1)
+    _all(tally, _BACKTICK, text, "code", 1)
+
+
+def _body(tally: _Tally, text: str) -> None:
+    """Every pattern once over the whole chunk; each match lands in its unit."""
+    for pattern, kind in (
+        (_TICKET, "id"),
+        (_ISSUE, "id"),
+        (_VERSION, "version"),
+        (_HANDLE, "handle"),
+        (_TAG, "tag"),
+        (_SNAKE, "code"),
+        (_CAMEL, "code"),
+        (_DOTTED, "code"),
+        (_KEBAB, "code"),
+    ):
+        _all(tally, pattern, text, kind)
+    _all(tally, _BACKTICK, text, "code", 1)
+    _all(tally, _DEFINITION, text, "code", 1)
+    for match in _ACRONYM.finditer(text):
+        surface = match.group()
+        if surface not in _SHOUTED and not surface.isdigit():
+            tally.add(surface, "acronym", match.start())
+    _names(tally, text)
+    for match in _BOLD.finditer(text):
+        tally.add(match.group(1), "term", match.start())
+        _cjk_terms(tally, match.group(1), match.start())
+    for match in _CJK_QUOTED.finditer(text):
+        _cjk_terms(tally, match.group(1), match.start())
+
+
+def _cjk_terms(tally: _Tally, text: str, at: int = 0, *, heading: bool = False) -> None:
+    for run in _CJK_RUN.findall(text):
+        tally.add(run, "cjk", at, heading=heading)
+
+
+def extract(text: str, heading_path: Sequence[str] = (), *, code: bool = False) -> Extraction:
+    """The entities one chunk mentions (heaviest first, at most ``MAX_MENTIONS``) and
+    the pairs of them it states together; ``code`` for a chunk of a source file."""
+    tally = _Tally([0] + [m.end() for m in _UNIT_BREAK.finditer(text)])
+    for heading in heading_path:
+        if heading and len(heading) <= 60 and len(heading.split()) <= MAX_HEADING_WORDS:
+            tally.add(heading, "term", heading=True)
+        _cjk_terms(tally, heading, heading=True)
+    (_source_code if code else _body)(tally, text)
+    kept = tally.mentions()
+    return Extraction(kept, tally.pairs(kept))
