@@ -485,7 +485,7 @@ class Library:
     ) -> SearchResult:
         """Ranked, cited passages, one per document; empty (with a reason) when none match."""
         top_k = self.settings.search_top_k if top_k is None else limits.TOP_K.check(top_k)
-        request = SearchRequest(query, top_k, mode, source)
+        request = SearchRequest(query, top_k, mode, source, self.settings.relations)
         source_id = self._source_id(source) if source else None
         # A lazy index rebuild is proportional to the library, not to the query: it runs
         # before the deadline starts, or a large library could never finish upgrading.

@@ -135,6 +135,15 @@ SETTINGS: tuple[Setting, ...] = (
         limits.MAX_FILES_PER_SOURCE,
     ),
     Setting(
+        "relations",
+        True,
+        "Use document relations in search (corrections, withdrawals, supersessions, "
+        "updates detected at ingest): the current document first, and each result says "
+        "what changed it. Off only to measure what they bring (`bench retrieval "
+        "--no-relations`).",
+        _parse_bool,
+    ),
+    Setting(
         "embedder",
         "none",
         "Which embedder builds the vectors of hybrid search: `local` (in-process, "
@@ -206,6 +215,7 @@ class Settings:
     folders: tuple[str, ...] = field(default_factory=tuple)
     sync_interval_s: int = 300
     max_files_per_source: int = 20_000
+    relations: bool = True
     embedder: str = "none"
     embed_model: str = ""
     ollama_host: str = OLLAMA_DEFAULT_HOST

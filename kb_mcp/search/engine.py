@@ -27,8 +27,18 @@ from kb_mcp.search.freshness import as_of_date, demotion_rule, reorder
 from kb_mcp.search.fuse import FusedHit, LegHit, fuse_rankings
 from kb_mcp.search.keyword import keyword_leg
 from kb_mcp.search.query import Query, parse_query, without_common_units
+from kb_mcp.search.relations import (
+    Change,
+    asks_about_past,
+    contradictions,
+    describe,
+    order_pass,
+    relation_rule,
+    without_past_phrase,
+)
 from kb_mcp.search.vector import NO_EMBEDDER, VectorLeg, VectorState
 from kb_mcp.store import documents as rows
+from kb_mcp.store import relations as relation_rows
 from kb_mcp.store.db import Database
 
 MODES = ("auto", "keyword", "vector", "hybrid")
@@ -70,6 +80,8 @@ class Hit:
     date: str | None
     adjustments: tuple[Adjustment, ...] = ()
     leg_ranks: dict[str, int] = field(default_factory=dict)
+    # What this document is to others: "corrected by <cite>", "contradicts <cite>" …
+    relations: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +100,7 @@ class SearchRequest:
     top_k: int = 8
     mode: str = "auto"
     source: str | None = None
+    relations: bool = True  # use document relations (off: to measure what they bring)
 
     def validated(self) -> SearchRequest:
         if self.mode not in MODES:
@@ -228,7 +241,13 @@ def significant(value: float, digits: int = SCORE_DIGITS) -> float:
     return round(value, digits - 1 - math.floor(math.log10(abs(value))))
 
 
-def _to_hit(rank: int, candidate: Candidate, fused: FusedHit, passage: rows.PassageRow) -> Hit:
+def _to_hit(
+    rank: int,
+    candidate: Candidate,
+    fused: FusedHit,
+    passage: rows.PassageRow,
+    relations: tuple[str, ...] = (),
+) -> Hit:
     return Hit(
         rank=rank,
         score=significant(candidate.score),
@@ -248,6 +267,7 @@ def _to_hit(rank: int, candidate: Candidate, fused: FusedHit, passage: rows.Pass
             Adjustment(a.reason, significant(a.factor)) for a in candidate.adjustments
         ),
         leg_ranks={c.leg: c.rank for c in fused.contributions},
+        relations=relations,
     )
 
 
@@ -265,6 +285,7 @@ class Ranking:
     fused: dict[str, FusedHit]
     found: dict[int, rows.PassageRow]
     keyword_top: int | None  # chunk id of the keyword leg's best passage
+    changes: dict[str, list[Change]] = field(default_factory=dict)
 
     def passage(self, key: str) -> rows.PassageRow:
         return self.found[self.fused[key].chunk_id]
@@ -302,6 +323,7 @@ def _rank(
     calibration: VectorCalibration,
     query: str,
     rules: Sequence[Rule],
+    use_relations: bool = True,
 ) -> Ranking:
     """Legs → per-document ranks → weighted RRF → factor rules → order passes."""
     found = rows.passages(db.conn, [h.chunk_id for hits in legs.values() for h in hits])
@@ -313,12 +335,51 @@ def _rank(
     superseded = [k for k, f in fused.items() if found[f.chunk_id].superseded_on]
     superseders = rows.superseders(db.conn, superseded)
     as_of = as_of_date(query)
+    changes = _changes(db, list(fused)) if use_relations else {}
+    past = asks_about_past(query)
     order = apply_rules(
         (_candidate(f, found[f.chunk_id], superseders) for f in fused.values()),
-        (demotion_rule(as_of), prior_rule(query), *rules),
+        (demotion_rule(as_of), relation_rule(changes, as_of, past), prior_rule(query), *rules),
     )
+    order = order_pass(reorder(order, as_of), changes, as_of, past)
     keyword = legs.get("keyword")
-    return Ranking(reorder(order, as_of), fused, found, keyword[0].chunk_id if keyword else None)
+    top = keyword[0].chunk_id if keyword else None
+    return Ranking(order, fused, found, top, changes)
+
+
+def _changes(db: Database, keys: Sequence[str]) -> dict[str, list[Change]]:
+    """Each candidate's resolved relations, seen from it (``search/relations.py``). The
+    evidence cite points into whichever document stated the relation."""
+    changes: dict[str, list[Change]] = {}
+    for view in relation_rows.views_for(db.conn, keys):
+        for mine, other, incoming in (
+            (view.to_key, view.from_key, True),
+            (view.from_key, view.to_key, False),
+        ):
+            cite = other
+            if view.stated_by_key == other:
+                cite = format_cite(other, view.start_line, view.end_line)
+            changes.setdefault(mine, []).append(
+                Change(view.kind, incoming, other, cite, view.effective)
+            )
+    return changes
+
+
+def _annotations(ranking: Ranking, shown: Sequence[Candidate]) -> dict[str, tuple[str, ...]]:
+    """Per shown document: its relations, then the contradictions among the first results."""
+    related = {frozenset({key, ch.other}) for key, found in ranking.changes.items() for ch in found}
+    heads = []
+    for c in shown:
+        p = ranking.passage(c.key)
+        heads.append((c.key, p.title, p.text, format_cite(c.key, p.start_line, p.end_line)))
+    marks = contradictions(heads, related)
+    return {
+        c.key: (
+            *dict.fromkeys(describe(ch) for ch in ranking.changes.get(c.key, ())),
+            *marks.get(c.key, ()),
+        )
+        for c in shown
+    }
 
 
 def run_search(
@@ -358,7 +419,7 @@ def _search(
     if vectors is not None and state.usable:
         calibration, model = calibration_for(vectors.signature), vectors.signature.describe()
     plan = plan_legs(request.mode, state, request.query, calibration, model)
-    query = parse_query(request.query)
+    query = parse_query(without_past_phrase(request.query))
     if query.is_empty:
         reason = _with("the query has no searchable words", plan)
         return SearchResult(request.query, plan.mode, (), plan.fallback, reason)
@@ -369,7 +430,7 @@ def _search(
     matched = without_common_units(query, stats.unit_df(), stats.chunks)
     legs, plan = _run_legs(plan, fts, matched, vectors, request, source_id)
     nearest = legs["vector"][0].score if legs.get("vector") else None
-    ranking = _rank(db, legs, calibration, request.query, rules)
+    ranking = _rank(db, legs, calibration, request.query, rules, request.relations)
     if not ranking.order:
         reason = _with("no passage matches the query", plan)
         return SearchResult(request.query, plan.mode, (), plan.fallback, reason)
@@ -377,8 +438,10 @@ def _search(
     reason = floor_reason(lexical if "keyword" in plan.legs else None, nearest, calibration)
     if reason is not None:
         return SearchResult(request.query, plan.mode, (), plan.fallback, _with(reason, plan))
+    shown = ranking.order[: request.top_k]
+    notes = _annotations(ranking, shown) if request.relations else {}
     hits = tuple(
-        _to_hit(i, c, ranking.fused[c.key], ranking.passage(c.key))
-        for i, c in enumerate(ranking.order[: request.top_k], start=1)
+        _to_hit(i, c, ranking.fused[c.key], ranking.passage(c.key), notes.get(c.key, ()))
+        for i, c in enumerate(shown, start=1)
     )
     return SearchResult(request.query, plan.mode, hits, plan.fallback, plan.reason)

@@ -1,0 +1,93 @@
+"""When document relations are stored, matched again, and forgotten (issue 9).
+
+Detection (``ingest/relations.detect_relations``) reads one document alone; matching a
+reference to a document depends on what the library holds. So the result must not
+depend on ingest order, and every change of the library re-matches what it could change:
+
+- a document stored: its own relations are detected and matched; every other row whose
+  reference could name the new document is matched again (a pending one resolves, a
+  resolved one may become ambiguous);
+- a document removed: the rows it stated go; rows naming it are matched again without
+  it (pending, or another document's now).
+
+All of it runs inside the caller's write transaction (``ingest/pipeline.py``).
+"""
+
+from __future__ import annotations
+
+import apsw
+
+from kb_mcp.ingest import relations as detect
+from kb_mcp.store import documents as rows
+from kb_mcp.store import relations as store
+
+
+def _names(conn: apsw.Connection, only: int | None = None) -> list[detect.DocNames]:
+    """How each document (or only document ``only``) can be referred to."""
+    return [
+        detect.doc_names(doc_id, title, names)
+        for doc_id, title, names in store.candidates(conn, only)
+    ]
+
+
+def _outcome(found: list[int]) -> tuple[int | None, str]:
+    if len(found) == 1:
+        return found[0], store.RESOLVED
+    return None, (store.AMBIGUOUS if found else store.PENDING)
+
+
+def record_relations(conn: apsw.Connection, document_id: int, doc: rows.NewDocument) -> None:
+    """Detect and match ``doc``'s relations, then re-match the rows it may answer.
+
+    Most documents state nothing and are named by nothing: then this costs one detection
+    and one scan of the relation rows, never a scan of the library's titles.
+    """
+    store.delete_stated_by(conn, document_id)
+    detected = detect.detect_relations(doc.title, doc.text, doc.kind, doc.doc_date, doc.supersedes)
+    existing = store.all_relations(conn)
+    if not detected and not existing:
+        return
+    mine = _names(conn, only=document_id)
+    answered = [r for r in existing if detect.match_reference(r.reference, mine)]
+    if not detected and not answered:
+        return
+    names = _names(conn)
+    others = [n for n in names if n.document_id != document_id]
+    for item in detected:
+        other, state = _outcome(detect.match_reference(item.reference, others))
+        store.insert_relation(
+            conn,
+            document_id,
+            reverse=item.reverse,
+            other=other,
+            kind=item.kind,
+            reference=item.reference,
+            effective=item.effective,
+            evidence=item.evidence,
+            lines=(item.start_line, item.end_line),
+            detected=item.detected,
+            state=state,
+        )
+    for row in answered:
+        _rematch(conn, row, [n for n in names if n.document_id != row.stated_by])
+
+
+def _rematch(conn: apsw.Connection, row: store.RelationRow, names: list[detect.DocNames]) -> None:
+    other, state = _outcome(detect.match_reference(row.reference, names))
+    store.set_other(conn, row, other, state)
+
+
+def forget_document(conn: apsw.Connection, document_id: int) -> None:
+    """Before ``document_id`` is deleted: its rows go; rows naming it, and ambiguous rows
+    it was one of the candidates of, are re-matched without it."""
+    store.delete_stated_by(conn, document_id)
+    rows_ = store.all_relations(conn)
+    if not rows_:
+        return
+    names = _names(conn)
+    gone = [n for n in names if n.document_id == document_id]
+    left = [n for n in names if n.document_id != document_id]
+    for row in rows_:
+        named = document_id in (row.from_id, row.to_id)
+        if named or (row.state == store.AMBIGUOUS and detect.match_reference(row.reference, gone)):
+            _rematch(conn, row, [n for n in left if n.document_id != row.stated_by])
