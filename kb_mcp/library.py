@@ -32,6 +32,7 @@ from kb_mcp.ingest.pipeline import (
     text_hash,
 )
 from kb_mcp.ingest.policy import check_readable
+from kb_mcp.ingest.relink import StoredRelations
 from kb_mcp.ingest.reredact import StoredRedaction
 from kb_mcp.ingest.status import classify_status
 from kb_mcp.ingest.sync import utc_now
@@ -90,15 +91,18 @@ class Library:
         self.db = Database(self.home / DB_FILE)
         self.fts = FtsIndex(self.db)
         self.redaction = StoredRedaction(self.db, self.home)
+        self.relations = StoredRelations(self.db)
         self._vectors = ActiveVectors(self.db, self.home, settings, make_embedder)
         synclock.recover_interrupted(self.db, self.home)
 
     def _ready(self) -> None:
         """Bring derived data up to date before it is used: the FTS representation, then
-        the stored text's redaction rules (``ingest/reredact.py``). Lazy, so opening a
+        the stored text's redaction rules (``ingest/reredact.py``), then the document
+        relations (``ingest/relink.py``). Lazy, so opening a
         library (and the MCP handshake) never waits for either; one check once done."""
         self.fts.ensure_current()
         self.redaction.ensure_current()
+        self.relations.ensure_current()
 
     def close(self) -> None:
         self.db.close()

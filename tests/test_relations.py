@@ -230,6 +230,19 @@ def test_relations_rebuild_recreates_them(tmp_path: Path) -> None:
         assert relation_rows.snapshot(lib.db.conn) == before
 
 
+def test_relations_of_an_older_database_are_detected_at_first_use(tmp_path: Path) -> None:
+    """issue 9: a library stored before the relations table (or under older rules) gets
+    its rows at the first search, without a rebuild."""
+    with _library(tmp_path, {"retention.md": RETENTION, "errata.md": ERRATA}) as lib:
+        before = relation_rows.snapshot(lib.db.conn)
+        with lib.db.write() as conn:
+            conn.execute("DELETE FROM doc_relations")
+            conn.execute("DELETE FROM meta WHERE key = 'relations_version'")
+    with _open(tmp_path / "home") as lib:
+        assert lib.search("audit log retention").hits[1].relations
+        assert relation_rows.snapshot(lib.db.conn) == before
+
+
 # --- search and read ---------------------------------------------------------------------
 
 

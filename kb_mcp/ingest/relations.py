@@ -36,6 +36,9 @@ from rapidfuzz import fuzz
 
 from kb_mcp.ingest.frontmatter import meta_list, split_frontmatter
 
+# The version of the rules below: stored rows made under another are redone by the first
+# reader (``ingest/relink.StoredRelations``). Bump it when detection or matching changes.
+RELATIONS_VERSION = 1
 SUPERSEDES, CORRECTS, WITHDRAWS, UPDATES = "supersedes", "corrects", "withdraws", "updates"
 KINDS = (SUPERSEDES, CORRECTS, WITHDRAWS, UPDATES)
 FRONTMATTER, PROSE = "frontmatter", "prose"

@@ -15,11 +15,18 @@ All of it runs inside the caller's write transaction (``ingest/pipeline.py``).
 
 from __future__ import annotations
 
+import dataclasses
+
 import apsw
 
 from kb_mcp.ingest import relations as detect
 from kb_mcp.store import documents as rows
+from kb_mcp.store import meta
 from kb_mcp.store import relations as store
+from kb_mcp.store.db import Database
+
+VERSION_KEY = "relations_version"
+BACKFILL_BATCH = 500
 
 
 def _names(conn: apsw.Connection, only: int | None = None) -> list[detect.DocNames]:
@@ -91,3 +98,46 @@ def forget_document(conn: apsw.Connection, document_id: int) -> None:
         named = document_id in (row.from_id, row.to_id)
         if named or (row.state == store.AMBIGUOUS and detect.match_reference(row.reference, gone)):
             _rematch(conn, row, [n for n in left if n.document_id != row.stated_by])
+
+
+class StoredRelations:
+    """Relations of documents stored before this version of the rules: detected again.
+
+    The rows are derived data (``RELATIONS_VERSION`` in ``ingest/relations.py``): a
+    database from before the table, or from older rules, has its rows redone by the
+    first reader, in one transaction (so a crash redoes all of it), never before the
+    MCP handshake. A library without a cue costs one detection per document.
+    """
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._current = False
+
+    def ensure_current(self) -> bool:
+        """Redo every row when the stored version is not today's; whether it ran."""
+        if self._current:
+            return False
+        wanted = str(detect.RELATIONS_VERSION)
+        if meta.get(self.db.conn, VERSION_KEY) == wanted:
+            self._current = True
+            return False
+        with self.db.write() as conn:
+            if meta.get(conn, VERSION_KEY) != wanted:  # another process may have done it
+                store.delete_all(conn)
+                after = 0
+                while batch := rows.documents_after(conn, after, BACKFILL_BATCH):
+                    for found in batch:
+                        record_relations(conn, found.id, _as_new(conn, found))
+                    after = batch[-1].id
+                meta.put(conn, VERSION_KEY, wanted)
+        self._current = True
+        return True
+
+
+def _as_new(conn: apsw.Connection, found: rows.DocumentRow) -> rows.NewDocument:
+    fields = {
+        f.name: getattr(found, f.name)
+        for f in dataclasses.fields(rows.NewDocument)
+        if hasattr(found, f.name)
+    }
+    return rows.NewDocument(**fields, supersedes=store.supersedes_of(conn, found.id))

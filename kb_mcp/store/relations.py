@@ -93,6 +93,19 @@ def delete_stated_by(conn: apsw.Connection, document_id: int) -> None:
     conn.execute("DELETE FROM doc_relations WHERE stated_by = ?", (document_id,))
 
 
+def delete_all(conn: apsw.Connection) -> None:
+    conn.execute("DELETE FROM doc_relations")
+
+
+def supersedes_of(conn: apsw.Connection, document_id: int) -> tuple[str, ...]:
+    """The ``supersedes:`` references a document was stored with (``supersessions``)."""
+    rows = conn.execute(
+        "SELECT supersedes FROM supersessions WHERE document_id = ? ORDER BY rowid",
+        (document_id,),
+    )
+    return tuple(r[0] for r in rows)
+
+
 def all_relations(conn: apsw.Connection) -> list[RelationRow]:
     return [RelationRow(*r) for r in conn.execute(f"SELECT {_COLS} FROM doc_relations")]
 
