@@ -96,6 +96,9 @@ PROSE = [
     ("# Update, 3 February 2026: ADR-12 retention\n", "updates", "ADR-12 retention", False),
     ("# ADR-13: Use Kafka\n\nStatus: Superseded by ADR-0014\n", "supersedes", "ADR-0014", True),
     ("# ADR-14: Use Pulsar\n\nSupersedes ADR-13.\n", "supersedes", "ADR-13", False),
+    ("# Retention settings — update, 3 Feb 2026\n", "updates", "Retention settings", False),
+    ("# Pager policy (revised March 2026)\n", "updates", "Pager policy", False),
+    ("# Release notes v2.3.1: errata\n", "corrects", "Release notes v2.3.1", False),
 ]
 
 
@@ -138,6 +141,7 @@ def test_detect_relations_ignores_decoys() -> None:
         "# Front desk\n\nWithdraw cash at the front desk before noon.\n"
         "The correction factor for the scale is 1.2.\nWe update the rota weekly.\n"
         "## Replacing the toner\n\nThe update script corrects typos.\n"
+        "## Deploy steps: update the chart\n\n## Front desk - updated rota\n"
     )
     assert detect_relations("Front desk", text, "markdown", "2026-01-01") == []
 

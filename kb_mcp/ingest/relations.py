@@ -93,7 +93,11 @@ _CUES: tuple[tuple[str, bool, re.Pattern[str]], ...] = tuple(
             r"^(?:we are|we're|we have|we) (?:withdrawing|withdrawn|withdraw|retracting|"
             r"retracted|retract|cancell?ing|cancell?ed) " + _REF,
         ),
-        (SUPERSEDES, True, r"^(?:status\s*[:\-–—]\s*)?superseded by\s*[:\-–—]?\s*" + _REF),
+        (
+            SUPERSEDES,
+            True,
+            r"^(?:status\s*[:\-–—]\s*)?(?:superseded|replaced|obsoleted) by\s*[:\-–—]?\s*" + _REF,
+        ),
         (WITHDRAWS, True, r"^(?:status\s*[:\-–—]\s*)?withdrawn by\s*[:\-–—]?\s*" + _REF),
         (
             SUPERSEDES,
@@ -109,6 +113,16 @@ _CUES: tuple[tuple[str, bool, re.Pattern[str]], ...] = tuple(
         (UPDATES, False, r"^update[sd]?\s+(?:to|for|on)\s+" + _REF),
     )
 )
+# "Retention settings — update, 3 February 2026" / "Release notes v2.3.1: errata": the
+# cue after the name of what it changes (titles and headings only).
+_TRAILING_CUE = re.compile(
+    r"^(?P<ref>\S.{2,200}?)\s*(?:[—–:(]|\s-)\s*(?P<cue>update[sd]?|revised|revision|errata|"
+    r"erratum|correction|corrections|addendum|withdrawn|retracted)\b"
+    r"(?:\W*$|\s*[,(:]?\s*(?:on\s+|of\s+|from\s+)?(?:\d|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct"
+    r"|nov|dec)[a-z]*\b))",
+    re.IGNORECASE,
+)
+_TRAILING_KIND = {"withdrawn": WITHDRAWS, "retracted": WITHDRAWS}
 _UPDATE_HEAD = re.compile(r"^update\b[^:]{0,40}:\s*" + _REF, re.IGNORECASE)
 _MARKUP = re.compile(r"^\s*(?:#{1,6}\s+|>\s*|[-*+]\s+)?[*_`]*\s*")
 _REF_END = re.compile(
@@ -192,10 +206,11 @@ def detect_relations(
     prose: list[Detected] = []
     for number, line in _cue_lines(lines, body_start, kind):
         seen_title = seen_title or _clean(line).lower() == title.strip().lower()
-        prose += _from_line(line, number, doc_date)
+        heading = kind == "markdown" and line.lstrip().startswith("#")
+        prose += _from_line(line, number, doc_date, heading)
         opening_date = opening_date or stated_date(_clean(line), doc_date)
     if not seen_title and title.strip():
-        prose += _from_line(title, 1, doc_date)
+        prose += _from_line(title, 1, doc_date, heading=True)
     # A date stated anywhere in the opening ("Effective 3 February: …") dates the change
     # a heading announced; else the document's own date.
     fallback = opening_date or doc_date
@@ -277,9 +292,16 @@ def _clean(line: str) -> str:
     return _MARKUP.sub("", line).strip().strip("*_`").strip()
 
 
-def _from_line(line: str, number: int, doc_date: str | None) -> list[Detected]:
+def _from_line(
+    line: str, number: int, doc_date: str | None, heading: bool = False
+) -> list[Detected]:
     """The relations one title, heading or opening line states (usually none)."""
     clean = _clean(line)
+    trailing = _TRAILING_CUE.match(clean) if heading else None
+    if trailing is not None:
+        cue = trailing["cue"].lower()
+        kind = _TRAILING_KIND.get(cue, UPDATES if cue.startswith(("update", "revis")) else CORRECTS)
+        return _detected(kind, False, trailing["ref"], clean, number, doc_date)
     for kind, reverse, pattern in _CUES:
         match = pattern.match(clean)
         if match:
