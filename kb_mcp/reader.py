@@ -66,7 +66,7 @@ def document_relations(db: Database, document_id: int, doc_key: str) -> tuple[st
     cite of their evidence, then its own references left open (pending, ambiguous)."""
     shown = []
     for view in relation_rows.views_for(db.conn, [doc_key]):
-        incoming = view.to_key == doc_key
+        incoming = view.to_key == doc_key  # a document that withdrew itself: incoming
         other = view.from_key if incoming else view.to_key
         lines = f"#L{view.start_line}-L{view.end_line}"
         cite = f"{view.stated_by_key}{lines}"

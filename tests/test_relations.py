@@ -15,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from kb_mcp.ingest.relations import detect_relations, doc_names, match_reference
+from kb_mcp.ingest.dates import document_date, path_date
+from kb_mcp.ingest.relations import SELF, detect_relations, doc_names, match_reference
 from kb_mcp.library import Library
+from kb_mcp.search.freshness import as_of_date
 from kb_mcp.settings import Settings
 from kb_mcp.store import relations as relation_rows
 
@@ -337,3 +339,81 @@ async def test_search_tool_reports_relations_over_stdio(
     assert first["title"].startswith("Errata")
     assert second["relations"] == [f"corrected by {first['doc']}#L4-L4"]
     assert f"relations: corrects {second['doc']}" in found.content[0].text
+
+
+def test_detect_relations_reads_a_withdrawal_named_by_date() -> None:
+    """issue 9: "Our post of 1 December said … we have withdrawn it" names its document
+    by date (the year is the stater's); a document that says it was withdrawn names
+    itself, and its "WITHDRAWN: X" title then names no other."""
+    retraction = (
+        "# Retraction: tram Wi-Fi\n\nOur post of 1 December said that every tram gets Wi-Fi.\n"
+        "That was wrong and we have withdrawn it.\n"
+    )
+    found = detect_relations("", retraction, "markdown", "2025-12-09")
+    assert [(d.reference, d.start_line, d.end_line) for d in found] == [
+        ("dated 2025-12-01", 3, 4),
+        ("tram Wi-Fi", 1, 1),
+    ]
+    itself = "# WITHDRAWN: Jenkins retirement\n\n*This announcement was withdrawn on 19 January.*\n"
+    found = detect_relations("", itself, "markdown", "2026-01-02")
+    assert [(d.kind, d.reference, d.effective, d.reverse) for d in found] == [
+        ("withdraws", SELF, "2026-01-19", True)
+    ]
+
+
+def test_relations_match_by_date_and_by_series(tmp_path: Path) -> None:
+    """issue 9: a dated reference resolves to the document of that day; "last week's
+    minutes" to the latest earlier document of the stater's own series."""
+    files = {
+        "closing.md": (
+            "---\ndate: 2025-05-02\n---\n# Quarry Lane desk closes on 30 May\n\nIt closes.\n"
+        ),
+        "stays.md": (
+            "---\ndate: 2025-05-21\n---\n# Quarry Lane desk stays open\n\n"
+            "The closure we announced on 2 May is withdrawn.\n"
+        ),
+        "m1.md": "---\ndate: 2026-03-05\n---\n# Payments group, minutes\n\nRefunds: 5 days.\n",
+        "m2.md": "---\ndate: 2026-03-12\n---\n# Payments group, minutes\n\nRefunds: 3 days.\n",
+        "m3.md": (
+            "---\ndate: 2026-03-19\n---\n# Payments group, minutes\n\n"
+            "Correction to item 1 of last week's minutes: refunds stay at 5 days.\n"
+        ),
+    }
+    with _library(tmp_path, files) as lib:
+        dated = {(f, k, t) for f, k, t, state in _edges(lib) if state == "resolved"}
+        assert (
+            "Quarry Lane desk stays open",
+            "withdraws",
+            "Quarry Lane desk closes on 30 May",
+        ) in dated
+        assert lib.read("m2.md").relations[0].startswith(f"corrected by {lib.read('m3.md').doc}")
+        assert lib.read("m1.md").relations == ()
+
+
+def test_document_date_is_read_from_the_text_and_the_file_name() -> None:
+    """issue 9: "Posted 12 March 2026", an "Update, <date>:" head, a dated first line,
+    a dated file name; nothing without a year."""
+    assert document_date("# Hours\n\nPosted 18 August 2025.\n", "markdown") == "2025-08-18"
+    assert document_date("# R\n\nUpdate, 3 February 2026: now 36 months\n", "markdown") == (
+        "2026-02-03"
+    )
+    assert document_date("**#lantern** · 14 October 2025\n\nhi\n", "markdown") == "2025-10-14"
+    assert document_date("# Fares\n\nFrom 1 April the cap is higher.\n", "markdown") is None
+    assert path_date("notes/semaphore/2026-01-05-fare-cap.md") == "2026-01-05"
+    assert path_date("notes/2026-13-05.md") is None
+
+
+@pytest.mark.parametrize(
+    ("query", "as_of"),
+    [
+        ("How much was the daily fare cap back in July 2024?", "2024-07-31"),
+        ("the most you could pay just before the April 2025 fare change", "2025-03-31"),
+        ("As of autumn 2025, what is the cap", "2025-10-15"),
+        ("At the start of 2024, how many requests", "2024-01-31"),
+        ("minimum password length in 2024", "2024-12-31"),
+        ("deploy python 3.11 in 2 steps", None),
+    ],
+)
+def test_as_of_date_reads_the_ways_questions_name_a_time(query: str, as_of: str | None) -> None:
+    """issue 9 (time_bound): "as of" is one of several ways to ask about a time."""
+    assert as_of_date(query) == as_of

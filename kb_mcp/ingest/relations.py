@@ -28,20 +28,21 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import date
 from pathlib import PurePosixPath
 from typing import Any
 
 from rapidfuzz import fuzz
 
+from kb_mcp.ingest.dates import parse_date, stated_date
 from kb_mcp.ingest.frontmatter import meta_list, split_frontmatter
 
 # The version of the rules below: stored rows made under another are redone by the first
 # reader (``ingest/relink.StoredRelations``). Bump it when detection or matching changes.
-RELATIONS_VERSION = 1
+RELATIONS_VERSION = 2
 SUPERSEDES, CORRECTS, WITHDRAWS, UPDATES = "supersedes", "corrects", "withdraws", "updates"
 KINDS = (SUPERSEDES, CORRECTS, WITHDRAWS, UPDATES)
 FRONTMATTER, PROSE = "frontmatter", "prose"
+SELF = "(this document)"  # the reference of a document that says it was withdrawn itself
 OPENING_LINES = 12  # body lines read for cues besides the title and headings
 HEADING_LINES = 400  # headings are read this far into a document
 # Title matching (rapidfuzz token_sort_ratio on normalized titles, 0-100). Hand-tuned on
@@ -80,7 +81,12 @@ _CUES: tuple[tuple[str, bool, re.Pattern[str]], ...] = tuple(
             r"^this (?:note|page|document|post|notice|addendum|erratum|update) (?:corrects|amends) "
             + _REF,
         ),
-        (WITHDRAWS, False, r"^(?:withdrawn|retracted|cancell?ed|rescinded)\s*[:\-–—]\s*" + _REF),
+        (
+            WITHDRAWS,
+            False,
+            r"^(?:withdrawn|retracted|cancell?ed|rescinded|retraction|withdrawal|cancell?ation)"
+            r"\s*(?:of\s+)?[:\-–—]?\s*(?<=[:\-–—\s])" + _REF,
+        ),
         (
             WITHDRAWS,
             False,
@@ -123,6 +129,28 @@ _TRAILING_CUE = re.compile(
     re.IGNORECASE,
 )
 _TRAILING_KIND = {"withdrawn": WITHDRAWS, "retracted": WITHDRAWS}
+# "*This announcement was withdrawn on 19 January 2026.*", "This notice has been
+# withdrawn": the document withdraws itself (past tense only: "This announcement is
+# cancelled" in a cancellation notice speaks of the announcement it cancels).
+_SELF_WITHDRAWN = re.compile(
+    r"^this (?:announcement|notice|post|page|document|note|memo|message|plan|advisory) "
+    r"(?:was|has been) (?:withdrawn|cancell?ed|retracted|rescinded|revoked)\b",
+    re.IGNORECASE,
+)
+# "Our post of 1 December said … we have withdrawn it", "The closure we announced on
+# 2 May is withdrawn": a withdrawal that names its document by date.
+_DATED_REF = re.compile(
+    r"\b(?:post|notice|announcement|message|email|note|plan|closure|change|update|article|"
+    r"we announced|we posted|we published|we sent|announced|posted|published)\s+"
+    r"(?:of|on|from|dated)\s+(?P<when>[^.;]{3,30})",
+    re.IGNORECASE,
+)
+_WITHDRAW_VERB = re.compile(
+    r"\b(?:is|was|has been|have|we have|we've) (?:now )?(?:withdrawn|retracted|cancell?ed|"
+    r"rescinded)\b|\bwe (?:withdraw|retract)\b|\bwas wrong\b",
+    re.IGNORECASE,
+)
+DATED = "dated "  # the reference of a document named by its date: "dated 2025-12-01"
 _UPDATE_HEAD = re.compile(r"^update\b[^:]{0,40}:\s*" + _REF, re.IGNORECASE)
 _MARKUP = re.compile(r"^\s*(?:#{1,6}\s+|>\s*|[-*+]\s+)?[*_`]*\s*")
 _REF_END = re.compile(
@@ -133,26 +161,13 @@ _VERSION = re.compile(r"(?<![\w.])v?(?P<v>\d+\.\d+(?:\.\d+){0,3})(?![\w.])")
 _FILE = re.compile(r"[\w./-]+\.(?:md|markdown|txt|rst|org|adoc|html?|pdf|docx)\b", re.IGNORECASE)
 _WORD = re.compile(r"\w+")
 _STOP = frozenset("the a an of to for on in at and our this that".split())
-
-_MONTHS = (
-    "january february march april may june july august september october november december"
-).split()
-_MONTH = (
-    r"(?P<mon>jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
-    r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
+# Words that frame a reference rather than name its document ("last week's post on …").
+_FRAMING = frozenset(
+    "last week weeks s post posts notice announcement page note document said what i we "
+    "earlier previous item yesterday update updates changes".split()
 )
-_DATE = re.compile(
-    r"(?P<iso>\d{4}-\d{2}-\d{2})"
-    rf"|(?P<d1>\d{{1,2}})(?:st|nd|rd|th)?\s+{_MONTH}(?:,?\s+(?P<y1>\d{{4}}))?"
-    rf"|{_MONTH.replace('mon', 'mon2')}\s+(?P<d2>\d{{1,2}})(?:st|nd|rd|th)?"
-    r"(?:,?\s+(?P<y2>\d{4}))?"
-    rf"|{_MONTH.replace('mon', 'mon3')}\s+(?P<y3>\d{{4}})",
-    re.IGNORECASE,
-)
-_DATE_CUE = re.compile(
-    r"\b(?:effective(?:\s+(?:from|on|as of))?|as of|posted(?:\s+on)?|dated|published(?:\s+on)?|"
-    r"updated(?:\s+on)?|update,?|withdrawn(?:\s+on)?|starting|from)\s+",
-    re.IGNORECASE,
+_RELATIVE = re.compile(
+    r"\b(?:last week'?s?|yesterday'?s?|last month'?s?|the previous|previous)\b", re.IGNORECASE
 )
 
 
@@ -185,12 +200,14 @@ class Reference:
 
 @dataclass(frozen=True, slots=True)
 class DocNames:
-    """How a document can be referred to: its title, ids in its title / paths, file names."""
+    """How a document can be referred to: its title, ids in its title / paths, file names
+    (and its date, for "last week's minutes")."""
 
     document_id: int
     title: str
     ids: frozenset[str]
     files: frozenset[str]
+    date: str | None = None
 
 
 def detect_relations(
@@ -204,6 +221,8 @@ def detect_relations(
     lines = text.split("\n")
     seen_title, opening_date = False, None
     prose: list[Detected] = []
+    for number, paragraph in _opening_paragraphs(lines, body_start):
+        prose += [d for d in _dated_withdrawal(paragraph, number, doc_date) if "\n" in paragraph]
     for number, line in _cue_lines(lines, body_start, kind):
         seen_title = seen_title or _clean(line).lower() == title.strip().lower()
         heading = kind == "markdown" and line.lstrip().startswith("#")
@@ -214,8 +233,42 @@ def detect_relations(
     # A date stated anywhere in the opening ("Effective 3 February: …") dates the change
     # a heading announced; else the document's own date.
     fallback = opening_date or doc_date
-    found += [d if d.effective else replace(d, effective=fallback) for d in prose]
-    return _unique(found)
+    # A reverse row ("Superseded by ADR-12") takes effect on the other document's date,
+    # which the store knows: left empty here.
+    prose = [d if d.effective or d.reverse else replace(d, effective=fallback) for d in prose]
+    prose += _update_of_own_title(title, prose)
+    if any(d.reference == SELF for d in prose):  # "WITHDRAWN: X" then names itself
+        prose = [d for d in prose if d.kind != WITHDRAWS or d.reference == SELF]
+    return _unique(found + prose)
+
+
+def _update_of_own_title(title: str, prose: list[Detected]) -> list[Detected]:
+    """An "Update, <date>: <sentence>" names a fact, not a page; the note's own title
+    ("Password policy: what changes") often names the page it updates."""
+    named = _cut(title)
+    if len(_content(normalize(named))) < 2:
+        return []
+    return [
+        replace(d, reference=named)
+        for d in prose
+        if d.kind == UPDATES and not parse_reference(d.reference).exact
+    ][:1]
+
+
+def _opening_paragraphs(lines: list[str], body_start: int) -> list[tuple[int, str]]:
+    """(first line number, text) of the paragraphs in the opening lines: a withdrawal
+    that names its document by date often spans two lines."""
+    paragraphs: list[tuple[int, list[str]]] = []
+    end = min(len(lines), body_start - 1 + OPENING_LINES * 2)
+    for index in range(body_start - 1, end):
+        line = lines[index].strip()
+        if not line:
+            paragraphs.append((index + 2, []))
+        elif paragraphs:
+            paragraphs[-1][1].append(line)
+        else:
+            paragraphs.append((index + 1, [line]))
+    return [(n, "\n".join(p)) for n, p in paragraphs if len(p) > 1]
 
 
 def _cue_lines(lines: list[str], body_start: int, kind: str) -> Iterable[tuple[int, str]]:
@@ -297,6 +350,13 @@ def _from_line(
 ) -> list[Detected]:
     """The relations one title, heading or opening line states (usually none)."""
     clean = _clean(line)
+    if _SELF_WITHDRAWN.match(clean):
+        effective = stated_date(clean, doc_date)
+        evidence = clean[:EVIDENCE_CHARS]
+        return [Detected(WITHDRAWS, SELF, effective, evidence, number, number, PROSE, True)]
+    dated = _dated_withdrawal(clean, number, doc_date)
+    if dated:
+        return dated
     trailing = _TRAILING_CUE.match(clean) if heading else None
     if trailing is not None:
         cue = trailing["cue"].lower()
@@ -314,6 +374,20 @@ def _from_line(
             evidence = clean[:EVIDENCE_CHARS]
             return [Detected(UPDATES, reference, effective, evidence, number, number, PROSE)]
     return []
+
+
+def _dated_withdrawal(clean: str, number: int, doc_date: str | None) -> list[Detected]:
+    """A line that withdraws a document it names by date (the year: the stater's)."""
+    if _WITHDRAW_VERB.search(clean) is None:
+        return []
+    last = number + clean.count("\n")
+    clean = clean.replace("\n", " ")
+    named = _DATED_REF.search(clean)
+    when = parse_date(named["when"], doc_date, anchored=True) if named else None
+    if when is None or (doc_date and when > doc_date[:10]):
+        return []
+    evidence = clean[:EVIDENCE_CHARS]
+    return [Detected(WITHDRAWS, DATED + when, None, evidence, number, last, PROSE)]
 
 
 def _detected(
@@ -346,46 +420,6 @@ def _unique(found: list[Detected]) -> list[Detected]:
             seen.add(key)
             kept.append(item)
     return kept
-
-
-# --- dates -------------------------------------------------------------------------------
-
-
-def stated_date(text: str, doc_date: str | None) -> str | None:
-    """The date a cue states ("effective 3 February", "as of June 2026", "Posted 12 March
-    2026"), as ISO; a missing year is the document's own."""
-    for cue in _DATE_CUE.finditer(text):
-        parsed = parse_date(text[cue.end() : cue.end() + 40], doc_date, anchored=True)
-        if parsed:
-            return parsed
-    return None
-
-
-def parse_date(text: str, doc_date: str | None, *, anchored: bool = False) -> str | None:
-    """The first date in ``text`` (at its start when ``anchored``) as ``YYYY-MM-DD``."""
-    match = _DATE.match(text.strip()) if anchored else _DATE.search(text)
-    if match is None:
-        return None
-    year_default = int(doc_date[:4]) if doc_date and doc_date[:4].isdigit() else None
-    try:
-        if match["iso"]:
-            return date.fromisoformat(match["iso"]).isoformat()
-        if match["mon"]:
-            day, month, year = int(match["d1"]), match["mon"], match["y1"]
-        elif match["mon2"]:
-            day, month, year = int(match["d2"]), match["mon2"], match["y2"]
-        else:
-            day, month, year = 1, match["mon3"], match["y3"]
-        year_value = int(year) if year else year_default
-        if year_value is None:
-            return None
-        return date(year_value, _month(month), day).isoformat()
-    except ValueError:
-        return None
-
-
-def _month(name: str) -> int:
-    return next(i for i, m in enumerate(_MONTHS, start=1) if m.startswith(name.lower()[:3]))
 
 
 # --- matching ----------------------------------------------------------------------------
@@ -436,38 +470,115 @@ def parse_reference(reference: str) -> Reference:
     return Reference(ids_in(reference), files, normalize(reference))
 
 
-def doc_names(document_id: int, title: str, paths: Sequence[str]) -> DocNames:
+def doc_names(
+    document_id: int, title: str, paths: Sequence[str], doc_date: str | None = None
+) -> DocNames:
     stems = " ".join(PurePosixPath(p).stem.upper() for p in paths)
-    return DocNames(document_id, normalize(title), ids_in(f"{title} {stems}"), file_names(paths))
+    return DocNames(
+        document_id, normalize(title), ids_in(f"{title} {stems}"), file_names(paths), doc_date
+    )
 
 
-def match_reference(reference: str, candidates: Iterable[DocNames]) -> list[int]:
-    """The documents ``reference`` can mean: one is a match, two or more an ambiguity."""
+def match_reference(
+    reference: str,
+    candidates: Iterable[DocNames],
+    kind: str = CORRECTS,
+    stater: DocNames | None = None,
+) -> list[int]:
+    """The documents ``reference`` can mean: one is a match, two or more an ambiguity.
+
+    ``stater`` is the document making the reference: "last week's minutes" names the
+    latest earlier document of its own series (same title). ``kind`` ``updates`` also
+    accepts a sentence that covers most of a title's words ("Update, 3 February: the
+    retention period for ridership data is now 36 months" → "Ridership data retention"),
+    since an update note often names the fact, not the page.
+    """
     ref = parse_reference(reference)
+    candidates = list(candidates)
     if ref.exact:
         return [
             c.document_id
             for c in candidates
             if (ref.ids and ref.ids <= c.ids) or (ref.files and ref.files & c.files)
         ]
-    if len(ref.title.split()) < 2:
+    if reference.startswith(DATED):
+        return _dated(reference.removeprefix(DATED), candidates, stater)
+    if stater is not None and _RELATIVE.search(reference):
+        series = _previous_in_series(stater, candidates)
+        if series:
+            return series
+    content = _content(ref.title)
+    if len(content) < 2:
         return []  # one word names a topic, not a document
     scored = sorted(
-        ((_title_score(ref.title, c.title), c.document_id) for c in candidates),
+        ((_title_score(ref.title, c.title, kind == UPDATES), c.document_id) for c in candidates),
         reverse=True,
     )
     if not scored or scored[0][0] < TITLE_MATCH:
         return []
     best = scored[0][0]
-    return [doc for score, doc in scored if score >= max(TITLE_MATCH, best - TITLE_MARGIN)]
+    return [doc for score, doc in scored if score > max(TITLE_MATCH - 1, best - TITLE_MARGIN)]
 
 
-def _title_score(ref: str, title: str) -> float:
-    """How well a reference names a title: the whole title inside the reference (two words
-    or more) counts as a near match; otherwise the order-free similarity."""
+def _dated(day: str, candidates: list[DocNames], stater: DocNames | None) -> list[int]:
+    """Documents dated ``day``; several are narrowed to those sharing a word with the
+    stating document's title (a notice about the closure names the closure)."""
+    same_day = [c for c in candidates if c.date and c.date[:10] == day]
+    if len(same_day) > 1 and stater is not None:
+        words = _content(stater.title)
+        related = [c for c in same_day if _content(c.title) & words]
+        same_day = related or same_day
+    return [c.document_id for c in same_day]
+
+
+def is_relative(reference: str) -> bool:
+    """Whether a reference names its document relative to the stating one ("last week's
+    minutes")."""
+    return _RELATIVE.search(reference) is not None
+
+
+def _previous_in_series(stater: DocNames, candidates: list[DocNames]) -> list[int]:
+    if not stater.date:
+        return []
+    earlier = [
+        c
+        for c in candidates
+        if c.title == stater.title and c.date and c.date[:10] < stater.date[:10]
+    ]
+    if not earlier:
+        return []
+    latest = max(c.date[:10] for c in earlier if c.date)
+    return [c.document_id for c in earlier if c.date and c.date[:10] == latest]
+
+
+def _stem(word: str) -> str:
+    """A crude stem, enough to let "switch-off" name "switched off", "validator" name
+    "validators"."""
+    for suffix in ("ing", "ed", "es", "s"):
+        if len(word) > len(suffix) + 3 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
+def _content(normalized: str) -> set[str]:
+    """The words of a normalized reference or title that name something."""
+    return {_stem(w) for w in normalized.split() if w not in _FRAMING}
+
+
+def _title_score(ref: str, title: str, loose: bool = False) -> float:
+    """How well a reference names a title (0-100): every word of the title in the
+    reference, or every word of the reference in the title (two words or more), is a
+    near match; otherwise the order-free similarity. ``loose``: three or more title words
+    and three quarters of them in the reference also pass."""
     if not title:
         return 0.0
-    words, ref_words = set(title.split()), set(ref.split())
+    words, ref_words = _content(title), _content(ref)
+    similarity = fuzz.token_sort_ratio(ref, title)
     if len(words) >= 2 and words <= ref_words:
-        return max(95.0, fuzz.token_sort_ratio(ref, title))
-    return fuzz.token_sort_ratio(ref, title)
+        return max(95.0, similarity)
+    if len(ref_words) >= 2 and ref_words <= words:
+        return max(90.0, similarity)
+    shared = words & ref_words
+    if loose and len(shared) >= 3 and len(shared) >= 0.75 * len(words):
+        return max(86.0, similarity)
+    return similarity

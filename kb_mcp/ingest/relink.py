@@ -32,8 +32,8 @@ BACKFILL_BATCH = 500
 def _names(conn: apsw.Connection, only: int | None = None) -> list[detect.DocNames]:
     """How each document (or only document ``only``) can be referred to."""
     return [
-        detect.doc_names(doc_id, title, names)
-        for doc_id, title, names in store.candidates(conn, only)
+        detect.doc_names(doc_id, title, names, doc_date)
+        for doc_id, title, names, doc_date in store.candidates(conn, only)
     ]
 
 
@@ -41,6 +41,29 @@ def _outcome(found: list[int]) -> tuple[int | None, str]:
     if len(found) == 1:
         return found[0], store.RESOLVED
     return None, (store.AMBIGUOUS if found else store.PENDING)
+
+
+def _match(
+    reference: str, kind: str, stated_by: int, names: list[detect.DocNames]
+) -> tuple[int | None, str]:
+    """Where a reference stated by ``stated_by`` points, among ``names`` (never at the
+    stating document itself, unless the reference is ``SELF``)."""
+    if reference == detect.SELF:
+        return stated_by, store.RESOLVED
+    stater = next((n for n in names if n.document_id == stated_by), None)
+    others = [n for n in names if n.document_id != stated_by]
+    return _outcome(detect.match_reference(reference, others, kind, stater))
+
+
+def _may_name(row: store.RelationRow, names: list[detect.DocNames]) -> bool:
+    """Whether ``row``'s reference could point at one of ``names`` (a cheap pre-check)."""
+    if row.reference == detect.SELF:
+        return False
+    if row.reference.startswith(detect.DATED):
+        return True  # cheap to re-match: a date compare per document
+    return detect.is_relative(row.reference) or bool(
+        detect.match_reference(row.reference, names, row.kind)
+    )
 
 
 def record_relations(conn: apsw.Connection, document_id: int, doc: rows.NewDocument) -> None:
@@ -55,13 +78,12 @@ def record_relations(conn: apsw.Connection, document_id: int, doc: rows.NewDocum
     if not detected and not existing:
         return
     mine = _names(conn, only=document_id)
-    answered = [r for r in existing if detect.match_reference(r.reference, mine)]
+    answered = [r for r in existing if _may_name(r, mine)]
     if not detected and not answered:
         return
     names = _names(conn)
-    others = [n for n in names if n.document_id != document_id]
     for item in detected:
-        other, state = _outcome(detect.match_reference(item.reference, others))
+        other, state = _match(item.reference, item.kind, document_id, names)
         store.insert_relation(
             conn,
             document_id,
@@ -76,12 +98,7 @@ def record_relations(conn: apsw.Connection, document_id: int, doc: rows.NewDocum
             state=state,
         )
     for row in answered:
-        _rematch(conn, row, [n for n in names if n.document_id != row.stated_by])
-
-
-def _rematch(conn: apsw.Connection, row: store.RelationRow, names: list[detect.DocNames]) -> None:
-    other, state = _outcome(detect.match_reference(row.reference, names))
-    store.set_other(conn, row, other, state)
+        store.set_other(conn, row, *_match(row.reference, row.kind, row.stated_by, names))
 
 
 def forget_document(conn: apsw.Connection, document_id: int) -> None:
@@ -96,8 +113,8 @@ def forget_document(conn: apsw.Connection, document_id: int) -> None:
     left = [n for n in names if n.document_id != document_id]
     for row in rows_:
         named = document_id in (row.from_id, row.to_id)
-        if named or (row.state == store.AMBIGUOUS and detect.match_reference(row.reference, gone)):
-            _rematch(conn, row, [n for n in left if n.document_id != row.stated_by])
+        if named or (row.state == store.AMBIGUOUS and _may_name(row, gone)):
+            store.set_other(conn, row, *_match(row.reference, row.kind, row.stated_by, left))
 
 
 class StoredRelations:

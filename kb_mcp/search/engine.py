@@ -337,11 +337,17 @@ def _rank(
     as_of = as_of_date(query)
     changes = _changes(db, list(fused)) if use_relations else {}
     past = asks_about_past(query)
+    position = {key: i for i, key in enumerate(fused)}
     order = apply_rules(
         (_candidate(f, found[f.chunk_id], superseders) for f in fused.values()),
-        (demotion_rule(as_of), relation_rule(changes, as_of, past), prior_rule(query), *rules),
+        (
+            demotion_rule(as_of),
+            relation_rule(changes, as_of, past, position),
+            prior_rule(query),
+            *rules,
+        ),
     )
-    order = order_pass(reorder(order, as_of), changes, as_of, past)
+    order = order_pass(reorder(order, as_of), changes, as_of, past, position)
     keyword = legs.get("keyword")
     top = keyword[0].chunk_id if keyword else None
     return Ranking(order, fused, found, top, changes)
@@ -352,10 +358,8 @@ def _changes(db: Database, keys: Sequence[str]) -> dict[str, list[Change]]:
     evidence cite points into whichever document stated the relation."""
     changes: dict[str, list[Change]] = {}
     for view in relation_rows.views_for(db.conn, keys):
-        for mine, other, incoming in (
-            (view.to_key, view.from_key, True),
-            (view.from_key, view.to_key, False),
-        ):
+        sides = [(view.to_key, view.from_key, True), (view.from_key, view.to_key, False)]
+        for mine, other, incoming in sides[:1] if view.from_key == view.to_key else sides:
             cite = other
             if view.stated_by_key == other:
                 cite = format_cite(other, view.start_line, view.end_line)

@@ -33,11 +33,17 @@ from rapidfuzz import fuzz
 from kb_mcp.search.adjust import Adjustment, Candidate, Rule
 from kb_mcp.search.freshness import DEMOTION
 
+# "Both match": a changer counts when the fused ranking has it among its first
+# RELATION_DEPTH documents. golden2 dev, keyword (RELATION_DEPTH_NOTE in docs/retrieval.md).
+RELATION_DEPTH = 10
+# A withdrawal or supersession replaces the whole document, and a document that withdrew
+# itself needs no second match: those demote wherever the changer ranks.
+WHOLE = frozenset({"withdraws", "supersedes"})
 CONTRADICTION_DEPTH = 3
 CONTRADICTION_TOPIC = 60  # token_set_ratio of the two titles (0-100)
 _PAST = re.compile(
-    r"\b(?:before (?:the|this|that|it|its|their|our) (?:\w+ )?(?:change|changed|update|updated|"
-    r"correction|corrected|revision|errata|erratum|withdrawal|switch|move)|previously|"
+    r"\b(?:before (?:the|this|that|it|its|their|our)(?: [\w-]+){0,4} "
+    r"(?:change|changed|update|updated|correction|corrected|revision|errata|erratum|withdrawal|switch|move)|previously|"
     r"originally|formerly|used to|prior to the|old (?:value|version|policy|setting|number)|"
     r"initially|at first)\b",
     re.IGNORECASE,
@@ -90,16 +96,30 @@ def describe(change: Change) -> str:
     return f"{_PAST_TENSE[change.kind]} by {change.cite}"
 
 
-def relation_rule(changes: Mapping[str, Sequence[Change]], as_of: str | None, past: bool) -> Rule:
+def matched(change: Change, position: Mapping[str, int]) -> bool:
+    """Whether the changer counts as matching the question too (``RELATION_DEPTH``); a
+    withdrawal or supersession (``WHOLE``) always does."""
+    if change.kind in WHOLE:
+        return True
+    return position.get(change.other, RELATION_DEPTH) < RELATION_DEPTH
+
+
+def relation_rule(
+    changes: Mapping[str, Sequence[Change]],
+    as_of: str | None,
+    past: bool,
+    position: Mapping[str, int],
+) -> Rule:
     """The factor rule: a document another one changed (in effect at ``as_of``) scores
-    ×DEMOTION, unless the question is about the past or frontmatter ``supersedes:``
-    demoted it already."""
+    ×DEMOTION when the changer matches too (``matched``; ``position`` is each document's
+    place in the fused ranking), unless the question is about the past or frontmatter
+    ``supersedes:`` demoted it already."""
 
     def demote(c: Candidate) -> Adjustment | None:
         if past or c.superseded_on is not None:
             return None
         for change in changes.get(c.key, ()):
-            if change.incoming and _applies(change, as_of):
+            if change.incoming and _applies(change, as_of) and matched(change, position):
                 return Adjustment(describe(change), DEMOTION)
         return None
 
@@ -111,10 +131,16 @@ def order_pass(
     changes: Mapping[str, Sequence[Change]],
     as_of: str | None,
     past: bool,
+    position: Mapping[str, int],
 ) -> list[Candidate]:
     """The changer just above the document it changed (the old one above the changer for
-    a question about the past, or one dated before the change took effect)."""
+    a question about the past, or one dated before the change took effect), when the
+    changer matches too (``matched``)."""
     ranked = list(ranked)
+    changes = {
+        key: [ch for ch in found if ch.incoming or matched(ch, position)]
+        for key, found in changes.items()
+    }
     for _ in range(len(ranked)):  # each move settles one pair; bounded
         move = _next_move(ranked, changes, as_of, past)
         if move is None:

@@ -124,14 +124,17 @@ def open_references(conn: apsw.Connection, document_id: int) -> list[RelationRow
 
 def candidates(
     conn: apsw.Connection, only: int | None = None
-) -> list[tuple[int, str, tuple[str, ...]]]:
+) -> list[tuple[int, str, tuple[str, ...], str | None]]:
     """Every document (or only ``only``): id, title, the names it is held under (uri,
-    key, paths)."""
+    key, paths), its date."""
     found: dict[int, tuple[str, list[str]]] = {}
-    for doc_id, title, uri, key in conn.execute(
-        "SELECT id, title, uri, doc_key FROM documents WHERE ?1 IS NULL OR id = ?1", (only,)
+    dates: dict[int, str | None] = {}
+    for doc_id, title, uri, key, doc_date in conn.execute(
+        "SELECT id, title, uri, doc_key, doc_date FROM documents WHERE ?1 IS NULL OR id = ?1",
+        (only,),
     ):
         found[doc_id] = (title, [n for n in (uri, key) if n])
+        dates[doc_id] = doc_date
     for doc_id, path in conn.execute(
         "SELECT document_id, path FROM locations WHERE document_id IS NOT NULL "
         "AND (?1 IS NULL OR document_id = ?1)",
@@ -139,7 +142,9 @@ def candidates(
     ):
         if doc_id in found:
             found[doc_id][1].append(path)
-    return [(doc_id, title, tuple(names)) for doc_id, (title, names) in found.items()]
+    return [
+        (doc_id, title, tuple(names), dates[doc_id]) for doc_id, (title, names) in found.items()
+    ]
 
 
 def views_for(conn: apsw.Connection, doc_keys: Sequence[str]) -> list[RelationView]:
@@ -148,7 +153,8 @@ def views_for(conn: apsw.Connection, doc_keys: Sequence[str]) -> list[RelationVi
         return []
     marks = ",".join("?" * len(doc_keys))
     rows = conn.execute(
-        "SELECT r.kind, f.doc_key, t.doc_key, s.doc_key, r.effective, r.evidence, "
+        "SELECT r.kind, f.doc_key, t.doc_key, s.doc_key, COALESCE(r.effective, f.doc_date), "
+        "r.evidence, "
         "r.start_line, r.end_line, r.detected FROM doc_relations r "
         "JOIN documents f ON f.id = r.from_id JOIN documents t ON t.id = r.to_id "
         "JOIN documents s ON s.id = r.stated_by "
