@@ -39,7 +39,8 @@ _DATE_CUE = re.compile(
     re.IGNORECASE,
 )
 _POSTED = re.compile(
-    r"^[\W_]*(?:posted|published|added|written|dated|date|last updated|updated|update)\b"
+    r"^[\W_]*(?:posted|published|added|written|dated|date|last updated|updated|update|"
+    r"effective(?: from| on)?|valid from|in force from)\b"
     r"[\s:,]*(?:on\s+)?",
     re.IGNORECASE,
 )
