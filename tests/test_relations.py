@@ -137,6 +137,15 @@ def test_detect_relations_reads_each_kind_from_frontmatter(
     ]
 
 
+def test_detect_relations_reads_a_withdrawn_status() -> None:
+    """issue 9: `status: withdrawn` with no `superseded_by` withdraws the document itself."""
+    text = "---\ntitle: Parking\nstatus: withdrawn\n---\n# Parking\n\nLevel 2.\n"
+    found = detect_relations("Parking", text, "markdown", "2026-01-01")
+    assert [(d.kind, d.reference, d.reverse, d.detected, d.start_line) for d in found] == [
+        ("withdraws", SELF, True, "frontmatter", 3)
+    ]
+
+
 def test_detect_relations_ignores_decoys() -> None:
     """issue 9: everyday words that look like cues produce no relation."""
     text = (

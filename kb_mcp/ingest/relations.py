@@ -306,7 +306,8 @@ def _from_frontmatter(
                 )
             )
     status = str(meta.get("status") or "").strip().lower()
-    reverse_kind = WITHDRAWS if status in ("withdrawn", "retracted") else SUPERSEDES
+    withdrawn = status in ("withdrawn", "retracted", "cancelled", "canceled")
+    reverse_kind = WITHDRAWS if withdrawn else SUPERSEDES
     for value in meta_list(meta, "superseded_by") + meta_list(meta, "withdrawn_by"):
         line = _field_line(text, "superseded_by")
         found.append(
@@ -315,6 +316,21 @@ def _from_frontmatter(
                 value,
                 _frontmatter_date(meta),
                 f"superseded_by: {value}",
+                line,
+                line,
+                FRONTMATTER,
+                reverse=True,
+            )
+        )
+    if withdrawn and not any(d.reverse for d in found):  # withdrawn, by no named document
+        line = _field_line(text, "status")
+        evidence = f"status: {status}"
+        found.append(
+            Detected(
+                WITHDRAWS,
+                SELF,
+                _frontmatter_date(meta) or doc_date,
+                evidence,
                 line,
                 line,
                 FRONTMATTER,

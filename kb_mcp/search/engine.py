@@ -27,18 +27,17 @@ from kb_mcp.search.freshness import as_of_date, demotion_rule, reorder
 from kb_mcp.search.fuse import FusedHit, LegHit, fuse_rankings
 from kb_mcp.search.keyword import keyword_leg
 from kb_mcp.search.query import Query, parse_query, without_common_units
+from kb_mcp.search.related import changes_for
 from kb_mcp.search.relations import (
     Change,
+    annotations,
     asks_about_past,
-    contradictions,
-    describe,
     order_pass,
     relation_rule,
     without_past_phrase,
 )
 from kb_mcp.search.vector import NO_EMBEDDER, VectorLeg, VectorState
 from kb_mcp.store import documents as rows
-from kb_mcp.store import relations as relation_rows
 from kb_mcp.store.db import Database
 
 MODES = ("auto", "keyword", "vector", "hybrid")
@@ -335,7 +334,7 @@ def _rank(
     superseded = [k for k, f in fused.items() if found[f.chunk_id].superseded_on]
     superseders = rows.superseders(db.conn, superseded)
     as_of = as_of_date(query)
-    changes = _changes(db, list(fused)) if use_relations else {}
+    changes = changes_for(db.conn, list(fused)) if use_relations else {}
     past = asks_about_past(query)
     position = {key: i for i, key in enumerate(fused)}
     order = apply_rules(
@@ -353,37 +352,13 @@ def _rank(
     return Ranking(order, fused, found, top, changes)
 
 
-def _changes(db: Database, keys: Sequence[str]) -> dict[str, list[Change]]:
-    """Each candidate's resolved relations, seen from it (``search/relations.py``). The
-    evidence cite points into whichever document stated the relation."""
-    changes: dict[str, list[Change]] = {}
-    for view in relation_rows.views_for(db.conn, keys):
-        sides = [(view.to_key, view.from_key, True), (view.from_key, view.to_key, False)]
-        for mine, other, incoming in sides[:1] if view.from_key == view.to_key else sides:
-            cite = other
-            if view.stated_by_key == other:
-                cite = format_cite(other, view.start_line, view.end_line)
-            changes.setdefault(mine, []).append(
-                Change(view.kind, incoming, other, cite, view.effective)
-            )
-    return changes
-
-
 def _annotations(ranking: Ranking, shown: Sequence[Candidate]) -> dict[str, tuple[str, ...]]:
     """Per shown document: its relations, then the contradictions among the first results."""
-    related = {frozenset({key, ch.other}) for key, found in ranking.changes.items() for ch in found}
     heads = []
     for c in shown:
         p = ranking.passage(c.key)
         heads.append((c.key, p.title, p.text, format_cite(c.key, p.start_line, p.end_line)))
-    marks = contradictions(heads, related)
-    return {
-        c.key: (
-            *dict.fromkeys(describe(ch) for ch in ranking.changes.get(c.key, ())),
-            *marks.get(c.key, ()),
-        )
-        for c in shown
-    }
+    return annotations(ranking.changes, heads)
 
 
 def run_search(

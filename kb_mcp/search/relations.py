@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from rapidfuzz import fuzz
 
+from kb_mcp.ingest.status import CURRENT
 from kb_mcp.search.adjust import Adjustment, Candidate, Rule
 from kb_mcp.search.freshness import DEMOTION
 
@@ -116,8 +117,8 @@ def relation_rule(
     ``supersedes:`` demoted it already."""
 
     def demote(c: Candidate) -> Adjustment | None:
-        if past or c.superseded_on is not None:
-            return None
+        if past or c.superseded_on is not None or c.status != CURRENT:
+            return None  # demoted once already (``freshness.demotion_rule``)
         for change in changes.get(c.key, ()):
             if change.incoming and _applies(change, as_of) and matched(change, position):
                 return Adjustment(describe(change), DEMOTION)
@@ -200,3 +201,19 @@ def contradictions(
                 marks.setdefault(key_a, []).append(f"contradicts {cite_b}")
                 marks.setdefault(key_b, []).append(f"contradicts {cite_a}")
     return marks
+
+
+def annotations(
+    changes: Mapping[str, Sequence[Change]], heads: Sequence[tuple[str, str, str, str]]
+) -> dict[str, tuple[str, ...]]:
+    """Per shown document (``heads``: key, title, passage, cite, in result order): its
+    relations, then the contradictions among the first results."""
+    related = {frozenset({key, ch.other}) for key, found in changes.items() for ch in found}
+    marks = contradictions(heads, related)
+    return {
+        key: (
+            *dict.fromkeys(describe(ch) for ch in changes.get(key, ())),
+            *marks.get(key, ()),
+        )
+        for key, _title, _text, _cite in heads
+    }
