@@ -150,6 +150,7 @@ _WITHDRAW_VERB = re.compile(
     r"rescinded)\b|\bwe (?:withdraw|retract)\b|\bwas wrong\b",
     re.IGNORECASE,
 )
+_WITHDRAW_STEMS = ("withdr", "retract", "cancel", "rescind", "wrong")
 DATED = "dated "  # the reference of a document named by its date: "dated 2025-12-01"
 _UPDATE_HEAD = re.compile(r"^update\b[^:]{0,40}:\s*" + _REF, re.IGNORECASE)
 _MARKUP = re.compile(r"^\s*(?:#{1,6}\s+|>\s*|[-*+]\s+)?[*_`]*\s*")
@@ -219,20 +220,23 @@ def detect_relations(
     found = _from_frontmatter(meta, text, doc_date, supersedes)
     body_start = front.body_start_line if front else 1
     lines = text.split("\n")
-    seen_title, opening_date = False, None
+    seen_title = False
     prose: list[Detected] = []
     for number, paragraph in _opening_paragraphs(lines, body_start):
         prose += [d for d in _dated_withdrawal(paragraph, number, doc_date) if "\n" in paragraph]
-    for number, line in _cue_lines(lines, body_start, kind):
+    opening = list(_cue_lines(lines, body_start, kind))
+    for number, line in opening:
         seen_title = seen_title or _clean(line).lower() == title.strip().lower()
         heading = kind == "markdown" and line.lstrip().startswith("#")
         prose += _from_line(line, number, doc_date, heading)
-        opening_date = opening_date or stated_date(_clean(line), doc_date)
     if not seen_title and title.strip():
         prose += _from_line(title, 1, doc_date, heading=True)
+    if not prose:
+        return _unique(found)  # most documents: no cue, and no date to look for
     # A date stated anywhere in the opening ("Effective 3 February: …") dates the change
     # a heading announced; else the document's own date.
-    fallback = opening_date or doc_date
+    dates = (stated_date(_clean(line), doc_date) for _, line in opening)
+    fallback = next((d for d in dates if d), None) or doc_date
     # A reverse row ("Superseded by ADR-12") takes effect on the other document's date,
     # which the store knows: left empty here.
     prose = [d if d.effective or d.reverse else replace(d, effective=fallback) for d in prose]
@@ -394,6 +398,9 @@ def _from_line(
 
 def _dated_withdrawal(clean: str, number: int, doc_date: str | None) -> list[Detected]:
     """A line that withdraws a document it names by date (the year: the stater's)."""
+    lowered = clean.lower()
+    if not any(verb in lowered for verb in _WITHDRAW_STEMS):  # cheap first: most lines
+        return []
     if _WITHDRAW_VERB.search(clean) is None:
         return []
     last = number + clean.count("\n")
