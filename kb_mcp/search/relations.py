@@ -35,7 +35,8 @@ from kb_mcp.search.adjust import Adjustment, Candidate, Rule
 from kb_mcp.search.freshness import DEMOTION
 
 # "Both match": a changer counts when the fused ranking has it among its first
-# RELATION_DEPTH documents. golden2 dev, keyword (RELATION_DEPTH_NOTE in docs/retrieval.md).
+# RELATION_DEPTH documents. golden2 dev, keyword: 5 and 10 score alike, 20 and 100 +0.001
+# macro (one multi-hop query); 10 is the stricter reading (docs/retrieval.md).
 RELATION_DEPTH = 10
 # A withdrawal or supersession replaces the whole document, and a document that withdrew
 # itself needs no second match: those demote wherever the changer ranks.
