@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from kb_mcp.ingest.dates import document_date, path_date
-from kb_mcp.ingest.relations import SELF, detect_relations, doc_names, match_reference
+from kb_mcp.ingest.references import doc_names, match_reference
+from kb_mcp.ingest.relations import SELF, detect_relations
 from kb_mcp.library import Library
 from kb_mcp.search.freshness import as_of_date
 from kb_mcp.settings import Settings

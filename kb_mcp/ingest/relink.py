@@ -19,6 +19,7 @@ import dataclasses
 
 import apsw
 
+from kb_mcp.ingest import references as refs
 from kb_mcp.ingest import relations as detect
 from kb_mcp.store import documents as rows
 from kb_mcp.store import meta
@@ -29,10 +30,10 @@ VERSION_KEY = "relations_version"
 BACKFILL_BATCH = 500
 
 
-def _names(conn: apsw.Connection, only: int | None = None) -> list[detect.DocNames]:
+def _names(conn: apsw.Connection, only: int | None = None) -> list[refs.DocNames]:
     """How each document (or only document ``only``) can be referred to."""
     return [
-        detect.doc_names(doc_id, title, names, doc_date)
+        refs.doc_names(doc_id, title, names, doc_date)
         for doc_id, title, names, doc_date in store.candidates(conn, only)
     ]
 
@@ -44,7 +45,7 @@ def _outcome(found: list[int]) -> tuple[int | None, str]:
 
 
 def _match(
-    reference: str, kind: str, stated_by: int, names: list[detect.DocNames]
+    reference: str, kind: str, stated_by: int, names: list[refs.DocNames]
 ) -> tuple[int | None, str]:
     """Where a reference stated by ``stated_by`` points, among ``names`` (never at the
     stating document itself, unless the reference is ``SELF``)."""
@@ -52,17 +53,17 @@ def _match(
         return stated_by, store.RESOLVED
     stater = next((n for n in names if n.document_id == stated_by), None)
     others = [n for n in names if n.document_id != stated_by]
-    return _outcome(detect.match_reference(reference, others, kind, stater))
+    return _outcome(refs.match_reference(reference, others, kind == detect.UPDATES, stater))
 
 
-def _may_name(row: store.RelationRow, names: list[detect.DocNames]) -> bool:
+def _may_name(row: store.RelationRow, names: list[refs.DocNames]) -> bool:
     """Whether ``row``'s reference could point at one of ``names`` (a cheap pre-check)."""
     if row.reference == detect.SELF:
         return False
-    if row.reference.startswith(detect.DATED):
+    if row.reference.startswith(refs.DATED):
         return True  # cheap to re-match: a date compare per document
-    return detect.is_relative(row.reference) or bool(
-        detect.match_reference(row.reference, names, row.kind)
+    return refs.is_relative(row.reference) or bool(
+        refs.match_reference(row.reference, names, row.kind == detect.UPDATES)
     )
 
 
