@@ -18,9 +18,8 @@ library holds or on ingest order; only *matching* a reference to a document does
 (``match_reference``), and the store re-matches when documents arrive or leave.
 
 A reference names its target by id or number (``ADR-12``, ``TICKET-88``, ``v2.3.1``), by
-file name, or by title. An id or file name must match exactly; a title must match one
-document clearly (``TITLE_MATCH`` and a margin of ``TITLE_MARGIN`` over the next). Two
-candidates are an ambiguity, and an ambiguity is never guessed into an edge.
+file name, by title or by date; ``ingest/references.py`` decides which document that is,
+and two candidates are an ambiguity, never guessed into an edge.
 """
 
 from __future__ import annotations
