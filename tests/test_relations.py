@@ -427,3 +427,14 @@ def test_document_date_is_read_from_the_text_and_the_file_name() -> None:
 def test_as_of_date_reads_the_ways_questions_name_a_time(query: str, as_of: str | None) -> None:
     """issue 9 (time_bound): "as of" is one of several ways to ask about a time."""
     assert as_of_date(query) == as_of
+
+
+def test_cli_read_prints_relations(tmp_path: Path, kb_cli) -> None:
+    """issue 9: `kb-mcp read` shows the relations, with cites, in its text output."""
+    with _library(tmp_path, {"retention.md": RETENTION, "errata.md": ERRATA}) as lib:
+        errata = lib.read("errata.md").doc
+    done = kb_cli("read", "retention.md")
+    assert done.returncode == 0, done.stderr
+    assert f"relations:\n- corrected by {errata} (evidence: {errata}#L4-L4, from prose)" in (
+        done.stdout
+    )
