@@ -34,6 +34,7 @@ from kb_mcp.ingest.pipeline import (
     text_hash,
 )
 from kb_mcp.ingest.policy import check_readable
+from kb_mcp.ingest.relink import StoredRelations
 from kb_mcp.ingest.reredact import StoredRedaction
 from kb_mcp.ingest.status import classify_status
 from kb_mcp.ingest.sync import utc_now
@@ -98,6 +99,7 @@ class Library:
         self.fts = FtsIndex(self.db)
         self.graph = GraphIndex(self.db)
         self.redaction = StoredRedaction(self.db, self.home)
+        self.relations = StoredRelations(self.db)
         self._vectors = ActiveVectors(self.db, self.home, settings, make_embedder)
         synclock.recover_interrupted(self.db, self.home)
 
@@ -105,11 +107,12 @@ class Library:
         """Bring derived data up to date before it is used: the FTS representation, then
         the stored text's redaction rules (``ingest/reredact.py``), then the entity graph
         (``index/graph.py``: built from the chunks by another extractor, or before it
-        existed). Lazy, so opening a library (and the MCP handshake) never waits for
-        them; one check each once done."""
+        existed), then the document relations (``ingest/relink.py``). Lazy, so opening a
+        library (and the MCP handshake) never waits for them; one check each once done."""
         self.fts.ensure_current()
         self.redaction.ensure_current()
         self.graph.ensure_current()
+        self.relations.ensure_current()
 
     def close(self) -> None:
         self.db.close()
@@ -507,7 +510,9 @@ class Library:
         """
         top_k = self.settings.search_top_k if top_k is None else limits.TOP_K.check(top_k)
         named = check_legs(legs) if legs is not None else None
-        request = SearchRequest(query, top_k, mode, source, named).validated()
+        request = SearchRequest(
+            query, top_k, mode, source, named, self.settings.relations
+        ).validated()
         source_id = self._source_id(source) if source else None
         # A lazy index rebuild is proportional to the library, not to the query: it runs
         # before the deadline starts, or a large library could never finish upgrading.

@@ -18,7 +18,9 @@ from kb_mcp.ingest import sync
 from kb_mcp.ingest.pipeline import remove_location
 from kb_mcp.redact import redact
 from kb_mcp.results import ReadResult
+from kb_mcp.search.relations import Change, describe
 from kb_mcp.store import documents as rows
+from kb_mcp.store import relations as relation_rows
 from kb_mcp.store.db import Database
 
 SUGGESTION_POOL = 40_000  # names compared for "did you mean"; bounded for huge libraries
@@ -55,7 +57,24 @@ def read_document(
         total_lines=len(lines),
         text="\n".join(lines[start - 1 : end]),
         stale=stale,
+        relations=document_relations(db, found.id, found.doc_key),
     )
+
+
+def document_relations(db: Database, document_id: int, doc_key: str) -> tuple[str, ...]:
+    """What ``read`` says of a document's relations: resolved ones both ways, with the
+    cite of their evidence, then its own references left open (pending, ambiguous)."""
+    shown = []
+    for view in relation_rows.views_for(db.conn, [doc_key]):
+        incoming = view.to_key == doc_key  # a document that withdrew itself: incoming
+        other = view.from_key if incoming else view.to_key
+        lines = f"#L{view.start_line}-L{view.end_line}"
+        cite = f"{view.stated_by_key}{lines}"
+        change = Change(view.kind, incoming, other, other, view.effective)
+        shown.append(f"{describe(change)} (evidence: {cite}, from {view.detected})")
+    for row in relation_rows.open_references(db.conn, document_id):
+        shown.append(f"{row.kind} {row.reference!r}: {row.state} (L{row.start_line})")
+    return tuple(shown)
 
 
 def resolve_document(db: Database, doc: str) -> rows.DocumentRow:

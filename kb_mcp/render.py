@@ -70,6 +70,7 @@ def search_text(result: SearchResult) -> str:
             + (f" § {section}" if section else "")
             + f"\ncite: {hit['cite']}  score: {hit['score']:g}  legs: {legs}"
             + (f"\nadjusted: {adjusted}" if adjusted else "")
+            + (f"\nrelations: {'; '.join(hit['relations'])}" if hit["relations"] else "")
             + f"\n{hit['text']}"
         )
     return "\n\n".join(blocks)
@@ -119,6 +120,8 @@ def read_text(result: ReadResult) -> str:
     )
     if data["stale"]:
         head += "\nnote: the source file changed since it was indexed; it was re-indexed"
+    if data["relations"]:
+        head += "\nrelations:\n" + "\n".join(f"- {r}" for r in data["relations"])
     return f"{head}\n\n{data['text']}"
 
 

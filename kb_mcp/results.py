@@ -36,6 +36,9 @@ class ReadResult:
     total_lines: int
     text: str
     stale: bool = False
+    # Document relations both ways (issue 9): "corrected by <cite>", "corrects <cite>" …,
+    # then the references this document makes that match no document or several.
+    relations: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

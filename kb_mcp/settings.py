@@ -147,6 +147,15 @@ SETTINGS: tuple[Setting, ...] = (
         limits.MAX_FILES_PER_SOURCE,
     ),
     Setting(
+        "relations",
+        True,
+        "Use document relations in search (corrections, withdrawals, supersessions, "
+        "updates detected at ingest): the current document first, and each result says "
+        "what changed it. Off only to measure what they bring (`bench retrieval "
+        "--no-relations`).",
+        _parse_bool,
+    ),
+    Setting(
         "embedder",
         "local",
         "Which embedder builds the vectors of hybrid search: `local` (in-process, "
@@ -219,6 +228,7 @@ class Settings:
     sync_interval_s: int = 300
     watch: str = "auto"
     max_files_per_source: int = 20_000
+    relations: bool = True
     embedder: str = "local"
     embed_model: str = ""
     ollama_host: str = OLLAMA_DEFAULT_HOST

@@ -222,7 +222,8 @@ and chunk counts, sync state, index health and the search modes available. With
                 "description": """\
 Read a document, or part of it, as Markdown with its metadata. `doc` is a document id,
 a `cite` string from search (`<doc>#L12-L40` reads exactly those lines), a source uri or a
-file path. Optional start_line / end_line (1-based, inclusive) select lines.\
+file path. Optional start_line / end_line (1-based, inclusive) select lines. `relations`
+lists what corrects, withdraws, supersedes or updates it, and what it changes.\
 """,
                 "input_schema": {
                     "type": "object",
@@ -259,15 +260,18 @@ file path. Optional start_line / end_line (1-based, inclusive) select lines.\
                 "description": """\
 Search the knowledge base for passages that answer a question: ranked keyword search
 (Chinese/Japanese aware, code identifiers split: `user id lookup` finds `getUserById`),
-fused with search by meaning when vectors are available, and with the entity graph (the
-names in the question and what other passages say about them, for answers that join two
-documents). Returns the best passage of each matching document with its title, path,
+fused with search by meaning when vectors are available; `legs` can add the entity graph
+(the names in the question and what other passages say about them, for answers that join
+two documents). Returns the best passage of each matching document with its title, path,
 section, line span, `score` (results come in score order), the `legs` that found it with
-their `leg_scores`, the `adjustments` that moved it (superseded, draft, newer version)
-and a `cite` string (`<doc>#L12-L40`) that `read` accepts. If vector or hybrid mode
-cannot run, you get keyword results with `fallback: "keyword"` and the `reason`. An empty
-`results` list means nothing relevant is stored: say so rather than guessing. Use `grep`
-instead for an exact string or regex, `read` to see more around a result.\
+their `leg_scores`, the `adjustments` that moved it (superseded, draft, newer version),
+its `relations` to other documents (`corrected by <cite>`, `withdrawn on <date> by
+<cite>`, `superseded by <cite>`, `corrects <cite>`, `contradicts <cite>`: tell the user
+what changed, and never pick silently between contradicting results) and a `cite` string
+(`<doc>#L12-L40`) that `read` accepts. If vector or hybrid mode cannot run, you get
+keyword results with `fallback: "keyword"` and the `reason`. An empty `results` list means
+nothing relevant is stored: say so rather than guessing. Use `grep` instead for an exact
+string or regex, `read` to see more around a result.\
 """,
                 "input_schema": {
                     "type": "object",

@@ -89,6 +89,7 @@ def test_migrate_creates_schema_at_latest_version(db: Database, db_path: Path) -
     assert [t[0] for t in tables] == snapshot(
         [
             "chunks",
+            "doc_relations",
             "documents",
             "embedding_signatures",
             "entities",

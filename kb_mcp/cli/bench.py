@@ -27,6 +27,8 @@ def cmd_bench_retrieval(args: argparse.Namespace) -> int:
     from kb_mcp.settings import load
 
     overrides = {"embedder": args.embedder, "embed_model": args.embed_model}
+    if args.no_relations:
+        overrides["relations"] = False
     bar = ProgressBar("ingest")
     try:
         report = run_retrieval_bench(
@@ -131,6 +133,11 @@ def add_bench_parser(sub: argparse._SubParsersAction, common, embedder_flags) ->
     p.add_argument("--legs", metavar="LEGS", help=LEGS_HELP)
     p.add_argument("--top-k", type=int, default=10, help="k of hit@k (default 10)")
     p.add_argument("--json", metavar="OUT", help="also write the report as JSON to OUT")
+    p.add_argument(
+        "--no-relations",
+        action="store_true",
+        help="rank without document relations (to measure what they bring)",
+    )
     embedder_flags(p)
     p.set_defaults(func=cmd_bench_retrieval)
     _add_questions_parser(bench_sub, common, embedder_flags)

@@ -33,6 +33,7 @@ import apsw
 from kb_mcp.chunk import Chunk, split_document
 from kb_mcp.index import fts, graph, vectors
 from kb_mcp.ingest.dedup import record_near_duplicates
+from kb_mcp.ingest.relink import forget_document, record_relations
 from kb_mcp.redact import redact
 from kb_mcp.store import documents as rows
 from kb_mcp.store.db import Database
@@ -109,6 +110,7 @@ def _drop_if_orphan(conn: apsw.Connection, document_id: int) -> None:
     """Delete a document that no location holds any more, out of every index first."""
     if rows.document_location_count(conn, document_id) == 0:
         _unindex_chunks(conn, document_id)
+        forget_document(conn, document_id)
         rows.delete_document(conn, document_id)
 
 
@@ -151,10 +153,13 @@ def store_document(
         if existing is not None and existing.content_hash != doc.content_hash:
             # Keys are derived from the uri or the text, so this means a stale row.
             _unindex_chunks(conn, existing.id)
+            forget_document(conn, existing.id)
             rows.delete_document(conn, existing.id)
             existing = None
         document_id = existing.id if existing else _index_document(conn, doc, chunks)
         rows.upsert_location(conn, source_id, path, document_id, **location)
+        if existing is None:  # after the location: a reference may name the file
+            record_relations(conn, document_id, doc)
         outcome = Outcome.REPLACED if old is not None else Outcome.CREATED
         return Stored(outcome, doc.doc_key, len(rows.chunk_ids(conn, document_id)))
 

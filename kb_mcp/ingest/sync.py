@@ -32,6 +32,7 @@ from kb_mcp.chunk import Chunk, split_document
 from kb_mcp.chunk.markdown import DEFAULT_BUDGET_CHARS
 from kb_mcp.errors import KbError, Unavailable
 from kb_mcp.ingest import readers
+from kb_mcp.ingest.dates import document_date, path_date
 from kb_mcp.ingest.frontmatter import cap_title, meta_date, meta_list, split_frontmatter
 from kb_mcp.ingest.pipeline import redact_text, remove_location, store_document, text_hash
 from kb_mcp.ingest.policy import check_readable
@@ -97,8 +98,10 @@ def prepare_file(
     The text is redacted first (line count kept), and everything below is derived from
     the redacted text: frontmatter, title, chunks, headings and the hash (see
     ``pipeline``). Title: frontmatter ``title``, else the reader's, else the file name.
-    Date: frontmatter ``date`` / ``updated``, else the file's mtime. Identity: the hash of
-    the redacted text, so identical text in two sources is one document.
+    Date: frontmatter ``date`` / ``updated``, else one the text states for itself
+    (``ingest/dates.py``: "Posted 12 March 2026", a dated title; not for code), else a
+    date in the file name (``2026-01-05-notes.md``), else the file's mtime. Identity: the
+    hash of the redacted text, so identical text in two sources is one document.
     """
     text = redact_text(converted.markdown)
     meta = split_frontmatter(text).meta if converted.kind == "markdown" else {}
@@ -114,7 +117,10 @@ def prepare_file(
         language=converted.language,
         text=text,
         content_hash=digest,
-        doc_date=meta_date(meta, "date", "updated") or _mtime_date(mtime_ns),
+        doc_date=meta_date(meta, "date", "updated")
+        or (document_date(text, converted.kind) if converted.kind != "code" else None)
+        or path_date(rel)
+        or _mtime_date(mtime_ns),
         tags=tuple(redact_text(tag) for tag in meta_list(meta, "tags")),
         created_at=now,
         updated_at=now,

@@ -29,6 +29,15 @@ from kb_mcp.search.fuse import FusedHit, LegHit, fuse_rankings
 from kb_mcp.search.graph import graph_leg
 from kb_mcp.search.keyword import keyword_leg
 from kb_mcp.search.query import Query, parse_query, without_common_units
+from kb_mcp.search.related import changes_for
+from kb_mcp.search.relations import (
+    Change,
+    annotations,
+    asks_about_past,
+    order_pass,
+    relation_rule,
+    without_past_phrase,
+)
 from kb_mcp.search.vector import NO_EMBEDDER, VectorLeg, VectorState
 from kb_mcp.store import documents as rows
 from kb_mcp.store.db import Database
@@ -84,6 +93,8 @@ class Hit:
     date: str | None
     adjustments: tuple[Adjustment, ...] = ()
     leg_ranks: dict[str, int] = field(default_factory=dict)
+    # What this document is to others: "corrected by <cite>", "contradicts <cite>" …
+    relations: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +114,7 @@ class SearchRequest:
     mode: str = "auto"
     source: str | None = None
     legs: tuple[str, ...] | None = None  # named legs, instead of the mode's plan
+    relations: bool = True  # use document relations (off: to measure what they bring)
 
     def validated(self) -> SearchRequest:
         if self.mode not in MODES:
@@ -295,7 +307,13 @@ def significant(value: float, digits: int = SCORE_DIGITS) -> float:
     return round(value, digits - 1 - math.floor(math.log10(abs(value))))
 
 
-def _to_hit(rank: int, candidate: Candidate, fused: FusedHit, passage: rows.PassageRow) -> Hit:
+def _to_hit(
+    rank: int,
+    candidate: Candidate,
+    fused: FusedHit,
+    passage: rows.PassageRow,
+    relations: tuple[str, ...] = (),
+) -> Hit:
     return Hit(
         rank=rank,
         score=significant(candidate.score),
@@ -315,6 +333,7 @@ def _to_hit(rank: int, candidate: Candidate, fused: FusedHit, passage: rows.Pass
             Adjustment(a.reason, significant(a.factor)) for a in candidate.adjustments
         ),
         leg_ranks={c.leg: c.rank for c in fused.contributions},
+        relations=relations,
     )
 
 
@@ -332,6 +351,7 @@ class Ranking:
     fused: dict[str, FusedHit]
     found: dict[int, rows.PassageRow]
     keyword_top: int | None  # chunk id of the keyword leg's best passage
+    changes: dict[str, list[Change]] = field(default_factory=dict)
 
     def passage(self, key: str) -> rows.PassageRow:
         return self.found[self.fused[key].chunk_id]
@@ -369,6 +389,7 @@ def _rank(
     calibration: VectorCalibration,
     query: str,
     rules: Sequence[Rule],
+    use_relations: bool = True,
 ) -> Ranking:
     """Legs → per-document ranks → weighted RRF → factor rules → order passes."""
     found = rows.passages(db.conn, [h.chunk_id for hits in legs.values() for h in hits])
@@ -380,12 +401,31 @@ def _rank(
     superseded = [k for k, f in fused.items() if found[f.chunk_id].superseded_on]
     superseders = rows.superseders(db.conn, superseded)
     as_of = as_of_date(query)
+    changes = changes_for(db.conn, list(fused)) if use_relations else {}
+    past = asks_about_past(query)
+    position = {key: i for i, key in enumerate(fused)}
     order = apply_rules(
         (_candidate(f, found[f.chunk_id], superseders) for f in fused.values()),
-        (demotion_rule(as_of), prior_rule(query), *rules),
+        (
+            demotion_rule(as_of),
+            relation_rule(changes, as_of, past, position),
+            prior_rule(query),
+            *rules,
+        ),
     )
+    order = order_pass(reorder(order, as_of), changes, as_of, past, position)
     keyword = legs.get("keyword")
-    return Ranking(reorder(order, as_of), fused, found, keyword[0].chunk_id if keyword else None)
+    top = keyword[0].chunk_id if keyword else None
+    return Ranking(order, fused, found, top, changes)
+
+
+def _annotations(ranking: Ranking, shown: Sequence[Candidate]) -> dict[str, tuple[str, ...]]:
+    """Per shown document: its relations, then the contradictions among the first results."""
+    heads = []
+    for c in shown:
+        p = ranking.passage(c.key)
+        heads.append((c.key, p.title, p.text, format_cite(c.key, p.start_line, p.end_line)))
+    return annotations(ranking.changes, heads)
 
 
 def run_search(
@@ -432,7 +472,7 @@ def _search(
         plan = plan_legs(request.mode, state, request.query, calibration, model)
         if request.mode in GRAPH_MODES and graph is not None:
             plan = plan.with_graph()
-    query = parse_query(request.query)
+    query = parse_query(without_past_phrase(request.query))
     if query.is_empty:
         reason = _with("the query has no searchable words", plan)
         return SearchResult(request.query, plan.mode, (), plan.fallback, reason)
@@ -443,7 +483,7 @@ def _search(
     matched = without_common_units(query, stats.unit_df(), stats.chunks)
     legs, plan = _run_legs(plan, fts, matched, vectors, request, source_id, graph)
     nearest = legs["vector"][0].score if legs.get("vector") else None
-    ranking = _rank(db, legs, calibration, request.query, rules)
+    ranking = _rank(db, legs, calibration, request.query, rules, request.relations)
     if not ranking.order:
         reason = _with("no passage matches the query", plan)
         return SearchResult(request.query, plan.mode, (), plan.fallback, reason)
@@ -451,8 +491,10 @@ def _search(
     reason = floor_reason(lexical if "keyword" in plan.legs else None, nearest, calibration)
     if reason is not None:
         return SearchResult(request.query, plan.mode, (), plan.fallback, _with(reason, plan))
+    shown = ranking.order[: request.top_k]
+    notes = _annotations(ranking, shown) if request.relations else {}
     hits = tuple(
-        _to_hit(i, c, ranking.fused[c.key], ranking.passage(c.key))
-        for i, c in enumerate(ranking.order[: request.top_k], start=1)
+        _to_hit(i, c, ranking.fused[c.key], ranking.passage(c.key), notes.get(c.key, ()))
+        for i, c in enumerate(shown, start=1)
     )
     return SearchResult(request.query, plan.mode, hits, plan.fallback, plan.reason)

@@ -58,10 +58,18 @@ _MONTHS = {m: i for i, m in enumerate(_MONTH_NAMES.split(), start=1)}
 _MONTH_ALT = "|".join(
     sorted(set(_MONTHS) | {m[:3] for m in _MONTHS} | {"sept"}, key=len, reverse=True)
 )
+_SEASONS = {"spring": 4, "summer": 7, "autumn": 10, "fall": 10, "winter": 1}
+_HALVES = {"early": (1, 3), "mid": (6, 6), "late": (9, 10), "end of": (12, 12)}
+# Issue 9 widened "as of" to the other ways a question names its time ("back in July
+# 2024", "in summer 2025", "at the start of 2024", "just before the April 2025 change"),
+# tuned on golden2 dev (time_bound); the first golden set's time_bound is unchanged.
 _AS_OF = re.compile(
-    r"\bas of\s+(?:(?P<iso>\d{4}-\d{2}-\d{2})|(?P<half>mid|early|late|end of)[- ](?P<hy>\d{4})"
+    r"\b(?P<lead>as of|back in|in|during|around|by|at the (?:start|beginning) of|"
+    r"(?:just )?before(?: the)?)\s+"
+    r"(?:(?P<iso>\d{4}-\d{2}-\d{2})|(?P<half>mid|early|late|end of)[- ](?P<hy>\d{4})"
+    r"|(?P<season>spring|summer|autumn|fall|winter)\s+(?P<sy>\d{4})"
     rf"|(?P<month>{_MONTH_ALT})\.?\s+(?:(?P<day>\d{{1,2}}),?\s+)?(?P<my>\d{{4}})"
-    r"|(?P<year>\d{4}))\b",
+    r"|(?P<year>(?:19|20)\d{2}))\b(?![-./]\d)",
     re.IGNORECASE,
 )
 
@@ -71,25 +79,45 @@ def _month_key(name: str) -> int:
     return next(n for m, n in _MONTHS.items() if m.startswith(name[:3]))
 
 
+def _period(found: re.Match[str]) -> tuple[date, date]:
+    """The first and last day of the time a question names."""
+    if found["iso"]:
+        day = date.fromisoformat(found["iso"])
+        return day, day
+    if found["half"]:
+        first, last = _HALVES[found["half"].lower()]
+        year = int(found["hy"])
+        return date(year, first, 1), date.fromisoformat(_month_end(year, last))
+    if found["season"]:
+        year, month = int(found["sy"]), _SEASONS[found["season"].lower()]
+        return date(year, month, 1), date(year, month, 15)
+    if found["month"]:
+        year, month = int(found["my"]), _month_key(found["month"])
+        if found["day"]:
+            day = date(year, month, int(found["day"]))
+            return day, day
+        return date(year, month, 1), date.fromisoformat(_month_end(year, month))
+    year = int(found["year"])
+    return date(year, 1, 1), date(year, 12, 31)
+
+
 def as_of_date(query: str) -> str | None:
-    """The ISO date an "as of …" question asks about (the end of a named month or year)."""
+    """The ISO date a question asks about: the end of the named month, season or year
+    ("as of March 2024", "back in 2023"), the day before it ("before the April 2025
+    change"), or early in it ("at the start of 2024")."""
     found = _AS_OF.search(query)
     if found is None:
         return None
     try:
-        if found["iso"]:
-            return date.fromisoformat(found["iso"]).isoformat()
-        if found["half"]:
-            month = {"early": 3, "mid": 6, "late": 10, "end of": 12}[found["half"].lower()]
-            return _month_end(int(found["hy"]), month)
-        if found["month"]:
-            month = _month_key(found["month"])
-            if found["day"]:
-                return date(int(found["my"]), month, int(found["day"])).isoformat()
-            return _month_end(int(found["my"]), month)
-        return f"{int(found['year']):04d}-12-31"
+        first, last = _period(found)
     except ValueError:
         return None
+    lead = found["lead"].lower()
+    if "before" in lead:
+        return date.fromordinal(first.toordinal() - 1).isoformat()
+    if lead.startswith("at the"):
+        return min(last, date.fromordinal(first.toordinal() + 30)).isoformat()
+    return last.isoformat()
 
 
 def _month_end(year: int, month: int) -> str:

@@ -455,7 +455,7 @@ def document_names(conn: apsw.Connection, limit: int) -> list[str]:
 
 def delete_everything(conn: apsw.Connection) -> None:
     """Empty every row table (a rebuild refills them from files, then rebuilds the FTS)."""
-    for table in ("chunks", "supersessions", "locations", "documents", "sources"):
+    for table in ("doc_relations", "chunks", "supersessions", "locations", "documents", "sources"):
         conn.execute(f"DELETE FROM {table}")  # fixed names, never user text
 
 

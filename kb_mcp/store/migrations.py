@@ -197,6 +197,31 @@ CREATE TABLE entity_facts (
 ) WITHOUT ROWID;
 """
 
+# 6: document relations (issue 9): what documents state about one another.
+# ``stated_by`` is the document whose frontmatter or prose says it (its removal removes
+# the row); ``from_id`` changes ``to_id``. The side that is not ``stated_by`` is
+# NULL while the reference matches no document (``pending``) or several (``ambiguous``),
+# and becomes NULL again when its document goes, so the store re-matches it.
+_V6_RELATIONS = """
+CREATE TABLE doc_relations (
+    id          INTEGER PRIMARY KEY,
+    stated_by   INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    from_id     INTEGER REFERENCES documents(id) ON DELETE SET NULL,
+    to_id       INTEGER REFERENCES documents(id) ON DELETE SET NULL,
+    kind        TEXT NOT NULL CHECK (kind IN ('supersedes', 'corrects', 'withdraws', 'updates')),
+    reference   TEXT NOT NULL,
+    effective   TEXT,
+    evidence    TEXT NOT NULL,
+    start_line  INTEGER NOT NULL,
+    end_line    INTEGER NOT NULL,
+    detected    TEXT NOT NULL CHECK (detected IN ('frontmatter', 'prose')),
+    state       TEXT NOT NULL CHECK (state IN ('resolved', 'pending', 'ambiguous'))
+);
+CREATE INDEX doc_relations_stated ON doc_relations(stated_by);
+CREATE INDEX doc_relations_from ON doc_relations(from_id);
+CREATE INDEX doc_relations_to ON doc_relations(to_id);
+"""
+
 # A step is a SQL script, or a function of the connection for what SQL alone cannot say.
 Migration = str | Callable[[apsw.Connection], None]
 MIGRATIONS: tuple[Migration, ...] = (
@@ -205,6 +230,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     _v3_forget_verbatim_folder_text,
     _V4,
     _V5,
+    _V6_RELATIONS,
 )
 # Steps that delete text which must not survive in the file: the database is compacted
 # (rewritten from its live rows) after them, see ``Database.compact``.

@@ -1,0 +1,398 @@
+"""Document relations a document states about others: detected, then matched. Pure.
+
+A later note corrects an earlier one, a notice withdraws an announcement, an ADR
+supersedes another, a dated update changes a fact (issue 9, "Document relations"). The
+document that says so is the evidence; this module reads it:
+
+- **Frontmatter**: ``supersedes`` / ``replaces``, ``corrects``, ``withdraws``, ``updates``
+  (this document changes the named ones) and ``superseded_by`` (the named one changes
+  this one; with ``status: superseded`` or ``withdrawn`` the kind follows the status).
+- **Prose**, only where authors put such statements: the title, the headings and the
+  opening lines. "Errata for …", "Correction to …", "Addendum to the postmortem of …",
+  "WITHDRAWN: …", "This notice withdraws / cancels …", "Update, 3 February 2026: …",
+  "Supersedes ADR-7", "Status: Superseded by ADR-0012". A cue must be one of these
+  shapes, so "withdraw cash at the desk" or "the correction factor is 1.2" say nothing.
+
+Detection reads one document alone, so what is detected never depends on what else the
+library holds or on ingest order; only *matching* a reference to a document does
+(``match_reference``), and the store re-matches when documents arrive or leave.
+
+A reference names its target by id or number (``ADR-12``, ``TICKET-88``, ``v2.3.1``), by
+file name, by title or by date; ``ingest/references.py`` decides which document that is,
+and two candidates are an ambiguity, never guessed into an edge.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from kb_mcp.ingest.dates import parse_date, stated_date
+from kb_mcp.ingest.frontmatter import meta_list, split_frontmatter
+from kb_mcp.ingest.references import DATED, content_words, normalize, parse_reference
+
+# The version of the rules below: stored rows made under another are redone by the first
+# reader (``ingest/relink.StoredRelations``). Bump it when detection or matching changes.
+RELATIONS_VERSION = 2
+SUPERSEDES, CORRECTS, WITHDRAWS, UPDATES = "supersedes", "corrects", "withdraws", "updates"
+KINDS = (SUPERSEDES, CORRECTS, WITHDRAWS, UPDATES)
+FRONTMATTER, PROSE = "frontmatter", "prose"
+SELF = "(this document)"  # the reference of a document that says it was withdrawn itself
+OPENING_LINES = 12  # body lines read for cues besides the title and headings
+HEADING_LINES = 400  # headings are read this far into a document
+EVIDENCE_CHARS = 160
+
+_FIELD_KINDS = {
+    "supersedes": SUPERSEDES,
+    "replaces": SUPERSEDES,
+    "corrects": CORRECTS,
+    "withdraws": WITHDRAWS,
+    "updates": UPDATES,
+}
+_REF = r"(?P<ref>\S.{2,200})"
+# Each cue: a kind, whether the named document changes this one (reverse), and a pattern
+# matched at the start of a title, heading or opening line (``#`` and emphasis stripped).
+_CUES: tuple[tuple[str, bool, re.Pattern[str]], ...] = tuple(
+    (kind, reverse, re.compile(pattern, re.IGNORECASE))
+    for kind, reverse, pattern in (
+        (
+            CORRECTS,
+            False,
+            r"^(?:errata|erratum|corrigendum)\b\s*(?:to|for|of|on|in)?\s*[:\-–—]?\s*" + _REF,
+        ),
+        (
+            CORRECTS,
+            False,
+            r"^(?:correction|corrections|addendum|amendment)\s+(?:to|for|of|on)\s+" + _REF,
+        ),
+        (
+            CORRECTS,
+            False,
+            r"^this (?:note|page|document|post|notice|addendum|erratum|update) (?:corrects|amends) "
+            + _REF,
+        ),
+        (
+            WITHDRAWS,
+            False,
+            r"^(?:withdrawn|retracted|cancell?ed|rescinded|retraction|withdrawal|cancell?ation)"
+            r"\s*(?:of\s+)?[:\-–—]?\s*(?<=[:\-–—\s])" + _REF,
+        ),
+        (
+            WITHDRAWS,
+            False,
+            r"^this (?:notice|note|memo|message|post|page|document|announcement) "
+            r"(?:withdraws|retracts|cancels|rescinds|revokes) " + _REF,
+        ),
+        (
+            WITHDRAWS,
+            False,
+            r"^(?:we are|we're|we have|we) (?:withdrawing|withdrawn|withdraw|retracting|"
+            r"retracted|retract|cancell?ing|cancell?ed) " + _REF,
+        ),
+        (
+            SUPERSEDES,
+            True,
+            r"^(?:status\s*[:\-–—]\s*)?(?:superseded|replaced|obsoleted) by\s*[:\-–—]?\s*" + _REF,
+        ),
+        (WITHDRAWS, True, r"^(?:status\s*[:\-–—]\s*)?withdrawn by\s*[:\-–—]?\s*" + _REF),
+        (
+            SUPERSEDES,
+            False,
+            r"^(?:this (?:adr|decision|document|page|note|runbook|policy|version|release|"
+            r"record|guide) )?(?:supersedes|replaces|obsoletes)\s*[:\-–—]?\s*" + _REF,
+        ),
+        (
+            UPDATES,
+            False,
+            r"^this (?:note|notice|page|document|post|update) (?:updates|changes|revises) " + _REF,
+        ),
+        (UPDATES, False, r"^update[sd]?\s+(?:to|for|on)\s+" + _REF),
+    )
+)
+# "Retention settings — update, 3 February 2026" / "Release notes v2.3.1: errata": the
+# cue after the name of what it changes (titles and headings only).
+_TRAILING_CUE = re.compile(
+    r"^(?P<ref>\S.{2,200}?)\s*(?:[—–:(]|\s-)\s*(?P<cue>update[sd]?|revised|revision|errata|"
+    r"erratum|correction|corrections|addendum|withdrawn|retracted)\b"
+    r"(?:\W*$|\s*[,(:]?\s*(?:on\s+|of\s+|from\s+)?(?:\d|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct"
+    r"|nov|dec)[a-z]*\b))",
+    re.IGNORECASE,
+)
+_TRAILING_KIND = {"withdrawn": WITHDRAWS, "retracted": WITHDRAWS}
+# "*This announcement was withdrawn on 19 January 2026.*", "This notice has been
+# withdrawn": the document withdraws itself (past tense only: "This announcement is
+# cancelled" in a cancellation notice speaks of the announcement it cancels).
+_SELF_WITHDRAWN = re.compile(
+    r"^this (?:announcement|notice|post|page|document|note|memo|message|plan|advisory) "
+    r"(?:was|has been) (?:withdrawn|cancell?ed|retracted|rescinded|revoked)\b",
+    re.IGNORECASE,
+)
+# "Our post of 1 December said … we have withdrawn it", "The closure we announced on
+# 2 May is withdrawn": a withdrawal that names its document by date.
+_DATED_REF = re.compile(
+    r"\b(?:post|notice|announcement|message|email|note|plan|closure|change|update|article|"
+    r"we announced|we posted|we published|we sent|announced|posted|published)\s+"
+    r"(?:of|on|from|dated)\s+(?P<when>[^.;]{3,30})",
+    re.IGNORECASE,
+)
+_WITHDRAW_VERB = re.compile(
+    r"\b(?:is|was|has been|have|we have|we've) (?:now )?(?:withdrawn|retracted|cancell?ed|"
+    r"rescinded)\b|\bwe (?:withdraw|retract)\b|\bwas wrong\b",
+    re.IGNORECASE,
+)
+_WITHDRAW_STEMS = ("withdr", "retract", "cancel", "rescind", "wrong")
+_UPDATE_HEAD = re.compile(r"^update\b[^:]{0,40}:\s*" + _REF, re.IGNORECASE)
+_MARKUP = re.compile(r"^\s*(?:#{1,6}\s+|>\s*|[-*+]\s+)?[*_`]*\s*")
+_REF_END = re.compile(
+    r"\s+[—–-]\s+|[:;(]\s|\.\s|\s+(?:effective|as of|from|starting|on)\s+\d|[.:]$"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Detected:
+    """One relation a document states. ``reverse``: the named document changes this one."""
+
+    kind: str
+    reference: str
+    effective: str | None
+    evidence: str
+    start_line: int
+    end_line: int
+    detected: str
+    reverse: bool = False
+
+
+def detect_relations(
+    title: str, text: str, kind: str, doc_date: str | None, supersedes: Sequence[str] = ()
+) -> list[Detected]:
+    """Every relation ``text`` (with its frontmatter, if any) states, in line order."""
+    front = split_frontmatter(text) if kind == "markdown" else None
+    meta = front.meta if front else {}
+    found = _from_frontmatter(meta, text, doc_date, supersedes)
+    body_start = front.body_start_line if front else 1
+    lines = text.split("\n")
+    seen_title = False
+    prose: list[Detected] = []
+    for number, paragraph in _opening_paragraphs(lines, body_start):
+        prose += [d for d in _dated_withdrawal(paragraph, number, doc_date) if "\n" in paragraph]
+    opening = list(_cue_lines(lines, body_start, kind))
+    for number, line in opening:
+        seen_title = seen_title or _clean(line).lower() == title.strip().lower()
+        heading = kind == "markdown" and line.lstrip().startswith("#")
+        prose += _from_line(line, number, doc_date, heading)
+    if not seen_title and title.strip():
+        prose += _from_line(title, 1, doc_date, heading=True)
+    if not prose:
+        return _unique(found)  # most documents: no cue, and no date to look for
+    # A date stated anywhere in the opening ("Effective 3 February: …") dates the change
+    # a heading announced; else the document's own date.
+    dates = (stated_date(_clean(line), doc_date) for _, line in opening)
+    fallback = next((d for d in dates if d), None) or doc_date
+    # A reverse row ("Superseded by ADR-12") takes effect on the other document's date,
+    # which the store knows: left empty here.
+    prose = [d if d.effective or d.reverse else replace(d, effective=fallback) for d in prose]
+    prose += _update_of_own_title(title, prose)
+    if any(d.reference == SELF for d in prose):  # "WITHDRAWN: X" then names itself
+        prose = [d for d in prose if d.kind != WITHDRAWS or d.reference == SELF]
+    return _unique(found + prose)
+
+
+def _update_of_own_title(title: str, prose: list[Detected]) -> list[Detected]:
+    """An "Update, <date>: <sentence>" names a fact, not a page; the note's own title
+    ("Password policy: what changes") often names the page it updates."""
+    named = _cut(title)
+    if len(content_words(normalize(named))) < 2:
+        return []
+    return [
+        replace(d, reference=named)
+        for d in prose
+        if d.kind == UPDATES and not parse_reference(d.reference).exact
+    ][:1]
+
+
+def _opening_paragraphs(lines: list[str], body_start: int) -> list[tuple[int, str]]:
+    """(first line number, text) of the paragraphs in the opening lines: a withdrawal
+    that names its document by date often spans two lines."""
+    paragraphs: list[tuple[int, list[str]]] = []
+    end = min(len(lines), body_start - 1 + OPENING_LINES * 2)
+    for index in range(body_start - 1, end):
+        line = lines[index].strip()
+        if not line:
+            paragraphs.append((index + 2, []))
+        elif paragraphs:
+            paragraphs[-1][1].append(line)
+        else:
+            paragraphs.append((index + 1, [line]))
+    return [(n, "\n".join(p)) for n, p in paragraphs if len(p) > 1]
+
+
+def _cue_lines(lines: list[str], body_start: int, kind: str) -> Iterable[tuple[int, str]]:
+    """(1-based number, line): the opening lines of the body, then the headings."""
+    opening = 0
+    for index in range(body_start - 1, min(len(lines), HEADING_LINES)):
+        line = lines[index]
+        if not line.strip():
+            continue
+        heading = kind == "markdown" and line.lstrip().startswith("#")
+        if opening < OPENING_LINES or heading:
+            yield index + 1, line
+        opening += 1
+
+
+def _from_frontmatter(
+    meta: Mapping[str, Any], text: str, doc_date: str | None, supersedes: Sequence[str]
+) -> list[Detected]:
+    found = []
+    listed: dict[str, tuple[str, ...]] = {f: meta_list(meta, f) for f in _FIELD_KINDS}
+    listed["supersedes"] = tuple(dict.fromkeys((*listed["supersedes"], *supersedes)))
+    effective = _frontmatter_date(meta) or doc_date
+    for field_name, values in listed.items():
+        for value in values:
+            line = _field_line(text, field_name)
+            found.append(
+                Detected(
+                    _FIELD_KINDS[field_name],
+                    value,
+                    effective,
+                    f"{field_name}: {value}",
+                    line,
+                    line,
+                    FRONTMATTER,
+                )
+            )
+    status = str(meta.get("status") or "").strip().lower()
+    withdrawn = status in ("withdrawn", "retracted", "cancelled", "canceled")
+    reverse_kind = WITHDRAWS if withdrawn else SUPERSEDES
+    for value in meta_list(meta, "superseded_by") + meta_list(meta, "withdrawn_by"):
+        line = _field_line(text, "superseded_by")
+        found.append(
+            Detected(
+                reverse_kind,
+                value,
+                _frontmatter_date(meta),
+                f"superseded_by: {value}",
+                line,
+                line,
+                FRONTMATTER,
+                reverse=True,
+            )
+        )
+    if withdrawn and not any(d.reverse for d in found):  # withdrawn, by no named document
+        line = _field_line(text, "status")
+        evidence = f"status: {status}"
+        found.append(
+            Detected(
+                WITHDRAWS,
+                SELF,
+                _frontmatter_date(meta) or doc_date,
+                evidence,
+                line,
+                line,
+                FRONTMATTER,
+                reverse=True,
+            )
+        )
+    return found
+
+
+def _frontmatter_date(meta: Mapping[str, Any]) -> str | None:
+    for key in ("effective", "effective_date", "withdrawn_on", "superseded_on"):
+        value = meta.get(key)
+        if value:
+            parsed = parse_date(str(value), None)
+            if parsed:
+                return parsed
+    return None
+
+
+def _field_line(text: str, field_name: str) -> int:
+    for number, line in enumerate(text.split("\n")[:200], start=1):
+        if line.startswith(f"{field_name}:"):
+            return number
+    return 1
+
+
+def _clean(line: str) -> str:
+    return _MARKUP.sub("", line).strip().strip("*_`").strip()
+
+
+def _from_line(
+    line: str, number: int, doc_date: str | None, heading: bool = False
+) -> list[Detected]:
+    """The relations one title, heading or opening line states (usually none)."""
+    clean = _clean(line)
+    if _SELF_WITHDRAWN.match(clean):
+        effective = stated_date(clean, doc_date)
+        evidence = clean[:EVIDENCE_CHARS]
+        return [Detected(WITHDRAWS, SELF, effective, evidence, number, number, PROSE, True)]
+    dated = _dated_withdrawal(clean, number, doc_date)
+    if dated:
+        return dated
+    trailing = _TRAILING_CUE.match(clean) if heading else None
+    if trailing is not None:
+        cue = trailing["cue"].lower()
+        kind = _TRAILING_KIND.get(cue, UPDATES if cue.startswith(("update", "revis")) else CORRECTS)
+        return _detected(kind, False, trailing["ref"], clean, number, doc_date)
+    for kind, reverse, pattern in _CUES:
+        match = pattern.match(clean)
+        if match:
+            return _detected(kind, reverse, match["ref"], clean, number, doc_date)
+    match = _UPDATE_HEAD.match(clean)
+    if match:  # "Update, 3 February 2026: …": the date is in the head, before the colon
+        effective = stated_date(clean[: match.start("ref")], doc_date)
+        reference = _cut(match["ref"])
+        if re.search(r"\w", reference):
+            evidence = clean[:EVIDENCE_CHARS]
+            return [Detected(UPDATES, reference, effective, evidence, number, number, PROSE)]
+    return []
+
+
+def _dated_withdrawal(clean: str, number: int, doc_date: str | None) -> list[Detected]:
+    """A line that withdraws a document it names by date (the year: the stater's)."""
+    lowered = clean.lower()
+    if not any(verb in lowered for verb in _WITHDRAW_STEMS):  # cheap first: most lines
+        return []
+    if _WITHDRAW_VERB.search(clean) is None:
+        return []
+    last = number + clean.count("\n")
+    clean = clean.replace("\n", " ")
+    named = _DATED_REF.search(clean)
+    when = parse_date(named["when"], doc_date, anchored=True) if named else None
+    if when is None or (doc_date and when > doc_date[:10]):
+        return []
+    evidence = clean[:EVIDENCE_CHARS]
+    return [Detected(WITHDRAWS, DATED + when, None, evidence, number, last, PROSE)]
+
+
+def _detected(
+    kind: str, reverse: bool, ref: str, clean: str, number: int, doc_date: str | None
+) -> list[Detected]:
+    reference = _cut(ref)
+    if not re.search(r"\w", reference):
+        return []
+    effective = stated_date(clean, doc_date)
+    return [
+        Detected(kind, reference, effective, clean[:EVIDENCE_CHARS], number, number, PROSE, reverse)
+    ]
+
+
+def _cut(ref: str) -> str:
+    """A reference up to where the sentence goes on about something else."""
+    ref = ref.strip()
+    end = _REF_END.search(ref)
+    if end is not None and end.start() > 0:
+        ref = ref[: end.start()]
+    return ref.strip(" \"'“”‘’`*_.,")
+
+
+def _unique(found: list[Detected]) -> list[Detected]:
+    seen: set[tuple[str, str, bool]] = set()
+    kept = []
+    for item in found:
+        key = (item.kind, normalize(item.reference), item.reverse)
+        if key not in seen:
+            seen.add(key)
+            kept.append(item)
+    return kept

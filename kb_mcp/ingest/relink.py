@@ -1,0 +1,161 @@
+"""When document relations are stored, matched again, and forgotten (issue 9).
+
+Detection (``ingest/relations.detect_relations``) reads one document alone; matching a
+reference to a document depends on what the library holds. So the result must not
+depend on ingest order, and every change of the library re-matches what it could change:
+
+- a document stored: its own relations are detected and matched; every other row whose
+  reference could name the new document is matched again (a pending one resolves, a
+  resolved one may become ambiguous);
+- a document removed: the rows it stated go; rows naming it are matched again without
+  it (pending, or another document's now).
+
+All of it runs inside the caller's write transaction (``ingest/pipeline.py``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import apsw
+
+from kb_mcp.ingest import references as refs
+from kb_mcp.ingest import relations as detect
+from kb_mcp.store import documents as rows
+from kb_mcp.store import meta
+from kb_mcp.store import relations as store
+from kb_mcp.store.db import Database
+
+VERSION_KEY = "relations_version"
+BACKFILL_BATCH = 500
+
+
+def _names(conn: apsw.Connection, only: int | None = None) -> list[refs.DocNames]:
+    """How each document (or only document ``only``) can be referred to."""
+    return [
+        refs.doc_names(doc_id, title, names, doc_date)
+        for doc_id, title, names, doc_date in store.candidates(conn, only)
+    ]
+
+
+def _outcome(found: list[int]) -> tuple[int | None, str]:
+    if len(found) == 1:
+        return found[0], store.RESOLVED
+    return None, (store.AMBIGUOUS if found else store.PENDING)
+
+
+def _match(
+    reference: str, kind: str, stated_by: int, names: list[refs.DocNames]
+) -> tuple[int | None, str]:
+    """Where a reference stated by ``stated_by`` points, among ``names`` (never at the
+    stating document itself, unless the reference is ``SELF``)."""
+    if reference == detect.SELF:
+        return stated_by, store.RESOLVED
+    stater = next((n for n in names if n.document_id == stated_by), None)
+    others = [n for n in names if n.document_id != stated_by]
+    return _outcome(refs.match_reference(reference, others, kind == detect.UPDATES, stater))
+
+
+def _may_name(row: store.RelationRow, names: list[refs.DocNames]) -> bool:
+    """Whether ``row``'s reference could point at one of ``names`` (a cheap pre-check)."""
+    if row.reference == detect.SELF:
+        return False
+    if row.reference.startswith(refs.DATED):
+        return True  # cheap to re-match: a date compare per document
+    return refs.is_relative(row.reference) or bool(
+        refs.match_reference(row.reference, names, row.kind == detect.UPDATES)
+    )
+
+
+def record_relations(conn: apsw.Connection, document_id: int, doc: rows.NewDocument) -> None:
+    """Detect and match ``doc``'s relations, then re-match the rows it may answer.
+
+    Most documents state nothing and are named by nothing: then this costs one detection
+    and one scan of the relation rows, never a scan of the library's titles.
+    """
+    store.delete_stated_by(conn, document_id)
+    detected = detect.detect_relations(doc.title, doc.text, doc.kind, doc.doc_date, doc.supersedes)
+    existing = store.all_relations(conn)
+    if not detected and not existing:
+        return
+    mine = _names(conn, only=document_id)
+    answered = [r for r in existing if _may_name(r, mine)]
+    if not detected and not answered:
+        return
+    names = _names(conn)
+    for item in detected:
+        other, state = _match(item.reference, item.kind, document_id, names)
+        store.insert_relation(
+            conn,
+            document_id,
+            reverse=item.reverse,
+            other=other,
+            kind=item.kind,
+            reference=item.reference,
+            effective=item.effective,
+            evidence=item.evidence,
+            lines=(item.start_line, item.end_line),
+            detected=item.detected,
+            state=state,
+        )
+    for row in answered:
+        store.set_other(conn, row, *_match(row.reference, row.kind, row.stated_by, names))
+
+
+def forget_document(conn: apsw.Connection, document_id: int) -> None:
+    """Before ``document_id`` is deleted: its rows go; rows naming it, and ambiguous rows
+    it was one of the candidates of, are re-matched without it."""
+    store.delete_stated_by(conn, document_id)
+    rows_ = store.all_relations(conn)
+    if not rows_:
+        return
+    names = _names(conn)
+    gone = [n for n in names if n.document_id == document_id]
+    left = [n for n in names if n.document_id != document_id]
+    for row in rows_:
+        named = document_id in (row.from_id, row.to_id)
+        if named or (row.state == store.AMBIGUOUS and _may_name(row, gone)):
+            store.set_other(conn, row, *_match(row.reference, row.kind, row.stated_by, left))
+
+
+class StoredRelations:
+    """Relations of documents stored before this version of the rules: detected again.
+
+    The rows are derived data (``RELATIONS_VERSION`` in ``ingest/relations.py``): a
+    database from before the table, or from older rules, has its rows redone by the
+    first reader, in one transaction (so a crash redoes all of it), never before the
+    MCP handshake. A library without a cue costs one detection per document.
+    """
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._current = False
+
+    def ensure_current(self) -> bool:
+        """Redo every row when the stored version is not today's; whether it ran."""
+        if self._current:
+            return False
+        wanted = str(detect.RELATIONS_VERSION)
+        if meta.get(self.db.conn, VERSION_KEY) == wanted:
+            self._current = True
+            return False
+        with self.db.write() as conn:
+            if meta.get(conn, VERSION_KEY) != wanted:  # another process may have done it
+                store.delete_all(conn)
+                after = 0
+                while batch := rows.documents_after(conn, after, BACKFILL_BATCH):
+                    for found in batch:
+                        record_relations(conn, found.id, _as_new(conn, found))
+                    after = batch[-1].id
+                meta.put(conn, VERSION_KEY, wanted)
+        self._current = True
+        return True
+
+
+def _as_new(conn: apsw.Connection, found: rows.DocumentRow) -> rows.NewDocument:
+    fields = {
+        f.name: getattr(found, f.name)
+        for f in dataclasses.fields(rows.NewDocument)
+        if hasattr(found, f.name)
+    }
+    return rows.NewDocument(**fields, supersedes=store.supersedes_of(conn, found.id))

@@ -1,0 +1,176 @@
+"""Rows of ``doc_relations``: what documents state about one another (issue 9).
+
+SQL only; detection and matching are ``ingest/relations.py``, the orchestration (when a
+relation is stored, re-matched or forgotten) is ``ingest/pipeline.py``. A row is
+``resolved`` when its reference names exactly one document, else ``pending`` (none yet)
+or ``ambiguous`` (several): the open side is NULL and the row has no effect on search.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import apsw
+
+RESOLVED, PENDING, AMBIGUOUS = "resolved", "pending", "ambiguous"
+
+
+@dataclass(frozen=True, slots=True)
+class RelationRow:
+    id: int
+    stated_by: int
+    from_id: int | None
+    to_id: int | None
+    kind: str
+    reference: str
+    effective: str | None
+    evidence: str
+    start_line: int
+    end_line: int
+    detected: str
+    state: str
+
+    @property
+    def reverse(self) -> bool:
+        """Whether the stating document is the one changed (``superseded_by``)."""
+        return self.to_id == self.stated_by and self.from_id != self.stated_by
+
+
+@dataclass(frozen=True, slots=True)
+class RelationView:
+    """A resolved relation as search and read show it: both documents by key."""
+
+    kind: str
+    from_key: str
+    to_key: str
+    stated_by_key: str
+    effective: str | None
+    evidence: str
+    start_line: int
+    end_line: int
+    detected: str
+
+
+_COLS = (
+    "id, stated_by, from_id, to_id, kind, reference, effective, evidence, start_line, "
+    "end_line, detected, state"
+)
+
+
+def insert_relation(
+    conn: apsw.Connection,
+    stated_by: int,
+    *,
+    reverse: bool,
+    other: int | None,
+    kind: str,
+    reference: str,
+    effective: str | None,
+    evidence: str,
+    lines: tuple[int, int],
+    detected: str,
+    state: str,
+) -> None:
+    from_id, to_id = (other, stated_by) if reverse else (stated_by, other)
+    conn.execute(
+        f"INSERT INTO doc_relations({_COLS.removeprefix('id, ')}) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (stated_by, from_id, to_id, kind, reference, effective, evidence, *lines, detected, state),
+    )
+
+
+def set_other(conn: apsw.Connection, row: RelationRow, other: int | None, state: str) -> None:
+    """Point the open side of ``row`` at ``other`` (None: pending or ambiguous)."""
+    column = "from_id" if row.reverse else "to_id"
+    conn.execute(
+        f"UPDATE doc_relations SET {column} = ?, state = ? WHERE id = ?",  # fixed names
+        (other, state, row.id),
+    )
+
+
+def delete_stated_by(conn: apsw.Connection, document_id: int) -> None:
+    conn.execute("DELETE FROM doc_relations WHERE stated_by = ?", (document_id,))
+
+
+def delete_all(conn: apsw.Connection) -> None:
+    conn.execute("DELETE FROM doc_relations")
+
+
+def supersedes_of(conn: apsw.Connection, document_id: int) -> tuple[str, ...]:
+    """The ``supersedes:`` references a document was stored with (``supersessions``)."""
+    rows = conn.execute(
+        "SELECT supersedes FROM supersessions WHERE document_id = ? ORDER BY rowid",
+        (document_id,),
+    )
+    return tuple(r[0] for r in rows)
+
+
+def all_relations(conn: apsw.Connection) -> list[RelationRow]:
+    return [RelationRow(*r) for r in conn.execute(f"SELECT {_COLS} FROM doc_relations")]
+
+
+def open_references(conn: apsw.Connection, document_id: int) -> list[RelationRow]:
+    """The rows ``document_id`` states that match no document, or several."""
+    return [
+        RelationRow(*r)
+        for r in conn.execute(
+            f"SELECT {_COLS} FROM doc_relations WHERE stated_by = ? AND state != 'resolved' "
+            "ORDER BY id",
+            (document_id,),
+        )
+    ]
+
+
+def candidates(
+    conn: apsw.Connection, only: int | None = None
+) -> list[tuple[int, str, tuple[str, ...], str | None]]:
+    """Every document (or only ``only``): id, title, the names it is held under (uri,
+    key, paths), its date."""
+    found: dict[int, tuple[str, list[str]]] = {}
+    dates: dict[int, str | None] = {}
+    for doc_id, title, uri, key, doc_date in conn.execute(
+        "SELECT id, title, uri, doc_key, doc_date FROM documents WHERE ?1 IS NULL OR id = ?1",
+        (only,),
+    ):
+        found[doc_id] = (title, [n for n in (uri, key) if n])
+        dates[doc_id] = doc_date
+    for doc_id, path in conn.execute(
+        "SELECT document_id, path FROM locations WHERE document_id IS NOT NULL "
+        "AND (?1 IS NULL OR document_id = ?1)",
+        (only,),
+    ):
+        if doc_id in found:
+            found[doc_id][1].append(path)
+    return [
+        (doc_id, title, tuple(names), dates[doc_id]) for doc_id, (title, names) in found.items()
+    ]
+
+
+def views_for(conn: apsw.Connection, doc_keys: Sequence[str]) -> list[RelationView]:
+    """The resolved relations that touch any of ``doc_keys`` (either side)."""
+    if not doc_keys:
+        return []
+    marks = ",".join("?" * len(doc_keys))
+    rows = conn.execute(
+        "SELECT r.kind, f.doc_key, t.doc_key, s.doc_key, COALESCE(r.effective, f.doc_date), "
+        "r.evidence, "
+        "r.start_line, r.end_line, r.detected FROM doc_relations r "
+        "JOIN documents f ON f.id = r.from_id JOIN documents t ON t.id = r.to_id "
+        "JOIN documents s ON s.id = r.stated_by "
+        f"WHERE r.state = 'resolved' AND (f.doc_key IN ({marks}) OR t.doc_key IN ({marks})) "
+        "ORDER BY r.id",
+        (*doc_keys, *doc_keys),
+    )
+    return [RelationView(*r) for r in rows]
+
+
+def snapshot(conn: apsw.Connection) -> list[tuple]:
+    """Every row by document keys, sorted: equal before and after a rebuild."""
+    rows: Iterable[tuple] = conn.execute(
+        "SELECT s.doc_key, f.doc_key, t.doc_key, r.kind, r.reference, r.effective, "
+        "r.evidence, r.start_line, r.end_line, r.detected, r.state FROM doc_relations r "
+        "JOIN documents s ON s.id = r.stated_by LEFT JOIN documents f ON f.id = r.from_id "
+        "LEFT JOIN documents t ON t.id = r.to_id"
+    )
+    return sorted(rows, key=lambda r: tuple(str(v) for v in r))

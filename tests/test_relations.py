@@ -1,0 +1,440 @@
+"""Document relations (issue 9, "Document relations"): detection from frontmatter and
+prose, matching references to documents (ambiguity never guessed, pending until the
+target arrives, in any ingest order), cleanup on removal, rebuild equality, and their
+use in search (current version first, annotations, the past question, contradictions)
+and in ``read``.
+
+Failure modes guarded: a decoy sentence ("withdraw cash", "correction factor") turning
+into an edge; two candidate documents guessed into one; an edge that exists only when
+the target was ingested first; an edge left pointing at a removed document.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kb_mcp.ingest.dates import document_date, path_date
+from kb_mcp.ingest.references import doc_names, match_reference
+from kb_mcp.ingest.relations import SELF, detect_relations
+from kb_mcp.library import Library
+from kb_mcp.search.freshness import as_of_date
+from kb_mcp.settings import Settings
+from kb_mcp.store import relations as relation_rows
+
+RETENTION = """---
+title: Audit log retention policy
+date: 2026-01-10
+---
+# Audit log retention policy
+
+Audit logs are kept for 90 days in the archive bucket, then deleted for good.
+"""
+ERRATA = """---
+date: 2026-02-03
+---
+# Errata for the audit log retention policy
+
+Effective 3 February: audit logs are kept for 30 days in the archive bucket, not 90 days.
+"""
+
+
+def _open(home: Path) -> Library:
+    return Library(Settings(home=home, embedder="none"))
+
+
+def _write(folder: Path, files: dict[str, str]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (folder / name).write_text(text, encoding="utf-8")
+
+
+def _library(tmp_path: Path, files: dict[str, str]) -> Library:
+    _write(tmp_path / "notes", files)
+    lib = _open(tmp_path / "home")
+    lib.add_folder(tmp_path / "notes", "notes")
+    lib.sync("notes")
+    return lib
+
+
+def _edges(lib: Library) -> set[tuple[str, str, str, str]]:
+    """(from title, kind, to title, state) for every row; open sides are '?'."""
+    titles = dict(lib.db.query("SELECT id, title FROM documents"))
+    return {
+        (titles.get(r.from_id, "?"), r.kind, titles.get(r.to_id, "?"), r.state)
+        for r in relation_rows.all_relations(lib.db.conn)
+    }
+
+
+# --- detection (pure) --------------------------------------------------------------------
+
+PROSE = [
+    (
+        "# Errata for the v2.3.1 release notes\n\nTwo fixes.",
+        "corrects",
+        "the v2.3.1 release notes",
+        False,
+    ),
+    ("# Correction to the on-call rota\n\nBob, not Ann.", "corrects", "the on-call rota", False),
+    (
+        "# Addendum to the postmortem of the 3 March outage\n",
+        "corrects",
+        "the postmortem of the 3 March outage",
+        False,
+    ),
+    (
+        "# WITHDRAWN: Office move to Pier 9\n\nThe move is off.",
+        "withdraws",
+        "Office move to Pier 9",
+        False,
+    ),
+    (
+        "# Notice\n\nThis notice withdraws the parking announcement of May.",
+        "withdraws",
+        "the parking announcement of May",
+        False,
+    ),
+    ("# Notice\n\nThis notice cancels TICKET-88.", "withdraws", "TICKET-88", False),
+    ("# Update, 3 February 2026: ADR-12 retention\n", "updates", "ADR-12 retention", False),
+    ("# ADR-13: Use Kafka\n\nStatus: Superseded by ADR-0014\n", "supersedes", "ADR-0014", True),
+    ("# ADR-14: Use Pulsar\n\nSupersedes ADR-13.\n", "supersedes", "ADR-13", False),
+    ("# Retention settings — update, 3 Feb 2026\n", "updates", "Retention settings", False),
+    ("# Pager policy (revised March 2026)\n", "updates", "Pager policy", False),
+    ("# Release notes v2.3.1: errata\n", "corrects", "Release notes v2.3.1", False),
+]
+
+
+@pytest.mark.parametrize(("text", "kind", "reference", "reverse"), PROSE)
+def test_detect_relations_reads_each_kind_from_prose(
+    text: str, kind: str, reference: str, reverse: bool
+) -> None:
+    """issue 9: each relation kind is detected from titles, headings and opening lines."""
+    found = detect_relations("", text, "markdown", "2026-02-01")
+    assert [(d.kind, d.reference, d.reverse, d.detected) for d in found] == [
+        (kind, reference, reverse, "prose")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("field", "kind", "reverse"),
+    [
+        ("supersedes", "supersedes", False),
+        ("replaces", "supersedes", False),
+        ("corrects", "corrects", False),
+        ("withdraws", "withdraws", False),
+        ("updates", "updates", False),
+        ("superseded_by", "supersedes", True),
+    ],
+)
+def test_detect_relations_reads_each_kind_from_frontmatter(
+    field: str, kind: str, reverse: bool
+) -> None:
+    """issue 9: supersedes / replaces / corrects / withdraws / updates / superseded_by."""
+    text = f"---\ntitle: Note\n{field}: other.md\n---\n# Note\n\nBody.\n"
+    found = detect_relations("Note", text, "markdown", "2026-01-01")
+    assert [(d.kind, d.reference, d.reverse, d.detected, d.start_line) for d in found] == [
+        (kind, "other.md", reverse, "frontmatter", 3)
+    ]
+
+
+def test_detect_relations_reads_a_withdrawn_status() -> None:
+    """issue 9: `status: withdrawn` with no `superseded_by` withdraws the document itself."""
+    text = "---\ntitle: Parking\nstatus: withdrawn\n---\n# Parking\n\nLevel 2.\n"
+    found = detect_relations("Parking", text, "markdown", "2026-01-01")
+    assert [(d.kind, d.reference, d.reverse, d.detected, d.start_line) for d in found] == [
+        ("withdraws", SELF, True, "frontmatter", 3)
+    ]
+
+
+def test_detect_relations_ignores_decoys() -> None:
+    """issue 9: everyday words that look like cues produce no relation."""
+    text = (
+        "# Front desk\n\nWithdraw cash at the front desk before noon.\n"
+        "The correction factor for the scale is 1.2.\nWe update the rota weekly.\n"
+        "## Replacing the toner\n\nThe update script corrects typos.\n"
+        "## Deploy steps: update the chart\n\n## Front desk - updated rota\n"
+    )
+    assert detect_relations("Front desk", text, "markdown", "2026-01-01") == []
+
+
+def test_detect_relations_dates_the_change_from_the_text() -> None:
+    """issue 9: "effective 3 February" in the opening dates the change (year: the doc's)."""
+    found = detect_relations("", ERRATA, "markdown", "2026-02-10")
+    assert [(d.kind, d.effective) for d in found] == [("corrects", "2026-02-03")]
+    posted = "# Correction to the on-call rota\n\nPosted 12 March 2026. Bob, not Ann.\n"
+    assert detect_relations("", posted, "markdown", None)[0].effective == "2026-03-12"
+
+
+def test_match_reference_never_guesses_between_two_candidates() -> None:
+    """issue 9: an ambiguous reference is two candidates, which the store keeps open."""
+    names = [
+        doc_names(1, "On-call rota", ["team-a/rota.md"]),
+        doc_names(2, "On-call rota", ["team-b/rota.md"]),
+        doc_names(3, "Errata for the on-call rota", ["errata.md"]),
+    ]
+    assert sorted(match_reference("the on-call rota", names)) == [1, 2]
+    assert match_reference("team-b/rota.md", names) == [2]
+    assert match_reference("rota", names) == []  # one word names a topic
+
+
+# --- the store ---------------------------------------------------------------------------
+
+
+def test_relations_resolve_in_either_ingest_order(tmp_path: Path) -> None:
+    """issue 9: a reference to a document not yet ingested stays pending and resolves
+    when it arrives; both orders give the same edge."""
+    expected = {
+        (
+            "Errata for the audit log retention policy",
+            "corrects",
+            "Audit log retention policy",
+            "resolved",
+        )
+    }
+    for first, second in (("retention.md", "errata.md"), ("errata.md", "retention.md")):
+        root = tmp_path / first
+        files = {"retention.md": RETENTION, "errata.md": ERRATA}
+        _write(root / "notes", {first: files[first]})
+        with _open(root / "home") as lib:
+            lib.add_folder(root / "notes", "notes")
+            lib.sync("notes")
+            if first == "errata.md":
+                assert {e[3] for e in _edges(lib)} == {"pending"}
+            _write(root / "notes", {second: files[second]})
+            lib.sync("notes")
+            assert _edges(lib) == expected
+
+
+def test_relations_ambiguous_reference_is_not_an_edge(tmp_path: Path) -> None:
+    """issue 9: two documents answer the reference: no edge, and a third arrival or a
+    removal re-decides."""
+    rota = "# On-call rota\n\nAnn is on call in week {n}.\n"
+    correction = "# Correction to the on-call rota\n\nBob is on call in week 3.\n"
+    with _library(
+        tmp_path, {"a.md": rota.format(n=1), "b.md": rota.format(n=2), "fix.md": correction}
+    ) as lib:
+        assert _edges(lib) == {("Correction to the on-call rota", "corrects", "?", "ambiguous")}
+        (tmp_path / "notes" / "b.md").unlink()
+        lib.sync("notes")
+        assert _edges(lib) == {
+            ("Correction to the on-call rota", "corrects", "On-call rota", "resolved")
+        }
+
+
+def test_relations_removal_cleans_up(tmp_path: Path) -> None:
+    """issue 9: removing the target leaves the row pending; removing the document that
+    stated it removes the row."""
+    with _library(tmp_path, {"retention.md": RETENTION, "errata.md": ERRATA}) as lib:
+        (tmp_path / "notes" / "retention.md").unlink()
+        lib.sync("notes")
+        assert {e[2:] for e in _edges(lib)} == {("?", "pending")}
+        (tmp_path / "notes" / "errata.md").unlink()
+        lib.sync("notes")
+        assert relation_rows.all_relations(lib.db.conn) == []
+
+
+def test_relations_rebuild_recreates_them(tmp_path: Path) -> None:
+    """issue 9: relations are derived data; `reindex --rebuild` gives the same rows."""
+    adr13 = "# ADR-13: Use Kafka\n\nStatus: Superseded by ADR-14\n\nWe use Kafka.\n"
+    adr14 = "# ADR-14: Use Pulsar\n\nSupersedes ADR-13.\n"
+    files = {"retention.md": RETENTION, "errata.md": ERRATA, "a13.md": adr13, "a14.md": adr14}
+    with _library(tmp_path, files) as lib:
+        before = relation_rows.snapshot(lib.db.conn)
+        assert len(before) == 3
+        lib.reindex(rebuild=True)
+        assert relation_rows.snapshot(lib.db.conn) == before
+
+
+def test_relations_of_an_older_database_are_detected_at_first_use(tmp_path: Path) -> None:
+    """issue 9: a library stored before the relations table (or under older rules) gets
+    its rows at the first search, without a rebuild."""
+    with _library(tmp_path, {"retention.md": RETENTION, "errata.md": ERRATA}) as lib:
+        before = relation_rows.snapshot(lib.db.conn)
+        with lib.db.write() as conn:
+            conn.execute("DELETE FROM doc_relations")
+            conn.execute("DELETE FROM meta WHERE key = 'relations_version'")
+    with _open(tmp_path / "home") as lib:
+        assert lib.search("audit log retention").hits[1].relations
+        assert relation_rows.snapshot(lib.db.conn) == before
+
+
+# --- search and read ---------------------------------------------------------------------
+
+
+def test_search_puts_the_correction_first_and_says_so(tmp_path: Path) -> None:
+    """issue 9: both match; the current one ranks first; each says what it is."""
+    with _library(tmp_path, {"retention.md": RETENTION, "errata.md": ERRATA}) as lib:
+        hits = lib.search("how many days are audit logs kept in the archive bucket").hits
+        assert [h.title for h in hits] == [
+            "Errata for the audit log retention policy",
+            "Audit log retention policy",
+        ]
+        errata, old = hits
+        assert old.relations == (f"corrected by {errata.doc}#L4-L4",)
+        assert errata.relations == (f"corrects {old.doc}",)
+
+
+def test_search_about_the_past_finds_the_old_version_first(tmp_path: Path) -> None:
+    """issue 9: "before the change" asks for the old version."""
+    with _library(tmp_path, {"retention.md": RETENTION, "errata.md": ERRATA}) as lib:
+        query = "how many days were audit logs kept in the archive bucket before the change"
+        hits = lib.search(query).hits
+        assert hits[0].title == "Audit log retention policy"
+        assert hits[0].relations  # still says it was corrected
+
+
+def test_search_withdrawn_says_when_and_by_whom(tmp_path: Path) -> None:
+    """issue 9: `withdrawn on <date> by <cite>`; relations off: no annotation, the old
+    order."""
+    move = (
+        "---\ndate: 2026-03-01\n---\n# Office move to Pier 9\n\n"
+        "The office moves to Pier 9 on 1 May.\n"
+    )
+    notice = (
+        "---\ndate: 2026-03-20\n---\n# WITHDRAWN: Office move to Pier 9\n\n"
+        "The office move to Pier 9 is off; we stay.\n"
+    )
+    with _library(tmp_path, {"move.md": move, "notice.md": notice}) as lib:
+        hits = lib.search("office move to Pier 9").hits
+        assert hits[0].title.startswith("WITHDRAWN")
+        assert hits[1].relations == (f"withdrawn on 2026-03-20 by {hits[0].doc}#L4-L4",)
+    off = Library(Settings(home=tmp_path / "home", embedder="none", relations=False))
+    with off:
+        assert all(h.relations == () for h in off.search("office move to Pier 9").hits)
+
+
+def test_search_marks_a_contradiction_without_picking(tmp_path: Path) -> None:
+    """issue 9: two documents on one topic with different values, neither referring to
+    the other: both returned, both marked. A different topic is not a contradiction."""
+    ops = "# Session timeout\n\nThe web session timeout is 30 minutes.\n"
+    sec = "# Session timeout (security)\n\nThe web session timeout is 15 minutes.\n"
+    cache = "# Cache warmup\n\nThe web cache warmup takes 5 minutes after session start.\n"
+    with _library(tmp_path, {"ops.md": ops, "sec.md": sec, "cache.md": cache}) as lib:
+        hits = {h.title: h for h in lib.search("web session timeout minutes").hits}
+        a, b = hits["Session timeout"], hits["Session timeout (security)"]
+        assert a.relations == (f"contradicts {b.cite}",)
+        assert b.relations == (f"contradicts {a.cite}",)
+        assert hits["Cache warmup"].relations == ()
+
+
+def test_read_shows_relations_both_ways(tmp_path: Path) -> None:
+    """issue 9: `read` lists a document's relations with cites, in both directions, and
+    the references it makes that match nothing."""
+    extra = "# Correction to the parking rules\n\nLevel 2, not 3.\n"
+    with _library(tmp_path, {"retention.md": RETENTION, "errata.md": ERRATA, "p.md": extra}) as lib:
+        errata = lib.search("errata audit log retention").hits[0]
+        old = lib.read("retention.md")
+        assert old.relations == (
+            f"corrected by {errata.doc} (evidence: {errata.doc}#L4-L4, from prose)",
+        )
+        assert lib.read(errata.doc).relations == (
+            f"corrects {old.doc} (evidence: {errata.doc}#L4-L4, from prose)",
+        )
+        assert lib.read("p.md").relations == ("corrects 'the parking rules': pending (L1)",)
+
+
+@pytest.mark.anyio
+async def test_search_tool_reports_relations_over_stdio(
+    tmp_path: Path, home: Path, mcp_client
+) -> None:
+    """issue 9: through the real stdio server, the current document ranks first and the
+    results carry their relations (JSON and text)."""
+    _library(tmp_path, {"retention.md": RETENTION, "errata.md": ERRATA}).close()
+    async with mcp_client() as client:
+        found = await client.call_tool(
+            "search", {"query": "how many days are audit logs kept in the archive bucket"}
+        )
+    first, second = found.structured_content["results"][:2]
+    assert first["title"].startswith("Errata")
+    assert second["relations"] == [f"corrected by {first['doc']}#L4-L4"]
+    assert f"relations: corrects {second['doc']}" in found.content[0].text
+
+
+def test_detect_relations_reads_a_withdrawal_named_by_date() -> None:
+    """issue 9: "Our post of 1 December said … we have withdrawn it" names its document
+    by date (the year is the stater's); a document that says it was withdrawn names
+    itself, and its "WITHDRAWN: X" title then names no other."""
+    retraction = (
+        "# Retraction: tram Wi-Fi\n\nOur post of 1 December said that every tram gets Wi-Fi.\n"
+        "That was wrong and we have withdrawn it.\n"
+    )
+    found = detect_relations("", retraction, "markdown", "2025-12-09")
+    assert [(d.reference, d.start_line, d.end_line) for d in found] == [
+        ("dated 2025-12-01", 3, 4),
+        ("tram Wi-Fi", 1, 1),
+    ]
+    itself = "# WITHDRAWN: Jenkins retirement\n\n*This announcement was withdrawn on 19 January.*\n"
+    found = detect_relations("", itself, "markdown", "2026-01-02")
+    assert [(d.kind, d.reference, d.effective, d.reverse) for d in found] == [
+        ("withdraws", SELF, "2026-01-19", True)
+    ]
+
+
+def test_relations_match_by_date_and_by_series(tmp_path: Path) -> None:
+    """issue 9: a dated reference resolves to the document of that day; "last week's
+    minutes" to the latest earlier document of the stater's own series."""
+    files = {
+        "closing.md": (
+            "---\ndate: 2025-05-02\n---\n# Quarry Lane desk closes on 30 May\n\nIt closes.\n"
+        ),
+        "stays.md": (
+            "---\ndate: 2025-05-21\n---\n# Quarry Lane desk stays open\n\n"
+            "The closure we announced on 2 May is withdrawn.\n"
+        ),
+        "m1.md": "---\ndate: 2026-03-05\n---\n# Payments group, minutes\n\nRefunds: 5 days.\n",
+        "m2.md": "---\ndate: 2026-03-12\n---\n# Payments group, minutes\n\nRefunds: 3 days.\n",
+        "m3.md": (
+            "---\ndate: 2026-03-19\n---\n# Payments group, minutes\n\n"
+            "Correction to item 1 of last week's minutes: refunds stay at 5 days.\n"
+        ),
+    }
+    with _library(tmp_path, files) as lib:
+        dated = {(f, k, t) for f, k, t, state in _edges(lib) if state == "resolved"}
+        assert (
+            "Quarry Lane desk stays open",
+            "withdraws",
+            "Quarry Lane desk closes on 30 May",
+        ) in dated
+        assert lib.read("m2.md").relations[0].startswith(f"corrected by {lib.read('m3.md').doc}")
+        assert lib.read("m1.md").relations == ()
+
+
+def test_document_date_is_read_from_the_text_and_the_file_name() -> None:
+    """issue 9: "Posted 12 March 2026", an "Update, <date>:" head, a dated first line,
+    a dated file name; nothing without a year."""
+    assert document_date("# Hours\n\nPosted 18 August 2025.\n", "markdown") == "2025-08-18"
+    assert document_date("# R\n\nUpdate, 3 February 2026: now 36 months\n", "markdown") == (
+        "2026-02-03"
+    )
+    assert document_date("**#lantern** · 14 October 2025\n\nhi\n", "markdown") == "2025-10-14"
+    assert document_date("# Fares\n\nFrom 1 April the cap is higher.\n", "markdown") is None
+    assert path_date("notes/semaphore/2026-01-05-fare-cap.md") == "2026-01-05"
+    assert path_date("notes/2026-13-05.md") is None
+
+
+@pytest.mark.parametrize(
+    ("query", "as_of"),
+    [
+        ("How much was the daily fare cap back in July 2024?", "2024-07-31"),
+        ("the most you could pay just before the April 2025 fare change", "2025-03-31"),
+        ("As of autumn 2025, what is the cap", "2025-10-15"),
+        ("At the start of 2024, how many requests", "2024-01-31"),
+        ("minimum password length in 2024", "2024-12-31"),
+        ("deploy python 3.11 in 2 steps", None),
+    ],
+)
+def test_as_of_date_reads_the_ways_questions_name_a_time(query: str, as_of: str | None) -> None:
+    """issue 9 (time_bound): "as of" is one of several ways to ask about a time."""
+    assert as_of_date(query) == as_of
+
+
+def test_cli_read_prints_relations(tmp_path: Path, kb_cli) -> None:
+    """issue 9: `kb-mcp read` shows the relations, with cites, in its text output."""
+    with _library(tmp_path, {"retention.md": RETENTION, "errata.md": ERRATA}) as lib:
+        errata = lib.read("errata.md").doc
+    done = kb_cli("read", "retention.md")
+    assert done.returncode == 0, done.stderr
+    assert f"relations:\n- corrected by {errata} (evidence: {errata}#L4-L4, from prose)" in (
+        done.stdout
+    )
