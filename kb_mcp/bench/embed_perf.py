@@ -54,6 +54,7 @@ BULK_CHUNKS = 100_000
 REAL_CHUNKS = 2_000
 ADD_FILES = 10_000
 FILES_PER_FOLDER = 500
+BENCH_TIMEOUT_MS = 600_000  # the limit's maximum (limits.SEARCH_TIMEOUT_MS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,7 +329,14 @@ def _open(home: Path, embedder: BenchEmbedder) -> Library:
     from kb_mcp.library import Library
     from kb_mcp.settings import Settings
 
-    settings = Settings(home=home, embedder="local", max_files_per_source=1_000_000)
+    # A latency bench must not abort on a slow query: on a loaded machine one search at
+    # 120k chunks passed the 2 s production deadline and the whole run was lost.
+    settings = Settings(
+        home=home,
+        embedder="local",
+        max_files_per_source=1_000_000,
+        search_timeout_ms=BENCH_TIMEOUT_MS,
+    )
     return Library(settings, make_embedder=lambda provider, model: embedder)
 
 
@@ -386,6 +394,7 @@ def run_embed_perf(
     add_files: int = ADD_FILES,
     add_embedder: tuple[str, str | None] = ("local", None),
     keep: bool = False,
+    log: Callable[[str], None] | None = None,
 ) -> EmbedPerfReport:
     """Run the four measurements of the module docstring with ``real`` (the model under
     test), in one process; ``kb-mcp add`` runs in a child with ``add_embedder``
@@ -394,6 +403,8 @@ def run_embed_perf(
     queries = read_queries(_dataset(eval_data, QUERY_SET) / "queries.jsonl", searches)
     real.embed(queries[:5], kind="query")  # the model loads outside the timings
     query_ms, query_cpu = timed_ms(lambda q: real.embed([q], kind="query"), queries)
+    say = log or (lambda line: None)  # each figure as soon as it is measured
+    say(f"query embedding p50/p95 {Latency.of(query_ms)}, CPU {Latency.of(query_cpu)}")
     cache = dict(zip(queries, real.embed(queries, kind="query"), strict=True))
     workdir = Path(tempfile.mkdtemp(prefix="kb-mcp-embed-perf-"))
     try:
@@ -406,16 +417,21 @@ def run_embed_perf(
             workdir / "small", workdir / "real", model_embedder
         )
         label = f"{chunks:,} chunks"
+        say(f"{chunks} chunks embedded in {embed_s:.1f} s wall, {embed_cpu_s:.1f} s CPU")
         searches = [time_searches(workdir / "real", model_embedder, queries, label, "model")]
+        say(str(searches[-1]))
         standin = BenchEmbedder(real.signature, cache)
         build_library(workdir / "small", workdir / "standin", standin)
         searches.append(time_searches(workdir / "standin", standin, queries, label, "stand-in"))
+        say(str(searches[-1]))
         bulk_files = max(1, round(bulk_chunks * real_files / chunks))
         write_prose_folder(workdir / "bulk", eval_data, bulk_files)
-        bulk, _, _ = build_library(workdir / "bulk", workdir / "bulkhome", standin)
+        bulk, ingest_s, _ = build_library(workdir / "bulk", workdir / "bulkhome", standin)
+        say(f"{bulk} chunks ingested in {ingest_s:.0f} s, stand-in vectors stored")
         searches.append(
             time_searches(workdir / "bulkhome", standin, queries, f"{bulk:,} chunks", "stand-in")
         )
+        say(str(searches[-1]))
         add = None
         if add_files:
             write_mixed_folder(workdir / "add", eval_data, add_files)

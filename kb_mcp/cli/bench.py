@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from kb_mcp.cli.progress import ProgressBar
@@ -84,6 +85,7 @@ def cmd_bench_perf(args: argparse.Namespace) -> int:
             add_files=args.add_files,
             add_embedder=(args.embedder, args.embed_model),
             keep=args.keep,
+            log=lambda line: print(line, file=sys.stderr, flush=True),
         )
         print(embed_perf_table(report))
     return 0
