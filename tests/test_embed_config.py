@@ -315,3 +315,20 @@ def test_fresh_install_searches_hybrid_with_no_embedder_configured(
     assert answer["mode"] == "hybrid", answer
     assert answer["results"][0]["path"].endswith("deploy.md")
     assert "vector" in answer["results"][0]["legs"]
+
+
+def test_cli_commands_run_the_local_model_on_every_core_and_the_server_on_one(
+    tmp_path: Path,
+) -> None:
+    """Issue 8 speed: a CLI command (``add``, ``sync``) is waited on, so its local model
+    gets every core; the default (the server's background embedding) keeps one thread."""
+    import os
+
+    from kb_mcp.embed.active import foreground_embedders
+
+    settings = Settings(home=tmp_path, embedder="local")
+    cli = foreground_embedders(settings)("local", None)
+    server = registry.build_embedder("local", None, settings)
+    threads = [e._load().session.get_session_options().intra_op_num_threads for e in (cli, server)]
+    assert threads == [os.cpu_count(), 1]
+    assert foreground_embedders(settings)("none", None) is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from kb_mcp.cli.main import LEGS_HELP, parse_legs
@@ -81,6 +82,19 @@ def cmd_bench_perf(args: argparse.Namespace) -> int:
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     rows = run_perf_bench(sizes, keep=args.keep)
     print(perf_table(rows))
+    if args.embedder and args.embedder != "none":
+        from kb_mcp.bench.embed_perf import embed_perf_table, real_embedder, run_embed_perf
+
+        report = run_embed_perf(
+            Path(args.eval_data).expanduser(),
+            real_embedder(args.embedder, args.embed_model),
+            bulk_chunks=args.vector_chunks,
+            add_files=args.add_files,
+            add_embedder=(args.embedder, args.embed_model),
+            keep=args.keep,
+            log=lambda line: print(line, file=sys.stderr, flush=True),
+        )
+        print(embed_perf_table(report))
     return 0
 
 
@@ -150,8 +164,44 @@ def add_bench_parser(sub: argparse._SubParsersAction, common, embedder_flags) ->
         help="comma-separated corpus sizes in files (default 1000,10000,50000)",
     )
     p.add_argument("--keep", action="store_true", help="keep the generated corpora")
+    _add_embed_perf_flags(p)
     p.set_defaults(func=cmd_bench_perf)
     _add_startup_parser(bench_sub, common)
+
+
+def _add_embed_perf_flags(p: argparse.ArgumentParser) -> None:
+    """The vector figures of ``bench perf`` (``bench/embed_perf.py``), run only when asked."""
+    from kb_mcp.bench.embed_perf import ADD_FILES, BULK_CHUNKS
+    from kb_mcp.settings import EMBEDDERS
+
+    p.add_argument(
+        "--embedder",
+        choices=list(EMBEDDERS),
+        help="also measure vectors with this embedder: hybrid search at --vector-chunks, "
+        "query embedding, passages/s, `kb-mcp add` to full coverage (default: none, "
+        "keyword figures only)",
+    )
+    p.add_argument(
+        "--embed-model", metavar="MODEL", help="embedding model (default: the provider's)"
+    )
+    p.add_argument(
+        "--eval-data",
+        default="../shared/eval-data",
+        help="folder with scifact/, nfcorpus-testsplit-preproc/ and cosqa/ in BEIR layout "
+        "(default ../shared/eval-data): the real text of the vector figures",
+    )
+    p.add_argument(
+        "--vector-chunks",
+        type=int,
+        default=BULK_CHUNKS,
+        help=f"chunks of the large hybrid-search library (default {BULK_CHUNKS})",
+    )
+    p.add_argument(
+        "--add-files",
+        type=int,
+        default=ADD_FILES,
+        help=f"files of the `kb-mcp add` folder (default {ADD_FILES}; 0 skips it)",
+    )
 
 
 def _add_questions_parser(bench_sub: argparse._SubParsersAction, common, embedder_flags) -> None:

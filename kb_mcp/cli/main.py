@@ -72,9 +72,11 @@ def _load_settings(args: argparse.Namespace, **overrides: Any) -> Settings:
 
 
 def _open(args: argparse.Namespace, **overrides: Any) -> Library:
+    from kb_mcp.embed.active import foreground_embedders
     from kb_mcp.library import Library
 
-    return Library(_load_settings(args, **overrides))
+    settings = _load_settings(args, **overrides)
+    return Library(settings, make_embedder=foreground_embedders(settings))
 
 
 def _emit(

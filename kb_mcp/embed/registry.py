@@ -70,9 +70,13 @@ def default_model(provider: str) -> str | None:
     return OLLAMA_DEFAULT_MODEL if provider == "ollama" else None
 
 
-def build_embedder(provider: str, model: str | None, settings: Settings) -> Embedder | None:
+def build_embedder(
+    provider: str, model: str | None, settings: Settings, *, threads: int = 1
+) -> Embedder | None:
     """The embedder of ``provider`` with ``model`` (None / empty: its default); None for
-    ``none``. Also rebuilds the embedder of an older signature to embed its queries."""
+    ``none``. Also rebuilds the embedder of an older signature to embed its queries.
+    ``threads``: the local model's intra-op threads (1 in the server, see
+    ``embed.active.foreground_embedders``); other providers ignore it."""
     if provider == "none":
         return None
     if provider not in IMPLEMENTATIONS:
@@ -88,7 +92,7 @@ def build_embedder(provider: str, model: str | None, settings: Settings) -> Embe
     try:
         if provider == "ollama":
             return implementation(host=settings.ollama_host, model=model)
-        return implementation(model)
+        return implementation(model, threads=threads)
     except KbError as exc:  # a bad host or model name: say so, keyword search goes on
         return UnavailableEmbedder(provider, model or "", exc.message)
 

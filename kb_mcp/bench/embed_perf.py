@@ -1,0 +1,512 @@
+"""``kb-mcp bench perf --embedder local``: what the vector side costs, on real text.
+
+Four figures (issue 8, "Speed"), each from one run:
+
+1. **Hybrid search at 100k chunks**, p50 / p95, through ``Library.search(mode="hybrid")``
+   but EXCLUDING the query embedding: the queries (real SciFact questions) are embedded
+   beforehand and ``BenchEmbedder`` hands those vectors back, so the engine, the index
+   and the fusion run exactly as in production. Embedding 100k passages with the local
+   model takes over an hour on two cores, so the bulk library's passage vectors come
+   from a deterministic stand-in of the same dimensions (``standin_vectors``); a smaller
+   library is timed twice, once with the model's real vectors and once with stand-in
+   ones, to show the timing does not depend on which.
+2. **The query embedding**, p50 / p95 ms, one question per call as a search embeds it.
+3. **Passages embedded per second** by the production path (``Library.embed_pending``:
+   ``embed/queue.py`` batches into ``LocalEmbedder``), on real chunk text.
+4. **``kb-mcp add`` to full vector coverage** (``run_add``): the CLI as a user runs it on
+   a folder of real-text files, wall time, chunks, passages/s and peak RSS.
+
+The text is real: SciFact and NFCorpus abstracts (and CoSQA code for ``add``), from a
+BEIR-layout ``eval-data`` folder. To reach 100k chunks each abstract is repeated with
+variation (``variant``): its sentences rotated and one sentence of another abstract
+added, so no two chunks are equal and the postings look like a real library's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kb_mcp.bench.metrics import percentile
+from kb_mcp.errors import InvalidInput
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from kb_mcp.embed.base import Availability, Embedder, EmbeddingSignature, EmbedKind
+    from kb_mcp.library import Library
+
+PROSE_SETS = ("scifact", "nfcorpus-testsplit-preproc")
+CODE_SET = "cosqa"
+QUERY_SET = "scifact"
+SEARCHES = 200
+BULK_CHUNKS = 100_000
+REAL_CHUNKS = 2_000
+ADD_FILES = 10_000
+FILES_PER_FOLDER = 500
+BENCH_TIMEOUT_MS = 600_000  # the limit's maximum (limits.SEARCH_TIMEOUT_MS)
+
+
+@dataclass(frozen=True, slots=True)
+class Doc:
+    """One corpus record: a title (may be empty) and its text."""
+
+    title: str
+    text: str
+
+
+def read_corpus(path: Path) -> list[Doc]:
+    """The records of a BEIR ``corpus.jsonl``, in file order."""
+    docs = []
+    with path.open(encoding="utf-8") as lines:
+        for line in lines:
+            record = json.loads(line)
+            docs.append(Doc(record.get("title") or "", record.get("text") or ""))
+    return docs
+
+
+def read_queries(path: Path, limit: int) -> list[str]:
+    """The first ``limit`` query texts of a BEIR ``queries.jsonl``."""
+    queries = []
+    with path.open(encoding="utf-8") as lines:
+        for line in lines:
+            queries.append(json.loads(line)["text"])
+            if len(queries) == limit:
+                break
+    return queries
+
+
+def _dataset(eval_data: Path, name: str) -> Path:
+    folder = eval_data / name
+    if not (folder / "corpus.jsonl").is_file():
+        raise InvalidInput(
+            f"no {name} corpus at {folder / 'corpus.jsonl'}",
+            hint="pass --eval-data DIR: the folder holding scifact/, nfcorpus-testsplit-preproc/ "
+            "and cosqa/ in BEIR layout",
+        )
+    return folder
+
+
+def prose(eval_data: Path) -> list[Doc]:
+    """SciFact then NFCorpus abstracts (those with text)."""
+    docs = []
+    for name in PROSE_SETS:
+        docs.extend(d for d in read_corpus(_dataset(eval_data, name) / "corpus.jsonl") if d.text)
+    return docs
+
+
+def _sentences(text: str) -> list[str]:
+    parts = [part.strip() for part in text.replace("? ", "?\n").replace(". ", ".\n").split("\n")]
+    return [part for part in parts if part]
+
+
+def variant(docs: list[Doc], n: int) -> Doc:
+    """The ``n``-th document of an endless real-text corpus: abstract ``n % len(docs)``,
+    copy ``n // len(docs)``. Copy 0 is the abstract as it is; copy k rotates its
+    sentences by k and appends a sentence of another abstract, so copies differ."""
+    base = docs[n % len(docs)]
+    copy = n // len(docs)
+    if copy == 0:
+        return base
+    sentences = _sentences(base.text)
+    shift = copy % max(1, len(sentences))
+    other = _sentences(docs[(n * 7 + copy) % len(docs)].text)
+    extra = other[copy % len(other)] if other else ""
+    text = " ".join(sentences[shift:] + sentences[:shift] + [extra])
+    return Doc(f"{base.title} ({copy})", text)
+
+
+def _markdown(doc: Doc) -> str:
+    return f"# {doc.title}\n\n{doc.text}\n" if doc.title else f"{doc.text}\n"
+
+
+def _path(folder: Path, n: int, suffix: str) -> Path:
+    sub = folder / f"part{n // FILES_PER_FOLDER:03d}"
+    sub.mkdir(parents=True, exist_ok=True)
+    return sub / f"doc-{n}{suffix}"
+
+
+def write_prose_folder(folder: Path, eval_data: Path, files: int) -> int:
+    """``files`` Markdown files, one (varied) abstract each; bytes written."""
+    docs = prose(eval_data)
+    return sum(
+        _path(folder, n, ".md").write_bytes(_markdown(variant(docs, n)).encode("utf-8"))
+        for n in range(files)
+    )
+
+
+def write_mixed_folder(folder: Path, eval_data: Path, files: int) -> int:
+    """``files`` files of real text as a user's folder might hold: every SciFact and
+    NFCorpus abstract as Markdown, then CoSQA snippets as Python (``files`` ≤ their sum,
+    about 14.6k); bytes written."""
+    docs = prose(eval_data)
+    code = read_corpus(_dataset(eval_data, CODE_SET) / "corpus.jsonl")
+    if files > len(docs) + len(code):
+        raise InvalidInput(f"at most {len(docs) + len(code)} real files, not {files}")
+    total = 0
+    for n in range(files):
+        if n < len(docs):
+            path, text = _path(folder, n, ".md"), _markdown(docs[n])
+        else:
+            path, text = _path(folder, n, ".py"), code[n - len(docs)].text + "\n"
+        total += path.write_bytes(text.encode("utf-8"))
+    return total
+
+
+@dataclass(frozen=True, slots=True)
+class AddRow:
+    """``kb-mcp add`` of a real-text folder, from the command to full vector coverage."""
+
+    files: int
+    megabytes: float
+    chunks: int
+    embedded: int
+    pending: int
+    wall_s: float
+    cpu_s: float  # the child's user + system CPU time
+    passages_per_s: float  # chunks / wall time: ingest included, as a user waits for it
+    peak_rss_mb: float
+
+
+def run_add(folder: Path, home: Path, *, embedder: str, embed_model: str | None) -> AddRow:
+    """Run ``kb-mcp add FOLDER --yes`` in a child process, as a user would, and time it to
+    its return (the CLI embeds every chunk before returning); its own peak RSS."""
+    files = sum(1 for p in folder.rglob("*") if p.is_file())
+    size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+    command = [sys.executable, "-m", "kb_mcp", "add", str(folder), "--yes", "--home", str(home)]
+    command += ["--embedder", embedder] + (["--embed-model", embed_model] if embed_model else [])
+    started = time.perf_counter()
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    output = child.stdout.read() if child.stdout else b""
+    _, status, usage = os.wait4(child.pid, 0)
+    wall = time.perf_counter() - started
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode != 0:
+        raise InvalidInput(f"kb-mcp add failed ({child.returncode}): {output.decode()[-2000:]}")
+    embedded, pending, chunks = _coverage(home, embedder, embed_model)
+    return AddRow(
+        files=files,
+        megabytes=round(size / 1e6, 1),
+        chunks=chunks,
+        embedded=embedded,
+        pending=pending,
+        wall_s=round(wall, 1),
+        cpu_s=round(usage.ru_utime + usage.ru_stime, 1),
+        passages_per_s=round(chunks / wall, 1),
+        peak_rss_mb=round(usage.ru_maxrss / 1024, 1),
+    )
+
+
+def _coverage(home: Path, embedder: str, embed_model: str | None) -> tuple[int, int, int]:
+    """(embedded, pending, chunks) of the library at ``home`` for the configured embedder."""
+    from kb_mcp.library import Library
+    from kb_mcp.settings import Settings
+
+    settings = Settings(home=home, embedder=embedder, embed_model=embed_model or "")
+    with Library(settings) as library:
+        state = library.vector_state()
+        return state.embedded, state.pending, library.overview().chunks
+
+
+def standin_vectors(texts: list[str], dims: int) -> np.ndarray:
+    """Unit vectors that depend only on each text (seeded by its digest): the cheap
+    stand-in for the model's passage vectors in the 100k library. Uniformly random
+    directions are the hardest case for the index's sign codes (no structure to
+    exploit), so a timing with them is not flattered."""
+    import numpy as np
+
+    rows = np.empty((len(texts), dims), dtype=np.float32)
+    for i, text in enumerate(texts):
+        seed = int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest())
+        rows[i] = np.random.default_rng(seed).standard_normal(dims, dtype=np.float32)
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+class BenchEmbedder:
+    """The bench's embedder: the real model's signature, queries answered from vectors
+    the real model embedded beforehand (so a timed search does no model call), passages
+    embedded by ``passages`` (the real model) or, when None, by ``standin_vectors``.
+
+    A query that was not embedded beforehand is refused: a timing that silently
+    included a model call would be wrong.
+    """
+
+    def __init__(
+        self,
+        signature: EmbeddingSignature,
+        queries: dict[str, np.ndarray],
+        passages: Embedder | None = None,
+    ) -> None:
+        self._signature, self._queries, self._passages = signature, queries, passages
+
+    @property
+    def signature(self) -> EmbeddingSignature:
+        return self._signature
+
+    def availability(self) -> Availability:
+        from kb_mcp.embed.base import Availability
+
+        return Availability(True)
+
+    def embed(self, texts: list[str], kind: EmbedKind = "passage") -> np.ndarray:
+        import numpy as np
+
+        if kind == "query":
+            missing = [text for text in texts if text not in self._queries]
+            if missing:
+                raise InvalidInput(f"query not embedded beforehand: {missing[0]!r}")
+            return np.stack([self._queries[text] for text in texts])
+        if self._passages is not None:
+            return self._passages.embed(texts, kind="passage")
+        return standin_vectors(texts, self._signature.dims)
+
+
+def timed_ms(
+    function: Callable[[str], object], items: list[str]
+) -> tuple[list[float], list[float]]:
+    """Wall and process-CPU milliseconds of ``function(item)`` for each item. On a shared
+    machine the wall time includes waiting for a core; the CPU time is what it cost."""
+    wall, cpu = [], []
+    for item in items:
+        started, started_cpu = time.perf_counter(), time.process_time()
+        function(item)
+        wall.append((time.perf_counter() - started) * 1000)
+        cpu.append((time.process_time() - started_cpu) * 1000)
+    return wall, cpu
+
+
+@dataclass(frozen=True, slots=True)
+class Latency:
+    p50_ms: float
+    p95_ms: float
+
+    @classmethod
+    def of(cls, values: list[float]) -> Latency:
+        return cls(round(percentile(values, 50), 2), round(percentile(values, 95), 2))
+
+
+@dataclass(frozen=True, slots=True)
+class HybridRow:
+    """Search latency over one library: hybrid (query embedding excluded) and keyword."""
+
+    label: str
+    vectors: str  # "model" or "stand-in"
+    chunks: int
+    hybrid: Latency
+    hybrid_cpu: Latency
+    keyword: Latency
+
+
+def build_library(
+    folder: Path, home: Path, embedder: BenchEmbedder
+) -> tuple[int, float, tuple[float, float]]:
+    """Ingest ``folder`` as a source and embed every chunk with ``embedder`` through the
+    production queue; (chunks, ingest s, (embed wall s, embed CPU s))."""
+    with _open(home, embedder) as library:
+        library.add_folder(folder, "corpus")
+        started = time.perf_counter()
+        library.sync("corpus")
+        ingest_s = time.perf_counter() - started
+        started, started_cpu = time.perf_counter(), time.process_time()
+        report = library.embed_pending()
+        embed_s = (time.perf_counter() - started, time.process_time() - started_cpu)
+        if report is None or not report.complete:
+            raise InvalidInput(f"embedding did not complete: {report}")
+        return library.overview().chunks, ingest_s, embed_s
+
+
+def _open(home: Path, embedder: BenchEmbedder) -> Library:
+    from kb_mcp.library import Library
+    from kb_mcp.settings import Settings
+
+    # A latency bench must not abort on a slow query: on a loaded machine one search at
+    # 120k chunks passed the 2 s production deadline and the whole run was lost.
+    settings = Settings(
+        home=home,
+        embedder="local",
+        max_files_per_source=1_000_000,
+        search_timeout_ms=BENCH_TIMEOUT_MS,
+    )
+    return Library(settings, make_embedder=lambda provider, model: embedder)
+
+
+def time_searches(
+    home: Path, embedder: BenchEmbedder, queries: list[str], label: str, vectors: str
+) -> HybridRow:
+    """p50 / p95 of hybrid and keyword search over ``queries`` (default top_k), after one
+    warm-up pass (codes loaded, caches filled: a server's steady state)."""
+    with _open(home, embedder) as library:
+        library.warm_vectors()
+        for query in queries[:20]:
+            library.search(query, mode="hybrid")
+        hybrid, hybrid_cpu = timed_ms(lambda q: _hybrid(library, q), queries)
+        keyword, _ = timed_ms(lambda q: library.search(q, mode="keyword"), queries)
+        return HybridRow(
+            label,
+            vectors,
+            library.overview().chunks,
+            Latency.of(hybrid),
+            Latency.of(hybrid_cpu),
+            Latency.of(keyword),
+        )
+
+
+def _hybrid(library: Library, query: str) -> None:
+    result = library.search(query, mode="hybrid")
+    if getattr(result, "fallback", None):
+        raise InvalidInput(f"hybrid search fell back to keyword: {result}")
+
+
+@dataclass(frozen=True, slots=True)
+class EmbedPerfReport:
+    """Everything one ``bench perf --embedder`` run measured, and the load it ran under."""
+
+    model: str
+    searched: int  # queries timed, for each latency figure
+    query_embed: Latency
+    query_embed_cpu: Latency
+    passages: int  # embedded by the production queue for the passages/s figure
+    passages_per_s: float
+    passages_per_cpu_s: float  # per second of this process's CPU: the load-free rate
+    searches: list[HybridRow]
+    add: AddRow | None
+    load_before: tuple[float, float, float]
+    load_after: tuple[float, float, float]
+
+
+def run_embed_perf(
+    eval_data: Path,
+    real: Embedder,
+    *,
+    searches: int = SEARCHES,
+    bulk_chunks: int = BULK_CHUNKS,
+    real_chunks: int = REAL_CHUNKS,
+    add_files: int = ADD_FILES,
+    add_embedder: tuple[str, str | None] = ("local", None),
+    keep: bool = False,
+    log: Callable[[str], None] | None = None,
+) -> EmbedPerfReport:
+    """Run the four measurements of the module docstring with ``real`` (the model under
+    test), in one process; ``kb-mcp add`` runs in a child with ``add_embedder``
+    (provider, model). The working folders go unless ``keep``."""
+    load_before = os.getloadavg()
+    queries = read_queries(_dataset(eval_data, QUERY_SET) / "queries.jsonl", searches)
+    real.embed(queries[:5], kind="query")  # the model loads outside the timings
+    query_ms, query_cpu = timed_ms(lambda q: real.embed([q], kind="query"), queries)
+    say = log or (lambda line: None)  # each figure as soon as it is measured
+    say(f"query embedding p50/p95 {Latency.of(query_ms)}, CPU {Latency.of(query_cpu)}")
+    cache = dict(zip(queries, real.embed(queries, kind="query"), strict=True))
+    workdir = Path(tempfile.mkdtemp(prefix="kb-mcp-embed-perf-"))
+    try:
+        # Real vectors on a small library: passages/s of the production queue, and the
+        # search timing to compare with the stand-in's on the same chunks.
+        real_files = max(1, round(real_chunks / 1.2))  # SciFact: 6,223 chunks / 5,183 docs
+        write_prose_folder(workdir / "small", eval_data, real_files)
+        model_embedder = BenchEmbedder(real.signature, cache, passages=real)
+        chunks, _, (embed_s, embed_cpu_s) = build_library(
+            workdir / "small", workdir / "real", model_embedder
+        )
+        label = f"{chunks:,} chunks"
+        say(f"{chunks} chunks embedded in {embed_s:.1f} s wall, {embed_cpu_s:.1f} s CPU")
+        searches = [time_searches(workdir / "real", model_embedder, queries, label, "model")]
+        say(str(searches[-1]))
+        standin = BenchEmbedder(real.signature, cache)
+        build_library(workdir / "small", workdir / "standin", standin)
+        searches.append(time_searches(workdir / "standin", standin, queries, label, "stand-in"))
+        say(str(searches[-1]))
+        bulk_files = max(1, round(bulk_chunks * real_files / chunks))
+        write_prose_folder(workdir / "bulk", eval_data, bulk_files)
+        bulk, ingest_s, _ = build_library(workdir / "bulk", workdir / "bulkhome", standin)
+        say(f"{bulk} chunks ingested in {ingest_s:.0f} s, stand-in vectors stored")
+        searches.append(
+            time_searches(workdir / "bulkhome", standin, queries, f"{bulk:,} chunks", "stand-in")
+        )
+        say(str(searches[-1]))
+        add = None
+        if add_files:
+            write_mixed_folder(workdir / "add", eval_data, add_files)
+            add = run_add(
+                workdir / "add",
+                workdir / "addhome",
+                embedder=add_embedder[0],
+                embed_model=add_embedder[1],
+            )
+    finally:
+        if not keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return EmbedPerfReport(
+        real.signature.describe(),
+        len(queries),
+        Latency.of(query_ms),
+        Latency.of(query_cpu),
+        chunks,
+        round(chunks / embed_s, 1),
+        round(chunks / embed_cpu_s, 1),
+        searches,
+        add,
+        tuple(round(x, 2) for x in load_before),
+        tuple(round(x, 2) for x in os.getloadavg()),
+    )
+
+
+def real_embedder(provider: str, model: str | None) -> Embedder:
+    """The configured provider's real embedder, or a clear error when it cannot run."""
+    from kb_mcp.embed.registry import build_embedder
+    from kb_mcp.settings import load
+
+    embedder = build_embedder(provider, model, load())
+    if embedder is None:
+        raise InvalidInput("bench perf needs an embedder for its vector figures, not none")
+    available = embedder.availability()
+    if not available.ok:
+        raise InvalidInput(f"the {provider} embedder cannot run: {available.reason}")
+    return embedder
+
+
+def embed_perf_table(report: EmbedPerfReport) -> str:
+    """The run as a few lines of text: the search table, then the embedding figures."""
+    lines = [
+        f"vectors ({report.model}); hybrid search EXCLUDES the query embedding "
+        "(queries embedded beforehand); 'stand-in' = deterministic random unit vectors "
+        "of the same dimensions in place of the model's passage vectors",
+        f"{'library':>16} {'vectors':>9} {'hybrid p50':>11} {'hybrid p95':>11} "
+        f"{'CPU p50':>9} {'CPU p95':>9} {'keyword p50':>12} {'keyword p95':>12}",
+    ]
+    for r in report.searches:
+        lines.append(
+            f"{r.label:>16} {r.vectors:>9} {r.hybrid.p50_ms:>8} ms {r.hybrid.p95_ms:>8} ms "
+            f"{r.hybrid_cpu.p50_ms:>6} ms {r.hybrid_cpu.p95_ms:>6} ms "
+            f"{r.keyword.p50_ms:>9} ms {r.keyword.p95_ms:>9} ms"
+        )
+    lines.append(
+        f"query embedding: p50 {report.query_embed.p50_ms} ms, p95 {report.query_embed.p95_ms} ms"
+        f" (CPU {report.query_embed_cpu.p50_ms} / {report.query_embed_cpu.p95_ms} ms;"
+        f" {report.searched} SciFact queries, one per call)"
+    )
+    lines.append(
+        f"passages embedded: {report.passages_per_s} per second, "
+        f"{report.passages_per_cpu_s} per CPU second "
+        f"({report.passages:,} real chunks, Library.embed_pending)"
+    )
+    if report.add is not None:
+        a = report.add
+        lines.append(
+            f"kb-mcp add to full coverage: {a.files:,} files ({a.megabytes} MB), {a.chunks:,} "
+            f"chunks, {a.wall_s} s wall ({a.cpu_s} s CPU), {a.passages_per_s} chunks/s, "
+            f"{a.embedded:,} embedded, {a.pending} pending, peak RSS {a.peak_rss_mb} MB"
+        )
+    lines.append(
+        f"load average (1, 5, 15 min) before {report.load_before}, after {report.load_after}"
+        f" on {os.cpu_count()} cores"
+    )
+    return "\n".join(lines)
