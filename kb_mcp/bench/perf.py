@@ -1,17 +1,29 @@
-"""``kb-mcp bench perf``: what ingest, re-sync, search and start-up cost as a library grows.
+"""``kb-mcp bench perf``: what ingest, re-sync, search and start-up cost as a library grows,
+side by side with a naive FTS5 table over the same text in the same process.
 
-For each size a corpus of Markdown notes and Python files is generated (seeded, so runs
-compare), ingested as a folder source through ``Library.sync``, re-synced unchanged, and
-searched. Each size runs in a child process so its peak memory (max RSS) is its own.
-Start-up is measured as an agent sees it: spawn ``kb-mcp serve`` over stdio, initialize,
-and wait for the first ``search`` result (median of 5).
+**Corpus.** Built from the public sets' own text (``../shared/eval-data``): SciFact and
+NFCorpus abstracts and CMRC2018 Chinese Wikipedia paragraphs, in proportion to their
+size. Each passage is one section (``## title`` + text) of a Markdown note holding
+``SECTIONS_PER_FILE`` of them, so one passage is one chunk. The first pass over a set
+uses its documents as they are; later passages are variants of a real document: its
+sentences, each kept with probability ``KEEP_SENTENCE``, plus one or two sentences of
+another document of the set, shuffled. So the vocabulary, term frequencies and the
+co-occurrence of query words are those of real text at any size. Seeded, so runs compare.
+
+**Searches.** Real queries: ``SEARCHES`` of each set's test queries (SciFact claims,
+NFCorpus titles, CMRC2018 questions), ``top_k`` 10, keyword mode, through
+``Library.search`` (what agents get), and the same text through ``NaiveIndex``.
+
+Each size runs in a child process so its peak memory (max RSS) is its own. Start-up is
+measured as an agent sees it: spawn ``kb-mcp serve`` over stdio, initialize, and wait for
+the first ``search`` result (median of 5).
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import random
+import re
 import resource
 import shutil
 import statistics
@@ -19,105 +31,243 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from kb_mcp.bench.metrics import percentile
+from kb_mcp.errors import NotFound, Unavailable
 
 SEED = 7
-SEARCHES = 200
+SEARCHES = 200  # per query set
+WARMUP = 20  # queries run once before timing: the page cache, not the first query, is measured
+TOP_K = 10
 STARTUP_RUNS = 5
-_SYLLABLES = "ka to ri mo sen lar vi dex pra shu nel gor tam ble quo fin zer wat".split()
+SECTIONS_PER_FILE = 8
+KEEP_SENTENCE = 0.75
+MAX_PASSAGE_CHARS = 1_500  # under the chunk budget (1,800), so a section stays one chunk
+DEFAULT_SIZES = (10_000, 100_000)  # chunks; 300,000 under --sizes (about 15 minutes here)
+DATA_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "eval-data"
+
+# (folder, query set label): the sets whose text builds the corpus and whose queries run.
+SETS = (
+    ("scifact", "scifact"),
+    ("nfcorpus-testsplit-preproc", "nfcorpus"),
+    ("cmrc2018-ctx", "cmrc2018"),
+)
+_SENTENCE = re.compile(r"(?<=[.!?。！？；])\s*")
+_NO_PUNCTUATION_WORDS = 25  # NFCorpus text is preprocessed: no punctuation, so cut by words
 
 
-def _vocabulary(size: int = 4_000) -> list[str]:
-    """Seeded pseudo-words; sampled with Zipf weights like real text (a few very common
-    words, a long tail), so postings lists and query costs look like a real library's."""
+@dataclass(frozen=True, slots=True)
+class RealDoc:
+    title: str
+    sentences: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RealSet:
+    """One public set: its documents split into sentences, and its test queries."""
+
+    name: str
+    docs: tuple[RealDoc, ...]
+    queries: tuple[str, ...]
+
+
+def _sentences(text: str) -> tuple[str, ...]:
+    parts = [s.strip() for s in _SENTENCE.split(text) if s.strip()]
+    if len(parts) > 1:
+        return tuple(parts)
+    words = text.split()
+    step = _NO_PUNCTUATION_WORDS
+    return tuple(" ".join(words[i : i + step]) for i in range(0, len(words), step)) or (text,)
+
+
+def load_sets(data: Path = DATA_DIR) -> list[RealSet]:
+    """The public sets the corpus and the queries come from; NotFound names what is missing."""
+    from kb_mcp.bench.beir import load_beir
+
+    if not data.is_dir():
+        raise NotFound(
+            f"no eval data at {data}",
+            hint="pass --data with the folder holding scifact/, nfcorpus-testsplit-preproc/ "
+            "and cmrc2018-ctx/ (BEIR layout)",
+        )
+    sets = []
+    for folder, label in SETS:
+        beir = load_beir(data / folder, "test")
+        docs = tuple(
+            RealDoc(d.title or " ".join(d.text.split()[:6]), _sentences(d.text))
+            for d in beir.docs
+            if d.text.strip()
+        )
+        rng = random.Random(SEED)
+        queries = [q.text for q in beir.queries]
+        rng.shuffle(queries)
+        sets.append(RealSet(label, docs, tuple(queries[:SEARCHES])))
+    return sets
+
+
+def _variant(rng: random.Random, real: RealSet, index: int) -> tuple[str, str]:
+    """Passage ``index`` of a set: the real document first, then variants of it."""
+    doc = real.docs[index % len(real.docs)]
+    if index < len(real.docs):
+        sentences = list(doc.sentences)
+    else:
+        sentences = [s for s in doc.sentences if rng.random() < KEEP_SENTENCE] or [doc.sentences[0]]
+        for _ in range(rng.randint(1, 2)):
+            other = real.docs[rng.randrange(len(real.docs))]
+            sentences.append(rng.choice(other.sentences))
+        rng.shuffle(sentences)
+    text, kept = "", []
+    for sentence in sentences:
+        if len(text) + len(sentence) + 1 > MAX_PASSAGE_CHARS and kept:
+            break
+        kept.append(sentence)
+        text = " ".join(kept)
+    return doc.title.replace("\n", " ").strip() or "untitled", text[:MAX_PASSAGE_CHARS]
+
+
+def passages(sets: Sequence[RealSet], count: int) -> Iterator[tuple[str, str]]:
+    """``count`` ``(title, text)`` passages, the sets interleaved by their document counts."""
     rng = random.Random(SEED)
-    words: set[str] = set()
-    while len(words) < size:
-        words.add("".join(rng.choices(_SYLLABLES, k=rng.randint(2, 3))))
-    ordered = sorted(words)
-    rng.shuffle(ordered)  # Zipf rank must not follow the alphabet
-    return ordered
+    total = sum(len(s.docs) for s in sets)
+    taken = [0] * len(sets)
+    for _ in range(count):
+        # The set furthest behind its share goes next: proportions hold at every size.
+        i = min(range(len(sets)), key=lambda j: taken[j] / len(sets[j].docs) * total)
+        yield _variant(rng, sets[i], taken[i])
+        taken[i] += 1
 
 
-_WORDS = _vocabulary()
-_ZIPF_CUMULATIVE = list(itertools.accumulate(1 / rank**1.07 for rank in range(1, len(_WORDS) + 1)))
-
-
-def _words(rng: random.Random, k: int) -> list[str]:
-    return rng.choices(_WORDS, cum_weights=_ZIPF_CUMULATIVE, k=k)
-
-
-def _word(rng: random.Random) -> str:
-    return _words(rng, 1)[0]
+def write_corpus(folder: Path, items: Sequence[tuple[str, str]]) -> int:
+    """Write the passages as Markdown notes of ``SECTIONS_PER_FILE`` sections; bytes written."""
+    total = 0
+    for start in range(0, len(items), SECTIONS_PER_FILE):
+        group = items[start : start + SECTIONS_PER_FILE]
+        n = start // SECTIONS_PER_FILE
+        sub = folder / f"area{n % 40:02d}" / f"topic{n % 7}"
+        sub.mkdir(parents=True, exist_ok=True)
+        body = [f"# Notes {n}: {group[0][0]}\n"]
+        body += [f"## {title}\n\n{text}\n" for title, text in group]
+        total += (sub / f"note-{n}.md").write_bytes("\n".join(body).encode("utf-8"))
+    return total
 
 
 @dataclass(frozen=True, slots=True)
 class PerfRow:
+    chunks_asked: int
     files: int
     megabytes: float
     chunks: int
     ingest_s: float
-    files_per_s: float
     mb_per_s: float
+    naive_ingest_s: float
     resync_s: float
     db_mb: float
     peak_rss_mb: float
-    search_p50_ms: float
-    search_p95_ms: float
 
 
-def _sentence(rng: random.Random) -> str:
-    words = _words(rng, rng.randint(8, 16))
-    return " ".join(words).capitalize() + "."
+@dataclass(frozen=True, slots=True)
+class SearchRow:
+    """Latency of one query set at one size: kb-mcp and the naive table, same queries.
+
+    Wall time is what a caller waits; CPU time (this thread's) is what the search costs,
+    and it is the figure to compare when other work shares the cores.
+    """
+
+    chunks: int
+    queries: str
+    engine: str  # what ran: "keyword" here; another leg adds its own rows
+    p50_ms: float
+    p95_ms: float
+    cpu_p50_ms: float
+    cpu_p95_ms: float
+    naive_p50_ms: float | None = None
+    naive_p95_ms: float | None = None
+    naive_cpu_p50_ms: float | None = None
+    naive_cpu_p95_ms: float | None = None
+    stopped: int = 0  # searches stopped by the time budget (their time still counts)
 
 
-def _markdown(rng: random.Random, n: int) -> str:
-    parts = [f"# Note {n}: {' '.join(_words(rng, 3))}\n"]
-    for section in range(rng.randint(3, 8)):
-        parts.append(f"## {_word(rng).title()} {section}\n")
-        for _ in range(rng.randint(1, 3)):
-            parts.append(" ".join(_sentence(rng) for _ in range(rng.randint(3, 8))) + "\n")
-        if rng.random() < 0.3:
-            parts.append("```python\n" + f"{_word(rng)}_{n} = fetch('{n}')\n" + "```\n")
-        parts.append("\n".join(f"- {_sentence(rng)}" for _ in range(rng.randint(1, 4))) + "\n")
-    return "\n".join(parts)
+@dataclass(frozen=True, slots=True)
+class SizeReport:
+    perf: PerfRow
+    searches: list[SearchRow] = field(default_factory=list)
 
 
-def _python(rng: random.Random, n: int) -> str:
-    funcs = []
-    for i in range(rng.randint(3, 6)):
-        name = f"{_word(rng)}_{_word(rng)}_{i}"
-        body = "\n".join(f"    {_word(rng)} = {_word(rng)}({i})" for _ in range(4))
-        funcs.append(f'def {name}(value):\n    """{_sentence(rng)}"""\n{body}\n    return value\n')
-    return f'"""Module {n}."""\n\nimport os\n\n\n' + "\n\n".join(funcs)
+@dataclass(frozen=True, slots=True)
+class Timings:
+    wall_ms: list[float]
+    cpu_ms: list[float]
+    stopped: int
+
+    def summary(self) -> tuple[float, float, float, float]:
+        """Wall p50, wall p95, CPU p50, CPU p95."""
+        return (
+            _p(self.wall_ms, 50),
+            _p(self.wall_ms, 95),
+            _p(self.cpu_ms, 50),
+            _p(self.cpu_ms, 95),
+        )
 
 
-def generate_corpus(folder: Path, files: int) -> int:
-    """Write ``files`` files (4 of 5 Markdown, 1 of 5 Python) in nested folders; bytes."""
-    rng = random.Random(SEED)
-    total = 0
-    for n in range(files):
-        sub = folder / f"area{n % 20:02d}" / f"topic{n % 7}"
-        sub.mkdir(parents=True, exist_ok=True)
-        if n % 5 == 4:
-            path, text = sub / f"mod_{n}.py", _python(rng, n)
-        else:
-            path, text = sub / f"note-{n}.md", _markdown(rng, n)
-        total += path.write_bytes(text.encode("utf-8"))
-    return total
+def time_queries(run: Callable[[str], object], queries: Sequence[str]) -> Timings:
+    """Wall and CPU milliseconds per query, after ``WARMUP`` untimed ones, and how many
+    ran out of the search time budget (``Unavailable``): those count with their time."""
+    for query in queries[:WARMUP]:
+        _timed(run, query)
+    wall, cpu, stopped = [], [], 0
+    for query in queries:
+        wall_ms, cpu_ms, ok = _timed(run, query)
+        wall.append(wall_ms)
+        cpu.append(cpu_ms)
+        stopped += not ok
+    return Timings(wall, cpu, stopped)
 
 
-def measure_size(files: int, workdir: Path) -> PerfRow:
-    """Generate, ingest, re-sync and search one corpus size (run this in a child process)."""
+def _timed(run: Callable[[str], object], query: str) -> tuple[float, float, bool]:
+    started, cpu = time.perf_counter(), time.thread_time()
+    ok = True
+    try:
+        run(query)
+    except Unavailable:
+        ok = False
+    return (time.perf_counter() - started) * 1000, (time.thread_time() - cpu) * 1000, ok
+
+
+def _p(values: list[float], p: float) -> float:
+    return round(percentile(values, p), 2)
+
+
+def keyword_rows(library, naive, sets: Sequence[RealSet], chunks: int) -> list[SearchRow]:
+    """The keyword part of the run: each set's queries through kb-mcp, then the naive table.
+
+    The seam for other legs: a caller appends its own ``SearchRow``s after these.
+    """
+    rows = []
+    for real in sets:
+        kb = time_queries(lambda q: library.search(q, top_k=TOP_K, mode="keyword"), real.queries)
+        base = time_queries(lambda q: naive.search(q, TOP_K), real.queries)
+        rows.append(
+            SearchRow(chunks, real.name, "keyword", *kb.summary(), *base.summary(), kb.stopped)
+        )
+    return rows
+
+
+def measure_size(chunks: int, workdir: Path, data: Path = DATA_DIR) -> SizeReport:
+    """Build, ingest, re-sync and search one corpus size (run this in a child process)."""
+    from kb_mcp.index.naive import NaiveIndex
     from kb_mcp.library import Library
     from kb_mcp.settings import Settings
 
+    sets = load_sets(data)
+    items = list(passages(sets, chunks))
     corpus, home = workdir / "corpus", workdir / "home"
-    size = generate_corpus(corpus, files)
-    with Library(Settings(home=home, max_files_per_source=files + 1)) as library:
+    size = write_corpus(corpus, items)
+    files = -(-len(items) // SECTIONS_PER_FILE)
+    settings = Settings(home=home, max_files_per_source=files + 1, embedder="none")
+    with Library(settings) as library:
         library.add_folder(corpus, "corpus")
         started = time.perf_counter()
         library.sync("corpus")
@@ -125,28 +275,27 @@ def measure_size(files: int, workdir: Path) -> PerfRow:
         started = time.perf_counter()
         library.sync("corpus")
         resync_s = time.perf_counter() - started
-        chunks = library.overview().chunks
-        rng = random.Random(SEED)
-        latencies = []
-        for _ in range(SEARCHES):
-            query = " ".join(_words(rng, rng.randint(2, 4)))
-            started = time.perf_counter()
-            library.search(query)
-            latencies.append((time.perf_counter() - started) * 1000)
+        indexed = library.overview().chunks
+        naive = NaiveIndex(workdir / "naive.db")
+        started = time.perf_counter()
+        naive.add(items)
+        naive_ingest_s = time.perf_counter() - started
+        searches = keyword_rows(library, naive, sets, indexed)
+        naive.close()
     db_bytes = sum(p.stat().st_size for p in home.glob("kb.db*"))
-    return PerfRow(
+    perf = PerfRow(
+        chunks_asked=chunks,
         files=files,
         megabytes=round(size / 1e6, 1),
-        chunks=chunks,
+        chunks=indexed,
         ingest_s=round(ingest_s, 2),
-        files_per_s=round(files / ingest_s),
         mb_per_s=round(size / 1e6 / ingest_s, 2),
+        naive_ingest_s=round(naive_ingest_s, 2),
         resync_s=round(resync_s, 2),
         db_mb=round(db_bytes / 1e6, 1),
         peak_rss_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-        search_p50_ms=round(percentile(latencies, 50), 2),
-        search_p95_ms=round(percentile(latencies, 95), 2),
     )
+    return SizeReport(perf, searches)
 
 
 def measure_startup(home: Path) -> float:
@@ -170,42 +319,74 @@ def measure_startup(home: Path) -> float:
     return statistics.median(anyio.run(once) for _ in range(STARTUP_RUNS))
 
 
-def run_perf_bench(sizes: list[int], keep: bool = False) -> list[tuple[PerfRow, float | None]]:
-    """One row per size, each measured in a fresh child process; start-up for each too."""
-    rows = []
-    for files in sizes:
-        workdir = Path(tempfile.mkdtemp(prefix=f"kb-mcp-perf-{files}-"))
+def _report_from_json(line: str) -> SizeReport:
+    raw = json.loads(line)
+    return SizeReport(PerfRow(**raw["perf"]), [SearchRow(**r) for r in raw["searches"]])
+
+
+def run_perf_bench(
+    sizes: Sequence[int], keep: bool = False, data: Path = DATA_DIR, startup: bool = True
+) -> list[tuple[SizeReport, float | None]]:
+    """One report per size (in chunks), each measured in a fresh child process."""
+    load_sets(data)  # a missing data folder fails here, before any child starts
+    reports = []
+    for chunks in sizes:
+        workdir = Path(tempfile.mkdtemp(prefix=f"kb-mcp-perf-{chunks}-"))
         try:
             out = subprocess.run(
-                [sys.executable, "-m", "kb_mcp.bench.perf", str(files), str(workdir)],
+                [sys.executable, "-m", "kb_mcp.bench.perf", str(chunks), str(workdir), str(data)],
                 check=True,
                 capture_output=True,
                 text=True,
             ).stdout
-            row = PerfRow(**json.loads(out.strip().splitlines()[-1]))
-            rows.append((row, measure_startup(workdir / "home")))
+            report = _report_from_json(out.strip().splitlines()[-1])
+            started = measure_startup(workdir / "home") if startup else None
+            reports.append((report, started))
         finally:
             if not keep:
                 shutil.rmtree(workdir, ignore_errors=True)
-    return rows
+    return reports
 
 
-def perf_table(rows: list[tuple[PerfRow, float | None]]) -> str:
-    head = (
-        f"{'files':>7} {'MB':>6} {'chunks':>7} {'ingest s':>9} {'files/s':>8} {'MB/s':>6} "
-        f"{'resync s':>9} {'db MB':>6} {'peak MB':>8} {'p50 ms':>7} {'p95 ms':>7} "
-        f"{'start s':>8}"
-    )
-    lines = [head]
-    for r, startup in rows:
+def _blank(value: float | None) -> str:
+    return "" if value is None else str(value)
+
+
+def _ratio(naive: float | None, ours: float) -> str:
+    return "" if naive is None or ours <= 0 else f"{naive / ours:.1f}x"
+
+
+def perf_table(reports: Sequence[tuple[SizeReport, float | None]]) -> str:
+    """Two tables: ingest and size by corpus, then search latency by corpus and query set."""
+    lines = [
+        f"{'chunks':>7} {'files':>6} {'MB':>6} {'ingest s':>9} {'MB/s':>6} {'naive s':>8} "
+        f"{'resync s':>9} {'db MB':>6} {'peak MB':>8} {'start s':>8}"
+    ]
+    for report, startup in reports:
+        r = report.perf
         lines.append(
-            f"{r.files:>7} {r.megabytes:>6} {r.chunks:>7} {r.ingest_s:>9} {r.files_per_s:>8} "
-            f"{r.mb_per_s:>6} {r.resync_s:>9} {r.db_mb:>6} {r.peak_rss_mb:>8} "
-            f"{r.search_p50_ms:>7} {r.search_p95_ms:>7} "
+            f"{r.chunks:>7} {r.files:>6} {r.megabytes:>6} {r.ingest_s:>9} {r.mb_per_s:>6} "
+            f"{r.naive_ingest_s:>8} {r.resync_s:>9} {r.db_mb:>6} {r.peak_rss_mb:>8} "
             f"{'' if startup is None else round(startup, 2):>8}"
         )
+    lines += [
+        "",
+        f"{'chunks':>7} {'queries':>9} {'engine':>8} {'p50 ms':>7} {'p95 ms':>7} "
+        f"{'naive p50':>10} {'naive p95':>10} {'x p50':>6} {'x p95':>6} "
+        f"{'cpu p50':>8} {'cpu p95':>8} {'naive cpu p95':>14} {'x cpu p95':>10} {'stopped':>8}",
+    ]
+    for report, _ in reports:
+        for s in report.searches:
+            lines.append(
+                f"{s.chunks:>7} {s.queries:>9} {s.engine:>8} {s.p50_ms:>7} {s.p95_ms:>7} "
+                f"{_blank(s.naive_p50_ms):>10} {_blank(s.naive_p95_ms):>10} "
+                f"{_ratio(s.naive_p50_ms, s.p50_ms):>6} {_ratio(s.naive_p95_ms, s.p95_ms):>6} "
+                f"{s.cpu_p50_ms:>8} {s.cpu_p95_ms:>8} {_blank(s.naive_cpu_p95_ms):>14} "
+                f"{_ratio(s.naive_cpu_p95_ms, s.cpu_p95_ms):>10} {s.stopped:>8}"
+            )
     return "\n".join(lines)
 
 
 if __name__ == "__main__":
-    print(json.dumps(asdict(measure_size(int(sys.argv[1]), Path(sys.argv[2])))))
+    report = measure_size(int(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]))
+    print(json.dumps(asdict(report)))

@@ -76,11 +76,13 @@ def cmd_bench_questions(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_perf(args: argparse.Namespace) -> int:
-    """Ingest throughput, size on disk, peak memory, re-sync and search latency by corpus size."""
-    from kb_mcp.bench.perf import perf_table, run_perf_bench
+    """Ingest, size on disk, peak memory, re-sync and keyword search latency by corpus size,
+    beside a naive FTS5 table over the same real text."""
+    from kb_mcp.bench.perf import DATA_DIR, DEFAULT_SIZES, perf_table, run_perf_bench
 
-    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
-    rows = run_perf_bench(sizes, keep=args.keep)
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()] if args.sizes else DEFAULT_SIZES
+    data = Path(args.data).expanduser() if args.data else DATA_DIR
+    rows = run_perf_bench(sizes, keep=args.keep, data=data)
     print(perf_table(rows))
     if args.embedder and args.embedder != "none":
         from kb_mcp.bench.embed_perf import embed_perf_table, real_embedder, run_embed_perf
@@ -160,8 +162,14 @@ def add_bench_parser(sub: argparse._SubParsersAction, common, embedder_flags) ->
     )
     p.add_argument(
         "--sizes",
-        default="1000,10000,50000",
-        help="comma-separated corpus sizes in files (default 1000,10000,50000)",
+        help="comma-separated corpus sizes in chunks (default 10000,100000; "
+        "300000 is the scale run, about 15 minutes on 2 cores)",
+    )
+    p.add_argument(
+        "--data",
+        help="folder of the public sets the corpus and queries come from (scifact/, "
+        "nfcorpus-testsplit-preproc/, cmrc2018-ctx/ in BEIR layout; default: "
+        "../shared/eval-data beside the repository)",
     )
     p.add_argument("--keep", action="store_true", help="keep the generated corpora")
     _add_embed_perf_flags(p)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 
 import apsw
 
@@ -198,26 +199,65 @@ class FtsIndex:
             include_colocated=False,
         )
 
+    def query_tokens(self, unit: str) -> list[str]:
+        """The tokens FTS5 makes of ``unit`` quoted in a MATCH (no index copy: a query
+        phrase has had it already); one token means its df is a vocabulary row."""
+        return self._tokenizer()(
+            unit.encode("utf-8"),
+            apsw.FTS5_TOKENIZE_QUERY,
+            None,
+            include_offsets=False,
+            include_colocated=False,
+        )
+
+    def _stats(self) -> _StatsCache:
+        """This thread's statistics cache, emptied whenever the database may have changed.
+
+        Trigger: every search counted ``chunks`` (a full scan: ~2 ms at 100k chunks) and
+        read each term's df from the vocabulary table, which walks the term's whole
+        doclist, so a common word cost its postings twice per search. Outcome: both are
+        kept until the data changes. ``data_version`` moves when another connection
+        commits, ``total_changes`` when this one writes; both are per connection, and so
+        is this cache.
+        """
+        conn = self.db.conn
+        stamp = (id(conn), conn.data_version(), conn.total_changes())
+        cache = getattr(self._local, "stats", None)
+        if cache is None or cache.stamp != stamp:
+            cache = self._local.stats = _StatsCache(stamp)
+        return cache
+
     def doc_frequencies(self, terms: Iterable[str]) -> dict[str, int]:
         """How many chunks hold each term (terms absent from the index are absent here)."""
+        cache = self._stats()
         unique = sorted(set(terms))
-        if not unique:
-            return {}
-        marks = ",".join("?" * len(unique))
-        rows = self.db.conn.execute(
-            f"SELECT term, doc FROM chunks_fts_vocab WHERE term IN ({marks})", unique
-        )
-        return dict(rows.fetchall())
+        missing = [t for t in unique if t not in cache.df]
+        if missing:
+            marks = ",".join("?" * len(missing))
+            found = dict(
+                self.db.conn.execute(
+                    f"SELECT term, doc FROM chunks_fts_vocab WHERE term IN ({marks})", missing
+                ).fetchall()
+            )
+            cache.df.update((t, found.get(t, 0)) for t in missing)
+        return {t: cache.df[t] for t in unique if cache.df[t]}
 
     def chunk_count(self) -> int:
-        return self.db.conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+        cache = self._stats()
+        if cache.chunks is None:
+            cache.chunks = self.db.conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+        return cache.chunks
 
     def is_current(self) -> bool:
         """Whether the stored index uses this version's representation (no rebuild due)."""
         return self._current or stored_version(self.db.conn) == FTS_VERSION
 
     def best_per_document(
-        self, expression: str, documents: int, source_id: int | None = None
+        self,
+        expression: str,
+        documents: int,
+        source_id: int | None = None,
+        essential: str | None = None,
     ) -> list[tuple[int, float]]:
         """``(chunk_id, score)`` of the best passage of each of the first ``documents``
         documents, best first; score is ``-bm25`` (higher is better).
@@ -231,10 +271,17 @@ class FtsIndex:
 
         With ``source_id`` only chunks of documents that source holds are ranked (the
         filter runs inside the query, so a narrow scope still gets its documents).
+
+        With ``essential`` (an OR of some of ``expression``'s phrases) only passages that
+        match it are ranked, each by its exact bm25 over the whole ``expression``
+        (``search/keyword.py`` says when that is the same answer). Not with ``source_id``.
         """
         depth = documents * PASSAGES_PER_DOCUMENT
         while True:
-            ranked = self._ranked_passages(expression, depth, source_id)
+            if essential is None:
+                ranked = self._ranked_passages(expression, depth, source_id)
+            else:
+                ranked = self._ranked_essential(expression, essential, depth)
             best: dict[int, tuple[int, float]] = {}
             for chunk_id, document_id, score in ranked:
                 if document_id not in best:
@@ -253,7 +300,8 @@ class FtsIndex:
             sql = (
                 "SELECT f.rowid, c.document_id, f.r FROM (SELECT rowid, "
                 "bm25(chunks_fts, ?, ?) AS r FROM chunks_fts WHERE chunks_fts MATCH ? "
-                "ORDER BY r, rowid LIMIT ?) f JOIN chunks c ON c.id = f.rowid ORDER BY f.r, f.rowid"
+                "ORDER BY round(r, 9), rowid LIMIT ?) f JOIN chunks c ON c.id = f.rowid "
+                "ORDER BY round(f.r, 9), f.rowid"
             )
             params: tuple = (HEAD_WEIGHT, BODY_WEIGHT, expression)
         else:
@@ -261,8 +309,44 @@ class FtsIndex:
                 "SELECT f.rowid, c.document_id, bm25(chunks_fts, ?, ?) AS r FROM chunks_fts f "
                 "JOIN chunks c ON c.id = f.rowid WHERE chunks_fts MATCH ? AND c.document_id IN "
                 "(SELECT document_id FROM locations WHERE source_id = ?) "
-                "ORDER BY r, f.rowid LIMIT ?"
+                "ORDER BY round(r, 9), f.rowid LIMIT ?"
             )
             params = (HEAD_WEIGHT, BODY_WEIGHT, expression, source_id)
         rows = self.db.conn.execute(sql, (*params, limit)).fetchall()
         return [(cid, doc, -r) for cid, doc, r in rows]
+
+    def _ranked_essential(
+        self, expression: str, essential: str, limit: int
+    ) -> list[tuple[int, int, float]]:
+        """``_ranked_passages`` over the passages matching ``essential`` only.
+
+        FTS5 scores every posting of an OR, so the words in most passages cost the most
+        and say the least. ``(E) AND (Q)`` visits only the passages of ``E`` (the other
+        words' doclists are skipped through, not scored); its bm25 sums over the phrases
+        of both sides, so ``E``'s count twice, and subtracting bm25 over ``E`` alone
+        leaves exactly bm25 over ``Q`` (each phrase's idf comes from its own doclist,
+        whatever the expression). Scores are compared at 9 decimals, as in
+        ``_ranked_passages``, so the two sums order ties the same way.
+        """
+        sql = (
+            "WITH a AS MATERIALIZED (SELECT rowid AS id, bm25(chunks_fts, ?, ?) AS r "
+            "FROM chunks_fts WHERE chunks_fts MATCH ?), "
+            "b AS MATERIALIZED (SELECT rowid AS id, bm25(chunks_fts, ?, ?) AS r "
+            "FROM chunks_fts WHERE chunks_fts MATCH ?) "
+            "SELECT f.id, c.document_id, f.s FROM (SELECT a.id, a.r - b.r AS s FROM a "
+            "JOIN b ON b.id = a.id ORDER BY round(s, 9), a.id LIMIT ?) f "
+            "JOIN chunks c ON c.id = f.id ORDER BY round(f.s, 9), f.id"
+        )
+        weights = (HEAD_WEIGHT, BODY_WEIGHT)
+        both = f"({essential}) AND ({expression})"
+        rows = self.db.conn.execute(sql, (*weights, both, *weights, essential, limit)).fetchall()
+        return [(cid, doc, -r) for cid, doc, r in rows]
+
+
+@dataclass(slots=True)
+class _StatsCache:
+    """Index statistics valid while ``stamp`` (connection, data version, changes) holds."""
+
+    stamp: tuple[int, int, int]
+    df: dict[str, int] = field(default_factory=dict)
+    chunks: int | None = None

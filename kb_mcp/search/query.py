@@ -56,13 +56,20 @@ class Query:
     def is_empty(self) -> bool:
         return not self.terms and not self.phrases
 
-    def match_expression(self) -> str | None:
-        """The FTS5 MATCH string, or None when there is nothing to search for."""
+    def match_units(self) -> list[str]:
+        """The strings the MATCH expression quotes, phrases first: what FTS5 will see."""
         # A CJK phrase goes through the index copy (one term per character); a Latin
         # term is one word already and is quoted as it is.
-        quoted = [quote_fts(" ".join(index_copy(p).split())) for p in self.phrases]
-        quoted += [quote_fts(t) for t in self.terms]
-        return " OR ".join(quoted) if quoted else None
+        return [" ".join(index_copy(p).split()) for p in self.phrases] + list(self.terms)
+
+    def match_expression(self) -> str | None:
+        """The FTS5 MATCH string, or None when there is nothing to search for."""
+        return or_expression(self.match_units())
+
+
+def or_expression(units: list[str]) -> str | None:
+    """``units`` quoted and OR-ed; None for none."""
+    return " OR ".join(quote_fts(u) for u in units) if units else None
 
 
 def quote_fts(text: str) -> str:

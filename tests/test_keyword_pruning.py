@@ -1,0 +1,131 @@
+"""Keyword-leg pruning (issue 10, keyword search): ranking only the passages of a query's
+essential (rarer) phrases must not change what the full OR query answers.
+
+A real folder synced into a real ``kb.db``: "cache" is in every passage, "latency" in
+every other one, "zeppelin" in a handful, and one passage is plainly about zeppelins.
+The library is far below ``PRUNE_MIN_CHUNKS``, so the tests lower it explicitly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kb_mcp.library import Library
+from kb_mcp.search.keyword import keyword_leg, prune_plan
+from kb_mcp.search.query import parse_query
+from kb_mcp.settings import Settings
+
+FILES = 30
+SECTIONS = 6
+ZEPPELIN_PASSAGES = (3, 40, 77, 121)  # passage numbers that mention the rare word
+NEVER = 10**9  # a prune threshold no test library reaches: the full OR query
+
+
+def _section(n: int) -> str:
+    words = ["cache", "warm", "entries", f"shard{n % 13}", "eviction"]
+    if n % 2:
+        words += ["latency", "budget"]
+    if n in ZEPPELIN_PASSAGES:
+        words += ["zeppelin"]
+    if n == ZEPPELIN_PASSAGES[0]:
+        words += ["zeppelin", "zeppelin", "airship", "zeppelin"]
+    return f"## Section {n}\n\n" + " ".join(words) + ".\n"
+
+
+@pytest.fixture(scope="module")
+def crowded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Library]:
+    base = tmp_path_factory.mktemp("pruning")
+    folder = base / "notes"
+    folder.mkdir()
+    for f in range(FILES):
+        sections = [_section(f * SECTIONS + s) for s in range(SECTIONS)]
+        (folder / f"note-{f:02d}.md").write_text(f"# Note {f}\n\n" + "\n".join(sections))
+    library = Library(Settings(home=base / "home", embedder="none"))
+    library.add_folder(folder)
+    library.sync()
+    library.fts.ensure_current()
+    yield library
+    library.close()
+
+
+def test_keyword_pruning_plans_common_words_out_and_keeps_rare_ones(crowded: Library) -> None:
+    """issue 10: the common words leave the essential set, the rare one stays."""
+    plan = prune_plan(crowded.fts, parse_query("zeppelin cache latency"), min_chunks=0)
+    assert plan is not None
+    assert plan.essential == '"zeppelin"'
+    assert plan.bound > 0
+
+
+def test_keyword_pruning_never_changes_the_first_result_of_an_unambiguous_query(
+    crowded: Library,
+) -> None:
+    """issue 10 'Done when': the pruned leg answers as the full OR query does."""
+    query = parse_query("zeppelin cache latency")
+    plan = prune_plan(crowded.fts, query, min_chunks=0)
+    assert plan is not None
+    pruned = crowded.fts.best_per_document(
+        query.match_expression() or "", 3, essential=plan.essential
+    )
+    assert pruned[0][1] > plan.bound  # the bound is proved, so the leg keeps this ranking
+    full = keyword_leg(crowded.fts, query, 3, prune_min_chunks=NEVER)
+    leg = keyword_leg(crowded.fts, query, 3, prune_min_chunks=0)
+    assert [h.chunk_id for h in leg] == [h.chunk_id for h in full]
+    assert [h.chunk_id for h in leg] == [cid for cid, _ in pruned]
+    assert [h.score for h in leg] == pytest.approx([h.score for h in full], abs=1e-9)
+    top = crowded.search("zeppelin cache latency", top_k=1, mode="keyword").hits[0]
+    assert "airship" in top.text
+
+
+def test_keyword_pruning_scores_are_the_full_queries_bm25(crowded: Library) -> None:
+    """issue 10: each essential passage is scored by bm25 over the whole query."""
+    query = parse_query("zeppelin latency cache")
+    plan = prune_plan(crowded.fts, query, min_chunks=0)
+    assert plan is not None
+    expression = query.match_expression() or ""
+    pruned = dict(crowded.fts.best_per_document(expression, 50, essential=plan.essential))
+    full = dict(crowded.fts.best_per_document(expression, 50))
+    assert len(pruned) == len(ZEPPELIN_PASSAGES)  # one passage per document here
+    for chunk_id, score in pruned.items():
+        assert score == pytest.approx(full[chunk_id], abs=1e-9)
+
+
+def test_keyword_pruning_falls_back_when_the_rare_words_find_too_few_documents(
+    crowded: Library,
+) -> None:
+    """issue 10: asked for more documents than the rare word reaches, the full OR runs."""
+    query = parse_query("zeppelin cache")
+    full = keyword_leg(crowded.fts, query, 20, prune_min_chunks=NEVER)
+    leg = keyword_leg(crowded.fts, query, 20, prune_min_chunks=0)
+    assert len(leg) == 20
+    assert [h.chunk_id for h in leg] == [h.chunk_id for h in full]
+
+
+def test_keyword_pruning_leaves_cjk_bigram_queries_and_small_libraries_alone(
+    crowded: Library,
+) -> None:
+    """issue 10: a CJK bigram's df is unknown, and a small library has nothing to win."""
+    assert prune_plan(crowded.fts, parse_query("缓存延迟 cache"), min_chunks=0) is None
+    assert prune_plan(crowded.fts, parse_query("zeppelin cache")) is None
+
+
+def test_index_statistics_cache_sees_new_chunks(tmp_path: Path) -> None:
+    """issue 10: df and the chunk count are cached, and a sync invalidates them."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a.md").write_text("# A\n\nzeppelin cache\n")
+    with Library(Settings(home=tmp_path / "home", embedder="none")) as library:
+        library.add_folder(folder)
+        library.sync()
+        library.fts.ensure_current()
+        assert library.fts.doc_frequencies(["zeppelin"]) == {"zeppelin": 1}
+        before = library.fts.chunk_count()
+        (folder / "b.md").write_text("# B\n\nzeppelin airship\n")
+        library.sync()
+        assert library.fts.doc_frequencies(["zeppelin", "airship"]) == {
+            "zeppelin": 2,
+            "airship": 1,
+        }
+        assert library.fts.chunk_count() == before + 1
