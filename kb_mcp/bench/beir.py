@@ -15,8 +15,10 @@ Which queries a split keeps:
 - every query with a row in ``qrels/<split>.tsv``, with its judgements as given
   (grades <= 0 are kept; the metrics treat them as not relevant);
 - every query whose metadata says ``"expect": "none"``, with empty judgements.
-  The golden set uses these for abstention: the right answer is nothing, so
-  they can never appear in a qrels file.
+  The golden sets use these for abstention: the right answer is nothing, so
+  they can never appear in a qrels file. Such a query whose metadata names a
+  ``split`` is kept only in that split, so that a set split dev / test can keep
+  its absent-answer questions apart too (golden2 does).
 """
 
 from __future__ import annotations
@@ -30,7 +32,16 @@ from typing import Any, Protocol, TypeVar
 
 from kb_mcp.errors import InvalidInput, NotFound
 
-__all__ = ["GOLDEN_SET", "BeirDoc", "BeirQuery", "BeirSet", "load_beir", "read_qrels", "splits_in"]
+__all__ = [
+    "GOLDEN2_SET",
+    "GOLDEN_SET",
+    "BeirDoc",
+    "BeirQuery",
+    "BeirSet",
+    "load_beir",
+    "read_qrels",
+    "splits_in",
+]
 
 CORPUS_FILE = "corpus.jsonl"
 QUERIES_FILE = "queries.jsonl"
@@ -40,6 +51,10 @@ EXPECT_NONE = "none"
 
 GOLDEN_SET = Path(__file__).parent / "golden"
 """The hand-written golden set shipped with the package (see golden/README.md); split ``test``."""
+
+GOLDEN2_SET = Path(__file__).parent / "golden2"
+"""The second hand-written set, written before issue 9's tuning (see golden2/README.md);
+splits ``dev`` (tune on it) and ``test`` (report it), on disjoint documents."""
 
 _LAYOUT_HINT = "a BEIR set holds corpus.jsonl, queries.jsonl and qrels/<split>.tsv"
 _JSONL_HINT = "fix or remove that line: each line must be one JSON object with a string '_id'"
@@ -94,7 +109,9 @@ def load_beir(path: Path, split: str) -> BeirSet:
         raise NotFound(f"no BEIR set at {path}: not a folder", hint=_LAYOUT_HINT)
     judged = read_qrels(_qrels_file(path, split))
     all_queries = _read_records(_required_file(path, QUERIES_FILE), parse_query)
-    queries = tuple(query for query in all_queries if query.id in judged or query.expects_none)
+    queries = tuple(
+        query for query in all_queries if query.id in judged or _absent_in(query, split)
+    )
     qrels = {query.id: judged.get(query.id, _EMPTY) for query in queries}
     return BeirSet(
         name=path.name,
@@ -102,6 +119,11 @@ def load_beir(path: Path, split: str) -> BeirSet:
         queries=queries,
         qrels=MappingProxyType(qrels),
     )
+
+
+def _absent_in(query: BeirQuery, split: str) -> bool:
+    """An abstention query belongs to ``split`` unless its metadata names another split."""
+    return query.expects_none and query.metadata.get("split", split) == split
 
 
 def parse_doc(record: Mapping[str, Any]) -> BeirDoc:

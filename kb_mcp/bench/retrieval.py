@@ -4,8 +4,9 @@ The corpus is written as files into ``<home>/bench-corpus/<dataset>/`` and inges
 folder source, the same path a user's notes take (walk, read, frontmatter dates and
 ``supersedes``, chunking, FTS). Every query runs through ``Library.search``, the engine
 the MCP tool uses, so what is measured is what agents get. Golden-set classes with
-rules of their own (abstention, retraction, hypothetical, citation) are scored by those
-rules; every class also gets the standard metrics.
+rules of their own (abstention, retraction, hypothetical, citation, and any query naming
+``stale`` docs) are scored by those rules; every class also gets the standard metrics, and
+the report's ``macro`` is the mean over classes of each class's headline.
 """
 
 from __future__ import annotations
@@ -58,8 +59,10 @@ class BenchReport:
     abstention: dict[str, float] = field(default_factory=dict)
     fallback: dict[str, Any] = field(default_factory=dict)
     embedding: dict[str, Any] = field(default_factory=dict)
+    macro: float | None = None  # see macro_score; None without query classes
 
     def to_json(self) -> dict[str, Any]:
+        macro = {} if self.macro is None else {"macro": self.macro}
         return {
             "dataset": self.dataset,
             "split": self.split,
@@ -68,6 +71,7 @@ class BenchReport:
             "queries": self.queries,
             "metrics": self.metrics,
             "per_class": self.per_class,
+            **macro,
             "ingest_s": round(self.ingest_s, 2),
             "latency_ms": self.latency_ms,
             "abstention": self.abstention,
@@ -107,6 +111,10 @@ def _render_doc(doc: BeirDoc, names: Mapping[str, str]) -> str:
     supersedes = [names[s] for s in doc.metadata.get("supersedes", ()) if s in names]
     if supersedes:
         meta["supersedes"] = supersedes
+    # Frontmatter a real file would carry (`status: withdrawn`, `replaces: a.md`), written
+    # as given: the bench reads none of it, the engine under test may.
+    for key, value in doc.metadata.get("frontmatter", {}).items():
+        meta.setdefault(key, value)
     return render_frontmatter(meta, doc.text)
 
 
@@ -199,6 +207,9 @@ def _class_rule(beir: BeirSet, run: QueryRun) -> float | None:
     docs = {d.id: d for d in beir.docs}
     rels = beir.qrels.get(run.query_id, {})
     query = next(q for q in beir.queries if q.id == run.query_id)
+    stale = query.metadata.get("stale")
+    if stale:
+        return current_above_stale(run.ranked, rels, stale)
     if run.query_class == "retraction":
         return metrics.avoids_all(
             run.ranked, {i for i, d in docs.items() if d.metadata.get("retracted")}
@@ -213,6 +224,27 @@ def _class_rule(beir: BeirSet, run: QueryRun) -> float | None:
         relevant = [t for doc, t in zip(run.ranked, run.texts, strict=True) if rels.get(doc, 0) > 0]
         return 1.0 if relevant and evidence and evidence in relevant[0] else 0.0
     return None
+
+
+def current_above_stale(ranked: list[str], rels: Mapping[str, int], stale: list[str]) -> float:
+    """1.0 when a doc of the query's top grade ranks above every ``stale`` doc.
+
+    Scores golden2's retraction and supersession queries: the withdrawn notice or the
+    old ADR may be retrieved, but the current answer must come first. A stale doc that
+    was not retrieved counts as ranked below (``metrics.ranks_above``).
+    """
+    top = max((grade for grade in rels.values() if grade > 0), default=0)
+    current = [doc for doc, grade in rels.items() if top and grade == top]
+    return max((metrics.ranks_above(ranked, doc, set(stale)) for doc in current), default=0.0)
+
+
+def macro_score(per_class: Mapping[str, Mapping[str, float]]) -> float | None:
+    """Mean over classes of each class's headline: its ``rule`` if it has one, else
+    nDCG@10. None for a set without classes (the public sets), where it means nothing."""
+    if not per_class:
+        return None
+    heads = [row["rule"] if "rule" in row else row["ndcg@10"] for row in per_class.values()]
+    return round(metrics.mean(heads), 4)
 
 
 def _per_class(beir: BeirSet, runs: list[QueryRun]) -> dict[str, dict[str, float]]:
@@ -291,6 +323,7 @@ def run_retrieval_bench(
         )
         timing["search_p50_without_embed"] = round(metrics.percentile(rest, 50), 2)
         timing["search_p95_without_embed"] = round(metrics.percentile(rest, 95), 2)
+    per_class = _per_class(beir, runs)
     return BenchReport(
         dataset=beir.name,
         split=split,
@@ -298,12 +331,13 @@ def run_retrieval_bench(
         documents=len(beir.docs),
         queries=len(runs),
         metrics=scores,
-        per_class=_per_class(beir, runs),
+        per_class=per_class,
         ingest_s=ingest_s,
         latency_ms=timing,
         abstention=_abstention(beir, runs),
         fallback=_fallback(runs),
         embedding=embedding,
+        macro=macro_score(per_class),
     )
 
 
@@ -323,6 +357,11 @@ def report_table(report: BenchReport) -> str:
         rule = f"{row['rule']:>8.3f}" if "rule" in row else f"{'':>8}"
         lines.append(
             f"{name:<16}" + "".join(f"{row[k]:>11.4f}" for k in keys) + rule + f"{row['n']:>6}"
+        )
+    if report.macro is not None:
+        lines.append(
+            f"{'macro':<16}{report.macro:>11.4f}  mean over {len(report.per_class)} classes "
+            "of each class's rule, else its nDCG@10"
         )
     if report.embedding.get("passages"):
         e = report.embedding

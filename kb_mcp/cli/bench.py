@@ -8,17 +8,20 @@ from pathlib import Path
 from kb_mcp.cli.progress import ProgressBar
 
 GOLDEN = "golden"
+GOLDEN2 = "golden2"
 
 
 def dataset_path(name: str) -> Path:
-    """A dataset folder; ``golden`` is the hand-written set shipped with kb-mcp."""
-    from kb_mcp.bench.beir import GOLDEN_SET
+    """A dataset folder; ``golden`` and ``golden2`` are the hand-written sets shipped
+    with kb-mcp (a folder of that name is reached as ``./golden``)."""
+    from kb_mcp.bench.beir import GOLDEN2_SET, GOLDEN_SET
 
-    return GOLDEN_SET if name == GOLDEN else Path(name).expanduser()
+    shipped = {GOLDEN: GOLDEN_SET, GOLDEN2: GOLDEN2_SET}
+    return shipped.get(name) or Path(name).expanduser()
 
 
 def cmd_bench_retrieval(args: argparse.Namespace) -> int:
-    """Score a BEIR-layout collection (or `golden`) through the real search engine."""
+    """Score a BEIR-layout collection (or `golden`, `golden2`) through the real search engine."""
     from kb_mcp.bench.retrieval import report_table, run_retrieval_bench, write_json
     from kb_mcp.settings import load
 
@@ -91,9 +94,9 @@ def add_bench_parser(sub: argparse._SubParsersAction, common, embedder_flags) ->
     p.add_argument(
         "--dataset",
         required=True,
-        help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/) or 'golden'",
+        help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/), 'golden' or 'golden2'",
     )
-    p.add_argument("--split", default="test")
+    p.add_argument("--split", default="test", help="qrels split (golden2: dev or test)")
     p.add_argument("--mode", default="auto", choices=["auto", "keyword", "vector", "hybrid"])
     p.add_argument("--top-k", type=int, default=10, help="k of hit@k (default 10)")
     p.add_argument("--json", metavar="OUT", help="also write the report as JSON to OUT")
