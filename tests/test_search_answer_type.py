@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from kb_mcp.embed.base import EmbeddingSignature
 from kb_mcp.library import Library
+from kb_mcp.search.engine import SearchRequest, run_search
 from kb_mcp.search.floor import (
     ANSWER_WINDOW,
     PassageTerms,
@@ -24,6 +26,8 @@ from kb_mcp.search.floor import (
     content_units,
     holds_number_near,
 )
+from kb_mcp.search.fuse import LegHit
+from kb_mcp.search.vector import VectorState
 from kb_mcp.settings import Settings
 
 SESSIONS_WITHOUT_VERSION = (
@@ -101,6 +105,42 @@ def test_answer_type_leaves_chinese_questions_alone(without_version: Library) ->
     result = without_version.search("会话缓存用的是哪个 Redis 版本？")
     assert result.hits, result.reason
     assert any(h.path is not None and h.path.endswith("缓存.md") for h in result.hits)
+
+
+class WordOverlapLeg:
+    """A real ``VectorLeg``: stored chunks ranked by the share of the question's words
+    they hold, standing in for a model that finds the session page close in meaning."""
+
+    signature = EmbeddingSignature("test", "word-overlap", 0, 2000)
+    embed_seconds = 0.0
+
+    def __init__(self, library: Library) -> None:
+        self.library = library
+
+    def state(self) -> VectorState:
+        return VectorState.ready()
+
+    def search(self, query: str, limit: int, source_id: int | None = None) -> list[LegHit]:
+        words = set(query.lower().split())
+        rows = self.library.db.conn.execute("SELECT id, text FROM chunks").fetchall()
+        scored = sorted(
+            ((len(words & set(text.lower().split())) / len(words), cid) for cid, text in rows),
+            key=lambda pair: (-pair[0], pair[1]),
+        )
+        return [LegHit(cid, rank, score) for rank, (score, cid) in enumerate(scored[:limit], 1)]
+
+
+def test_answer_type_applies_in_hybrid_not_in_vector_mode(without_version: Library) -> None:
+    """Hybrid runs the keyword leg, so the floor reads its passages; ``vector`` mode has
+    no lexical floor (its question need not share a word with its answer), nor this one."""
+    leg = WordOverlapLeg(without_version)
+    db, fts = without_version.db, without_version.fts
+    hybrid = run_search(db, fts, SearchRequest(REDIS_VERSION, mode="hybrid"), vectors=leg)
+    assert hybrid.mode == "hybrid" and hybrid.hits == ()
+    assert hybrid.reason is not None and hybrid.reason.startswith("nothing answers it")
+    vector = run_search(db, fts, SearchRequest(REDIS_VERSION, mode="vector"), vectors=leg)
+    assert vector.hits and vector.hits[0].path is not None
+    assert vector.hits[0].path.endswith("sessions.md")
 
 
 @pytest.mark.parametrize(
