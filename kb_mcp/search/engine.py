@@ -23,7 +23,14 @@ from kb_mcp.limits import TOP_K
 from kb_mcp.search import prior as path_prior
 from kb_mcp.search.adjust import Adjustment, Candidate, Rule, apply_rules
 from kb_mcp.search.calibration import UNCALIBRATED, VectorCalibration, calibration_for, has_cjk
-from kb_mcp.search.floor import coverage, floor_reason
+from kb_mcp.search.floor import (
+    ANSWER_PASSAGES,
+    PassageTerms,
+    answer_type_reason,
+    asks_for_number,
+    coverage,
+    floor_reason,
+)
 from kb_mcp.search.freshness import as_of_date, demotion_rule, reorder
 from kb_mcp.search.fuse import FusedHit, LegHit, fuse_rankings
 from kb_mcp.search.graph import graph_leg
@@ -300,6 +307,20 @@ def _query_coverage(fts: FtsIndex, stats: UnitStats, passage: rows.PassageRow) -
     return coverage(list(stats.tokens.values()), present, stats.df, stats.chunks)
 
 
+def _passage_terms(fts: FtsIndex, passage: rows.PassageRow) -> PassageTerms:
+    head = fts.tokens(head_text(passage.title, passage.heading_path))
+    return PassageTerms(frozenset(head), tuple(fts.tokens(passage.text)))
+
+
+def _answer_type(fts: FtsIndex, stats: UnitStats, question: str, ranking: Ranking) -> str | None:
+    """The answer-type floor (``search/floor.py``), read only for questions asking for a
+    number: the others skip tokenizing the leading passages."""
+    if asks_for_number(question) is None:
+        return None
+    passages = [_passage_terms(fts, p) for p in ranking.leading(ANSWER_PASSAGES)]
+    return answer_type_reason(question, stats.tokens, passages, stats.df, stats.chunks)
+
+
 def significant(value: float, digits: int = SCORE_DIGITS) -> float:
     """``value`` rounded to ``digits`` significant digits (rounding keeps the order)."""
     if value == 0 or not math.isfinite(value):
@@ -361,6 +382,13 @@ class Ranking:
         best (in hybrid they can differ, and the floor asks whether the words exist)."""
         first = [self.passage(self.order[0].key)] if self.order else []
         if self.keyword_top is not None:
+            first.append(self.found[self.keyword_top])
+        return first
+
+    def leading(self, count: int) -> list[rows.PassageRow]:
+        """The answer's first ``count`` passages, then the keyword leg's best if not among them."""
+        first = [self.passage(c.key) for c in self.order[:count]]
+        if self.keyword_top is not None and all(p.chunk_id != self.keyword_top for p in first):
             first.append(self.found[self.keyword_top])
         return first
 
@@ -489,6 +517,8 @@ def _search(
         return SearchResult(request.query, plan.mode, (), plan.fallback, reason)
     lexical = max(_query_coverage(fts, stats, p) for p in ranking.tops())
     reason = floor_reason(lexical if "keyword" in plan.legs else None, nearest, calibration)
+    if reason is None and "keyword" in plan.legs:
+        reason = _answer_type(fts, stats, request.query, ranking)
     if reason is not None:
         return SearchResult(request.query, plan.mode, (), plan.fallback, _with(reason, plan))
     shown = ranking.order[: request.top_k]

@@ -5,12 +5,18 @@ It is query coverage: the share of the query's IDF weight whose terms occur in t
 passage. A question whose rare, specific words appear nowhere near each other in the
 library ("GDPR deletion deadline" in a library without GDPR) covers little of its own
 weight, and the search then answers with nothing rather than with noise.
+
+The answer-type floor (end of this module) catches what coverage cannot: a question
+asking for a number whose closest passages are about the thing but hold no number near
+its words ("which Redis version" against a page naming Redis and no version).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 
 from kb_mcp.search.calibration import VectorCalibration
 
@@ -82,3 +88,126 @@ def floor_reason(
             f"weight (floor {lexical_floor:.0%}); the answer is probably not stored"
         )
     return None
+
+
+# --- The answer-type floor ------------------------------------------------------------
+#
+# A question that asks for a number ("how many validators…", "how long are messages
+# kept", "which Redis version…", "what phone number…") is answered by a passage that
+# holds a number near the question's words. When the library is about the thing but
+# does not hold the asked-for value ("Redis holds the sessions", no version anywhere
+# near), every lexical and semantic signal says "close"; the missing number is what
+# tells "about the same thing" from "answers it".
+
+# The kinds of number a question can ask for, with the phrase that asks for it. "How
+# often" is left out: its answers are words ("weekly", "every Tuesday") as often as not;
+# "when" too ("next spring", "after the freeze"): it cost a golden2 dev false empty, no catch.
+_ASKS_FOR_NUMBER: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("a count or an amount", re.compile(r"\bhow\s+(?:many|much)\b", re.I)),
+    ("a duration or an age", re.compile(r"\bhow\s+(?:long|old)\b", re.I)),
+    (
+        "a version, port or number",
+        re.compile(
+            r"\b(?:which|what)(?:'s|\s+is|\s+are)?\s+(?:the\s+|our\s+|a\s+)?(?:[\w.-]+\s+){0,2}"
+            r"(?:version|port|phone(?:\s+number)?|extension|number)\b",
+            re.I,
+        ),
+    ),
+)
+# The word after "how" that asks for the number: a passage answers "how many" with "4",
+# not with "many", so the word weighs nothing in the passage's coverage.
+_FRAME = re.compile(r"\bhow\s+(many|much|long|old)\b", re.I)
+# Number words as the index stores them (Porter stems): "two weeks", "twice a day",
+# "daily" answer a count or a duration. "one" is left out: its stem is "on".
+NUMBER_STEMS = frozenset(
+    "two three four five six seven eight nine ten eleven twelv fifteen twenti thirti "
+    "forti fifti sixti hundr thousand million dozen half twice onc daili weekli monthli "
+    "quarterli annual yearli hourli nightli noon midnight".split()
+)
+# Chosen on golden2 dev (the tuning split) and the golden set (no dev split), keyword
+# and hybrid, in the abstention runs of issues 8 and 9 (docs/retrieval.md, "The
+# answer-type floor"): the number must sit within 10 index tokens of a matched query
+# word (5: one more false empty in each mode; 20: half the catches), in one of the
+# answer's first 3 passages or the keyword leg's best (5: golden2 dev keyword loses its
+# catch) that covers at least 30% of the question's weight (20%: fewer catches; 40%:
+# golden keyword false empties 1.9% → 2.9%). SciFact train, CoSQA dev and CMRC2018 dev
+# hold no question it applies to, so their false empties cannot move.
+ANSWER_WINDOW = 10
+ANSWER_COVERAGE = 0.3
+ANSWER_PASSAGES = 3
+
+
+@dataclass(frozen=True, slots=True)
+class PassageTerms:
+    """A passage as the index stores it: its title and headings' tokens, its body's in order."""
+
+    head: frozenset[str]
+    body: tuple[str, ...]
+
+
+def asks_for_number(question: str) -> str | None:
+    """The kind of number ``question`` asks for ("a count or an amount"…), or None.
+
+    English question phrases only: a question in Chinese, or a claim with no question
+    phrase, is never held to this floor.
+    """
+    for kind, pattern in _ASKS_FOR_NUMBER:
+        if pattern.search(question):
+            return kind
+    return None
+
+
+def content_units(question: str, units: Mapping[str, Sequence[str]]) -> list[Sequence[str]]:
+    """The units a passage's answer should cover: without one-letter fragments ("s" of
+    "What's", "g" of "gRPC") and without the word that asks for the number."""
+    frame = {m.group(1).lower() for m in _FRAME.finditer(question)}
+    return [
+        tokens
+        for unit, tokens in units.items()
+        if tokens and not (len(unit) == 1 and unit.isascii()) and unit.lower() not in frame
+    ]
+
+
+def is_number(token: str) -> bool:
+    return any(c.isdigit() for c in token) or token in NUMBER_STEMS
+
+
+def holds_number_near(body: Sequence[str], words: Collection[str], window: int) -> bool:
+    """Whether a number token sits within ``window`` tokens of one of ``words`` in ``body``."""
+    numbers = [i for i, token in enumerate(body) if is_number(token)]
+    if not numbers:
+        return False
+    matched = [i for i, token in enumerate(body) if token in words]
+    return any(abs(n - m) <= window for n in numbers for m in matched)
+
+
+def answer_type_reason(
+    question: str,
+    units: Mapping[str, Sequence[str]],
+    passages: Sequence[PassageTerms],
+    df: Mapping[str, int],
+    documents: int,
+) -> str | None:
+    """Why a question asking for a number gets nothing, or None when a passage may answer.
+
+    ``units`` maps each query term to its index tokens; ``passages`` are the closest
+    passages (the answer's first ``ANSWER_PASSAGES`` and the keyword leg's best). One of
+    them must cover ``ANSWER_COVERAGE`` of the question's weight and hold a number within
+    ``ANSWER_WINDOW`` tokens of a word it matched.
+    """
+    kind = asks_for_number(question)
+    if kind is None or not passages:
+        return None
+    wanted = content_units(question, units)
+    words = {token for unit in wanted for token in unit}
+    for passage in passages:
+        present = passage.head | set(passage.body)
+        if coverage(wanted, present, df, documents) < ANSWER_COVERAGE:
+            continue
+        if holds_number_near(passage.body, words & present, ANSWER_WINDOW):
+            return None
+    return (
+        f"nothing answers it: the question asks for {kind}, and none of the "
+        f"{len(passages)} closest passages holds a number near its words; the answer "
+        "is probably not stored"
+    )

@@ -1,0 +1,195 @@
+"""The answer-type floor: a question asking for a number needs a passage holding one.
+
+Pins issue 8's "abstention beyond lexical" item (and issue 9's abstention class): the
+absent-answer questions share their words and topic with stored passages ("Which Redis
+version does the session cache run?" against a page saying which Redis holds the
+sessions, and no version). Guards against: abstaining when the value is stored, holding
+Chinese questions or claims to an English question phrase, and counting the question's
+own frame word ("how *many*") as a word the answer must contain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kb_mcp.embed.base import EmbeddingSignature
+from kb_mcp.library import Library
+from kb_mcp.search.engine import SearchRequest, run_search
+from kb_mcp.search.floor import (
+    ANSWER_WINDOW,
+    PassageTerms,
+    answer_type_reason,
+    asks_for_number,
+    content_units,
+    holds_number_near,
+)
+from kb_mcp.search.fuse import LegHit
+from kb_mcp.search.vector import VectorState
+from kb_mcp.settings import Settings
+
+SESSIONS_WITHOUT_VERSION = (
+    "# Session cache\n\nThe session cache runs on Redis. It holds the app sessions of the "
+    "web and mobile clients; idle entries expire and are dropped.\n"
+)
+SESSIONS_WITH_VERSION = (
+    "# Session cache\n\nThe session cache runs on Redis 7.2. It holds the app sessions of "
+    "the web and mobile clients; idle entries expire and are dropped.\n"
+)
+OTHERS = {
+    "api-release.md": "# API release notes\n\nVersion 3 of the public API adds paging.\n",
+    "deploys.md": "# Deploys\n\nWe deploy the web app on weekdays after the review.\n",
+    "queue.md": "# Job queue\n\nBackground jobs run on a worker pool fed by the queue.\n",
+    "缓存.md": "# 会话缓存\n\n会话缓存运行在 Redis 上，保存网页和手机客户端的会话。\n",
+}
+REDIS_VERSION = "Which Redis version does the session cache run?"
+
+
+def _library(base: Path, sessions: str) -> Library:
+    folder = base / "notes"
+    folder.mkdir(parents=True)
+    (folder / "sessions.md").write_text(sessions, encoding="utf-8")
+    for name, text in OTHERS.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    library = Library(Settings(home=base / "home", embedder="none"))
+    library.add_folder(folder)
+    library.sync()
+    return library
+
+
+@pytest.fixture(scope="module")
+def without_version(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Library]:
+    library = _library(tmp_path_factory.mktemp("without"), SESSIONS_WITHOUT_VERSION)
+    yield library
+    library.close()
+
+
+@pytest.fixture(scope="module")
+def with_version(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Library]:
+    library = _library(tmp_path_factory.mktemp("with"), SESSIONS_WITH_VERSION)
+    yield library
+    library.close()
+
+
+def test_answer_type_missing_value_answers_nothing_with_the_reason(
+    without_version: Library,
+) -> None:
+    """The page is about the session cache and Redis, but holds no version: empty."""
+    result = without_version.search(REDIS_VERSION)
+    assert result.hits == ()
+    assert result.reason is not None
+    assert result.reason.startswith(
+        "nothing answers it: the question asks for a version, port or number, and none of "
+        "the 3 closest passages holds a number near its words"
+    )
+
+
+def test_answer_type_stored_value_is_answered(with_version: Library) -> None:
+    """The same library with "Redis 7.2" in the page answers, the page first."""
+    result = with_version.search(REDIS_VERSION)
+    assert result.hits, result.reason
+    assert result.hits[0].path is not None and result.hits[0].path.endswith("sessions.md")
+
+
+def test_answer_type_leaves_questions_not_asking_for_a_number(without_version: Library) -> None:
+    result = without_version.search("What does the session cache hold?")
+    assert result.hits and result.hits[0].path is not None
+    assert result.hits[0].path.endswith("sessions.md")
+
+
+def test_answer_type_leaves_chinese_questions_alone(without_version: Library) -> None:
+    """A CJK question is never held to the English question phrases (CMRC2018 dev: no
+    false empty): "which Redis version" asked in Chinese still gets the Chinese page."""
+    result = without_version.search("会话缓存用的是哪个 Redis 版本？")
+    assert result.hits, result.reason
+    assert any(h.path is not None and h.path.endswith("缓存.md") for h in result.hits)
+
+
+class WordOverlapLeg:
+    """A real ``VectorLeg``: stored chunks ranked by the share of the question's words
+    they hold, standing in for a model that finds the session page close in meaning."""
+
+    signature = EmbeddingSignature("test", "word-overlap", 0, 2000)
+    embed_seconds = 0.0
+
+    def __init__(self, library: Library) -> None:
+        self.library = library
+
+    def state(self) -> VectorState:
+        return VectorState.ready()
+
+    def search(self, query: str, limit: int, source_id: int | None = None) -> list[LegHit]:
+        words = set(query.lower().split())
+        rows = self.library.db.conn.execute("SELECT id, text FROM chunks").fetchall()
+        scored = sorted(
+            ((len(words & set(text.lower().split())) / len(words), cid) for cid, text in rows),
+            key=lambda pair: (-pair[0], pair[1]),
+        )
+        return [LegHit(cid, rank, score) for rank, (score, cid) in enumerate(scored[:limit], 1)]
+
+
+def test_answer_type_applies_in_hybrid_not_in_vector_mode(without_version: Library) -> None:
+    """Hybrid runs the keyword leg, so the floor reads its passages; ``vector`` mode has
+    no lexical floor (its question need not share a word with its answer), nor this one."""
+    leg = WordOverlapLeg(without_version)
+    db, fts = without_version.db, without_version.fts
+    hybrid = run_search(db, fts, SearchRequest(REDIS_VERSION, mode="hybrid"), vectors=leg)
+    assert hybrid.mode == "hybrid" and hybrid.hits == ()
+    assert hybrid.reason is not None and hybrid.reason.startswith("nothing answers it")
+    vector = run_search(db, fts, SearchRequest(REDIS_VERSION, mode="vector"), vectors=leg)
+    assert vector.hits and vector.hits[0].path is not None
+    assert vector.hits[0].path.endswith("sessions.md")
+
+
+@pytest.mark.parametrize(
+    ("question", "kind"),
+    [
+        ("How many validators does each tram car have?", "a count or an amount"),
+        ("how much is a single fare", "a count or an amount"),
+        ("How long are Slack messages kept?", "a duration or an age"),
+        ("Which gRPC port does arrivals-api listen on?", "a version, port or number"),
+        ("What's the phone number of the duty office?", "a version, port or number"),
+        ("What is the mobile number of Helena?", "a version, port or number"),
+        ("How often do the boards poll?", None),  # answered in words as often as digits
+        ("When does the summer timetable start?", None),
+        ("python get version of package", None),  # no question phrase: a code search
+        ("The number of cells increases with age.", None),  # a claim, not a question
+        ("会话缓存用的是哪个版本？", None),
+    ],
+)
+def test_answer_type_asks_for_number_reads_the_question_phrase(
+    question: str, kind: str | None
+) -> None:
+    assert asks_for_number(question) == kind
+
+
+def test_answer_type_content_units_drop_the_frame_word_and_fragments() -> None:
+    units = {"many": ["mani"], "validators": ["valid"], "s": ["s"], "tram": ["tram"]}
+    assert content_units("How many validators does a tram's car have?", units) == [
+        ["valid"],
+        ["tram"],
+    ]
+    assert ["mani"] in content_units("Which many-core box?", {"many": ["mani"]})
+
+
+def test_answer_type_number_must_sit_near_a_matched_word() -> None:
+    body = ["redi"] + ["x"] * ANSWER_WINDOW + ["session", "7"]
+    assert not holds_number_near(body, {"redi"}, ANSWER_WINDOW)
+    assert holds_number_near(body, {"session"}, ANSWER_WINDOW)
+    assert holds_number_near(["two", "week", "leav"], {"leav"}, ANSWER_WINDOW)
+    assert not holds_number_near(["on", "week", "leav"], {"leav"}, ANSWER_WINDOW)
+
+
+def test_answer_type_reason_needs_coverage_and_a_number() -> None:
+    units = {"Redis": ["redi"], "version": ["version"], "session": ["session"]}
+    df = {"redi": 2, "version": 5, "session": 2}
+    about = PassageTerms(frozenset({"session"}), ("redi", "hold", "session"))
+    answers = PassageTerms(frozenset(), ("redi", "7", "hold", "session"))
+    elsewhere = PassageTerms(frozenset(), ("api", "version", "3"))  # a number, off topic
+    question = "Which Redis version holds the sessions?"
+    assert answer_type_reason(question, units, [about, elsewhere], df, 100) is not None
+    assert answer_type_reason(question, units, [about, answers], df, 100) is None
+    assert answer_type_reason("What holds the sessions?", units, [about], df, 100) is None
+    assert answer_type_reason(question, units, [], df, 100) is None
