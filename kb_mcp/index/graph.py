@@ -133,7 +133,7 @@ def add_extracted(conn: apsw.Connection, chunks: Sequence[tuple[int, Extraction]
 
     One document's chunks come together, so each entity is written once per document,
     not once per chunk, and a pair its chunks repeat (a heading's) once with its count:
-    this is what keeps ingest within the 25 % the issue allows.
+    a handful of statements per document, whatever its size.
     """
     seen: dict[str, list[Mention]] = {}
     for _cid, found in chunks:
