@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from kb_mcp.errors import InvalidInput
-from kb_mcp.graph.extract import MAX_MENTIONS, MAX_SURFACE, extract
+from kb_mcp.graph.extract import EXTRACTOR_VERSION, MAX_MENTIONS, MAX_PAIRS, MAX_SURFACE, extract
 from kb_mcp.graph.resolve import best_fuzzy, entity_key
 from kb_mcp.library import Library
 from kb_mcp.settings import Settings
@@ -281,3 +281,179 @@ async def test_mcp_search_legs_argument_runs_the_graph_leg(mcp_client, tmp_path:
         hits = result.structured_content["results"]
         assert [h["path"] for h in hits] == ["kb://team", "kb://service"]
         assert all(h["legs"] == ["graph"] for h in hits)
+
+
+# A realistic chunk touching every kind the extractor knows, and a source-file chunk.
+# Their extraction is pinned whole (keys, spellings, kinds, weights, pairs): a change made
+# for speed must leave it exactly so; a change in what is extracted bumps
+# ``EXTRACTOR_VERSION`` and these lists on purpose (issue 9, ingest cost).
+PINNED_PROSE = """Incident OPS-1042 hit the Search Cluster on Tuesday; Team Atlas owns it.
+
+- The `kb-mcp sync` command rebuilt the index after ADR-0012 landed in v2.3.1.
+- @alice paged #atlas-oncall and filed #4217 against the tap-gateway service.
+- Config key `search.max_results` and the env var KB_MCP_HOME were both wrong.
+
+| system | owner |
+| BlobStore | Team Borealis |
+
+The **Blob Store** cache (see blob_store.flush and getUser) runs on AWS under the
+SRE rota. 相关术语见「检索集群」与【向量索引】。
+
+def rebuild_index(conn):
+    pass
+"""
+PINNED_PROSE_HEADINGS = ["Postmortem", "Search Cluster outage"]
+PINNED_PROSE_MENTIONS = [
+    ("blobstore", "BlobStore", "code", 3.579),
+    ("rebuildindex", "rebuild_index", "code", 2.54),
+    ("search.maxresults", "search.max_results", "code", 2.54),
+    ("#4217", "#4217", "id", 2.0),
+    ("@alice", "@alice", "handle", 2.0),
+    ("adr0012", "ADR-0012", "id", 2.0),
+    ("ops1042", "OPS-1042", "id", 2.0),
+    ("postmortem", "Postmortem", "term", 2.0),
+    ("searchclusteroutage", "Search Cluster outage", "term", 2.0),
+    ("#atlasoncall", "#atlas-oncall", "tag", 1.5),
+    ("atlasoncall", "atlas-oncall", "code", 1.5),
+    ("blobstore.flush", "blob_store.flush", "code", 1.5),
+    ("getuser", "getUser", "code", 1.5),
+    ("kbmcp", "kb-mcp", "code", 1.5),
+    ("kbmcphome", "KB_MCP_HOME", "code", 1.5),
+    ("kbmcpsync", "kb-mcp sync", "code", 1.5),
+    ("maxresults", "max_results", "code", 1.5),
+    ("tapgateway", "tap-gateway", "code", 1.5),
+    ("v2.3.1", "v2.3.1", "version", 1.5),
+    ("aws", "AWS", "acronym", 1.0),
+    ("searchcluster", "Search Cluster", "name", 1.0),
+    ("sre", "SRE", "acronym", 1.0),
+    ("teamatlas", "Team Atlas", "name", 1.0),
+    ("teamborealis", "Team Borealis", "name", 1.0),
+    ("tuesday", "Tuesday", "name", 1.0),
+    ("向量索引", "向量索引", "cjk", 1.0),
+    ("检索集群", "检索集群", "cjk", 1.0),
+]
+PINNED_PROSE_PAIRS = [
+    ("#4217", "#atlasoncall"),
+    ("#4217", "@alice"),
+    ("#4217", "atlasoncall"),
+    ("#4217", "postmortem"),
+    ("#4217", "searchclusteroutage"),
+    ("#4217", "tapgateway"),
+    ("#atlasoncall", "@alice"),
+    ("#atlasoncall", "atlasoncall"),
+    ("#atlasoncall", "postmortem"),
+    ("#atlasoncall", "searchclusteroutage"),
+    ("#atlasoncall", "tapgateway"),
+    ("@alice", "atlasoncall"),
+    ("@alice", "postmortem"),
+    ("@alice", "searchclusteroutage"),
+    ("@alice", "tapgateway"),
+    ("adr0012", "kbmcp"),
+    ("adr0012", "kbmcpsync"),
+    ("adr0012", "postmortem"),
+    ("adr0012", "searchclusteroutage"),
+    ("adr0012", "v2.3.1"),
+    ("atlasoncall", "postmortem"),
+    ("atlasoncall", "searchclusteroutage"),
+    ("atlasoncall", "tapgateway"),
+    ("aws", "blobstore"),
+    ("aws", "blobstore.flush"),
+    ("aws", "getuser"),
+    ("blobstore", "blobstore.flush"),
+    ("blobstore", "getuser"),
+    ("blobstore", "postmortem"),
+    ("blobstore", "searchclusteroutage"),
+    ("blobstore", "sre"),
+    ("blobstore", "teamborealis"),
+    ("blobstore", "向量索引"),
+    ("blobstore", "检索集群"),
+    ("blobstore.flush", "getuser"),
+    ("blobstore.flush", "postmortem"),
+    ("blobstore.flush", "searchclusteroutage"),
+    ("getuser", "postmortem"),
+    ("getuser", "searchclusteroutage"),
+    ("kbmcp", "kbmcpsync"),
+    ("kbmcp", "postmortem"),
+    ("kbmcp", "searchclusteroutage"),
+    ("kbmcp", "v2.3.1"),
+    ("kbmcphome", "maxresults"),
+    ("kbmcphome", "postmortem"),
+    ("kbmcphome", "search.maxresults"),
+    ("kbmcphome", "searchclusteroutage"),
+    ("kbmcpsync", "postmortem"),
+    ("kbmcpsync", "searchclusteroutage"),
+    ("maxresults", "postmortem"),
+    ("maxresults", "search.maxresults"),
+    ("maxresults", "searchclusteroutage"),
+    ("ops1042", "postmortem"),
+    ("ops1042", "searchcluster"),
+    ("ops1042", "searchclusteroutage"),
+    ("ops1042", "teamatlas"),
+    ("ops1042", "tuesday"),
+    ("postmortem", "rebuildindex"),
+    ("postmortem", "search.maxresults"),
+    ("postmortem", "searchclusteroutage"),
+    ("postmortem", "tapgateway"),
+    ("rebuildindex", "searchclusteroutage"),
+    ("search.maxresults", "searchclusteroutage"),
+    ("searchclusteroutage", "tapgateway"),
+]
+PINNED_CODE = '''"""Blob storage (see ADR-0012, since v2.3.1)."""
+import kb_mcp.store.db
+from os.path import join
+
+class BlobStore:
+    def put_blob(self, key):
+        return kb_mcp.store.db.write(join(self.root, key))
+'''
+PINNED_CODE_MENTIONS = [
+    ("adr0012", "ADR-0012", "id", 2.0),
+    ("blob.py", "blob.py", "term", 2.0),
+    ("blobstore", "BlobStore", "code", 1.5),
+    ("kbmcp.store.db", "kb_mcp.store.db", "code", 1.5),
+    ("kbmcp.store.db.write", "kb_mcp.store.db.write", "code", 1.5),
+    ("os.path", "os.path", "code", 1.5),
+    ("putblob", "put_blob", "code", 1.5),
+    ("self.root", "self.root", "code", 1.5),
+    ("v2.3.1", "v2.3.1", "version", 1.5),
+]
+PINNED_CODE_PAIRS = [
+    ("adr0012", "blob.py"),
+    ("adr0012", "kbmcp.store.db"),
+    ("adr0012", "os.path"),
+    ("adr0012", "v2.3.1"),
+    ("blob.py", "blobstore"),
+    ("blob.py", "kbmcp.store.db"),
+    ("blob.py", "kbmcp.store.db.write"),
+    ("blob.py", "os.path"),
+    ("blob.py", "putblob"),
+    ("blob.py", "self.root"),
+    ("blob.py", "v2.3.1"),
+    ("blobstore", "kbmcp.store.db.write"),
+    ("blobstore", "putblob"),
+    ("blobstore", "self.root"),
+    ("kbmcp.store.db", "os.path"),
+    ("kbmcp.store.db", "v2.3.1"),
+    ("kbmcp.store.db.write", "putblob"),
+    ("kbmcp.store.db.write", "self.root"),
+    ("os.path", "v2.3.1"),
+    ("putblob", "self.root"),
+]
+
+
+def test_extract_output_is_pinned_on_a_realistic_chunk() -> None:
+    """issue 9 Done-when (ingest cost): the speed-ups keep what is extracted exactly;
+    the pairs are at ``MAX_PAIRS``, so the cut-off order is pinned too."""
+    found = extract(PINNED_PROSE, PINNED_PROSE_HEADINGS)
+    assert [(m.key, m.surface, m.kind, m.weight) for m in found.mentions] == PINNED_PROSE_MENTIONS
+    assert found.pairs == PINNED_PROSE_PAIRS
+    assert len(found.pairs) == MAX_PAIRS
+    assert EXTRACTOR_VERSION == "heuristic 4"  # bump with the lists above, never alone
+
+
+def test_extract_output_is_pinned_on_a_source_file_chunk() -> None:
+    """issue 9 Done-when (ingest cost): a code chunk keeps definitions, dotted names,
+    ids and versions, and nothing else, exactly as pinned."""
+    found = extract(PINNED_CODE, ["blob.py"], code=True)
+    assert [(m.key, m.surface, m.kind, m.weight) for m in found.mentions] == PINNED_CODE_MENTIONS
+    assert found.pairs == PINNED_CODE_PAIRS
