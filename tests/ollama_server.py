@@ -23,6 +23,7 @@ check order, prefixes and cuts. Knobs a test may set while the server runs: ``di
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import socket
@@ -161,7 +162,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
-        self.wfile.write(data)
+        # The client may have given up (a timeout) or been killed: nobody to answer.
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            self.wfile.write(data)
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: the tests read ``embed_requests``, not an access log."""

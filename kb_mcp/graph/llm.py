@@ -337,6 +337,12 @@ class OllamaExtractor:
     def close(self) -> None:
         self._client.close()
 
+    def __enter__(self) -> OllamaExtractor:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
     def _chat(self, chat: list[dict[str, str]]) -> str:
         import httpx
         import ollama
