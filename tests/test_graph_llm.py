@@ -16,6 +16,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -215,6 +216,7 @@ def test_llm_validate_caps_labels_and_names() -> None:
                     {"name": "payments  api", "type": "service"},
                     {"name": "Nowhere Inc", "type": "organization"},
                     {"name": "x" * 81, "type": "concept"},
+                    {"name": "Pay", "type": "concept"},  # only inside "Payments"
                 ],
                 "relations": [
                     {"source": "Payments API", "relation": "owned by", "target": "Team Kappa"},
@@ -269,6 +271,27 @@ def test_llm_failure_keeps_heuristic_entities_and_retries_later(
         assert graph_facts.relation_rows(library.db.conn) == [
             ("Team Atlas", "runs", "Search Cluster", 1.0)
         ]
+
+
+def test_llm_worker_pool_is_bounded(tmp_path: Path, ollama_server: OllamaServer) -> None:
+    """At most ``enrich.WORKERS`` (2) requests are in flight at once, and they overlap."""
+    lock, state = threading.Lock(), {"now": 0, "most": 0}
+
+    def slow(_body: dict[str, Any]) -> str:
+        with lock:
+            state["now"] += 1
+            state["most"] = max(state["most"], state["now"])
+        time.sleep(0.1)
+        with lock:
+            state["now"] -= 1
+        return '{"entities": [], "relations": []}'
+
+    ollama_server.chat_reply = slow
+    files = {f"n{i}.md": f"# Note {i}\n\nService Alpha{i}.\n" for i in range(6)}
+    with _library(tmp_path, ollama_server.url, files) as library:
+        report = library.enrich_graph()
+    assert report is not None and report.enriched == 6
+    assert state["most"] == 2
 
 
 def test_llm_rejected_answer_marks_chunk_failed(

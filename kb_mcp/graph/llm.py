@@ -226,9 +226,17 @@ def _entity(raw: Any, folded_text: str, kind: str = "term") -> LlmEntity | None:
     if not isinstance(raw, str):
         return None
     name = " ".join(raw.split())
-    if not 2 <= len(name) <= MAX_NAME_CHARS or name.casefold() not in folded_text:
+    if not 2 <= len(name) <= MAX_NAME_CHARS or not _occurs(name.casefold(), folded_text):
         return None
     return LlmEntity(name, kind)
+
+
+def _occurs(name: str, folded_text: str) -> bool:
+    """Whether ``name`` is written in the text as a whole word or phrase: "AI" is not in
+    "maintain", "Atlas" not in "Atlassian"."""
+    head = r"(?<!\w)" if name[0].isalnum() or name[0] == "_" else ""
+    tail = r"(?!\w)" if name[-1].isalnum() or name[-1] == "_" else ""
+    return re.search(head + re.escape(name) + tail, folded_text) is not None
 
 
 def validate(content: str, text: str) -> LlmFacts:

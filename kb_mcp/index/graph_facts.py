@@ -42,16 +42,14 @@ class PendingChunk:
     attempts: int
 
 
-_PENDING = (
-    "SELECT c.id, c.document_id, c.heading_path, c.text, "
-    "COALESCE(json_extract(m.value, '$.attempts'), 0) FROM chunks c "
-    "LEFT JOIN meta m ON m.key = 'graph-llm:' || c.id || ':' || :model "
-    "WHERE c.id > :after AND (m.key IS NULL "
+_FROM = "FROM chunks c LEFT JOIN meta m ON m.key = 'graph-llm:' || c.id || ':' || :model "
+# No marker, a marker of another chunk that had this id, or a failure due for retry.
+_DUE = (
+    "(m.key IS NULL "
     "OR json_extract(m.value, '$.doc') != c.document_id "
     "OR json_extract(m.value, '$.len') != length(c.text) "
     "OR (json_extract(m.value, '$.state') = 'failed' "
-    "AND json_extract(m.value, '$.retry_at') <= :now)) "
-    "ORDER BY c.id LIMIT :limit"
+    "AND json_extract(m.value, '$.retry_at') <= :now))"
 )
 
 
@@ -60,17 +58,18 @@ def pending_chunks(
 ) -> list[PendingChunk]:
     """Chunks with no marker of ``model``, a stale one, or a failure due for retry."""
     rows = conn.execute(
-        _PENDING, {"model": model, "after": after_id, "now": now, "limit": limit}
+        "SELECT c.id, c.document_id, c.heading_path, c.text, "
+        f"COALESCE(json_extract(m.value, '$.attempts'), 0) {_FROM}"
+        f"WHERE c.id > :after AND {_DUE} ORDER BY c.id LIMIT :limit",
+        {"model": model, "after": after_id, "now": now, "limit": limit},
     ).fetchall()
     return [PendingChunk(r[0], r[1], tuple(json.loads(r[2])), r[3], int(r[4])) for r in rows]
 
 
 def pending_count(conn: apsw.Connection, model: str, *, now: float) -> int:
     """How many chunks a pass would ask about now (done and backing-off ones excluded)."""
-    sql = _PENDING.replace("SELECT c.id, c.document_id, c.heading_path, c.text, ", "SELECT ")
-    sql = sql.replace("ORDER BY c.id LIMIT :limit", "")
     return conn.execute(
-        f"SELECT COUNT(*) FROM ({sql})", {"model": model, "after": 0, "now": now}
+        f"SELECT COUNT(*) {_FROM}WHERE {_DUE}", {"model": model, "now": now}
     ).fetchone()[0]
 
 
@@ -185,17 +184,13 @@ def forget_markers(conn: apsw.Connection) -> None:
 
 
 def drop_orphans(conn: apsw.Connection) -> int:
-    """Markers of chunks that no longer exist go (their facts went with the chunk)."""
-    gone = [
-        (key,)
-        for key, chunk_id in conn.execute(
-            "SELECT key, CAST(substr(key, 11, instr(substr(key, 11), ':') - 1) AS INTEGER) "
-            "FROM meta WHERE key LIKE 'graph-llm:%'"
-        )
-        if conn.execute("SELECT 1 FROM chunks WHERE id = ?", (chunk_id,)).fetchone() is None
-    ]
-    conn.executemany("DELETE FROM meta WHERE key = ?", gone)
-    return len(gone)
+    """Markers of chunks that no longer exist go (their facts went with the chunk).
+    Call inside ``db.write()``."""
+    conn.execute(
+        "DELETE FROM meta WHERE key LIKE 'graph-llm:%' AND CAST(substr(key, 11, "
+        "instr(substr(key, 11), ':') - 1) AS INTEGER) NOT IN (SELECT id FROM chunks)"
+    )
+    return conn.changes()
 
 
 def relation_rows(conn: apsw.Connection) -> Sequence[tuple[str, str, str, float]]:
