@@ -693,6 +693,7 @@ class Library:
             failed,
             embedder=self.embedder(),
             vector_state=self.vector_state(),
+            graph_llm=self._enrichment.status(),
         )
 
     def list_source(self, source: str, limit: int = 50, offset: int = 0) -> SourceListing:

@@ -24,15 +24,16 @@ from typing import Any
 
 import apsw
 import pytest
+from ollama_server import OllamaServer, closed_port
 
+from kb_mcp.cli.main import GRAPH_EXTRACTOR_CHOICES
 from kb_mcp.errors import InvalidInput
 from kb_mcp.graph import llm
 from kb_mcp.graph.enrich import enrich_pending
 from kb_mcp.graph.llm import AnswerRejected, OllamaExtractor, validate
 from kb_mcp.index import graph_facts
 from kb_mcp.library import Library
-from kb_mcp.settings import Settings, load
-from tests.ollama_server import OllamaServer, closed_port
+from kb_mcp.settings import GRAPH_EXTRACTORS, Settings, load
 
 SERVICE = """# Search platform
 
@@ -263,6 +264,8 @@ def test_llm_failure_keeps_heuristic_entities_and_retries_later(
         assert _keys(library) == before and graph_facts.relation_rows(library.db.conn) == []
         assert graph_facts.failed_count(library.db.conn, MODEL) == 1
         assert graph_facts.last_failure(library.db.conn, MODEL) == report.error
+        [check] = [c for c in library.doctor().checks if c.name == "graph extractor"]
+        assert "0 chunks pending, 1 failed" in check.detail and "retried later" in check.detail
         assert library.enrich_graph().failed == 0  # backing off: not asked again at once
         ollama_server.delay_s = 0.0
         extractor = library._enrichment.extractor()
@@ -394,6 +397,7 @@ def test_llm_graph_extractor_setting_is_checked(tmp_path: Path) -> None:
         load(home=tmp_path, environ={"KB_MCP_GRAPH_EXTRACTOR": "gpt"})
     assert "heuristic, ollama" in str(caught.value.hint)
     assert Settings(home=tmp_path).graph_extractor == "heuristic"
+    assert GRAPH_EXTRACTORS == GRAPH_EXTRACTOR_CHOICES  # the parser's copy of the choices
 
 
 def test_llm_background_pass_in_the_server_loop(tmp_path: Path, facts_server: OllamaServer) -> None:

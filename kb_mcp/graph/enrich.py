@@ -60,6 +60,16 @@ class EnrichReport:
     seconds: float
 
 
+@dataclass(frozen=True, slots=True)
+class EnrichStatus:
+    """For ``doctor``: the model, chunks still to ask, chunks failed (and the last reason)."""
+
+    model: str
+    pending: int
+    failed: int
+    last_failure: str | None
+
+
 def _ask(extractor: Extractor, chunk: graph_facts.PendingChunk) -> LlmFacts | KbError:
     try:
         return extractor.extract(chunk.text, chunk.heading_path)
@@ -176,6 +186,18 @@ class GraphEnrichment:
                         return None
                     time.sleep(LOCK_POLL_S)
             return enrich_pending(self._db, extractor, should_stop=should_stop, progress=progress)
+
+    def status(self) -> EnrichStatus | None:
+        """Where the pass stands (no network): None with the heuristic extractor."""
+        if not self.enabled:
+            return None
+        conn, model = self._db.conn, self._settings.graph_model
+        return EnrichStatus(
+            model,
+            graph_facts.pending_count(conn, model, now=time.time()),
+            graph_facts.failed_count(conn, model),
+            graph_facts.last_failure(conn, model),
+        )
 
     def forget(self, conn: apsw.Connection) -> None:
         """The graph was rebuilt: every chunk is asked again. Call inside ``db.write()``."""

@@ -62,9 +62,9 @@ RELATIONS = (
     "located_in",
     "defines",
 )
-# What models write instead, → the label above.
+# What models write instead, → the label above (the passive forms, whose ends swap, are
+# in ``_normalise_label``).
 _RELATION_SYNONYMS = {
-    "owned_by": None,  # direction reversed: handled by _normalise_relation
     "operates": "runs",
     "manages": "runs",
     "maintains": "owns",
