@@ -415,3 +415,29 @@ def test_llm_background_pass_in_the_server_loop(tmp_path: Path, facts_server: Ol
         enricher.stop()
         library.close()
     assert len(facts_server.chat_requests) == 1
+
+
+@pytest.mark.anyio
+async def test_llm_pass_runs_in_the_stdio_server(
+    tmp_path: Path,
+    child_env: dict[str, str],
+    spawn_mcp: Any,
+    facts_server: OllamaServer,
+) -> None:
+    """`kb-mcp serve` with ``KB_MCP_GRAPH_EXTRACTOR=ollama`` enriches the library in the
+    background while it answers: search works at once, the typed relation follows."""
+    import anyio
+
+    _library(tmp_path, facts_server.url, {"service.md": SERVICE}).close()
+    env = {**child_env, "KB_MCP_GRAPH_EXTRACTOR": "ollama", "KB_MCP_OLLAMA_HOST": facts_server.url}
+    home = tmp_path / "home"
+    db = apsw.Connection(str(home / "kb.db"), flags=apsw.SQLITE_OPEN_READONLY)
+    async with spawn_mcp(home, log_file=tmp_path / "server.log", env=env) as client:
+        found = await client.call_tool("search", {"query": "Search Cluster"})
+        assert not found.is_error
+        with anyio.fail_after(20):
+            while not graph_facts.relation_rows(db):
+                await anyio.sleep(0.05)
+    assert graph_facts.relation_rows(db) == [("Team Atlas", "runs", "Search Cluster", 1.0)]
+    assert len(facts_server.chat_requests) == 1
+    db.close()
