@@ -21,6 +21,7 @@ from kb_mcp.store.migrations import MIGRATIONS, schema_version
 
 if TYPE_CHECKING:
     from kb_mcp.embed.base import Embedder
+    from kb_mcp.graph.enrich import EnrichStatus
 
 EXTRAS = {"pdf": ("pymupdf4llm", "PDF files"), "docx": ("docx", "DOCX files")}
 
@@ -106,6 +107,17 @@ def _vectors(state: VectorState) -> Check:
     return Check("vectors", True, f"not in use: {state.reason}")
 
 
+def _graph_llm(settings: Settings, status: EnrichStatus) -> Check:
+    """The LLM pass: a failure is not a fault (the heuristic graph is complete), so ok."""
+    detail = (
+        f"ollama {status.model} at {settings.ollama_host}: {status.pending:,} chunks "
+        f"pending, {status.failed:,} failed"
+    )
+    if status.last_failure:
+        detail += f" (last: {status.last_failure}; retried later)"
+    return Check("graph extractor", True, detail)
+
+
 def run_checks(
     settings: Settings,
     db: Database,
@@ -115,6 +127,7 @@ def run_checks(
     *,
     embedder: Embedder | None = None,
     vector_state: VectorState | None = None,
+    graph_llm: EnrichStatus | None = None,
 ) -> DoctorReport:
     writable = os.access(settings.home, os.W_OK)
     checks = [
@@ -128,5 +141,7 @@ def run_checks(
     ]
     if vector_state is not None:
         checks.append(_vectors(vector_state))
+    if graph_llm is not None:
+        checks.append(_graph_llm(settings, graph_llm))
     values = {f.name: getattr(settings, f.name) for f in fields(settings) if f.name != "origins"}
     return DoctorReport(tuple(checks), {k: str(v) for k, v in values.items()})

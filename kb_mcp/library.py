@@ -21,6 +21,7 @@ from kb_mcp.doctor import run_checks
 from kb_mcp.embed.active import NO_EMBEDDER, ActiveVectors, EmbedderFactory
 from kb_mcp.errors import InvalidInput, KbError, NotFound, Refused, Unavailable
 from kb_mcp.fsutil import atomic_write, remove_stale_temps
+from kb_mcp.graph.enrich import EnrichReport, ExtractorFactory, GraphEnrichment
 from kb_mcp.index import graph, vectors
 from kb_mcp.index.fts import FtsIndex
 from kb_mcp.index.graph import GraphIndex
@@ -75,7 +76,13 @@ ENTITY_NEIGHBOURS = 10
 class Library:
     """One knowledge library: a home folder with ``kb.db`` and ``docs/``."""
 
-    def __init__(self, settings: Settings, *, make_embedder: EmbedderFactory | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        make_embedder: EmbedderFactory | None = None,
+        make_extractor: ExtractorFactory | None = None,
+    ) -> None:
         """Open (or create) the library, clearing what a crashed process left behind.
 
         Temp files of interrupted atomic writes go (only stale, unlocked ones: another
@@ -101,6 +108,7 @@ class Library:
         self.redaction = StoredRedaction(self.db, self.home)
         self.relations = StoredRelations(self.db)
         self._vectors = ActiveVectors(self.db, self.home, settings, make_embedder)
+        self._enrichment = GraphEnrichment(self.db, self.home, settings, make_extractor)
         synclock.recover_interrupted(self.db, self.home)
 
     def _ready(self) -> None:
@@ -280,6 +288,7 @@ class Library:
         with self.db.write() as conn:
             vectors.forget_all(conn)  # chunk ids start over: no vector may survive
             graph.forget_all(conn)
+            self._enrichment.forget(conn)
             rows.delete_everything(conn)
             self.fts.invalidate()
             self.fts.ensure_current()
@@ -492,6 +501,30 @@ class Library:
 
     def _chunks_changed(self) -> None:
         self._vectors.chunks_changed()
+        self._enrichment.wanted.set()
+
+    # --- the LLM pass over the graph -----------------------------------------------------
+
+    @property
+    def graph_wanted(self) -> threading.Event:
+        """Set when there may be chunks for the LLM pass; the background pass waits on it."""
+        return self._enrichment.wanted
+
+    def enrich_graph(
+        self,
+        *,
+        should_stop: Callable[[], bool] | None = None,
+        progress: Progress | None = None,
+        wait: bool = True,
+    ) -> EnrichReport | None:
+        """Run the LLM extractor over the chunks it has not seen (``graph/enrich.py``).
+
+        None when ``graph_extractor`` is ``heuristic``, or (``wait=False``) another
+        process runs the pass for this model now. Failures keep the heuristic entities;
+        the chunks are retried by a later pass, after a backoff.
+        """
+        self._ready()
+        return self._enrichment.run(should_stop=should_stop, progress=progress, wait=wait)
 
     # --- reading -------------------------------------------------------------------------
 
@@ -665,6 +698,7 @@ class Library:
             failed,
             embedder=self.embedder(),
             vector_state=self.vector_state(),
+            graph_llm=self._enrichment.status(),
         )
 
     def list_source(self, source: str, limit: int = 50, offset: int = 0) -> SourceListing:

@@ -63,6 +63,10 @@ EMBEDDERS = ("local", "ollama", "none")
 # (repeated so loading settings imports no ingest module; a test keeps them equal).
 WATCH_MODES = ("auto", "poll", "off")
 OLLAMA_DEFAULT_HOST = "http://localhost:11434"
+# Who extracts typed entities and relations besides the ingest-time heuristics
+# (``graph/llm.py``); the LLM pass runs in the background, after keyword search is ready.
+GRAPH_EXTRACTORS = ("heuristic", "ollama")
+GRAPH_DEFAULT_MODEL = "qwen3:0.6b"  # graph/llm.DEFAULT_MODEL, repeated: no import here
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -179,6 +183,22 @@ SETTINGS: tuple[Setting, ...] = (
         "`$OLLAMA_HOST` is used if set.",
         shown_default=f"$OLLAMA_HOST or {OLLAMA_DEFAULT_HOST}",
     ),
+    Setting(
+        "graph_extractor",
+        "heuristic",
+        "Who finds the entity graph's entities: `heuristic` (rules, at ingest, always "
+        "on) or `ollama` (also a local chat model through `ollama_host`, in the "
+        "background after ingest: typed relations such as owns / runs / depends_on; "
+        "chunk text is fenced as data, answers are checked against it, failures keep "
+        "the heuristic entities and are retried later).",
+        choices=GRAPH_EXTRACTORS,
+    ),
+    Setting(
+        "graph_model",
+        GRAPH_DEFAULT_MODEL,
+        "The Ollama chat model of `graph_extractor = ollama` (`ollama pull` it first). "
+        "Each chunk is asked once per model.",
+    ),
 )
 
 _BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
@@ -232,6 +252,8 @@ class Settings:
     embedder: str = "local"
     embed_model: str = ""
     ollama_host: str = OLLAMA_DEFAULT_HOST
+    graph_extractor: str = "heuristic"
+    graph_model: str = GRAPH_DEFAULT_MODEL
     # Where each value came from (name → "config.toml", "$KB_MCP_EMBEDDER", "flag", …);
     # a name not listed has its default. Shown by ``doctor``; not part of equality.
     origins: tuple[tuple[str, str], ...] = field(default=(), compare=False)

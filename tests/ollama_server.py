@@ -7,6 +7,14 @@ total_duration, load_duration, prompt_eval_count}``; errors are ``{"error": "...
 the status code, and an unknown model is Ollama's own 404 ``model "<name>" not found, try
 pulling it first``. ``GET /`` answers ``Ollama is running`` as the real server does.
 
+``POST /api/chat`` ("Generate a chat completion", non-streaming) takes ``{model,
+messages, format?, options?, stream: false, think?}`` and answers ``{model, created_at,
+message: {role: assistant, content}, done: true, done_reason: stop, ...}``. The content
+is ``chat_reply(body)``: by default an empty extraction; a test sets its own function
+(it plays the model, e.g. one that obeys whatever the fenced text tells it).
+``chat_requests`` records every chat request body. ``delay_s`` and ``fail`` apply to
+chat requests too.
+
 Vectors are deterministic (``vector_for``: a SHA-256 stream of the text), so a test can
 check order, prefixes and cuts. Knobs a test may set while the server runs: ``dims``,
 ``models``, ``delay_s`` (each embed request waits this long, cut short at shutdown) and
@@ -15,11 +23,12 @@ check order, prefixes and cuts. Knobs a test may set while the server runs: ``di
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -50,6 +59,11 @@ class OllamaServer(ThreadingHTTPServer):
         self.models = {DEFAULT_MODEL}
         self.delay_s = 0.0
         self.embed_requests: list[dict[str, Any]] = []
+        self.chat_requests: list[dict[str, Any]] = []
+        self.chat_models = {"qwen3:0.6b"}
+        self.chat_reply: Callable[[dict[str, Any]], str] = lambda _body: (
+            '{"entities": [], "relations": []}'
+        )
         self.stopping = threading.Event()
         self._failures: list[tuple[int, str]] = []
         self._lock = threading.Lock()
@@ -90,6 +104,26 @@ class OllamaServer(ThreadingHTTPServer):
             "prompt_eval_count": sum(len(text.split()) for text in texts),
         }
 
+    def answer_chat(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """Status and JSON for one non-streaming chat request, as Ollama would answer it."""
+        with self._lock:
+            self.chat_requests.append(body)
+            if self._failures:
+                status, message = self._failures.pop(0)
+                return status, {"error": message}
+        model = body.get("model")
+        if model not in self.chat_models:
+            return 404, {"error": f'model "{model}" not found, try pulling it first'}
+        return 200, {
+            "model": model,
+            "created_at": "2026-01-01T00:00:00.000000Z",
+            "message": {"role": "assistant", "content": self.chat_reply(body)},
+            "done": True,
+            "done_reason": "stop",
+            "total_duration": 14_143_917,
+            "eval_count": 42,
+        }
+
 
 class _Handler(BaseHTTPRequestHandler):
     server: OllamaServer
@@ -103,7 +137,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length", 0))
         raw = self.rfile.read(length)
-        if self.path != "/api/embed":
+        if self.path not in ("/api/embed", "/api/chat"):
             self._send(404, b"404 page not found", "text/plain")
             return
         # A delayed answer is dropped when the server stops: the client has long gone.
@@ -114,7 +148,10 @@ class _Handler(BaseHTTPRequestHandler):
         except json.JSONDecodeError:
             self._send_json(400, {"error": "invalid JSON"})
             return
-        status, answer = self.server.answer(body)
+        if self.path == "/api/chat":
+            status, answer = self.server.answer_chat(body)
+        else:
+            status, answer = self.server.answer(body)
         self._send_json(status, answer)
 
     def _send_json(self, status: int, payload: dict[str, Any]) -> None:
@@ -125,7 +162,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
-        self.wfile.write(data)
+        # The client may have given up (a timeout) or been killed: nobody to answer.
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            self.wfile.write(data)
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: the tests read ``embed_requests``, not an access log."""

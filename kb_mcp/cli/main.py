@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # imported lazily at run time: start-up stays lean
 # The choices of the ``embedder`` setting (``settings.EMBEDDERS``), repeated here so the
 # parser is built without importing the settings module; a test keeps the two equal.
 EMBEDDER_CHOICES = ("local", "ollama", "none")
+GRAPH_EXTRACTOR_CHOICES = ("heuristic", "ollama")  # settings.GRAPH_EXTRACTORS
 LEGS_HELP = "comma-separated legs to run instead of the mode's plan: any of keyword, vector, graph"
 HOME_HELP = "library folder (default: $KB_MCP_HOME or the XDG data dir, ~/.local/share/kb-mcp)"
 
@@ -54,12 +55,19 @@ def _embedder_flags(parser: argparse.ArgumentParser, *, wait_flag: bool = False)
     parser.add_argument(
         "--embed-model", metavar="MODEL", help="embedding model (default: the provider's)"
     )
+    parser.add_argument(
+        "--graph-extractor",
+        choices=GRAPH_EXTRACTOR_CHOICES,
+        help="who finds the graph's entities (default: setting graph_extractor, "
+        "`heuristic`); ollama adds typed relations from a chat model in the background",
+    )
     if wait_flag:
         parser.add_argument(
             "--no-wait",
             action="store_true",
-            help="return once keyword search is ready; vectors are embedded later "
-            "(by `kb-mcp serve` in the background, or the next command that waits)",
+            help="return once keyword search is ready; vectors (and the graph's LLM pass) "
+            "follow later (by `kb-mcp serve` in the background, or the next command "
+            "that waits)",
         )
 
 
@@ -68,6 +76,7 @@ def _load_settings(args: argparse.Namespace, **overrides: Any) -> Settings:
 
     overrides.setdefault("embedder", getattr(args, "embedder", None))
     overrides.setdefault("embed_model", getattr(args, "embed_model", None))
+    overrides.setdefault("graph_extractor", getattr(args, "graph_extractor", None))
     return load(home=args.home, overrides=overrides)
 
 
@@ -224,9 +233,10 @@ def cmd_reindex(args: argparse.Namespace) -> int:
         result = library.reindex(rebuild=args.rebuild)
         _emit(args, result, render.reindex_text)
         if not args.no_wait:
-            from kb_mcp.cli.sources import embed_and_report
+            from kb_mcp.cli.sources import embed_and_report, enrich_and_report
 
             embed_and_report(library, quiet=args.json)
+            enrich_and_report(library, quiet=args.json)
     return 0
 
 

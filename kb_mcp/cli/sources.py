@@ -81,9 +81,35 @@ def embed_and_report(library: Library, *, quiet: bool = False) -> None:
     )
 
 
+def enrich_and_report(library: Library, *, quiet: bool = False) -> None:
+    """Run the graph's LLM pass (``graph_extractor = ollama``) with a progress bar, then
+    one line; a failure is a warning on stderr (the heuristic graph is in place and the
+    next sync or the server retries). Silent with the heuristic extractor."""
+    bar = ProgressBar("graph")
+    try:
+        report = library.enrich_graph(progress=bar)
+    finally:
+        bar.close()
+    if report is None or not (report.enriched or report.failed or report.pending):
+        return
+    line = (
+        f"graph: {report.enriched} chunks enriched by {library.settings.graph_model}, "
+        f"{report.failed} failed, {report.pending} pending"
+    )
+    if report.error or report.failed:
+        reason = f": {report.error}" if report.error else ""
+        print(
+            f"{line}{reason}. Failed chunks keep their heuristic entities; they are retried later.",
+            file=sys.stderr,
+        )
+        return
+    print(f"{line} in {report.seconds:.1f} s", file=sys.stderr if quiet else sys.stdout)
+
+
 def _after_sync(args: argparse.Namespace, library: Library) -> None:
     if not getattr(args, "no_wait", False):
         embed_and_report(library)
+        enrich_and_report(library)
 
 
 def cmd_add(args: argparse.Namespace, library: Library) -> int:

@@ -1,4 +1,4 @@
-"""Background work while the server runs: folder sync, and embedding.
+"""Background work while the server runs: folder sync, embedding, and the graph's LLM pass.
 
 The server answers ``initialize`` first: the sync thread waits a moment after start-up,
 then syncs every folder source, and again every ``sync_interval_s`` seconds. Between
@@ -240,3 +240,62 @@ class BackgroundEmbedder:
                 return
             if wake is None:
                 self._stop.wait(min(left, self.POLL_S))
+
+
+class BackgroundEnricher(BackgroundEmbedder):
+    """Runs the LLM pass over the graph (``graph_extractor = ollama``) while the server runs.
+
+    The embedder's loop, on its own thread and event (``Library.graph_wanted``): it
+    starts after the handshake, sleeps until a sync or an added document brings chunks,
+    and after a failed pass backs off (``backoff_s`` doubling). Keyword search and the
+    heuristic graph are complete before it asks the model anything.
+    """
+
+    def __init__(self, get_library: Callable[[], Library], **options: float) -> None:
+        super().__init__(get_library, **options)
+        self._thread = threading.Thread(target=self._run, name="kb-mcp-graph", daemon=True)
+
+    def _run(self) -> None:
+        if self._stop.wait(self._start_delay_s):
+            return
+        try:
+            library = self._get_library()
+        except Exception:
+            log.exception("the graph's LLM pass could not open the library")
+            return
+        if library.settings.graph_extractor == "heuristic":
+            return
+        delay = self._backoff_s
+        while not self._stop.is_set():
+            library.graph_wanted.clear()
+            if self._enrich_once(library):
+                delay = self._backoff_s
+                self._wait(library.graph_wanted, self.IDLE_CHECK_S)
+            else:
+                self._wait(None, delay)
+                delay = min(delay * 2, self._max_backoff_s)
+
+    def _enrich_once(self, library: Library) -> bool:
+        """One pass over what is pending; False when the model could not be reached."""
+        try:
+            report = library.enrich_graph(should_stop=self._stop.is_set, wait=False)
+        except Exception:  # a failed pass must never take the server down
+            log.exception("the graph's LLM pass failed")
+            return False
+        if report is None:
+            return True
+        if report.error:
+            log.warning(
+                "graph LLM pass stopped (%d pending): %s; retrying later",
+                report.pending,
+                redact_output(report.error).text,
+            )
+            return False
+        if report.enriched or report.failed:
+            log.info(
+                "graph LLM pass: %d chunks enriched, %d failed (%d pending)",
+                report.enriched,
+                report.failed,
+                report.pending,
+            )
+        return True

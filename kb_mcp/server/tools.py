@@ -27,7 +27,7 @@ from kb_mcp.redact import redact_output
 from kb_mcp.server import budget
 from kb_mcp.server.arguments import ArgumentErrors
 from kb_mcp.server.audit import AuditMiddleware
-from kb_mcp.server.background import BackgroundEmbedder, BackgroundSync
+from kb_mcp.server.background import BackgroundEmbedder, BackgroundEnricher, BackgroundSync
 from kb_mcp.server.prelude import INSTRUCTIONS, SERVER_NAME
 from kb_mcp.settings import Settings
 
@@ -132,13 +132,16 @@ def build_server(settings: Settings) -> tuple[FastMCP, LibraryHolder]:
     async def lifespan(_server: FastMCP) -> AsyncIterator[dict[str, Any]]:
         syncer = BackgroundSync(holder.get, settings.sync_interval_s, watch_mode=settings.watch)
         embedder = BackgroundEmbedder(holder.get)
+        enricher = BackgroundEnricher(holder.get)
         syncer.start()
         embedder.start()
+        enricher.start()
         try:
             yield {}
         finally:
             await anyio.to_thread.run_sync(syncer.stop)
             await anyio.to_thread.run_sync(embedder.stop)
+            await anyio.to_thread.run_sync(enricher.stop)
 
     mcp = FastMCP(SERVER_NAME, instructions=INSTRUCTIONS, lifespan=lifespan, version=__version__)
     mcp.add_middleware(AuditMiddleware(settings.home))
