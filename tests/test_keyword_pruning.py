@@ -129,3 +129,21 @@ def test_index_statistics_cache_sees_new_chunks(tmp_path: Path) -> None:
             "airship": 1,
         }
         assert library.fts.chunk_count() == before + 1
+
+
+def test_index_statistics_cache_sees_commits_of_another_connection(tmp_path: Path) -> None:
+    """issue 10: a search thread whose cached df and chunk count came from an empty
+    library sees the chunks another connection (the server's sync thread, another
+    process) commits afterwards; the cache once kept answering 'nothing stored'."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a.md").write_text("# Lighthouses\n\nlighthouses guide ships\n")
+    home = tmp_path / "home"
+    with Library(Settings(home=home, embedder="none")) as reader:
+        assert reader.search("lighthouses", mode="keyword").hits == ()
+        assert reader.search("lighthouses", mode="keyword").hits == ()  # cached now
+        with Library(Settings(home=home, embedder="none")) as writer:
+            writer.add_folder(folder)
+            writer.sync()
+        found = reader.search("lighthouses", mode="keyword").hits
+    assert [hit.path for hit in found] == ["a.md"]

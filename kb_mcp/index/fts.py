@@ -216,12 +216,16 @@ class FtsIndex:
         Trigger: every search counted ``chunks`` (a full scan: ~2 ms at 100k chunks) and
         read each term's df from the vocabulary table, which walks the term's whole
         doclist, so a common word cost its postings twice per search. Outcome: both are
-        kept until the data changes. ``data_version`` moves when another connection
-        commits, ``total_changes`` when this one writes; both are per connection, and so
-        is this cache.
+        kept until the data changes. ``PRAGMA data_version`` moves when another
+        connection commits, ``total_changes`` when this one writes; both are per
+        connection, and so is this cache. The pragma, not ``Connection.data_version()``:
+        the file-control value is only refreshed when a read transaction starts, and a
+        search answered from this cache starts none, so a commit by the server's sync
+        thread stayed invisible to every later search on this thread.
         """
         conn = self.db.conn
-        stamp = (id(conn), conn.data_version(), conn.total_changes())
+        version = conn.execute("PRAGMA data_version").fetchone()[0]
+        stamp = (id(conn), version, conn.total_changes())
         cache = getattr(self._local, "stats", None)
         if cache is None or cache.stamp != stamp:
             cache = self._local.stats = _StatsCache(stamp)
