@@ -1,17 +1,15 @@
 """The JSON-RPC layer as a hostile or buggy client meets it: raw bytes on the server's stdin.
 
 fastmcp's Client only sends well-formed JSON, so these tests drive ``kb-mcp serve`` as a
-raw subprocess with pipes: write a line, read the reply with a timeout. Every malformed
-line must be answered with the JSON-RPC 2.0 error the spec names (or, for a notification,
-logged on stderr), and the server must answer the next good request (issue 7 item 17).
+raw subprocess with pipes (``tests/raw_server.py``): write a line, read the reply with a
+timeout. Every malformed line must be answered with the JSON-RPC 2.0 error the spec names
+(or, for a notification, logged on stderr), and the server must answer the next good
+request (issue 7 item 17).
 """
 
 from __future__ import annotations
 
 import json
-import queue
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,91 +17,9 @@ from typing import Any
 
 import pytest
 from mcp_types import JSONRPCResponse
+from raw_server import REPLY_TIMEOUT_S, RawServer, tool_call
 
 from kb_mcp.server.stdio import MAX_LINE_BYTES, encode_message
-
-REPLY_TIMEOUT_S = 20
-PROTOCOL_VERSION = "2025-06-18"
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": "init",
-    "method": "initialize",
-    "params": {
-        "protocolVersion": PROTOCOL_VERSION,
-        "capabilities": {},
-        "clientInfo": {"name": "raw-test", "version": "1"},
-    },
-}
-
-
-class RawServer:
-    """``kb-mcp serve`` over pipes: send raw bytes, read JSON lines back with a timeout."""
-
-    def __init__(self, home: Path, log: Path, env: dict[str, str]) -> None:
-        self.log = log
-        self._process = subprocess.Popen(
-            [sys.executable, "-m", "kb_mcp", "serve", "--home", str(home), "--allow-agent-writes"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=log.open("wb"),
-            env=env,
-        )
-        self._replies: queue.Queue[bytes] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self._process.stdout is not None
-        for line in self._process.stdout:
-            self._replies.put(line)
-
-    def send(self, raw: bytes) -> None:
-        assert self._process.stdin is not None
-        self._process.stdin.write(raw)
-        self._process.stdin.flush()
-
-    def reply(self) -> dict[str, Any]:
-        """The next line the server writes, as JSON; fails the test after the timeout."""
-        try:
-            line = self._replies.get(timeout=REPLY_TIMEOUT_S)
-        except queue.Empty:
-            pytest.fail(f"no reply within {REPLY_TIMEOUT_S} s")
-        return json.loads(line)
-
-    def call(self, message: dict[str, Any]) -> dict[str, Any]:
-        self.send((json.dumps(message) + "\n").encode())
-        return self.reply()
-
-    def no_reply(self, wait_s: float = 1.0) -> bool:
-        try:
-            self._replies.get(timeout=wait_s)
-        except queue.Empty:
-            return True
-        return False
-
-    def handshake(self) -> None:
-        assert "result" in self.call(INITIALIZE)
-        self.send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
-
-    def stderr_lines(self) -> list[str]:
-        return self.log.read_text(encoding="utf-8", errors="replace").splitlines()
-
-    def close(self) -> None:
-        assert self._process.stdin is not None
-        self._process.stdin.close()
-        try:
-            self._process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait()
-
-
-def tool_call(request_id: int, tool: str, **arguments: Any) -> dict[str, Any]:
-    return {
-        "jsonrpc": "2.0",
-        "id": request_id,
-        "method": "tools/call",
-        "params": {"name": tool, "arguments": arguments},
-    }
 
 
 def rejections(server: RawServer) -> list[str]:
