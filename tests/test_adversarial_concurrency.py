@@ -32,9 +32,9 @@ from kb_mcp.library import DB_FILE, Library
 from kb_mcp.settings import Settings
 
 CLIENTS = 8
-CI_CALLS = 12
+CI_CALLS = 9
 LONG_CALLS = 200
-FOLDER_FILES = 80
+FOLDER_FILES = 40
 CALL_BOUND_S = 60.0  # a call waits at most the busy timeout (10 s) per statement
 
 

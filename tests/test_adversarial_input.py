@@ -33,7 +33,7 @@ from kb_mcp.settings import Settings
 
 TOOLS = ("search", "grep", "read", "list", "add_document")
 WRITES = frozenset({"add_document"})
-CI_CASES = 60
+CI_CASES = 40
 LONG_CASES = 10_000
 PROFILES = [
     pytest.param(CI_CASES, id="ci"),
