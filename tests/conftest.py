@@ -154,3 +154,31 @@ def ollama_server() -> Iterator[OllamaServer]:
     """A loopback server speaking Ollama's ``/api/embed`` (``tests/ollama_server.py``)."""
     with serve_ollama() as server:
         yield server
+
+
+# --- figures the adversarial suite measures (issue 11) --------------------------------------
+
+_FIGURES: dict[str, list[str]] = {}
+
+
+@pytest.fixture(scope="session")
+def figures() -> Callable[[str, str], None]:
+    """``figures(group, line)``: a measured figure, printed at the end of the run.
+
+    The adversarial suite reports what it tried (inputs per tool, kills survived, clients
+    × calls, RSS before / after) so a run's numbers can go into docs/security.md.
+    """
+
+    def record(group: str, line: str) -> None:
+        _FIGURES.setdefault(group, []).append(line)
+
+    return record
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if not _FIGURES:
+        return
+    terminalreporter.section("adversarial figures (issue 11)")
+    for group, lines in sorted(_FIGURES.items()):
+        for line in lines:
+            terminalreporter.write_line(f"{group}: {line}")

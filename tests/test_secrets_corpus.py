@@ -1,13 +1,15 @@
 """The done-when test of issue 7's secrets items: a seeded corpus, one file per secret kind.
 
 Every kind of issue 7 item 5, plus a PEM key block, a ``token: <40 chars>`` note and a
-``password =`` on a long line that the chunker splits, is ingested twice: through a
-folder sync and through ``add_document`` over the real stdio server. Then no secret value
-may appear anywhere: in any table of ``kb.db`` (every text column, every FTS vocabulary
-term, the raw bytes of the database files), in ``docs/``, in any tool output over stdio
-(search, grep with literal and regex probes, read whole and line by line, list), in the
-audit log or in the server's stderr. The failure message lists each leaking kind with
-where it leaked.
+``password =`` on a long line that the chunker splits, is ingested through every source
+(folder sync, upload, ``add_document`` over the real stdio server, a hand-edited
+``docs/`` file picked up by ``kb-mcp reindex``; issue 11 added the last two). Then no
+secret value may appear anywhere: in any table of ``kb.db`` (every text column, every FTS
+vocabulary term, the raw bytes of the database and its WAL before and after a
+checkpoint), in the texts handed to an embedder, in ``docs/``, in any tool output or
+error over stdio (search, grep with literal and regex probes, read whole and line by
+line, list), in the audit log, the server's stderr or the CLI's output. The failure
+message lists each leaking kind with where it leaked.
 """
 
 from __future__ import annotations
@@ -18,9 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import apsw
+import numpy as np
 import pytest
+from hash_embedder import HashEmbedder
 
 from kb_mcp.chunk.pack import DEFAULT_BUDGET_CHARS
+from kb_mcp.embed.base import EmbedKind
 from kb_mcp.library import DB_FILE, Library
 from kb_mcp.server.audit import AUDIT_FILE
 from kb_mcp.settings import Settings
@@ -160,7 +165,7 @@ async def tool_outputs(client: Any, docs: list[str]) -> list[str]:
         outputs.append(output)
 
     await call("list")
-    for source in ("corpus", "agent"):
+    for source in ("corpus", "agent", "uploads"):
         await call("list", source=source)
     for kind, (_name, text, secrets) in CORPUS.items():
         words = " ".join(re.findall(r"[A-Za-z]{4,}", text)[:6])
@@ -176,22 +181,89 @@ async def tool_outputs(client: Any, docs: list[str]) -> list[str]:
         lines = (result.structured_content or {}).get("total_lines", 0)
         for start in range(1, lines + 1, 2):
             await call("read", doc=f"{doc}#L{start}-L{min(start + 2, lines)}")
+        await call("read", doc=doc, start_line=lines + 5)  # an error about this document
+    for kind in CORPUS:  # errors that name stored things: a bad regex, an unknown source
+        await call("grep", pattern="(" + kind, regex=True)
+        await call("search", query=kind, source=f"{kind}-nope")
     return outputs
+
+
+class RecordingEmbedder(HashEmbedder):
+    """The hash embedder, keeping every text it is handed: what would leave for a provider."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+
+    def embed(self, texts: list[str], kind: EmbedKind = "passage") -> np.ndarray:
+        self.seen += texts
+        return super().embed(texts, kind)
+
+
+def hand_edited_file(kind: str, text: str) -> str:
+    """A ``docs/`` file as a person would write one with an editor: frontmatter and text."""
+    return f"---\nid: hand-{kind}\ntitle: {kind} by hand\nsource_uri: hand://{kind}\n---\n{text}"
+
+
+def ingest_every_source(home: Path, tmp_path: Path, kb_cli) -> tuple[str, list[str]]:
+    """The corpus through a folder sync, uploads and hand-edited ``docs/`` files (then a
+    CLI ``reindex``), vectors built; the CLI's output and the texts sent to the embedder."""
+    folder, uploads = tmp_path / "corpus", tmp_path / "uploads"
+    folder.mkdir()
+    uploads.mkdir()
+    for name, text, _secrets in CORPUS.values():
+        (folder / name).write_text(text, encoding="utf-8")
+        # One line more than the folder copy, so dedup keeps it a document of its own.
+        (uploads / name).write_text(text + "\nuploaded\n", encoding="utf-8")
+    with Library(Settings(home=home, embedder="none")) as library:
+        library.add_folder(folder)
+        [report] = library.sync()
+        assert report.added == len(CORPUS), report.failures
+        for name, _text, _secrets in CORPUS.values():
+            library.import_file(uploads / name)
+    for kind, (_name, text, _secrets) in CORPUS.items():
+        (home / "docs" / f"hand-{kind}.md").write_text(hand_edited_file(kind, text))
+    reindexed = kb_cli("reindex")
+    assert reindexed.returncode == 0, reindexed.stderr
+    embedder = RecordingEmbedder()
+    settings = Settings(home=home, embedder="test", embed_model="hash-64")
+    with Library(settings, make_embedder=lambda _p, _m: embedder) as library:
+        report = library.embed_pending()
+        assert report is not None and report.error is None, report
+    return reindexed.stdout + reindexed.stderr, embedder.seen
+
+
+def database_bytes(home: Path) -> dict[str, str]:
+    """The raw bytes of kb.db and its WAL as they are, then after a checkpoint."""
+    found = {"db files (bytes)": _files_bytes(home)}
+    conn = apsw.Connection(str(home / DB_FILE))
+    try:
+        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+    finally:
+        conn.close()
+    found["db files after checkpoint (bytes)"] = _files_bytes(home)
+    return found
+
+
+def _files_bytes(home: Path) -> str:
+    return b"".join(p.read_bytes() for p in sorted(home.glob("kb.db*"))).decode("latin-1")
 
 
 @pytest.mark.anyio
 async def test_no_secret_of_any_kind_is_stored_indexed_or_returned(
-    mcp_client, home: Path, tmp_path: Path, server_log: Path
+    mcp_client, home: Path, tmp_path: Path, server_log: Path, kb_cli, figures
 ) -> None:
-    """issue 7 items 1-5 (done when): folder sync and add_document, every kind, no leak."""
-    folder = tmp_path / "corpus"
-    folder.mkdir()
-    for name, text, _secrets in CORPUS.values():
-        (folder / name).write_text(text, encoding="utf-8")
-    with Library(Settings(home=home)) as library:
-        library.add_folder(folder)
-        [report] = library.sync()
-        assert report.added == len(CORPUS), report.failures
+    """issue 7 items 1-5 (done when), widened by issue 11: every kind, through every source
+    (folder sync, upload, add_document, a hand-edited ``docs/`` file), out of no path
+    (tool results and errors, ``docs/``, audit log, server stderr, CLI output, the texts
+    handed to an embedder, every text column of every table, FTS terms, the raw bytes of
+    kb.db and its WAL before and after a checkpoint). Entity names join by themselves: the
+    table scan reads every table ``sqlite_master`` lists.
+
+    The user's own files are not checked: the folder, the hand-edited ``docs/hand-*.md``
+    files and ``originals/`` (the uploaded bytes, kept as the user gave them) are theirs.
+    """
+    cli_output, embedded = ingest_every_source(home, tmp_path, kb_cli)
     async with mcp_client(allow_agent_writes=True) as client:
         for kind, (name, text, _secrets) in CORPUS.items():
             result = await client.call_tool(
@@ -200,22 +272,27 @@ async def test_no_secret_of_any_kind_is_stored_indexed_or_returned(
                 raise_on_error=False,
             )
             assert not result.is_error, text_of(result)
-        listed = await client.call_tool("list", {"source": "corpus", "limit": 200})
-        agent = await client.call_tool("list", {"source": "agent", "limit": 200})
-        docs = [d["doc"] for r in (listed, agent) for d in r.structured_content["documents"]]
-        assert len(docs) == 2 * len(CORPUS)
+        docs = []
+        for source in ("corpus", "agent", "uploads"):
+            listed = await client.call_tool("list", {"source": source, "limit": 200})
+            docs += [d["doc"] for d in listed.structured_content["documents"]]
+        assert len(docs) == 4 * len(CORPUS)
         outputs = await tool_outputs(client, docs)
 
     places: dict[str, str] = {
         "tool output": "\n".join(outputs),
-        "docs/": "\n".join(p.read_text() for p in (home / "docs").glob("*.md")),
+        "docs/": "\n".join(
+            p.read_text() for p in (home / "docs").glob("*.md") if not p.name.startswith("hand-")
+        ),
         "audit log": (home / AUDIT_FILE).read_text(),
         "stderr": server_log.read_text() if server_log.exists() else "",
-        "db files (bytes)": b"".join(p.read_bytes() for p in home.glob("kb.db*")).decode("latin-1"),
+        "cli output": cli_output,
+        "embedded text": "\n".join(embedded),
+        **database_bytes(home),
     }
     places["kb.db tables"], vocab = database_text(home / DB_FILE)
     leaks: dict[str, list[str]] = {}
-    with Library(Settings(home=home)) as library:
+    with Library(Settings(home=home, embedder="none")) as library:
         for kind, (_name, _text, secrets) in CORPUS.items():
             for secret in secrets:
                 where = [place for place, text in places.items() if secret in text]
@@ -225,3 +302,9 @@ async def test_no_secret_of_any_kind_is_stored_indexed_or_returned(
                 found += [place for place in where if place not in found]
     leaks = {kind: where for kind, where in leaks.items() if where}
     assert leaks == {}, "\n".join(f"{kind}: {', '.join(where)}" for kind, where in leaks.items())
+    values = sum(len(secrets) for _n, _t, secrets in CORPUS.values())
+    figures(
+        "secrets",
+        f"{len(CORPUS)} kinds ({values} values) x 4 sources x {len(places) + 1} places "
+        f"({len(outputs)} tool outputs, {len(embedded)} embedded texts): 0 leaks",
+    )

@@ -1,109 +1,29 @@
 """The JSON-RPC layer as a hostile or buggy client meets it: raw bytes on the server's stdin.
 
 fastmcp's Client only sends well-formed JSON, so these tests drive ``kb-mcp serve`` as a
-raw subprocess with pipes: write a line, read the reply with a timeout. Every malformed
-line must be answered with the JSON-RPC 2.0 error the spec names (or, for a notification,
-logged on stderr), and the server must answer the next good request (issue 7 item 17).
+raw subprocess with pipes (``tests/raw_server.py``): write a line, read the reply with a
+timeout. Every malformed line must be answered with the JSON-RPC 2.0 error the spec names
+(or, for a notification, logged on stderr), and the server must answer the next good
+request (issue 7 item 17).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-import queue
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp_types import JSONRPCResponse
+from raw_server import INITIALIZE, REPLY_TIMEOUT_S, RawServer, tool_call
 
 from kb_mcp.server.stdio import MAX_LINE_BYTES, encode_message
-
-REPLY_TIMEOUT_S = 20
-PROTOCOL_VERSION = "2025-06-18"
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": "init",
-    "method": "initialize",
-    "params": {
-        "protocolVersion": PROTOCOL_VERSION,
-        "capabilities": {},
-        "clientInfo": {"name": "raw-test", "version": "1"},
-    },
-}
-
-
-class RawServer:
-    """``kb-mcp serve`` over pipes: send raw bytes, read JSON lines back with a timeout."""
-
-    def __init__(self, home: Path, log: Path, env: dict[str, str]) -> None:
-        self.log = log
-        self._process = subprocess.Popen(
-            [sys.executable, "-m", "kb_mcp", "serve", "--home", str(home), "--allow-agent-writes"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=log.open("wb"),
-            env=env,
-        )
-        self._replies: queue.Queue[bytes] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self._process.stdout is not None
-        for line in self._process.stdout:
-            self._replies.put(line)
-
-    def send(self, raw: bytes) -> None:
-        assert self._process.stdin is not None
-        self._process.stdin.write(raw)
-        self._process.stdin.flush()
-
-    def reply(self) -> dict[str, Any]:
-        """The next line the server writes, as JSON; fails the test after the timeout."""
-        try:
-            line = self._replies.get(timeout=REPLY_TIMEOUT_S)
-        except queue.Empty:
-            pytest.fail(f"no reply within {REPLY_TIMEOUT_S} s")
-        return json.loads(line)
-
-    def call(self, message: dict[str, Any]) -> dict[str, Any]:
-        self.send((json.dumps(message) + "\n").encode())
-        return self.reply()
-
-    def no_reply(self, wait_s: float = 1.0) -> bool:
-        try:
-            self._replies.get(timeout=wait_s)
-        except queue.Empty:
-            return True
-        return False
-
-    def handshake(self) -> None:
-        assert "result" in self.call(INITIALIZE)
-        self.send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
-
-    def stderr_lines(self) -> list[str]:
-        return self.log.read_text(encoding="utf-8", errors="replace").splitlines()
-
-    def close(self) -> None:
-        assert self._process.stdin is not None
-        self._process.stdin.close()
-        try:
-            self._process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait()
-
-
-def tool_call(request_id: int, tool: str, **arguments: Any) -> dict[str, Any]:
-    return {
-        "jsonrpc": "2.0",
-        "id": request_id,
-        "method": "tools/call",
-        "params": {"name": tool, "arguments": arguments},
-    }
 
 
 def rejections(server: RawServer) -> list[str]:
@@ -267,3 +187,103 @@ def test_protocol_errors_never_echo_a_secret_from_the_request(
     assert AWS_KEY_ID not in json.dumps(reply)
     assert AWS_KEY_ID not in raw_server.log.read_text(encoding="utf-8", errors="replace")
     assert_still_answers(raw_server)
+
+
+# --- issue 11: a client that goes away or stops reading ---------------------------------------
+
+
+def big_library(root: Path) -> Path:
+    """A home holding one document of ~200 KB, so each ``read`` reply is large."""
+    from kb_mcp.library import Library
+    from kb_mcp.settings import Settings
+
+    home = root / "home"
+    body = "\n\n".join(f"## Part {i}\n\n" + "restore steps here. " * 60 for i in range(160))
+    with Library(Settings(home=home, embedder="none")) as library:
+        library.add_document("Big", f"# Big\n\n{body}\n", "t://big", by_agent=False)
+    return home
+
+
+def test_protocol_client_closing_stdin_mid_call_ends_the_server_cleanly(
+    tmp_path: Path, child_env: dict[str, str]
+) -> None:
+    """issue 11 (protocol): EOF while calls are in flight is the end of the session: the
+    server exits 0 in bounded time, having written only JSON-RPC."""
+    server = RawServer(big_library(tmp_path), tmp_path / "stderr.log", child_env)
+    server.handshake()
+    for n in range(20):
+        server.send(
+            (json.dumps(tool_call(n, "grep", pattern="(a+)+$", regex=True)) + "\n").encode()
+        )
+    server.send((json.dumps(tool_call(99, "read", doc="t://big")) + "\n").encode())
+    assert server.close(timeout_s=REPLY_TIMEOUT_S) == 0
+    assert server.stray_output() == []
+
+
+def test_protocol_client_that_stops_reading_gets_every_reply_when_it_reads_again(
+    tmp_path: Path, child_env: dict[str, str]
+) -> None:
+    """issue 11 (protocol): replies back up in a full pipe; nothing is lost or garbled, and
+    the server exits once the client reads again and ends the session."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kb_mcp", "serve", "--home", str(big_library(tmp_path))],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=child_env,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write((json.dumps(INITIALIZE) + "\n").encode())
+    process.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+    process.stdin.flush()
+    assert json.loads(process.stdout.readline())["id"] == "init"
+    calls = 12  # ~12 x 200 KB of replies against a 64 KB pipe
+    for n in range(calls):
+        process.stdin.write((json.dumps(tool_call(n, "read", doc="t://big")) + "\n").encode())
+    process.stdin.flush()
+    time.sleep(1.5)  # the server is now blocked writing
+    assert process.poll() is None
+    replies = []
+    reader = threading.Thread(
+        target=lambda: replies.extend(json.loads(process.stdout.readline()) for _ in range(calls))
+    )
+    reader.start()
+    reader.join(timeout=REPLY_TIMEOUT_S * 3)
+    process.stdin.close()
+    assert process.wait(timeout=REPLY_TIMEOUT_S) == 0
+    assert sorted(r["id"] for r in replies) == list(range(calls))
+    assert all("result" in r for r in replies)
+
+
+def test_protocol_client_that_closes_its_end_of_stdout_ends_the_server(
+    tmp_path: Path, child_env: dict[str, str]
+) -> None:
+    """issue 11 (protocol): a client gone without closing stdin (its read end closed, the
+    pipe broken): the server's next write fails and it exits in bounded time, no hang."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kb_mcp", "serve", "--home", str(big_library(tmp_path))],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=(tmp_path / "stderr.log").open("wb"),
+        env=child_env,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write((json.dumps(INITIALIZE) + "\n").encode())
+    process.stdin.flush()
+    assert json.loads(process.stdout.readline())["id"] == "init"
+    process.stdout.close()
+    process.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+    process.stdin.write((json.dumps(tool_call(1, "read", doc="t://big")) + "\n").encode())
+    process.stdin.flush()
+    try:
+        process.wait(timeout=REPLY_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        pytest.fail(f"the server hung {REPLY_TIMEOUT_S} s after its client's stdout closed")
+    finally:
+        with contextlib.suppress(BrokenPipeError):
+            process.stdin.close()
+    assert process.returncode == 0
+    log = (tmp_path / "stderr.log").read_text()
+    assert "internal error" not in log and "closed the protocol's stdout" in log

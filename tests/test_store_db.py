@@ -270,6 +270,17 @@ def test_database_connection_is_per_thread(db: Database) -> None:
     assert in_thread(lambda: db.query("SELECT count(*) FROM meta")) == [(0,)]
 
 
+def test_database_closes_the_connection_of_a_thread_that_ended(db: Database) -> None:
+    """issue 11: the server's worker pool retires idle threads; each left its connection
+    open (2 fds, its page cache) until the library closed: fds 19 -> 37 in a server."""
+    ended = in_thread(lambda: db.conn)
+    assert ended.execute("SELECT 1").fetchall() == [(1,)]
+    in_thread(lambda: db.conn)  # a new thread's first use closes the ended thread's one
+    with pytest.raises(apsw.ConnectionClosedError):
+        ended.execute("SELECT 1")
+    assert db.query("SELECT count(*) FROM meta") == [(0,)]  # the live ones still work
+
+
 def test_database_close_closes_every_threads_connection(db_path: Path) -> None:
     db = Database(db_path)
     conns = [db.conn, in_thread(lambda: db.conn), in_thread(lambda: db.conn)]

@@ -121,9 +121,7 @@ async def read_lines(
         if pending:
             chunk, pending = pending, b""
         else:
-            chunk = await anyio.to_thread.run_sync(
-                os.read, fd, READ_CHUNK_BYTES, abandon_on_cancel=True
-            )
+            chunk = await _read_chunk(fd)
         if not chunk:
             if buffer and not skipping:
                 yield bytes(buffer)
@@ -143,6 +141,22 @@ async def read_lines(
                 yield _over_long(buffer)
                 buffer.clear()
                 skipping = True
+
+
+async def _read_chunk(fd: int) -> bytes:
+    """The next bytes of ``fd``, waiting in the event loop, not in a thread.
+
+    Why: a worker thread blocked in ``os.read`` cannot be cancelled, and the interpreter
+    waits for it at exit; a client that closed its end of stdout but kept stdin open left
+    the server hung after its session had ended (issue 11). A pipe, socket or tty is
+    polled by the loop instead; a regular file (which epoll refuses) never blocks for
+    long, so it is read in a thread as before.
+    """
+    try:
+        await anyio.wait_readable(fd)
+    except OSError:
+        return await anyio.to_thread.run_sync(os.read, fd, READ_CHUNK_BYTES, abandon_on_cancel=True)
+    return os.read(fd, READ_CHUNK_BYTES)
 
 
 def _over_long(buffer: bytearray) -> OverLong:
@@ -264,11 +278,18 @@ async def serve_stdio(
     low_level.middleware.append(LifecycleMiddleware())
     to_server, server_in = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     server_out, from_server = anyio.create_memory_object_stream[SessionMessage](0)
-    async with mcp._lifespan_manager(), anyio.create_task_group() as responses:  # type: ignore[attr-defined]
-        # The server closes server_out when it ends; the pump then drains and returns.
-        responses.start_soon(pump_responses, from_server, wire, early)
-        pending = early.pending if early is not None else b""
-        async with anyio.create_task_group() as requests:
-            requests.start_soon(pump_requests, stdin_fd, to_server, wire, pending)
-            await low_level.run(server_in, server_out, low_level.create_initialization_options())
-            requests.cancel_scope.cancel()
+    try:
+        async with mcp._lifespan_manager(), anyio.create_task_group() as responses:  # type: ignore[attr-defined]
+            # The server closes server_out when it ends; the pump then drains and returns.
+            responses.start_soon(pump_responses, from_server, wire, early)
+            pending = early.pending if early is not None else b""
+            async with anyio.create_task_group() as requests:
+                requests.start_soon(pump_requests, stdin_fd, to_server, wire, pending)
+                await low_level.run(
+                    server_in, server_out, low_level.create_initialization_options()
+                )
+                requests.cancel_scope.cancel()
+    except* BrokenPipeError:
+        # The client closed its end of stdout: nobody can read a reply, the session is over
+        # (a normal end, like EOF on stdin; issue 11 found it reported as an internal error).
+        log.warning("the client closed the protocol's stdout; ending the session")

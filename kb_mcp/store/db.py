@@ -59,7 +59,8 @@ class Database:
         self.path = path
         self.busy_timeout_ms = busy_timeout_ms
         self._local = threading.local()
-        self._all: list[apsw.Connection] = []
+        # Every open connection with the thread it belongs to (see ``_open``).
+        self._all: list[tuple[threading.Thread, apsw.Connection]] = []
         self._lock = threading.Lock()
         self._closed = False
         from kb_mcp.store.migrations import migrate
@@ -98,8 +99,16 @@ class Database:
                 hint="check the permissions of the home folder, or run "
                 "`kb-mcp reindex --rebuild` to rebuild a damaged database from files",
             ) from exc
+        # A connection outlives its thread unless closed: the server's worker pool retires
+        # idle threads and starts new ones, and each left one connection (its fds, page
+        # cache and map) behind per idle period (issue 11). A dead thread's connection can
+        # be in use by no one, so the next thread to open one closes it.
         with self._lock:
-            self._all.append(conn)
+            dead = [c for t, c in self._all if not t.is_alive()]
+            self._all = [(t, c) for t, c in self._all if t.is_alive()]
+            self._all.append((threading.current_thread(), conn))
+        for stale in dead:
+            stale.close()
         return conn
 
     @contextmanager
@@ -182,7 +191,7 @@ class Database:
         """Close every connection of every thread; the object is unusable afterwards."""
         with self._lock:
             self._closed = True
-            conns, self._all = self._all, []
+            conns, self._all = [c for _t, c in self._all], []
         for conn in conns:
             conn.close()
         self._local = threading.local()

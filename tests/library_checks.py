@@ -1,0 +1,161 @@
+"""What the adversarial suite checks on a library after an attack (issue 11).
+
+Read-only looks at a ``kb.db`` from outside the process that wrote it: a digest of every
+table (a rejected write must leave it unchanged), the integrity checks SQLite and FTS5
+offer, the consistency of derived rows with ``chunks`` (vectors, and the entity graph's
+mentions once that table exists), and leftovers of crashed writes. Each function names
+what it found, so a failing assertion says which invariant broke and where.
+
+A new derived table (the graph's ``mentions``, a watcher's state) joins these checks as
+one more row of ``DERIVED_FROM_CHUNKS``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+import apsw
+
+from kb_mcp.fsutil import is_atomic_temp
+from kb_mcp.index.fts import FTS_VERSION
+
+# Tables whose rows hang off a chunk: (table name or LIKE pattern, its chunk id column).
+DERIVED_FROM_CHUNKS: tuple[tuple[str, str], ...] = (
+    ("vec_codes_%", "chunk_id"),
+    ("vec_floats_%", "chunk_id"),
+    ("mentions", "chunk_id"),
+)
+# Rows a search or a read may write without any caller asking for a change (counters the
+# server keeps for itself); never user data.
+VOLATILE_TABLES = frozenset({"meta"})
+
+
+@contextmanager
+def opened(db_path: Path) -> Iterator[apsw.Connection]:
+    """A read-only connection to ``db_path`` (WAL lets it read beside live writers)."""
+    conn = apsw.Connection(str(db_path), flags=apsw.SQLITE_OPEN_READONLY)
+    conn.set_busy_timeout(10_000)
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+def tables(conn: apsw.Connection) -> list[str]:
+    """Every ordinary table (shadow tables of FTS5 included: they hold the index)."""
+    return [
+        row[0]
+        for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+            "ORDER BY name"
+        )
+    ]
+
+
+def table_digest(db_path: Path, *, skip: frozenset[str] = VOLATILE_TABLES) -> str:
+    """One sha256 over every row of every table, in rowid order, read in one snapshot."""
+    digest = hashlib.sha256()
+    with opened(db_path) as conn:
+        conn.execute("BEGIN")
+        for table in tables(conn):
+            if table in skip:
+                continue
+            digest.update(table.encode())
+            for row in conn.execute(f'SELECT * FROM "{table}"'):
+                digest.update(repr(row).encode())
+        conn.execute("COMMIT")
+    return digest.hexdigest()
+
+
+def integrity_problems(db_path: Path) -> list[str]:
+    """What ``PRAGMA integrity_check``, FTS5's integrity-check and the chunk links report."""
+    problems: list[str] = []
+    conn = apsw.Connection(str(db_path))
+    conn.set_busy_timeout(10_000)
+    try:
+        found = [row[0] for row in conn.execute("PRAGMA integrity_check")]
+        if found != ["ok"]:
+            problems += [f"integrity_check: {line}" for line in found]
+        found = [tuple(row) for row in conn.execute("PRAGMA foreign_key_check")]
+        problems += [f"foreign_key_check: {row}" for row in found]
+        names = set(tables(conn))
+        if "chunks_fts" in names:
+            try:
+                conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
+            except apsw.Error as exc:
+                problems.append(f"fts5 integrity-check: {exc}")
+            problems += _fts_rows_match_chunks(conn)
+        problems += _derived_rows_match_chunks(conn, names)
+    finally:
+        conn.close()
+    return problems
+
+
+def _fts_rows_match_chunks(conn: apsw.Connection) -> list[str]:
+    """Contentless FTS: its rowids are the chunk ids once the index is current."""
+    version = conn.execute("SELECT value FROM meta WHERE key = 'fts_version'").fetchone()
+    if version is None or version[0] != FTS_VERSION:
+        return []  # a lazy migration pending: rebuilt from chunks on first use
+    fts = conn.execute("SELECT count(*) FROM chunks_fts_docsize").fetchone()
+    if fts is None:
+        return []
+    chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+    if fts[0] != chunks:
+        return [f"chunks_fts has {fts[0]} rows for {chunks} chunks"]
+    return []
+
+
+def _derived_rows_match_chunks(conn: apsw.Connection, names: set[str]) -> list[str]:
+    problems = []
+    for pattern, column in DERIVED_FROM_CHUNKS:
+        matching = [n for n in names if _like(pattern, n)]
+        for table in matching:
+            orphans = conn.execute(
+                f'SELECT count(*) FROM "{table}" WHERE {column} NOT IN (SELECT id FROM chunks)'
+            ).fetchone()[0]
+            if orphans:
+                problems.append(f"{table}: {orphans} rows point at no chunk")
+    return problems
+
+
+def _like(pattern: str, name: str) -> bool:
+    return name.startswith(pattern[:-1]) if pattern.endswith("%") else name == pattern
+
+
+def temp_leftovers(*folders: Path) -> list[Path]:
+    """Every atomic-write temp file in ``folders`` (a crash can leave one; open cleans)."""
+    return [p for f in folders if f.is_dir() for p in f.iterdir() if is_atomic_temp(p)]
+
+
+def age(paths: list[Path], seconds: float) -> None:
+    """Backdate ``paths`` by ``seconds``, as if the crash that left them were that old."""
+    for path in paths:
+        stat = path.stat()
+        os.utime(path, (stat.st_atime - seconds, stat.st_mtime - seconds))
+
+
+def processes_in_group(pgid: int) -> list[int]:
+    """Live pids whose process group is ``pgid`` (zombies excluded): orphans of a kill."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        state, group = fields[0], int(fields[2])
+        if group == pgid and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def kill_group(pgid: int) -> None:
+    """Clean up after a failed orphan check, so one failure does not leak into the next."""
+    with suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGKILL)
