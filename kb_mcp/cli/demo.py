@@ -37,6 +37,9 @@ def _build_library(home: Path) -> None:
                 else item.name
             )
             library.add_document(title, text, f"demo://{item.name}", by_agent=False)
+        # As `kb-mcp add` does: vectors are built before the session starts, so the demo's
+        # searches are hybrid, as a user's are once their folder is added.
+        library.embed_pending()
 
 
 def _show(tool: str, arguments: dict, text: str) -> None:
