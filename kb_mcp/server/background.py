@@ -165,6 +165,7 @@ class BackgroundEmbedder:
 
     IDLE_CHECK_S = 60.0
     POLL_S = 0.25  # how often a wait looks at the stop flag
+    WHAT = "background embedding"  # named in the log when the library cannot open
 
     def __init__(
         self,
@@ -196,21 +197,28 @@ class BackgroundEmbedder:
         try:
             library = self._get_library()
         except Exception:
-            log.exception("background embedding could not open the library")
+            log.exception("%s could not open the library", self.WHAT)
             return
-        if library.settings.embedder == "none":
+        if not self._configured(library):
             return
+        wanted = self._wanted(library)
         delay = self._backoff_s
         while not self._stop.is_set():
-            library.embed_wanted.clear()
-            if self._embed_once(library):
+            wanted.clear()
+            if self._once(library):
                 delay = self._backoff_s
-                self._wait(library.embed_wanted, self.IDLE_CHECK_S)
+                self._wait(wanted, self.IDLE_CHECK_S)
             else:
                 self._wait(None, delay)
                 delay = min(delay * 2, self._max_backoff_s)
 
-    def _embed_once(self, library: Library) -> bool:
+    def _configured(self, library: Library) -> bool:
+        return library.settings.embedder != "none"
+
+    def _wanted(self, library: Library) -> threading.Event:
+        return library.embed_wanted
+
+    def _once(self, library: Library) -> bool:
         """One run over what is pending; False when the provider failed."""
         try:
             report = library.embed_pending(should_stop=self._stop.is_set, wait=False)
@@ -251,31 +259,19 @@ class BackgroundEnricher(BackgroundEmbedder):
     heuristic graph are complete before it asks the model anything.
     """
 
+    WHAT = "the graph's LLM pass"
+
     def __init__(self, get_library: Callable[[], Library], **options: float) -> None:
         super().__init__(get_library, **options)
         self._thread = threading.Thread(target=self._run, name="kb-mcp-graph", daemon=True)
 
-    def _run(self) -> None:
-        if self._stop.wait(self._start_delay_s):
-            return
-        try:
-            library = self._get_library()
-        except Exception:
-            log.exception("the graph's LLM pass could not open the library")
-            return
-        if library.settings.graph_extractor == "heuristic":
-            return
-        delay = self._backoff_s
-        while not self._stop.is_set():
-            library.graph_wanted.clear()
-            if self._enrich_once(library):
-                delay = self._backoff_s
-                self._wait(library.graph_wanted, self.IDLE_CHECK_S)
-            else:
-                self._wait(None, delay)
-                delay = min(delay * 2, self._max_backoff_s)
+    def _configured(self, library: Library) -> bool:
+        return library.settings.graph_extractor != "heuristic"
 
-    def _enrich_once(self, library: Library) -> bool:
+    def _wanted(self, library: Library) -> threading.Event:
+        return library.graph_wanted
+
+    def _once(self, library: Library) -> bool:
         """One pass over what is pending; False when the model could not be reached."""
         try:
             report = library.enrich_graph(should_stop=self._stop.is_set, wait=False)
