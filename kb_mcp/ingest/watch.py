@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kb_mcp.errors import KbError
+from kb_mcp.errors import InvalidInput, KbError
 from kb_mcp.ingest import readers
 from kb_mcp.ingest.ignore import IgnoreRules
 from kb_mcp.ingest.sources import FolderSource
@@ -84,7 +84,7 @@ class FolderWatcher:
         watch: Watch | None = None,
     ) -> None:
         if mode not in WATCH_MODES:
-            raise ValueError(f"watch mode must be one of {WATCH_MODES}, got {mode!r}")
+            raise InvalidInput(f"watch mode must be one of {WATCH_MODES}, got {mode!r}")
         self._roots = _roots(folders)
         self._on_change = on_change
         self._mode = mode
