@@ -218,6 +218,13 @@ def resolve_home(home: str | Path | None, environ: Mapping[str, str] | None = No
     return Path(home or environ.get("KB_MCP_HOME") or default_home(environ)).expanduser().resolve()
 
 
+def process_environment() -> Mapping[str, str]:
+    """This process's environment, for the one reader outside the settings: ``kb-mcp
+    install`` finds an agent's config folder by the agent's own variables (``APPDATA``,
+    ``XDG_CONFIG_HOME``, ``CODEX_HOME``)."""
+    return os.environ
+
+
 def non_default_home(
     home: str | Path | None, environ: Mapping[str, str] | None = None
 ) -> Path | None:

@@ -111,7 +111,7 @@ def cmd_serve(args: argparse.Namespace, wire_fd: int | None = None) -> int:
     # The MCP stack imports while the prelude answers initialize (server/prelude.py).
     stack = prelude.StackLoader(lambda: _build_stack(settings)).start()
     stdin = prelude.protect_stdin()
-    early = prelude.answer_initialize(stdin, wire)
+    early = prelude.answer_initialize(stdin, wire, settings)
     run, mcp, holder = stack.result()
     try:
         run(mcp, wire, stdin, early)
@@ -378,7 +378,7 @@ def build_parser() -> argparse.ArgumentParser:
     from kb_mcp.cli.install import add_install_parser
 
     add_bench_parser(sub, _common, _embedder_flags)
-    add_install_parser(sub, _common)
+    add_install_parser(sub, _common, _embedder_flags)
     p = command("demo", cmd_demo)
     p.add_argument("--keep", action="store_true", help="keep the demo library folder")
     return parser
