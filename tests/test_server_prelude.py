@@ -29,12 +29,16 @@ def initialize_line(version: str, request_id: str | int = 1) -> bytes:
     return json.dumps(message).encode() + b"\n"
 
 
+def server_settings(home: Path) -> Settings:
+    return Settings(home=home, embedder="none", sync_interval_s=0)
+
+
 async def full_server_reply(home: Path, line: bytes) -> dict:
     """The reply of the full server (no prelude) to ``line``, over real pipes."""
     from kb_mcp.server.stdio import serve_stdio
     from kb_mcp.server.tools import build_server
 
-    mcp, holder = build_server(Settings(home=home, embedder="none", sync_interval_s=0))
+    mcp, holder = build_server(server_settings(home))
     stdin_r, stdin_w = os.pipe()
     wire_r, wire_w = os.pipe()
     os.write(stdin_w, line)
@@ -58,7 +62,7 @@ async def test_prelude_initialize_result_is_the_full_servers(tmp_path: Path, ver
     assert reply == {
         "jsonrpc": "2.0",
         "id": request_id,
-        "result": prelude.initialize_result(params),
+        "result": prelude.initialize_result(params, server_settings(tmp_path / "home")),
     }
 
 

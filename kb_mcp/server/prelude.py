@@ -32,18 +32,14 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kb_mcp import __version__
 
-SERVER_NAME = "kb-mcp"
-INSTRUCTIONS = """\
-kb-mcp is the user's local knowledge base: their notes, docs and code, plus documents
-agents added. Use `search` first for questions in words; `grep` for exact strings,
-identifiers or regexes; `read` to open a passage a result cites (pass its `cite`);
-`list` to see the sources and browse documents; `add_document` to save text you read
-and want to keep (only when the user allowed agent writes). Cite passages as `cite`."""
+if TYPE_CHECKING:
+    from kb_mcp.settings import Settings
 
+SERVER_NAME = "kb-mcp"
 # mcp_types.version.HANDSHAKE_PROTOCOL_VERSIONS, repeated so the handshake needs no
 # import of the SDK; a test keeps the two equal. A request for any other version gets
 # the newest of these, as the SDK's ``_negotiate_initialize`` does.
@@ -85,15 +81,17 @@ class EarlyStart:
     answered_id: str | int | None = None
 
 
-def initialize_result(params: dict[str, Any]) -> dict[str, Any]:
+def initialize_result(params: dict[str, Any], settings: Settings) -> dict[str, Any]:
     """The ``initialize`` result the full server gives for these (valid) params."""
+    from kb_mcp.server.instructions import server_instructions  # stdlib, apsw: cheap
+
     requested = params.get("protocolVersion")
     version = requested if requested in HANDSHAKE_VERSIONS else HANDSHAKE_VERSIONS[-1]
     return {
         "protocolVersion": version,
         "capabilities": CAPABILITIES,
         "serverInfo": {"name": SERVER_NAME, "version": __version__},
-        "instructions": INSTRUCTIONS,
+        "instructions": server_instructions(settings.home, settings),
     }
 
 
@@ -130,7 +128,7 @@ def _valid_params(params: dict[str, Any]) -> bool:
     )
 
 
-def answer_initialize(stdin_fd: int, wire_fd: int) -> EarlyStart:
+def answer_initialize(stdin_fd: int, wire_fd: int, settings: Settings) -> EarlyStart:
     """Read up to the first line; answer it on ``wire_fd`` if it is an ``initialize``."""
     pending = bytearray()
     while b"\n" not in pending and len(pending) < FIRST_LINE_MAX_BYTES:
@@ -143,7 +141,7 @@ def answer_initialize(stdin_fd: int, wire_fd: int) -> EarlyStart:
     if found is None:
         return EarlyStart(bytes(pending))
     request_id, params = found
-    reply = {"jsonrpc": "2.0", "id": request_id, "result": initialize_result(params)}
+    reply = {"jsonrpc": "2.0", "id": request_id, "result": initialize_result(params, settings)}
     _write_all(wire_fd, (json.dumps(reply, separators=(",", ":")) + "\n").encode())
     return EarlyStart(bytes(pending), answered=True, answered_id=request_id)
 

@@ -28,7 +28,8 @@ from kb_mcp.server import budget
 from kb_mcp.server.arguments import ArgumentErrors
 from kb_mcp.server.audit import AuditMiddleware
 from kb_mcp.server.background import BackgroundEmbedder, BackgroundEnricher, BackgroundSync
-from kb_mcp.server.prelude import INSTRUCTIONS, SERVER_NAME
+from kb_mcp.server.instructions import server_instructions
+from kb_mcp.server.prelude import SERVER_NAME
 from kb_mcp.settings import Settings
 
 log = logging.getLogger("kb_mcp.server")
@@ -143,7 +144,8 @@ def build_server(settings: Settings) -> tuple[FastMCP, LibraryHolder]:
             await anyio.to_thread.run_sync(embedder.stop)
             await anyio.to_thread.run_sync(enricher.stop)
 
-    mcp = FastMCP(SERVER_NAME, instructions=INSTRUCTIONS, lifespan=lifespan, version=__version__)
+    instructions = server_instructions(settings.home, settings)
+    mcp = FastMCP(SERVER_NAME, instructions=instructions, lifespan=lifespan, version=__version__)
     mcp.add_middleware(AuditMiddleware(settings.home))
     mcp.add_middleware(ArgumentErrors(mcp))  # inside the audit: it records the rewritten error
     read_only = {"readOnlyHint": True, "openWorldHint": False}

@@ -1,0 +1,67 @@
+"""What a library holds, read cheaply for the server's instructions (issue 12).
+
+The server answers ``initialize`` before FastMCP has loaded (``server/prelude.py``), and
+its instructions say what the library holds, so this read must cost milliseconds at any
+size: a read-only connection (nothing created, no migration, no write lock), per-source
+document counts from ``locations`` and two ``COUNT(*)`` over small indexes. Any failure
+(no library yet, a database from a newer version, a locked or damaged file) is None: the
+instructions then say less, and the tools report the problem properly when called.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import apsw
+
+BUSY_TIMEOUT_MS = 200  # a summary is not worth waiting for; the instructions say less
+
+
+@dataclass(frozen=True, slots=True)
+class SourceSummary:
+    name: str
+    kind: str
+    documents: int
+
+
+@dataclass(frozen=True, slots=True)
+class LibrarySummary:
+    sources: tuple[SourceSummary, ...]
+    documents: int
+    chunks: int
+    vector_signatures: int  # embedding signatures with stored vectors (any embedder)
+
+
+def library_summary(db_path: Path) -> LibrarySummary | None:
+    """The summary of the library database at ``db_path``, None when it cannot be read."""
+    if not db_path.is_file():
+        return None
+    try:
+        conn = apsw.Connection(str(db_path), flags=apsw.SQLITE_OPEN_READONLY)
+    except apsw.Error:
+        return None
+    try:
+        conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+        return _read(conn)
+    except apsw.Error:
+        return None
+    finally:
+        conn.close()
+
+
+def _read(conn: apsw.Connection) -> LibrarySummary:
+    sources = tuple(
+        SourceSummary(name, kind, documents)
+        for name, kind, documents in conn.execute(
+            "SELECT s.name, s.kind, COUNT(DISTINCT l.document_id) FROM sources s "
+            "LEFT JOIN locations l ON l.source_id = s.id GROUP BY s.id ORDER BY s.id"
+        )
+    )
+    documents = conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
+    chunks = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+    signatures = 0
+    if "embedding_signatures" in tables:
+        signatures = conn.execute("SELECT COUNT(*) FROM embedding_signatures").fetchone()[0]
+    return LibrarySummary(sources, documents, chunks, signatures)
