@@ -3,7 +3,9 @@
 The server answers ``initialize`` before FastMCP has loaded (``server/prelude.py``), and
 its instructions say what the library holds, so this read must cost milliseconds at any
 size: a read-only connection (nothing created, no migration, no write lock), per-source
-document counts from ``locations`` and two ``COUNT(*)`` over small indexes. Any failure
+document counts from ``locations`` and two ``COUNT(*)`` over small indexes. Measured on
+copies of bench libraries (medians, shared 2-core machine at load 14): 6.7 ms of CPU
+(30 ms wall) for 10,000 files / 11,520 chunks, 2.2 ms wall for 100,000 chunks. Any failure
 (no library yet, a database from a newer version, a locked or damaged file) is None: the
 instructions then say less, and the tools report the problem properly when called.
 """
@@ -51,12 +53,17 @@ def library_summary(db_path: Path) -> LibrarySummary | None:
 
 
 def _read(conn: apsw.Connection) -> LibrarySummary:
+    # Paths holding a document, not COUNT(DISTINCT ...): that sorts in a temp b-tree
+    # (37-80 ms more on the 10k-file library; one identical file at two paths of one
+    # folder counts twice here).
+    counts = dict(
+        conn.execute(
+            "SELECT source_id, COUNT(document_id) FROM locations GROUP BY source_id"
+        ).fetchall()
+    )
     sources = tuple(
-        SourceSummary(name, kind, documents)
-        for name, kind, documents in conn.execute(
-            "SELECT s.name, s.kind, COUNT(DISTINCT l.document_id) FROM sources s "
-            "LEFT JOIN locations l ON l.source_id = s.id GROUP BY s.id ORDER BY s.id"
-        )
+        SourceSummary(name, kind, counts.get(source_id, 0))
+        for source_id, name, kind in conn.execute("SELECT id, name, kind FROM sources ORDER BY id")
     )
     documents = conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
     chunks = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
