@@ -12,7 +12,8 @@ two steps. This module imports only the standard library:
    well-formed ``initialize`` request it is answered at once with the same result the
    full server gives (``initialize_result``; ``tests/test_server_prelude.py`` compares
    the two, so a FastMCP upgrade that changes its capabilities fails a test, not a
-   client).
+   client). Its instructions come from ``server/instructions.py``, which adds only the
+   settings and apsw (one read-only query) to the imports.
 4. Everything read so far, the ``initialize`` line included, is then handed to the full
    server (``serve_stdio``'s ``pending``), which runs the handshake itself, so its
    session state is its own; its reply to that one request is dropped as already sent.
