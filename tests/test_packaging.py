@@ -110,7 +110,8 @@ def run_in(folder: Path, env: dict[str, str]) -> dict:
 
 
 def test_packaging_entry_point_runs_from_the_wheel(dist: Path, tmp_path: Path) -> None:
-    """issue 12: the wheel's own files run: `kb-mcp --version` and a `serve` handshake.
+    """issue 12: the wheel's own files run: `kb-mcp --version`, `kb-mcp demo` (the README's
+    main command) and a `serve` session.
 
     Installed without dependencies into a target folder first on PYTHONPATH (this
     virtualenv supplies the dependencies); the server reports which kb_mcp it imported.
@@ -134,6 +135,9 @@ def test_packaging_entry_point_runs_from_the_wheel(dist: Path, tmp_path: Path) -
     assert imported.stdout.strip().startswith(str(target)), imported.stdout
     version = subprocess.run([script, "--version"], **run_in(tmp_path, env))
     assert version.stdout.strip() == f"kb-mcp {__version__}"
+    demo = subprocess.run([script, "demo"], timeout=600, **run_in(tmp_path, env))
+    assert demo.returncode == 0, demo.stderr[-2000:]  # pip compiled demo_corpus/*.py
+    assert "tools: search, grep, read, list, add_document" in demo.stdout
     served = anyio.run(_serve_through, script, tmp_path, env)
     assert served.server_info.name == "kb-mcp" and served.server_info.version == __version__
     tools = set(served.tools)

@@ -30,6 +30,8 @@ def _build_library(home: Path) -> None:
     corpus = resources.files(CORPUS) / "demo_corpus"
     with Library(load(home=home, environ={})) as library:
         for item in sorted(corpus.iterdir(), key=lambda p: p.name):
+            if not item.is_file():  # an installed wheel has __pycache__ for user_service.py
+                continue
             text = item.read_text(encoding="utf-8")
             title = (
                 text.splitlines()[0].lstrip("# ").strip()
