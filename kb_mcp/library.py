@@ -57,6 +57,8 @@ from kb_mcp.results import (
 )
 from kb_mcp.search.engine import SearchRequest, SearchResult, check_legs, run_search
 from kb_mcp.search.graph import lookup_entities
+from kb_mcp.search.related import changes_for
+from kb_mcp.search.relations import describe
 from kb_mcp.settings import Settings
 from kb_mcp.store import documents as rows
 from kb_mcp.store.db import Database, QueryTimeout
@@ -570,11 +572,8 @@ class Library:
         for entity in lookup_entities(self.graph, query, limit):
             mentioned = self.graph.mentions_of(entity.id, ENTITY_CITES)
             found = rows.passages(self.db.conn, [cid for cid, _w in mentioned])
-            cites = tuple(
-                format_cite(p.doc_key, p.start_line, p.end_line)
-                for p in (found.get(cid) for cid, _w in mentioned)
-                if p is not None
-            )
+            shown = [p for p in (found.get(cid) for cid, _w in mentioned) if p is not None]
+            cites = tuple(format_cite(p.doc_key, p.start_line, p.end_line) for p in shown)
             linked = self.graph.neighbours(entity.id, ENTITY_NEIGHBOURS)
             others = {e.id: e for e in self.graph.get([other for other, _l, _w in linked])}
             neighbours = tuple(
@@ -591,9 +590,21 @@ class Library:
                     entity.mentions,
                     cites,
                     neighbours,
+                    self._relations_of([p.doc_key for p in shown]),
                 )
             )
         return views
+
+    def _relations_of(self, keys: Sequence[str]) -> dict[str, tuple[str, ...]]:
+        """Document key → its resolved relations as search words them, for those with any."""
+        if not self.settings.relations:
+            return {}
+        changes = changes_for(self.db.conn, list(dict.fromkeys(keys)))
+        return {
+            key: tuple(dict.fromkeys(describe(change) for change in found))
+            for key, found in changes.items()
+            if found
+        }
 
     def grep(
         self,

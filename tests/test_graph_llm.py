@@ -441,3 +441,20 @@ async def test_llm_pass_runs_in_the_stdio_server(
     assert graph_facts.relation_rows(db) == [("Team Atlas", "runs", "Search Cluster", 1.0)]
     assert len(facts_server.chat_requests) == 1
     db.close()
+
+
+def test_graph_extractor_flag_only_where_the_llm_pass_runs() -> None:
+    """issue 9 (small): `--graph-extractor` is offered where the graph's LLM pass runs
+    (`serve` in the background, `add` / `sync` / `reindex` before they return), not on
+    `search`, where it did nothing; there it is a usage error, not silently ignored."""
+    from kb_mcp.cli.main import build_parser
+
+    parser = build_parser()
+    for command in ("serve", "add", "sync", "reindex"):
+        args = parser.parse_args(
+            [command, *(["x"] if command == "add" else []), "--graph-extractor", "ollama"]
+        )
+        assert args.graph_extractor == "ollama"
+    with pytest.raises(SystemExit) as refused:
+        parser.parse_args(["search", "q", "--graph-extractor", "ollama"])
+    assert refused.value.code == 2

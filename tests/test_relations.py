@@ -19,6 +19,7 @@ from kb_mcp.ingest.dates import document_date, path_date
 from kb_mcp.ingest.references import doc_names, match_reference
 from kb_mcp.ingest.relations import SELF, detect_relations
 from kb_mcp.library import Library
+from kb_mcp.render import entities_text
 from kb_mcp.search.freshness import as_of_date
 from kb_mcp.settings import Settings
 from kb_mcp.store import relations as relation_rows
@@ -438,3 +439,20 @@ def test_cli_read_prints_relations(tmp_path: Path, kb_cli) -> None:
     assert f"relations:\n- corrected by {errata} (evidence: {errata}#L4-L4, from prose)" in (
         done.stdout
     )
+
+
+def test_entities_show_the_relations_of_the_documents_they_list(tmp_path: Path) -> None:
+    """issue 9 (`kb-mcp entities` shows the document relations of a document): an entity
+    mentioned in a withdrawn announcement says so beside that mention, in text and JSON."""
+    move = "---\ndate: 2026-03-01\n---\n# Office move to Pier 9\n\nFacilities moves to Pier 9.\n"
+    notice = (
+        "---\ndate: 2026-03-20\n---\n# WITHDRAWN: Office move to Pier 9\n\n"
+        "Facilities stays where it is.\n"
+    )
+    with _library(tmp_path, {"move.md": move, "notice.md": notice}) as lib:
+        (pier, *_) = lib.entities("Pier 9")
+        old = lib.read("move.md").doc
+        assert pier.relations[old] == (
+            f"withdrawn on 2026-03-20 by {lib.read('notice.md').doc}#L4-L4",
+        )
+        assert "withdrawn on 2026-03-20 by" in entities_text([pier])
