@@ -456,3 +456,90 @@ def test_entities_show_the_relations_of_the_documents_they_list(tmp_path: Path) 
             f"withdrawn on 2026-03-20 by {lib.read('notice.md').doc}#L4-L4",
         )
         assert "withdrawn on 2026-03-20 by" in entities_text([pier])
+
+
+# --- withdrawals as real notices word them (issue 9, quality pass) --------------------
+# Conventions other than golden2 dev's: a parish-council / school / IT-ops register,
+# bracketed title marks, "please disregard", a subject that "is no longer valid", an
+# "Update:" lead over the old text, and Chinese 撤回 / 作废 notices.
+
+WITHDRAWALS = [
+    ("# [Cancelled] Allotment open day\n\nNo event.", "Allotment open day", False),
+    ("# Allotment open day (rescinded)\n\nNo event.", "Allotment open day", False),
+    ("# Rescinded: Travel expenses policy 2024\n", "Travel expenses policy 2024", False),
+    ("# Notice\n\nPlease disregard the parking permit renewal email.", None, False),
+    ("# Notice\n\nThe parking permit renewal notice is no longer valid.", None, False),
+    ("# Notice\n\nThe school trip announcement is hereby withdrawn.", None, False),
+    ("# IT news\n\nWe've pulled the printer driver rollout notice.", None, False),
+    ("# Printer driver rollout\n\n> **Update:** this rollout has been called off.", SELF, True),
+    ("# Parking permits\n\nThis page is no longer valid; see the permits portal.", SELF, True),
+    ("# 撤回通知\n\n关于调整夜班车时刻表的通知现予撤回。", "关于调整夜班车时刻表的通知", False),
+    ("# 关于调整夜班车时刻表的通知（已撤回）\n", "关于调整夜班车时刻表的通知", False),
+    ("# 作废声明\n\n《车库开放日安排》即日起作废。", "车库开放日安排", False),
+]
+
+
+@pytest.mark.parametrize(("text", "reference", "reverse"), WITHDRAWALS)
+def test_detect_relations_reads_withdrawals_in_other_phrasings(
+    text: str, reference: str | None, reverse: bool
+) -> None:
+    """issue 9: a withdrawal is read in the phrasings notices use (retracted, rescinded,
+    no longer valid, disregard, cancelled, pulled, 撤回, 作废), naming its document by
+    title, or itself (``SELF``) when the old text carries the mark."""
+    found = detect_relations("", text, "markdown", "2026-05-10")
+    assert [(d.kind, d.reverse) for d in found] == [("withdraws", reverse)]
+    if reference is not None:
+        assert found[0].reference == reference
+
+
+def test_detect_relations_withdrawal_by_date_through_disregard() -> None:
+    """issue 9: "please disregard our post of 2 May" names the post by its date."""
+    text = "# Notice\n\nPlease disregard our post of 2 May about parking permits.\n"
+    found = detect_relations("", text, "markdown", "2026-05-10")
+    assert [(d.kind, d.reference) for d in found] == [("withdraws", "dated 2026-05-02")]
+
+
+def test_detect_relations_ignores_withdrawal_words_in_rules_and_tables() -> None:
+    """issue 9: rules and tables that use the words are not notices: plural subjects,
+    no announced thing, a table row, a Chinese title whose verb is part of its name,
+    a bare 取消 without a named document, and the ambiguous present tense."""
+    texts = [
+        "# Key hygiene\n\nKeys unused for a year are revoked automatically.\n",
+        "# Invoices\n\nSent when an open invoice is cancelled by the customer.\n",
+        "# Message types\n\n| `CANCELLED` | This trip is cancelled |\n",
+        "# 关于停止执行旧版考勤制度的通知\n\n自三月起使用新系统。\n",
+        "# 订单说明\n\n乘客可以在出发前取消订单。\n",
+        "# Depot open day\n\n**This event is cancelled.**\n",
+        "# Bus stop closure\n\nThe stop is cancelled for two weeks while the road is dug up.\n",
+    ]
+    for text in texts:
+        assert detect_relations("", text, "markdown", "2026-05-10") == [], text
+
+
+def test_match_reference_reads_chinese_titles_by_their_pieces() -> None:
+    """issue 9: a Chinese title has no spaces; it is matched by two-character pieces
+    without the notice's framing (关于 … 的通知), and one piece names a topic only."""
+    names = [
+        doc_names(1, "关于调整夜班车时刻表的通知", ["a.md"]),
+        doc_names(2, "关于车库开放日安排的通知", ["b.md"]),
+    ]
+    assert match_reference("《调整夜班车时刻表》", names) == [1]
+    assert match_reference("车库开放日安排", names) == [2]
+    assert match_reference("车库", names) == []
+
+
+def test_search_ranks_a_chinese_withdrawal_first_and_says_so(tmp_path: Path) -> None:
+    """issue 9: 撤回 notice and the notice it withdraws both match; the withdrawal ranks
+    first and the old one says `withdrawn on <date> by <cite>`."""
+    old = (
+        "---\ndate: 2026-03-01\n---\n# 关于调整夜班车时刻表的通知\n\n"
+        "自四月一日起，夜班车末班时间调整为凌晨一点。\n"
+    )
+    notice = (
+        "---\ndate: 2026-03-20\n---\n# 撤回通知\n\n"
+        "关于调整夜班车时刻表的通知现予撤回，夜班车末班时间不变。\n"
+    )
+    with _library(tmp_path, {"old.md": old, "notice.md": notice}) as lib:
+        hits = lib.search("夜班车末班时间").hits
+        assert [h.title for h in hits] == ["撤回通知", "关于调整夜班车时刻表的通知"]
+        assert hits[1].relations == (f"withdrawn on 2026-03-20 by {hits[0].doc}#L6-L6",)
