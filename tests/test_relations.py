@@ -543,3 +543,37 @@ def test_search_ranks_a_chinese_withdrawal_first_and_says_so(tmp_path: Path) -> 
         hits = lib.search("夜班车末班时间").hits
         assert [h.title for h in hits] == ["撤回通知", "关于调整夜班车时刻表的通知"]
         assert hits[1].relations == (f"withdrawn on 2026-03-20 by {hits[0].doc}#L6-L6",)
+
+
+POSTMORTEM = """---
+date: 2026-02-10
+---
+# Postmortem: harbour ferry ticket gates outage
+
+Incident commander: Priya Raman of the gates team, paged at 06:40.
+
+The outage hit 14 ferry ticket gates at the harbour terminal for two hours.
+"""
+ADDENDUM = """---
+date: 2026-02-20
+---
+# Addendum to the postmortem of the harbour ferry ticket gates outage
+
+Recount: the outage hit 19 ferry ticket gates at the harbour terminal, not 14.
+"""
+
+
+def test_search_demotes_a_corrected_document_only_for_the_corrected_fact(
+    tmp_path: Path,
+) -> None:
+    """issue 9 (demote only the part that changed): an addendum that corrects the gate
+    count puts itself first for the count, but a question about what it leaves alone
+    (the incident commander) still gets the postmortem first, not demoted, and the
+    postmortem still says it was corrected."""
+    with _library(tmp_path, {"pm.md": POSTMORTEM, "addendum.md": ADDENDUM}) as lib:
+        count = lib.search("how many ferry ticket gates did the harbour outage hit").hits
+        assert count[0].title.startswith("Addendum")
+        who = lib.search("who was incident commander of the harbour ferry gates outage").hits
+        assert who[0].title.startswith("Postmortem")
+        assert who[0].adjustments == ()
+        assert who[0].relations == (f"corrected by {count[0].doc}#L4-L4",)
