@@ -310,7 +310,7 @@ def _query_coverage(fts: FtsIndex, stats: UnitStats, passage: rows.PassageRow) -
 
 def _passage_terms(fts: FtsIndex, passage: rows.PassageRow) -> PassageTerms:
     head = fts.tokens(head_text(passage.title, passage.heading_path))
-    return PassageTerms(frozenset(head), tuple(fts.tokens(passage.text)))
+    return PassageTerms(frozenset(head), tuple(fts.tokens(passage.text)), passage.text)
 
 
 def _answer_type(fts: FtsIndex, stats: UnitStats, question: str, ranking: Ranking) -> str | None:
