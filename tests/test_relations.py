@@ -423,6 +423,12 @@ def test_document_date_is_read_from_the_text_and_the_file_name() -> None:
         ("At the start of 2024, how many requests", "2024-01-31"),
         ("minimum password length in 2024", "2024-12-31"),
         ("deploy python 3.11 in 2 steps", None),
+        ("What was the polling interval until March 2025?", "2025-02-28"),
+        ("retention prior to the 2024 review", "2023-12-31"),
+        ("which Kubernetes version did we run in Q3 2024", "2024-09-30"),
+        ("the reporting interval in the first half of 2025", "2025-06-30"),
+        ("H2 2024 desk hours", None),  # no lead word: a label, not a time asked about
+        ("up until 2023, who approved access", "2022-12-31"),
     ],
 )
 def test_as_of_date_reads_the_ways_questions_name_a_time(query: str, as_of: str | None) -> None:

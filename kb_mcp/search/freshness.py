@@ -60,13 +60,18 @@ _MONTH_ALT = "|".join(
 )
 _SEASONS = {"spring": 4, "summer": 7, "autumn": 10, "fall": 10, "winter": 1}
 _HALVES = {"early": (1, 3), "mid": (6, 6), "late": (9, 10), "end of": (12, 12)}
+_PARTS = {"h1": (1, 6), "h2": (7, 12), "first half of": (1, 6), "second half of": (7, 12)}
 # Issue 9 widened "as of" to the other ways a question names its time ("back in July
 # 2024", "in summer 2025", "at the start of 2024", "just before the April 2025 change"),
 # tuned on golden2 dev (time_bound); the first golden set's time_bound is unchanged.
+# The quality pass added the leads that end a period ("until", "prior to": the day
+# before, as "before"; not "up to", often inclusive) and quarters and halves ("Q3 2024",
+# "the first half of 2025", "in H2 2024"); golden2 dev and golden scored the same.
 _AS_OF = re.compile(
     r"\b(?P<lead>as of|back in|in|during|around|by|at the (?:start|beginning) of|"
-    r"(?:just )?before(?: the)?)\s+"
+    r"(?:just )?before(?: the)?|until|till|up until|prior to(?: the)?)\s+"
     r"(?:(?P<iso>\d{4}-\d{2}-\d{2})|(?P<half>mid|early|late|end of)[- ](?P<hy>\d{4})"
+    r"|(?:the\s+)?(?P<quarter>q[1-4]|h[12]|first half of|second half of)\s+(?P<qy>\d{4})"
     r"|(?P<season>spring|summer|autumn|fall|winter)\s+(?P<sy>\d{4})"
     rf"|(?P<month>{_MONTH_ALT})\.?\s+(?:(?P<day>\d{{1,2}}),?\s+)?(?P<my>\d{{4}})"
     r"|(?P<year>(?:19|20)\d{2}))\b(?![-./]\d)",
@@ -87,6 +92,10 @@ def _period(found: re.Match[str]) -> tuple[date, date]:
     if found["half"]:
         first, last = _HALVES[found["half"].lower()]
         year = int(found["hy"])
+        return date(year, first, 1), date.fromisoformat(_month_end(year, last))
+    if found["quarter"]:
+        year, part = int(found["qy"]), found["quarter"].lower()
+        first, last = _PARTS.get(part) or ((int(part[1]) - 1) * 3 + 1, int(part[1]) * 3)
         return date(year, first, 1), date.fromisoformat(_month_end(year, last))
     if found["season"]:
         year, month = int(found["sy"]), _SEASONS[found["season"].lower()]
@@ -113,7 +122,7 @@ def as_of_date(query: str) -> str | None:
     except ValueError:
         return None
     lead = found["lead"].lower()
-    if "before" in lead:
+    if "before" in lead or lead.startswith(("until", "till", "up", "prior")):
         return date.fromordinal(first.toordinal() - 1).isoformat()
     if lead.startswith("at the"):
         return min(last, date.fromordinal(first.toordinal() + 30)).isoformat()
