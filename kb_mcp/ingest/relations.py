@@ -94,7 +94,8 @@ _CUES: tuple[tuple[str, bool, re.Pattern[str]], ...] = tuple(
             r"pulling|calling off|called off) " + _REF,
         ),
         # "Please disregard the parking email of 2 May": the notice names what it voids.
-        (WITHDRAWS, False, r"^(?:please\s+)?(?:disregard|ignore)\s+" + _REF),
+        # "Ignore" alone is a code comment's word ("# ignore close errors"): only "please".
+        (WITHDRAWS, False, r"^(?:(?:please\s+)?disregard|please\s+ignore)\s+" + _REF),
         (
             SUPERSEDES,
             True,

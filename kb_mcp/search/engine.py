@@ -31,7 +31,7 @@ from kb_mcp.search.floor import (
     coverage,
     floor_reason,
 )
-from kb_mcp.search.freshness import as_of_date, demotion_rule, reorder
+from kb_mcp.search.freshness import as_of_date, demotion_rule, reorder, section_date
 from kb_mcp.search.fuse import FusedHit, LegHit, fuse_rankings
 from kb_mcp.search.graph import graph_leg
 from kb_mcp.search.keyword import keyword_leg
@@ -272,6 +272,7 @@ def _candidate(
         key=passage.doc_key,
         score=fused.score,
         date=passage.doc_date or passage.updated_at,
+        section_date=section_date(passage.heading_path, passage.doc_date),
         superseded_on=passage.superseded_on,
         superseded_by=superseders.get(passage.doc_key),
         status=passage.status,

@@ -9,7 +9,8 @@ factor that the result reports (``search/adjust.py``):
   answers as well, still first when asked about the proposal itself.
 - **As-of questions** (an order pass). "as of March 2024", "as of 2023-10-01", "as of
   mid-2022": documents dated after that day are scored just below the last document
-  dated on or before it.
+  dated on or before it. A passage in a changelog entry is dated by its entry
+  (``section_date``).
 - **Recency on near-ties** (an order pass). A newer document that matches about as well
   as an older one just above it (within ``LEG_TIE`` on each leg's own score), on a
   similar title or section, takes that document's score and the place above it: of two
@@ -21,10 +22,12 @@ Dates compare as ISO strings (``YYYY-MM-DD`` prefixes).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import date
 
 from rapidfuzz import fuzz
 
+from kb_mcp.ingest.dates import parse_date
 from kb_mcp.ingest.status import CURRENT, OBSOLETE
 from kb_mcp.search.adjust import Adjustment, Candidate, Rule
 from kb_mcp.search.fuse import RRF_K
@@ -129,6 +132,30 @@ def as_of_date(query: str) -> str | None:
     return last.isoformat()
 
 
+def section_date(heading_path: Sequence[str], doc_date: str | None) -> str | None:
+    """The date a passage's section opens with, as a changelog dates its entries
+    ("## 2025-03-01", "## [2.4.0] - 2025-03-01", "### 3 February 2026 — interval 30 s";
+    a year left out is the document's). A document that logs changes over time holds
+    several versions, and for the as-of cut each passage is as old as its entry, not as
+    the document's latest edit. Only a heading that starts with the date: "Zones merge on
+    1 June 2025" names an event, not when the entry was written."""
+    for heading in reversed(heading_path):
+        head = _ENTRY_LEAD.sub("", heading.strip(), count=1)
+        found = parse_date(head, doc_date, anchored=True)
+        if found:
+            return found
+    return None
+
+
+# What may precede an entry's date in a changelog heading: a version ("[2.4.0] - ",
+# "v2.4 — "), "Released" / "Update,".
+_ENTRY_LEAD = re.compile(
+    r"^(?:(?:\[v?\d+(?:\.\d+)*\]|v?\d+(?:\.\d+)+)\s*[-–—:]\s*"
+    r"|(?:released|update[sd]?|changes?)\b[\s,:]*(?:on\s+)?)",
+    re.IGNORECASE,
+)
+
+
 def _month_end(year: int, month: int) -> str:
     following = date(year + month // 12, month % 12 + 1, 1)
     return date.fromordinal(following.toordinal() - 1).isoformat()
@@ -215,7 +242,7 @@ def _after_as_of(future: list[Candidate], floor: float, as_of: str) -> list[Cand
     return [
         c.adjusted(
             Adjustment(
-                f"dated {_day(c.date)}, after the asked date {as_of}: placed below the "
+                f"dated {_day(_dated(c))}, after the asked date {as_of}: placed below the "
                 "documents of that time",
                 factor,
             )
@@ -224,12 +251,17 @@ def _after_as_of(future: list[Candidate], floor: float, as_of: str) -> list[Cand
     ]
 
 
+def _dated(c: Candidate) -> str | None:
+    """The date the as-of cut reads: the passage's changelog entry's, else the document's."""
+    return c.section_date or c.date
+
+
 def reorder(ranked: list[Candidate], as_of: str | None) -> list[Candidate]:
     """The order passes over best-first candidates: the as-of cut, then recency."""
     if as_of is None:
         return _recency_pass(ranked)
-    present = [c for c in ranked if not c.date or _day(c.date) <= as_of]
-    future = [c for c in ranked if c.date and _day(c.date) > as_of]
+    present = [c for c in ranked if not _dated(c) or _day(_dated(c)) <= as_of]
+    future = [c for c in ranked if _dated(c) and _day(_dated(c)) > as_of]
     present = _recency_pass(present)
     floor = present[-1].score if present else float("inf")
     return present + _after_as_of(future, floor, as_of)
