@@ -36,6 +36,7 @@ from kb_mcp.ingest.status import CURRENT
 from kb_mcp.search.adjust import Adjustment, Candidate, Rule
 from kb_mcp.search.floor import coverage
 from kb_mcp.search.freshness import DEMOTION
+from kb_mcp.search.fuse import RRF_K
 
 # "Both match": a changer counts when the fused ranking has it among its first
 # RELATION_DEPTH documents. golden2 dev, keyword: 5 and 10 score alike, 20 and 100 +0.001
@@ -43,7 +44,15 @@ from kb_mcp.search.freshness import DEMOTION
 RELATION_DEPTH = 10
 # A withdrawal or supersession replaces the whole document, and a document that withdrew
 # itself needs no second match: those demote wherever the changer ranks.
-WHOLE = frozenset({"withdraws", "supersedes"})
+WITHDRAWS = "withdraws"
+WHOLE = frozenset({WITHDRAWS, "supersedes"})
+# A withdrawn document scores as it would WITHDRAWN_RANKS ranks lower (DEMOTION is 5),
+# whatever else demoted it: nothing of it holds, unlike a corrected or superseded one
+# whose rest may, so a current page that matches less well still comes first. golden2
+# dev and golden keyword score alike at 5 to 40 ranks (nDCG@10 0.8651 → 0.8652; their
+# withdrawn documents already rank below the answer); 20 is a margin, not a fit.
+WITHDRAWN_RANKS = 20
+WITHDRAWN = (RRF_K + 1) / (RRF_K + 1 + WITHDRAWN_RANKS)
 # A partial change (corrects, updates) demotes only when the changer's passage holds this
 # share of the IDF weight of the question's words the old passage matched
 # (``concerned_only``). golden2 dev, keyword, macro by share: 0 (always demote, as
@@ -163,11 +172,15 @@ def relation_rule(
     ``supersedes:`` demoted it already."""
 
     def demote(c: Candidate) -> Adjustment | None:
-        if past or c.superseded_on is not None or c.status != CURRENT:
-            return None  # demoted once already (``freshness.demotion_rule``)
+        if past:
+            return None
+        already = c.superseded_on is not None or c.status != CURRENT
         for change in changes.get(c.key, ()):
             if change.incoming and _applies(change, as_of) and matched(change, position):
-                return Adjustment(describe(change), DEMOTION)
+                if change.kind == WITHDRAWS:  # no part of it holds: further down
+                    return Adjustment(describe(change), WITHDRAWN / (DEMOTION if already else 1))
+                if not already:  # else demoted once already (``freshness.demotion_rule``)
+                    return Adjustment(describe(change), DEMOTION)
         return None
 
     return demote
