@@ -482,6 +482,8 @@ WITHDRAWALS = [
     ("# 撤回通知\n\n关于调整夜班车时刻表的通知现予撤回。", "关于调整夜班车时刻表的通知", False),
     ("# 关于调整夜班车时刻表的通知（已撤回）\n", "关于调整夜班车时刻表的通知", False),
     ("# 作废声明\n\n《车库开放日安排》即日起作废。", "车库开放日安排", False),
+    ("# Allotment open day called off\n\nRain.", "Allotment open day", False),
+    ("# SEC-2026-07 withdrawn\n\nNo action needed.", "SEC-2026-07", False),
 ]
 
 
@@ -518,6 +520,8 @@ def test_detect_relations_ignores_withdrawal_words_in_rules_and_tables() -> None
         "# Depot open day\n\n**This event is cancelled.**\n",
         "# Bus stop closure\n\nThe stop is cancelled for two weeks while the road is dug up.\n",
         "def close(self):\n    # ignore close errors\n    pass\n",
+        "# Message types\n\n## Trips cancelled\n\nSent per trip.\n",
+        "# Limits\n\n# rate limit violation. This happens when a script is cancelled\n",
     ]
     for text in texts:
         assert detect_relations("", text, "markdown", "2026-05-10") == [], text

@@ -126,6 +126,16 @@ _TRAILING_CUE = re.compile(
     r"|nov|dec)[a-z]*\b))",
     re.IGNORECASE,
 )
+# "Zone merger cancelled", "Depot open day is called off": a title or heading that ends
+# with the verb, without a separator (two naming words at least: "Trips cancelled" in a
+# message-type table names a kind of message, not a document; one sentence only: "…
+# violation. This can happen if a script is cancelled" is prose).
+_ENDS_WITHDRAWN = re.compile(
+    r"^(?P<ref>[^\s.!?](?:(?!\.\s)[^!?]){2,120}?)\s+(?:is\s+|has been\s+)?"
+    r"(?:cancell?ed|withdrawn|retracted|"
+    r"rescinded|called off|scrapped|shelved)[\s.!]*$",
+    re.IGNORECASE,
+)
 _TRAILING_KIND = dict.fromkeys(
     ("withdrawn", "retracted", "cancelled", "canceled", "rescinded", "revoked", "called off"),
     WITHDRAWS,
@@ -374,6 +384,9 @@ def _from_line(
     if dated:
         return dated
     trailing = _TRAILING_CUE.match(clean) if heading else None
+    ended = _ENDS_WITHDRAWN.match(clean) if heading and trailing is None else None
+    if ended is not None and len(content_words(normalize(ended["ref"]))) >= 2:
+        return _detected(WITHDRAWS, False, ended["ref"], clean, number, doc_date)
     if trailing is not None:
         cue = trailing["cue"].lower()
         kind = _TRAILING_KIND.get(cue, UPDATES if cue.startswith(("update", "revis")) else CORRECTS)
