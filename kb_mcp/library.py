@@ -57,8 +57,7 @@ from kb_mcp.results import (
 )
 from kb_mcp.search.engine import SearchRequest, SearchResult, check_legs, run_search
 from kb_mcp.search.graph import lookup_entities
-from kb_mcp.search.related import changes_for
-from kb_mcp.search.relations import describe
+from kb_mcp.search.related import described_relations
 from kb_mcp.settings import Settings
 from kb_mcp.store import documents as rows
 from kb_mcp.store.db import Database, QueryTimeout
@@ -590,21 +589,12 @@ class Library:
                     entity.mentions,
                     cites,
                     neighbours,
-                    self._relations_of([p.doc_key for p in shown]),
+                    described_relations(self.db.conn, [p.doc_key for p in shown])
+                    if self.settings.relations
+                    else {},
                 )
             )
         return views
-
-    def _relations_of(self, keys: Sequence[str]) -> dict[str, tuple[str, ...]]:
-        """Document key → its resolved relations as search words them, for those with any."""
-        if not self.settings.relations:
-            return {}
-        changes = changes_for(self.db.conn, list(dict.fromkeys(keys)))
-        return {
-            key: tuple(dict.fromkeys(describe(change) for change in found))
-            for key, found in changes.items()
-            if found
-        }
 
     def grep(
         self,
