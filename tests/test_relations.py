@@ -608,3 +608,29 @@ def test_relation_rule_demotes_a_withdrawn_document_further_than_a_corrected_one
     obsolete = Candidate("c", 1.0, status="obsolete")  # freshness gave it DEMOTION
     assert rule(obsolete).factor * DEMOTION == pytest.approx(WITHDRAWN)
     assert relation_rule(changes, None, True, {"errata": 0})(Candidate("a", 1.0)) is None
+
+
+@pytest.mark.parametrize(
+    ("query", "past", "kept"),
+    [
+        ("what were the previous desk hours", True, "what were the desk hours"),
+        (
+            "the earlier retention period for ridership data",
+            True,
+            "the retention period for ridership data",
+        ),
+        ("what was the rate limit before ADR-0012", True, "what was the rate limit"),
+        ("which interval applied before v2.3", True, "which interval applied"),
+        ("previous page of the results", False, "previous page of the results"),
+        ("what is the rate limit", False, "what is the rate limit"),
+    ],
+)
+def test_asks_about_past_reads_previous_settings_and_changes_by_id(
+    query: str, past: bool, kept: str
+) -> None:
+    """issue 9 (time_bound): "the previous / earlier <setting>" and "before ADR-12" ask
+    for the old version; only the framing words leave the match, never the setting."""
+    from kb_mcp.search.relations import asks_about_past, without_past_phrase
+
+    assert asks_about_past(query) is past
+    assert " ".join(without_past_phrase(query).split()) == kept

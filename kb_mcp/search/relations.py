@@ -63,10 +63,15 @@ WITHDRAWN = (RRF_K + 1) / (RRF_K + 1 + WITHDRAWN_RANKS)
 CONCERN_SHARE = 0.55
 CONTRADICTION_DEPTH = 3
 CONTRADICTION_TOPIC = 60  # token_set_ratio of the two titles (0-100)
+# The quality pass added "the previous / earlier / former <setting>" (only the adjective
+# is framing: the setting is what is asked about) and "before ADR-12 / v2.3".
 _PAST = re.compile(
     r"\b(?:before (?:the|this|that|it|its|their|our)(?: [\w-]+){0,4} "
     r"(?:change|changed|update|updated|correction|corrected|revision|errata|erratum|withdrawal|switch|move)|previously|"
     r"originally|formerly|used to|prior to the|old (?:value|version|policy|setting|number)|"
+    r"(?:old|previous|earlier|former)(?= (?:[\w-]+ ){0,2}(?:value|version|policy|setting|"
+    r"number|limit|rule|rate|hours|interval|period|figure|price|fare|cap)s?\b)|"
+    r"(?:before|prior to) (?:[A-Z][A-Z0-9]{1,9}-\d+|v\d+(?:\.\d+)*)|"
     r"initially|at first)\b",
     re.IGNORECASE,
 )
