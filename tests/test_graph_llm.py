@@ -458,3 +458,15 @@ def test_graph_extractor_flag_only_where_the_llm_pass_runs() -> None:
     with pytest.raises(SystemExit) as refused:
         parser.parse_args(["search", "q", "--graph-extractor", "ollama"])
     assert refused.value.code == 2
+
+
+def test_llm_extractor_needs_no_embedder_module() -> None:
+    """issue 9 (small): the extractor shares the host helpers and the cooldown through
+    ``ollama_http``, not the embedder's private names, so importing it pulls in neither
+    ``embed/ollama.py`` nor numpy."""
+    probe = (
+        "import sys, kb_mcp.graph.llm; "
+        "print('numpy' in sys.modules, 'kb_mcp.embed.ollama' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "False"]
