@@ -57,6 +57,7 @@ from kb_mcp.results import (
 )
 from kb_mcp.search.engine import SearchRequest, SearchResult, check_legs, run_search
 from kb_mcp.search.graph import lookup_entities
+from kb_mcp.search.related import described_relations
 from kb_mcp.settings import Settings
 from kb_mcp.store import documents as rows
 from kb_mcp.store.db import Database, QueryTimeout
@@ -570,11 +571,8 @@ class Library:
         for entity in lookup_entities(self.graph, query, limit):
             mentioned = self.graph.mentions_of(entity.id, ENTITY_CITES)
             found = rows.passages(self.db.conn, [cid for cid, _w in mentioned])
-            cites = tuple(
-                format_cite(p.doc_key, p.start_line, p.end_line)
-                for p in (found.get(cid) for cid, _w in mentioned)
-                if p is not None
-            )
+            shown = [p for p in (found.get(cid) for cid, _w in mentioned) if p is not None]
+            cites = tuple(format_cite(p.doc_key, p.start_line, p.end_line) for p in shown)
             linked = self.graph.neighbours(entity.id, ENTITY_NEIGHBOURS)
             others = {e.id: e for e in self.graph.get([other for other, _l, _w in linked])}
             neighbours = tuple(
@@ -591,6 +589,9 @@ class Library:
                     entity.mentions,
                     cites,
                     neighbours,
+                    described_relations(self.db.conn, [p.doc_key for p in shown])
+                    if self.settings.relations
+                    else {},
                 )
             )
         return views

@@ -77,8 +77,9 @@ def search_text(result: SearchResult) -> str:
 
 
 def entities_text(views: list[EntityView]) -> str:
-    """Each entity: name, kind, mention count, aliases, cites of its heaviest mentions,
-    and its neighbours with the relation's weight (co-mentions, or a typed label)."""
+    """Each entity: name, kind, mention count, aliases, cites of its heaviest mentions
+    (with what their document is to others: "withdrawn on … by …"), and its neighbours
+    with the relation's weight (co-mentions, or a typed label)."""
     data = to_data(views)
     if not data:
         return "no entity matches"
@@ -87,7 +88,9 @@ def entities_text(views: list[EntityView]) -> str:
         lines = [f"{e['name']}  ({e['kind']}, {e['mentions']} mention(s), key {e['key']})"]
         if len(e["aliases"]) > 1:
             lines.append("aliases: " + ", ".join(e["aliases"]))
-        lines += [f"  {cite}" for cite in e["cites"]]
+        for cite in e["cites"]:
+            relations = e["relations"].get(cite.split("#", 1)[0], ())
+            lines.append(f"  {cite}" + (f"  ({'; '.join(relations)})" if relations else ""))
         if e["neighbours"]:
             near = ", ".join(
                 f"{n['name']} ({n['label'] or 'co-mentioned'} ×{n['weight']:g})"

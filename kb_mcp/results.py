@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # numpy-free at import: keyword-only processes never load it
@@ -172,3 +172,7 @@ class EntityView:
     mentions: int
     cites: tuple[str, ...]  # its heaviest mentions, as cite strings `read` accepts
     neighbours: tuple[Neighbour, ...]
+    # Document key → what it is to others ("withdrawn on <date> by <cite>" …), for the
+    # documents ``cites`` point into that have relations: a mention in a withdrawn
+    # notice must not read as current.
+    relations: dict[str, tuple[str, ...]] = field(default_factory=dict)

@@ -441,3 +441,32 @@ async def test_llm_pass_runs_in_the_stdio_server(
     assert graph_facts.relation_rows(db) == [("Team Atlas", "runs", "Search Cluster", 1.0)]
     assert len(facts_server.chat_requests) == 1
     db.close()
+
+
+def test_graph_extractor_flag_only_where_the_llm_pass_runs() -> None:
+    """issue 9 (small): `--graph-extractor` is offered where the graph's LLM pass runs
+    (`serve` in the background, `add` / `sync` / `reindex` before they return), not on
+    `search`, where it did nothing; there it is a usage error, not silently ignored."""
+    from kb_mcp.cli.main import build_parser
+
+    parser = build_parser()
+    for command in ("serve", "add", "sync", "reindex"):
+        args = parser.parse_args(
+            [command, *(["x"] if command == "add" else []), "--graph-extractor", "ollama"]
+        )
+        assert args.graph_extractor == "ollama"
+    with pytest.raises(SystemExit) as refused:
+        parser.parse_args(["search", "q", "--graph-extractor", "ollama"])
+    assert refused.value.code == 2
+
+
+def test_llm_extractor_needs_no_embedder_module() -> None:
+    """issue 9 (small): the extractor shares the host helpers and the cooldown through
+    ``ollama_http``, not the embedder's private names, so importing it pulls in neither
+    ``embed/ollama.py`` nor numpy."""
+    probe = (
+        "import sys, kb_mcp.graph.llm; "
+        "print('numpy' in sys.modules, 'kb_mcp.embed.ollama' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "False"]

@@ -19,6 +19,7 @@ from kb_mcp.ingest.dates import document_date, path_date
 from kb_mcp.ingest.references import doc_names, match_reference
 from kb_mcp.ingest.relations import SELF, detect_relations
 from kb_mcp.library import Library
+from kb_mcp.render import entities_text
 from kb_mcp.search.freshness import as_of_date
 from kb_mcp.settings import Settings
 from kb_mcp.store import relations as relation_rows
@@ -422,6 +423,12 @@ def test_document_date_is_read_from_the_text_and_the_file_name() -> None:
         ("At the start of 2024, how many requests", "2024-01-31"),
         ("minimum password length in 2024", "2024-12-31"),
         ("deploy python 3.11 in 2 steps", None),
+        ("What was the polling interval until March 2025?", "2025-02-28"),
+        ("retention prior to the 2024 review", "2023-12-31"),
+        ("which Kubernetes version did we run in Q3 2024", "2024-09-30"),
+        ("the reporting interval in the first half of 2025", "2025-06-30"),
+        ("H2 2024 desk hours", None),  # no lead word: a label, not a time asked about
+        ("up until 2023, who approved access", "2022-12-31"),
     ],
 )
 def test_as_of_date_reads_the_ways_questions_name_a_time(query: str, as_of: str | None) -> None:
@@ -438,3 +445,192 @@ def test_cli_read_prints_relations(tmp_path: Path, kb_cli) -> None:
     assert f"relations:\n- corrected by {errata} (evidence: {errata}#L4-L4, from prose)" in (
         done.stdout
     )
+
+
+def test_entities_show_the_relations_of_the_documents_they_list(tmp_path: Path) -> None:
+    """issue 9 (`kb-mcp entities` shows the document relations of a document): an entity
+    mentioned in a withdrawn announcement says so beside that mention, in text and JSON."""
+    move = "---\ndate: 2026-03-01\n---\n# Office move to Pier 9\n\nFacilities moves to Pier 9.\n"
+    notice = (
+        "---\ndate: 2026-03-20\n---\n# WITHDRAWN: Office move to Pier 9\n\n"
+        "Facilities stays where it is.\n"
+    )
+    with _library(tmp_path, {"move.md": move, "notice.md": notice}) as lib:
+        (pier, *_) = lib.entities("Pier 9")
+        old = lib.read("move.md").doc
+        assert pier.relations[old] == (
+            f"withdrawn on 2026-03-20 by {lib.read('notice.md').doc}#L4-L4",
+        )
+        assert "withdrawn on 2026-03-20 by" in entities_text([pier])
+
+
+# --- withdrawals as real notices word them (issue 9, quality pass) --------------------
+# Conventions other than golden2 dev's: a parish-council / school / IT-ops register,
+# bracketed title marks, "please disregard", a subject that "is no longer valid", an
+# "Update:" lead over the old text, and Chinese 撤回 / 作废 notices.
+
+WITHDRAWALS = [
+    ("# [Cancelled] Allotment open day\n\nNo event.", "Allotment open day", False),
+    ("# Allotment open day (rescinded)\n\nNo event.", "Allotment open day", False),
+    ("# Rescinded: Travel expenses policy 2024\n", "Travel expenses policy 2024", False),
+    ("# Notice\n\nPlease disregard the parking permit renewal email.", None, False),
+    ("# Notice\n\nThe parking permit renewal notice is no longer valid.", None, False),
+    ("# Notice\n\nThe school trip announcement is hereby withdrawn.", None, False),
+    ("# IT news\n\nWe've pulled the printer driver rollout notice.", None, False),
+    ("# Printer driver rollout\n\n> **Update:** this rollout has been called off.", SELF, True),
+    ("# Parking permits\n\nThis page is no longer valid; see the permits portal.", SELF, True),
+    ("# 撤回通知\n\n关于调整夜班车时刻表的通知现予撤回。", "关于调整夜班车时刻表的通知", False),
+    ("# 关于调整夜班车时刻表的通知（已撤回）\n", "关于调整夜班车时刻表的通知", False),
+    ("# 作废声明\n\n《车库开放日安排》即日起作废。", "车库开放日安排", False),
+    ("# Allotment open day called off\n\nRain.", "Allotment open day", False),
+    ("# SEC-2026-07 withdrawn\n\nNo action needed.", "SEC-2026-07", False),
+]
+
+
+@pytest.mark.parametrize(("text", "reference", "reverse"), WITHDRAWALS)
+def test_detect_relations_reads_withdrawals_in_other_phrasings(
+    text: str, reference: str | None, reverse: bool
+) -> None:
+    """issue 9: a withdrawal is read in the phrasings notices use (retracted, rescinded,
+    no longer valid, disregard, cancelled, pulled, 撤回, 作废), naming its document by
+    title, or itself (``SELF``) when the old text carries the mark."""
+    found = detect_relations("", text, "markdown", "2026-05-10")
+    assert [(d.kind, d.reverse) for d in found] == [("withdraws", reverse)]
+    if reference is not None:
+        assert found[0].reference == reference
+
+
+def test_detect_relations_withdrawal_by_date_through_disregard() -> None:
+    """issue 9: "please disregard our post of 2 May" names the post by its date."""
+    text = "# Notice\n\nPlease disregard our post of 2 May about parking permits.\n"
+    found = detect_relations("", text, "markdown", "2026-05-10")
+    assert [(d.kind, d.reference) for d in found] == [("withdraws", "dated 2026-05-02")]
+
+
+def test_detect_relations_ignores_withdrawal_words_in_rules_and_tables() -> None:
+    """issue 9: rules and tables that use the words are not notices: plural subjects,
+    no announced thing, a table row, a Chinese title whose verb is part of its name,
+    a bare 取消 without a named document, and the ambiguous present tense."""
+    texts = [
+        "# Key hygiene\n\nKeys unused for a year are revoked automatically.\n",
+        "# Invoices\n\nSent when an open invoice is cancelled by the customer.\n",
+        "# Message types\n\n| `CANCELLED` | This trip is cancelled |\n",
+        "# 关于停止执行旧版考勤制度的通知\n\n自三月起使用新系统。\n",
+        "# 订单说明\n\n乘客可以在出发前取消订单。\n",
+        "# Depot open day\n\n**This event is cancelled.**\n",
+        "# Bus stop closure\n\nThe stop is cancelled for two weeks while the road is dug up.\n",
+        "def close(self):\n    # ignore close errors\n    pass\n",
+        "# Message types\n\n## Trips cancelled\n\nSent per trip.\n",
+        "# Limits\n\n# rate limit violation. This happens when a script is cancelled\n",
+    ]
+    for text in texts:
+        assert detect_relations("", text, "markdown", "2026-05-10") == [], text
+
+
+def test_match_reference_reads_chinese_titles_by_their_pieces() -> None:
+    """issue 9: a Chinese title has no spaces; it is matched by two-character pieces
+    without the notice's framing (关于 … 的通知), and one piece names a topic only."""
+    names = [
+        doc_names(1, "关于调整夜班车时刻表的通知", ["a.md"]),
+        doc_names(2, "关于车库开放日安排的通知", ["b.md"]),
+    ]
+    assert match_reference("《调整夜班车时刻表》", names) == [1]
+    assert match_reference("车库开放日安排", names) == [2]
+    assert match_reference("车库", names) == []
+
+
+def test_search_ranks_a_chinese_withdrawal_first_and_says_so(tmp_path: Path) -> None:
+    """issue 9: 撤回 notice and the notice it withdraws both match; the withdrawal ranks
+    first and the old one says `withdrawn on <date> by <cite>`."""
+    old = (
+        "---\ndate: 2026-03-01\n---\n# 关于调整夜班车时刻表的通知\n\n"
+        "自四月一日起，夜班车末班时间调整为凌晨一点。\n"
+    )
+    notice = (
+        "---\ndate: 2026-03-20\n---\n# 撤回通知\n\n"
+        "关于调整夜班车时刻表的通知现予撤回，夜班车末班时间不变。\n"
+    )
+    with _library(tmp_path, {"old.md": old, "notice.md": notice}) as lib:
+        hits = lib.search("夜班车末班时间").hits
+        assert [h.title for h in hits] == ["撤回通知", "关于调整夜班车时刻表的通知"]
+        assert hits[1].relations == (f"withdrawn on 2026-03-20 by {hits[0].doc}#L6-L6",)
+
+
+POSTMORTEM = """---
+date: 2026-02-10
+---
+# Postmortem: harbour ferry ticket gates outage
+
+Incident commander: Priya Raman of the gates team, paged at 06:40.
+
+The outage hit 14 ferry ticket gates at the harbour terminal for two hours.
+"""
+ADDENDUM = """---
+date: 2026-02-20
+---
+# Addendum to the postmortem of the harbour ferry ticket gates outage
+
+Recount: the outage hit 19 ferry ticket gates at the harbour terminal, not 14.
+"""
+
+
+def test_search_demotes_a_corrected_document_only_for_the_corrected_fact(
+    tmp_path: Path,
+) -> None:
+    """issue 9 (demote only the part that changed): an addendum that corrects the gate
+    count puts itself first for the count, but a question about what it leaves alone
+    (the incident commander) still gets the postmortem first, not demoted, and the
+    postmortem still says it was corrected."""
+    with _library(tmp_path, {"pm.md": POSTMORTEM, "addendum.md": ADDENDUM}) as lib:
+        count = lib.search("how many ferry ticket gates did the harbour outage hit").hits
+        assert count[0].title.startswith("Addendum")
+        who = lib.search("who was incident commander of the harbour ferry gates outage").hits
+        assert who[0].title.startswith("Postmortem")
+        assert who[0].adjustments == ()
+        assert who[0].relations == (f"corrected by {count[0].doc}#L4-L4",)
+
+
+def test_relation_rule_demotes_a_withdrawn_document_further_than_a_corrected_one() -> None:
+    """issue 9 (retraction): nothing of a withdrawn document holds, so it sinks
+    WITHDRAWN_RANKS ranks, also when its own status demoted it already; a corrected one
+    DEMOTION once; a question about the past leaves both alone."""
+    from kb_mcp.search.adjust import Candidate
+    from kb_mcp.search.freshness import DEMOTION
+    from kb_mcp.search.relations import WITHDRAWN, Change, relation_rule
+
+    withdrawn = Change("withdraws", True, "notice", "notice#L3-L3", "2026-03-20")
+    corrected = Change("corrects", True, "errata", "errata#L4-L4", "2026-03-20")
+    changes = {"a": [withdrawn], "b": [corrected], "c": [withdrawn]}
+    rule = relation_rule(changes, None, False, {"errata": 0})
+    assert WITHDRAWN < DEMOTION
+    assert rule(Candidate("a", 1.0)).factor == pytest.approx(WITHDRAWN)
+    assert rule(Candidate("b", 1.0)).factor == pytest.approx(DEMOTION)
+    obsolete = Candidate("c", 1.0, status="obsolete")  # freshness gave it DEMOTION
+    assert rule(obsolete).factor * DEMOTION == pytest.approx(WITHDRAWN)
+    assert relation_rule(changes, None, True, {"errata": 0})(Candidate("a", 1.0)) is None
+
+
+@pytest.mark.parametrize(
+    ("query", "past", "kept"),
+    [
+        ("what were the previous desk hours", True, "what were the desk hours"),
+        (
+            "the earlier retention period for ridership data",
+            True,
+            "the retention period for ridership data",
+        ),
+        ("what was the rate limit before ADR-0012", True, "what was the rate limit"),
+        ("which interval applied before v2.3", True, "which interval applied"),
+        ("previous page of the results", False, "previous page of the results"),
+        ("what is the rate limit", False, "what is the rate limit"),
+    ],
+)
+def test_asks_about_past_reads_previous_settings_and_changes_by_id(
+    query: str, past: bool, kept: str
+) -> None:
+    """issue 9 (time_bound): "the previous / earlier <setting>" and "before ADR-12" ask
+    for the old version; only the framing words leave the match, never the setting."""
+    from kb_mcp.search.relations import asks_about_past, without_past_phrase
+
+    assert asks_about_past(query) is past
+    assert " ".join(without_past_phrase(query).split()) == kept

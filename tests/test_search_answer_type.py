@@ -81,8 +81,8 @@ def test_answer_type_missing_value_answers_nothing_with_the_reason(
     assert result.hits == ()
     assert result.reason is not None
     assert result.reason.startswith(
-        "nothing answers it: the question asks for a version, port or number, and none of "
-        "the 3 closest passages holds a number near its words"
+        "nothing answers it: the question asks for a version, and none of "
+        "the 3 closest passages holds a version near its words"
     )
 
 
@@ -149,9 +149,10 @@ def test_answer_type_applies_in_hybrid_not_in_vector_mode(without_version: Libra
         ("How many validators does each tram car have?", "a count or an amount"),
         ("how much is a single fare", "a count or an amount"),
         ("How long are Slack messages kept?", "a duration or an age"),
-        ("Which gRPC port does arrivals-api listen on?", "a version, port or number"),
-        ("What's the phone number of the duty office?", "a version, port or number"),
-        ("What is the mobile number of Helena?", "a version, port or number"),
+        ("Which gRPC port does arrivals-api listen on?", "a port or number"),
+        ("What PostgreSQL major version is the ledger on?", "a version"),
+        ("What's the phone number of the duty office?", "a port or number"),
+        ("What is the mobile number of Helena?", "a port or number"),
         ("How often do the boards poll?", None),  # answered in words as often as digits
         ("When does the summer timetable start?", None),
         ("python get version of package", None),  # no question phrase: a code search
@@ -186,10 +187,28 @@ def test_answer_type_reason_needs_coverage_and_a_number() -> None:
     units = {"Redis": ["redi"], "version": ["version"], "session": ["session"]}
     df = {"redi": 2, "version": 5, "session": 2}
     about = PassageTerms(frozenset({"session"}), ("redi", "hold", "session"))
-    answers = PassageTerms(frozenset(), ("redi", "7", "hold", "session"))
+    answers = PassageTerms(frozenset(), ("redi", "7", "hold", "session"), "Redis 7 holds sessions")
     elsewhere = PassageTerms(frozenset(), ("api", "version", "3"))  # a number, off topic
     question = "Which Redis version holds the sessions?"
     assert answer_type_reason(question, units, [about, elsewhere], df, 100) is not None
     assert answer_type_reason(question, units, [about, answers], df, 100) is None
     assert answer_type_reason("What holds the sessions?", units, [about], df, 100) is None
     assert answer_type_reason(question, units, [], df, 100) is None
+
+
+def test_answer_type_version_must_be_written_as_one() -> None:
+    """issue 9 (abstention): a version question is not answered by a passage about the
+    thing whose only numbers are amounts or ids ("expiry stays at 30 days", ADR-0012);
+    "7.2", "v3", "version 14", "PostgreSQL 14" answer it, a year does not."""
+    units = {"Redis": ["redi"], "version": ["version"], "session": ["session"]}
+    df = {"redi": 2, "version": 5, "session": 2}
+    body = ("adr", "0012", "session", "redi", "expiri", "30", "dai")
+    question = "Which Redis version holds the app sessions?"
+    amounts = "ADR-0012: sessions move to Redis; the expiry stays at 30 days since March 2025."
+    amount = PassageTerms(frozenset(), body, amounts)
+    assert answer_type_reason(question, units, [amount], df, 100) is not None
+    for written in ("Redis 7.2", "Redis v7", "Redis version 7", "Redis 7 holds them"):
+        shaped = PassageTerms(frozenset(), body, f"{amounts} {written}.")
+        assert answer_type_reason(question, units, [shaped], df, 100) is None, written
+    port = "Which port holds the app sessions?"  # a port is any number: not held to shape
+    assert answer_type_reason(port, {**units, "port": ["port"]}, [amount], df, 100) is None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from kb_mcp.ingest.dates import parse_date
 from kb_mcp.search.adjust import Adjustment, Candidate, apply_rules
 from kb_mcp.search.freshness import (
     DEMOTION,
@@ -17,6 +18,7 @@ from kb_mcp.search.freshness import (
     demotion_rule,
     near_tied,
     reorder,
+    section_date,
 )
 from kb_mcp.search.fuse import RRF_K
 
@@ -192,3 +194,31 @@ def test_freshness_recency_never_lifts_a_demoted_document_over_a_current_one() -
     )
     ranked = reorder(apply_rules([draft, idea], [demotion_rule(None)]), None)
     assert keys(ranked) == ["idea-pool", "draft-pool"]
+
+
+def test_freshness_section_date_reads_a_changelog_entry_not_an_event() -> None:
+    """issue 9 (time_bound, "dated in a changelog heading"): a passage is as old as the
+    changelog entry it sits in; a heading that names an event's date is no entry date."""
+    assert section_date(("Changelog", "2024-06-01"), "2026-01-01") == "2024-06-01"
+    assert section_date(("Changelog", "[2.4.0] - 2025-03-01"), None) == "2025-03-01"
+    assert section_date(("Log", "3 February — interval 30 s"), "2026-05-01") == "2026-02-03"
+    assert section_date(("Log", "v2.3 — March 2025"), None) == "2025-03-01"
+    assert section_date(("Fares", "Zones merge on 1 June 2025"), None) is None
+    assert section_date(("Fares 2024",), None) is None
+
+
+def test_freshness_as_of_reads_the_changelog_entry_of_the_passage() -> None:
+    """issue 9: a changelog last edited after the asked date is not cut below the
+    documents of that time when its passage is an entry dated before it."""
+    changelog = cand("changelog", 1, 10.0, date="2026-01-10", topic="x", section_date="2024-05-01")
+    page = cand("page-2023", 2, 9.0, date="2023-06-01", topic="y")
+    assert keys(reorder([changelog, page], "2024-12-31")) == ["changelog", "page-2023"]
+    undated_entry = cand("changelog", 1, 10.0, date="2026-01-10", topic="x")
+    assert keys(reorder([undated_entry, page], "2024-12-31")) == ["page-2023", "changelog"]
+
+
+def test_parse_date_month_and_year_is_not_a_day() -> None:
+    """ "March 2025" is the month, never 20 March (the "20" of the year read as a day)."""
+    assert parse_date("effective March 2025", None) == "2025-03-01"
+    assert parse_date("March 20, 2025", None) == "2025-03-20"
+    assert parse_date("March 20", "2024-01-01") == "2024-03-20"

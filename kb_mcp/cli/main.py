@@ -45,8 +45,12 @@ def _bounded(
     parser.add_argument(flag, type=limit.argparse_type(), help=shown, **options)
 
 
-def _embedder_flags(parser: argparse.ArgumentParser, *, wait_flag: bool = False) -> None:
-    """``--embedder`` / ``--embed-model`` (and ``--no-wait`` where embedding is waited for)."""
+def _embedder_flags(
+    parser: argparse.ArgumentParser, *, wait_flag: bool = False, graph_flag: bool = True
+) -> None:
+    """``--embedder`` / ``--embed-model``, ``--graph-extractor`` where the graph's LLM pass
+    runs (``graph_flag``: not on ``search``, which extracts nothing), and ``--no-wait``
+    where embedding is waited for."""
     parser.add_argument(
         "--embedder",
         choices=EMBEDDER_CHOICES,
@@ -55,12 +59,13 @@ def _embedder_flags(parser: argparse.ArgumentParser, *, wait_flag: bool = False)
     parser.add_argument(
         "--embed-model", metavar="MODEL", help="embedding model (default: the provider's)"
     )
-    parser.add_argument(
-        "--graph-extractor",
-        choices=GRAPH_EXTRACTOR_CHOICES,
-        help="who finds the graph's entities (default: setting graph_extractor, "
-        "`heuristic`); ollama adds typed relations from a chat model in the background",
-    )
+    if graph_flag:
+        parser.add_argument(
+            "--graph-extractor",
+            choices=GRAPH_EXTRACTOR_CHOICES,
+            help="who finds the graph's entities (default: setting graph_extractor, "
+            "`heuristic`); ollama adds typed relations from a chat model in the background",
+        )
     if wait_flag:
         parser.add_argument(
             "--no-wait",
@@ -334,7 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", default="auto", choices=["auto", "keyword", "vector", "hybrid"])
     p.add_argument("--source")
     p.add_argument("--legs", metavar="LEGS", help=LEGS_HELP)
-    _embedder_flags(p)
+    _embedder_flags(p, graph_flag=False)  # a search extracts nothing: the flag did nothing
     p = command("entities", cmd_entities, json_flag=True)
     p.add_argument("query", nargs="?", help="a name to look up (default: the most mentioned)")
     _bounded(p, "--limit", "top_k", "entities to show", default=10)

@@ -7,10 +7,10 @@ Three things make a remote model safe to lean on from a search path:
   request carries at most 128 texts and about ``batch_chars`` characters, because Ollama
   answers only when the whole request is done, so a request's size is what the read
   timeout has to cover on a slow CPU.
-- **A cooldown after failures** (``Cooldown``): while it lasts, ``embed`` raises at once
-  and ``availability()`` says why and until when, so an unreachable host costs
-  microseconds, not N × timeout. It starts at ``cooldown_s`` and doubles up to
-  ``max_cooldown_s``; a success resets it.
+- **A cooldown after failures** (``ollama_http.Cooldown``, shared with the graph's
+  extractor): while it lasts, ``embed`` raises at once and ``availability()`` says why
+  and until when, so an unreachable host costs microseconds, not N × timeout. It starts
+  at ``cooldown_s`` and doubles up to ``max_cooldown_s``; a success resets it.
 - **A stable signature.** The vector size is not known until the server answers: the
   first successful request (or a probe of one short text, when ``signature`` is read
   first) fixes it for the life of the embedder, and a later answer of another size is an
@@ -24,13 +24,10 @@ model, with a hint. The host is an explicit argument: the settings layer resolve
 
 from __future__ import annotations
 
-import ipaddress
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from urllib.parse import urlsplit
 
 import httpx
 import numpy as np
@@ -44,6 +41,7 @@ from kb_mcp.embed.base import (
     normalized,
 )
 from kb_mcp.errors import InvalidInput
+from kb_mcp.ollama_http import Cooldown, display_host, is_loopback
 
 PROVIDER = "ollama"
 DEFAULT_MODEL = "qwen3-embedding:0.6b"
@@ -111,65 +109,6 @@ def prefix_scheme(model: str) -> PrefixScheme:
     return PREFIX_SCHEMES.get(family, NO_PREFIXES)
 
 
-@dataclass(frozen=True, slots=True)
-class Pause:
-    """A cooldown in force: the failure that started it, seconds left, failures in a row."""
-
-    error: EmbedderUnavailable
-    left_s: float
-    failures: int
-
-    def reason(self) -> str:
-        """The failure, then when the next attempt is allowed (wall clock and seconds)."""
-        until = (datetime.now() + timedelta(seconds=self.left_s)).strftime("%H:%M:%S")
-        times = "failure" if self.failures == 1 else f"{self.failures} failures in a row"
-        return (
-            f"{self.error.message}; paused after {times} until {until} "
-            f"(retried in {self.left_s:.0f} s)"
-        )
-
-
-class Cooldown:
-    """Consecutive failures pause the embedder: ``first_s``, doubling, at most ``max_s``.
-
-    Thread-safe. ``clock`` is a monotonic time source (seconds).
-    """
-
-    def __init__(
-        self, first_s: float, max_s: float, clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        self._first_s = first_s
-        self._max_s = max(first_s, max_s)
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._failures = 0
-        self._until = 0.0
-        self._error: EmbedderUnavailable | None = None
-
-    def active(self) -> Pause | None:
-        """The pause in force, or None when a request may go out."""
-        with self._lock:
-            left = self._until - self._clock()
-            if self._error is None or left <= 0:
-                return None
-            return Pause(self._error, left, self._failures)
-
-    def fail(self, error: EmbedderUnavailable) -> float:
-        """Record a failure; returns the length of the pause it starts."""
-        with self._lock:
-            self._failures += 1
-            pause = min(self._first_s * 2 ** (self._failures - 1), self._max_s)
-            self._until = self._clock() + pause
-            self._error = error
-            return pause
-
-    def succeed(self) -> None:
-        with self._lock:
-            self._failures = 0
-            self._until = 0.0
-            self._error = None
-
-
 class OllamaEmbedder:
     """``Embedder`` over an Ollama server (default model ``qwen3-embedding:0.6b``).
 
@@ -199,7 +138,7 @@ class OllamaEmbedder:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         _check_arguments(host, model, dims, max_chars, batch_size, batch_chars)
-        self.host = _display_host(host)
+        self.host = display_host(host)
         self.model = model
         self.prefixes = prefixes or prefix_scheme(model)
         self._max_chars = max_chars
@@ -215,7 +154,7 @@ class OllamaEmbedder:
         self._client = ollama.Client(
             host=host,
             timeout=httpx.Timeout(read_timeout_s, connect=connect_timeout_s),
-            trust_env=not _is_loopback(host),
+            trust_env=not is_loopback(host),
         )
 
     @property
@@ -374,30 +313,6 @@ def _check_arguments(
         raise InvalidInput(f"dims must be ≥ 1, got {dims}")
     if max_chars < 1 or batch_chars < 1:
         raise InvalidInput(f"max_chars and batch_chars must be ≥ 1, got {max_chars}, {batch_chars}")
-
-
-def _split_host(host: str) -> tuple[str, str]:
-    """(scheme-less host as parsed, original with a scheme) for any form Ollama accepts."""
-    with_scheme = host if "://" in host else f"http://{host}"
-    return urlsplit(with_scheme).hostname or "", with_scheme
-
-
-def _display_host(host: str) -> str:
-    """The host for messages, without a ``user:password@`` part."""
-    _, with_scheme = _split_host(host.strip())
-    parts = urlsplit(with_scheme)
-    netloc = parts.netloc.rsplit("@", 1)[-1]
-    return f"{parts.scheme}://{netloc}{parts.path.rstrip('/')}"
-
-
-def _is_loopback(host: str) -> bool:
-    name, _ = _split_host(host.strip())
-    if name == "localhost" or name.endswith(".localhost") or not name:
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
 
 
 def _short(text: str) -> str:

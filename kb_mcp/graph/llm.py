@@ -17,8 +17,8 @@ Three layers keep a document from steering the model into facts it does not stat
   nothing unless ``pwned`` is in the text, where the heuristic extractor may see it too.
 
 Transport failures (refused, timeout, HTTP error) raise ``ExtractorUnavailable`` and
-start a cooldown (the embedder's ``Cooldown``): while it lasts a call fails in
-microseconds, so an unreachable host does not cost a timeout per chunk. An answer that
+start a cooldown (``ollama_http.Cooldown``, shared with the embedder): while it lasts a
+call fails in microseconds, so an unreachable host does not cost a timeout per chunk. An answer that
 is not valid raises ``AnswerRejected``; the chunk keeps its heuristic entities.
 """
 
@@ -34,6 +34,7 @@ from typing import Any
 
 from kb_mcp.errors import InvalidInput, KbError, Unavailable
 from kb_mcp.graph.resolve import entity_key
+from kb_mcp.ollama_http import Cooldown, display_host, is_loopback
 
 # ollama, httpx and the embedder's helpers (numpy) are imported by ``OllamaExtractor``
 # only: the library imports this module for its types, and keyword-only start-up stays lean.
@@ -313,9 +314,7 @@ class OllamaExtractor:
         import httpx
         import ollama
 
-        from kb_mcp.embed.ollama import Cooldown, _display_host, _is_loopback
-
-        self.host = _display_host(host)
+        self.host = display_host(host)
         self.model = model
         self._read_timeout_s = read_timeout_s
         self._nonce = nonce
@@ -323,7 +322,7 @@ class OllamaExtractor:
         self._client = ollama.Client(
             host=host,
             timeout=httpx.Timeout(read_timeout_s, connect=connect_timeout_s),
-            trust_env=not _is_loopback(host),
+            trust_env=not is_loopback(host),
         )
 
     def extract(self, text: str, heading_path: Sequence[str] = ()) -> LlmFacts:
@@ -334,10 +333,7 @@ class OllamaExtractor:
         try:
             content = self._chat(messages(text, heading_path, self._nonce()))
         except ExtractorUnavailable as error:
-            from kb_mcp.embed.base import EmbedderUnavailable
-
-            # Cooldown keeps the failure for its messages; it only reads .message / .hint.
-            self._cooldown.fail(EmbedderUnavailable(error.message, hint=error.hint))
+            self._cooldown.fail(error)
             raise
         self._cooldown.succeed()
         return validate(content, text)

@@ -26,8 +26,8 @@ _MONTH = (
 )
 _DATE = re.compile(
     r"(?P<iso>\d{4}-\d{2}-\d{2})"
-    rf"|(?P<d1>\d{{1,2}})(?:st|nd|rd|th)?\s+{_MONTH}(?:,?\s+(?P<y1>\d{{4}}))?"
-    rf"|{_MONTH.replace('mon', 'mon2')}\s+(?P<d2>\d{{1,2}})(?:st|nd|rd|th)?"
+    rf"|(?<!\d)(?P<d1>\d{{1,2}})(?:st|nd|rd|th)?\s+{_MONTH}(?:,?\s+(?P<y1>\d{{4}}))?"
+    rf"|{_MONTH.replace('mon', 'mon2')}\s+(?P<d2>\d{{1,2}})(?!\d)(?:st|nd|rd|th)?"
     r"(?:,?\s+(?P<y2>\d{4}))?"
     rf"|{_MONTH.replace('mon', 'mon3')}\s+(?P<y3>\d{{4}})",
     re.IGNORECASE,

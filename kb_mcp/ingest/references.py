@@ -20,6 +20,8 @@ from pathlib import PurePosixPath
 
 from rapidfuzz import fuzz
 
+from kb_mcp.index.textprep import CJK_RUN
+
 DATED = "dated "  # the reference of a document named by its date: "dated 2025-12-01"
 
 # Title matching (rapidfuzz token_sort_ratio on normalized titles, 0-100). Hand-tuned on
@@ -37,6 +39,14 @@ _STOP = frozenset("the a an of to for on in at and our this that".split())
 _FRAMING = frozenset(
     "last week weeks s post posts notice announcement page note document said what i we "
     "earlier previous item yesterday update updates changes".split()
+)
+# A Chinese title has no spaces: one \w+ run would be one "word", and one word names a
+# topic, never a document. So a CJK run is compared by its overlapping two-character
+# pieces, after the words that frame a notice rather than name it ("关于…的通知",
+# "撤回", "作废") are taken out: "关于调整夜班车时刻表的通知" and "《调整夜班车时刻表》
+# 现予撤回" then name one document.
+_CJK_FRAMING = re.compile(
+    "关于|的通知|通知|公告|声明|说明|现予|予以|特此|已经|已|撤回|撤销|作废|废止|停止执行|取消"
 )
 _RELATIVE = re.compile(
     r"\b(?:last week'?s?|yesterday'?s?|last month'?s?|the previous|previous)\b", re.IGNORECASE
@@ -74,7 +84,22 @@ def normalize(text: str) -> str:
 
 
 def _words(text: str) -> list[str]:
-    return _WORD.findall(text.lower())
+    """Words; a CJK run becomes its two-character pieces (``_CJK_FRAMING``)."""
+    words = []
+    for word in _WORD.findall(text.lower()):
+        if CJK_RUN.search(word) is None:
+            words.append(word)
+            continue
+        for part in re.split(f"({CJK_RUN.pattern})", word):
+            if not part:
+                continue
+            if CJK_RUN.fullmatch(part) is None:
+                words.append(part)
+                continue
+            run = _CJK_FRAMING.sub(" ", part)
+            for piece in run.split():
+                words += [piece[i : i + 2] for i in range(max(1, len(piece) - 1))]
+    return words
 
 
 def ids_in(text: str) -> frozenset[str]:

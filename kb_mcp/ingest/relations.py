@@ -35,7 +35,7 @@ from kb_mcp.ingest.references import DATED, content_words, normalize, parse_refe
 
 # The version of the rules below: stored rows made under another are redone by the first
 # reader (``ingest/relink.StoredRelations``). Bump it when detection or matching changes.
-RELATIONS_VERSION = 2
+RELATIONS_VERSION = 3
 SUPERSEDES, CORRECTS, WITHDRAWS, UPDATES = "supersedes", "corrects", "withdraws", "updates"
 KINDS = (SUPERSEDES, CORRECTS, WITHDRAWS, UPDATES)
 FRONTMATTER, PROSE = "frontmatter", "prose"
@@ -76,8 +76,9 @@ _CUES: tuple[tuple[str, bool, re.Pattern[str]], ...] = tuple(
         (
             WITHDRAWS,
             False,
-            r"^(?:withdrawn|retracted|cancell?ed|rescinded|retraction|withdrawal|cancell?ation)"
-            r"\s*(?:of\s+)?[:\-–—]?\s*(?<=[:\-–—\s])" + _REF,
+            r"^[\[(]?(?:withdrawn|retracted|cancell?ed|rescinded|revoked|retraction|withdrawal|"
+            r"cancell?ation|rescission)[\])]?"
+            r"\s*(?:of\s+)?[:\-–—]?\s*(?<=[:\-–—\s\])])" + _REF,
         ),
         (
             WITHDRAWS,
@@ -88,9 +89,13 @@ _CUES: tuple[tuple[str, bool, re.Pattern[str]], ...] = tuple(
         (
             WITHDRAWS,
             False,
-            r"^(?:we are|we're|we have|we) (?:withdrawing|withdrawn|withdraw|retracting|"
-            r"retracted|retract|cancell?ing|cancell?ed) " + _REF,
+            r"^(?:we are|we're|we have|we've|we) (?:withdrawing|withdrawn|withdraw|retracting|"
+            r"retracted|retract|cancell?ing|cancell?ed|rescinding|rescinded|rescind|pulled|"
+            r"pulling|calling off|called off) " + _REF,
         ),
+        # "Please disregard the parking email of 2 May": the notice names what it voids.
+        # "Ignore" alone is a code comment's word ("# ignore close errors"): only "please".
+        (WITHDRAWS, False, r"^(?:(?:please\s+)?disregard|please\s+ignore)\s+" + _REF),
         (
             SUPERSEDES,
             True,
@@ -115,19 +120,67 @@ _CUES: tuple[tuple[str, bool, re.Pattern[str]], ...] = tuple(
 # cue after the name of what it changes (titles and headings only).
 _TRAILING_CUE = re.compile(
     r"^(?P<ref>\S.{2,200}?)\s*(?:[—–:(]|\s-)\s*(?P<cue>update[sd]?|revised|revision|errata|"
-    r"erratum|correction|corrections|addendum|withdrawn|retracted)\b"
+    r"erratum|correction|corrections|addendum|withdrawn|retracted|cancell?ed|rescinded|"
+    r"revoked|called off)\b"
     r"(?:\W*$|\s*[,(:]?\s*(?:on\s+|of\s+|from\s+)?(?:\d|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct"
     r"|nov|dec)[a-z]*\b))",
     re.IGNORECASE,
 )
-_TRAILING_KIND = {"withdrawn": WITHDRAWS, "retracted": WITHDRAWS}
+# "Zone merger cancelled", "Depot open day is called off": a title or heading that ends
+# with the verb, without a separator (two naming words at least: "Trips cancelled" in a
+# message-type table names a kind of message, not a document; one sentence only: "…
+# violation. This can happen if a script is cancelled" is prose).
+_ENDS_WITHDRAWN = re.compile(
+    r"^(?P<ref>[^\s.!?](?:(?!\.\s)[^!?]){2,120}?)\s+(?:is\s+|has been\s+)?"
+    r"(?:cancell?ed|withdrawn|retracted|"
+    r"rescinded|called off|scrapped|shelved)[\s.!]*$",
+    re.IGNORECASE,
+)
+_TRAILING_KIND = dict.fromkeys(
+    ("withdrawn", "retracted", "cancelled", "canceled", "rescinded", "revoked", "called off"),
+    WITHDRAWS,
+)
 # "*This announcement was withdrawn on 19 January 2026.*", "This notice has been
 # withdrawn": the document withdraws itself (past tense only: "This announcement is
 # cancelled" in a cancellation notice speaks of the announcement it cancels).
+# Also after an "Update:" / "Note:" / "Edit:" lead put on top of the old text, and in
+# the present tense where only the document itself can be meant ("This page is no
+# longer valid").
+_LEAD = r"^(?:(?:update|updated|note|edit|edited|notice|important|nb)\b[^:]{0,40}:[\s*_]*)?[*_]*"
 _SELF_WITHDRAWN = re.compile(
-    r"^this (?:announcement|notice|post|page|document|note|memo|message|plan|advisory) "
-    r"(?:was|has been) (?:withdrawn|cancell?ed|retracted|rescinded|revoked)\b",
+    _LEAD + r"this (?:announcement|notice|post|page|document|note|memo|message|plan|advisory|"
+    r"event|meeting|change|offer|trial|closure|rollout|guidance|instruction|decision) "
+    r"(?:(?:was|has been|had been) (?:withdrawn|cancell?ed|retracted|rescinded|revoked|"
+    r"called off|pulled|annulled|voided)\b|(?:is|was) no longer (?:valid|in effect|in force|"
+    r"accurate|current|applicable)\b)",
     re.IGNORECASE,
+)
+# "The depot open day announcement is hereby withdrawn", "The parking notice of May is
+# no longer valid": a notice that names what it withdraws as the subject of its verb.
+# Singular, and not in a table row: "Keys unused for a year are revoked" and
+# "| CANCELLED | This trip is cancelled |" state rules, not withdrawals.
+_NAMED_WITHDRAWN = re.compile(
+    _LEAD + r"(?P<ref>[^|\s].{2,150}?)\s+(?:is|has been|was)\s+"
+    r"(?:hereby\s+|now\s+|officially\s+)?(?:withdrawn|retracted|rescinded|revoked|"
+    r"cancell?ed|called off|annulled|void(?:ed)?|no longer (?:valid|in effect|in force))\b",
+    re.IGNORECASE,
+)
+# The subject must name something announced (or be an id / a file name).
+_NOTICE_NOUN = re.compile(
+    r"\b(?:announcement|notice|post|plan|email|e-mail|memo|message|advisory|bulletin|"
+    r"newsletter|change|closure|update|page|policy|decision|proposal|event|meeting|rollout|"
+    r"trial|offer|instruction|guidance|article|item|entry)s?\b|[\"“'‘]",
+    re.IGNORECASE,
+)
+# Chinese notices: "关于调整夜班车时刻表的通知现予撤回", "《车库开放日通知》作废",
+# "撤回通知：…", a title "…（已撤回）". The document is named in 《》 or 「」, or as
+# "关于…的通知/公告"; a bare verb ("取消订单") names nothing and says nothing.
+_CJK_WITHDRAW_VERB = re.compile(r"撤回|撤销|作废|废止|停止执行|取消")
+_CJK_NAMED = re.compile(
+    r"[《「“](?P<quoted>[^》」”]{2,60})[》」”]|(?P<about>关于[^，。；：]{2,60}?的(?:通知|公告))"
+)
+_CJK_MARKED = re.compile(
+    r"^(?P<ref>.{2,80}?)\s*[（(【\[]\s*已?(?:撤回|撤销|作废|废止|取消)\s*[）)】\]]\s*$"
 )
 # "Our post of 1 December said … we have withdrawn it", "The closure we announced on
 # 2 May is withdrawn": a withdrawal that names its document by date.
@@ -139,10 +192,10 @@ _DATED_REF = re.compile(
 )
 _WITHDRAW_VERB = re.compile(
     r"\b(?:is|was|has been|have|we have|we've) (?:now )?(?:withdrawn|retracted|cancell?ed|"
-    r"rescinded)\b|\bwe (?:withdraw|retract)\b|\bwas wrong\b",
+    r"rescinded)\b|\bwe (?:withdraw|retract)\b|\bwas wrong\b|\bdisregard\b",
     re.IGNORECASE,
 )
-_WITHDRAW_STEMS = ("withdr", "retract", "cancel", "rescind", "wrong")
+_WITHDRAW_STEMS = ("withdr", "retract", "cancel", "rescind", "wrong", "disregard")
 _UPDATE_HEAD = re.compile(r"^update\b[^:]{0,40}:\s*" + _REF, re.IGNORECASE)
 _MARKUP = re.compile(r"^\s*(?:#{1,6}\s+|>\s*|[-*+]\s+)?[*_`]*\s*")
 _REF_END = re.compile(
@@ -331,6 +384,9 @@ def _from_line(
     if dated:
         return dated
     trailing = _TRAILING_CUE.match(clean) if heading else None
+    ended = _ENDS_WITHDRAWN.match(clean) if heading and trailing is None else None
+    if ended is not None and len(content_words(normalize(ended["ref"]))) >= 2:
+        return _detected(WITHDRAWS, False, ended["ref"], clean, number, doc_date)
     if trailing is not None:
         cue = trailing["cue"].lower()
         kind = _TRAILING_KIND.get(cue, UPDATES if cue.startswith(("update", "revis")) else CORRECTS)
@@ -339,6 +395,9 @@ def _from_line(
         match = pattern.match(clean)
         if match:
             return _detected(kind, reverse, match["ref"], clean, number, doc_date)
+    named = _named_withdrawal(clean)
+    if named is not None:
+        return _detected(WITHDRAWS, False, named, clean, number, doc_date)
     match = _UPDATE_HEAD.match(clean)
     if match:  # "Update, 3 February 2026: …": the date is in the head, before the colon
         effective = stated_date(clean[: match.start("ref")], doc_date)
@@ -347,6 +406,29 @@ def _from_line(
             evidence = clean[:EVIDENCE_CHARS]
             return [Detected(UPDATES, reference, effective, evidence, number, number, PROSE)]
     return []
+
+
+def _named_withdrawal(clean: str) -> str | None:
+    """What a line withdraws by naming it ("The parking notice of May is no longer
+    valid", "《车库开放日通知》作废"), or None. A subject of fewer than two naming words
+    ("This announcement is cancelled", "It was called off") names no document."""
+    match = _NAMED_WITHDRAWN.match(clean)
+    if match is not None:
+        named = _cut(match["ref"])
+        if _NOTICE_NOUN.search(named) is None and not parse_reference(named).exact:
+            return None  # "Sent when an open invoice is cancelled": a rule, not a notice
+        return named if len(content_words(normalize(named))) >= 2 else None
+    if _CJK_WITHDRAW_VERB.search(clean) is None:
+        return None
+    marked = _CJK_MARKED.match(clean)
+    if marked is not None:
+        return marked["ref"].strip()
+    cited = _CJK_NAMED.search(clean)
+    if cited is None:  # the verb must act on the name, not be part of it
+        return None
+    if _CJK_WITHDRAW_VERB.search(clean[: cited.start()] + " " + clean[cited.end() :]) is None:
+        return None
+    return (cited["quoted"] or cited["about"]).strip()
 
 
 def _dated_withdrawal(clean: str, number: int, doc_date: str | None) -> list[Detected]:

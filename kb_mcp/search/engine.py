@@ -12,7 +12,7 @@ of each document, times the factors of the adjustments that moved it
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from kb_mcp.cite import format_cite
@@ -31,7 +31,7 @@ from kb_mcp.search.floor import (
     coverage,
     floor_reason,
 )
-from kb_mcp.search.freshness import as_of_date, demotion_rule, reorder
+from kb_mcp.search.freshness import as_of_date, demotion_rule, reorder, section_date
 from kb_mcp.search.fuse import FusedHit, LegHit, fuse_rankings
 from kb_mcp.search.graph import graph_leg
 from kb_mcp.search.keyword import keyword_leg
@@ -41,6 +41,7 @@ from kb_mcp.search.relations import (
     Change,
     annotations,
     asks_about_past,
+    concerned_only,
     order_pass,
     relation_rule,
     without_past_phrase,
@@ -271,6 +272,7 @@ def _candidate(
         key=passage.doc_key,
         score=fused.score,
         date=passage.doc_date or passage.updated_at,
+        section_date=section_date(passage.heading_path, passage.doc_date),
         superseded_on=passage.superseded_on,
         superseded_by=superseders.get(passage.doc_key),
         status=passage.status,
@@ -309,7 +311,7 @@ def _query_coverage(fts: FtsIndex, stats: UnitStats, passage: rows.PassageRow) -
 
 def _passage_terms(fts: FtsIndex, passage: rows.PassageRow) -> PassageTerms:
     head = fts.tokens(head_text(passage.title, passage.heading_path))
-    return PassageTerms(frozenset(head), tuple(fts.tokens(passage.text)))
+    return PassageTerms(frozenset(head), tuple(fts.tokens(passage.text)), passage.text)
 
 
 def _answer_type(fts: FtsIndex, stats: UnitStats, question: str, ranking: Ranking) -> str | None:
@@ -411,6 +413,23 @@ def prior_rule(query: str) -> Rule:
     return by_path
 
 
+def _passage_tokens(
+    fts: FtsIndex, fused: Mapping[str, FusedHit], found: Mapping[int, rows.PassageRow]
+) -> Callable[[str], set[str] | None]:
+    """Document key → the index tokens of its passage in this ranking (cached), or None."""
+    cache: dict[str, set[str]] = {}
+
+    def present(key: str) -> set[str] | None:
+        if key not in fused:
+            return None
+        if key not in cache:
+            p = found[fused[key].chunk_id]
+            cache[key] = set(fts.tokens(f"{head_text(p.title, p.heading_path)}\n{p.text}"))
+        return cache[key]
+
+    return present
+
+
 def _rank(
     db: Database,
     legs: dict[str, list[LegHit]],
@@ -418,8 +437,13 @@ def _rank(
     query: str,
     rules: Sequence[Rule],
     use_relations: bool = True,
+    fts: FtsIndex | None = None,
+    stats: UnitStats | None = None,
 ) -> Ranking:
-    """Legs → per-document ranks → weighted RRF → factor rules → order passes."""
+    """Legs → per-document ranks → weighted RRF → factor rules → order passes.
+
+    With ``fts`` and ``stats``, a correction or update acts only when it concerns what
+    the question asks (``relations.concerned_only``); results still say what they are."""
     found = rows.passages(db.conn, [h.chunk_id for hits in legs.values() for h in hits])
     legs = {name: _documents_ranked(hits, found) for name, hits in legs.items()}
     group = {cid: p.doc_key for cid, p in found.items()}
@@ -432,16 +456,21 @@ def _rank(
     changes = changes_for(db.conn, list(fused)) if use_relations else {}
     past = asks_about_past(query)
     position = {key: i for i, key in enumerate(fused)}
+    acting = changes
+    if changes and fts is not None and stats is not None:
+        present = _passage_tokens(fts, fused, found)
+        units = list(stats.tokens.values())
+        acting = concerned_only(changes, units, present, stats.df, stats.chunks)
     order = apply_rules(
         (_candidate(f, found[f.chunk_id], superseders) for f in fused.values()),
         (
             demotion_rule(as_of),
-            relation_rule(changes, as_of, past, position),
+            relation_rule(acting, as_of, past, position),
             prior_rule(query),
             *rules,
         ),
     )
-    order = order_pass(reorder(order, as_of), changes, as_of, past, position)
+    order = order_pass(reorder(order, as_of), acting, as_of, past, position)
     keyword = legs.get("keyword")
     top = keyword[0].chunk_id if keyword else None
     return Ranking(order, fused, found, top, changes)
@@ -511,7 +540,7 @@ def _search(
     matched = without_common_units(query, stats.unit_df(), stats.chunks)
     legs, plan = _run_legs(plan, fts, matched, vectors, request, source_id, graph)
     nearest = legs["vector"][0].score if legs.get("vector") else None
-    ranking = _rank(db, legs, calibration, request.query, rules, request.relations)
+    ranking = _rank(db, legs, calibration, request.query, rules, request.relations, fts, stats)
     if not ranking.order:
         reason = _with("no passage matches the query", plan)
         return SearchResult(request.query, plan.mode, (), plan.fallback, reason)

@@ -102,17 +102,37 @@ def floor_reason(
 # The kinds of number a question can ask for, with the phrase that asks for it. "How
 # often" is left out: its answers are words ("weekly", "every Tuesday") as often as not;
 # "when" too ("next spring", "after the freeze"): it cost a golden2 dev false empty, no catch.
+VERSION_KIND = "a version"
 _ASKS_FOR_NUMBER: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("a count or an amount", re.compile(r"\bhow\s+(?:many|much)\b", re.I)),
     ("a duration or an age", re.compile(r"\bhow\s+(?:long|old)\b", re.I)),
     (
-        "a version, port or number",
+        VERSION_KIND,
         re.compile(
             r"\b(?:which|what)(?:'s|\s+is|\s+are)?\s+(?:the\s+|our\s+|a\s+)?(?:[\w.-]+\s+){0,2}"
-            r"(?:version|port|phone(?:\s+number)?|extension|number)\b",
+            r"(?:major\s+|minor\s+)?version\b",
             re.I,
         ),
     ),
+    (
+        "a port or number",
+        re.compile(
+            r"\b(?:which|what)(?:'s|\s+is|\s+are)?\s+(?:the\s+|our\s+|a\s+)?(?:[\w.-]+\s+){0,2}"
+            r"(?:port|phone(?:\s+number)?|extension|number)\b",
+            re.I,
+        ),
+    ),
+)
+# A version is written as one: "7.2", "v3", "version 14", or a name with its number
+# ("PostgreSQL 14", "Android 9", "Node.js 20"; not a year: "March 2025"). A passage
+# about the thing whose only numbers are amounts ("expiry stays at 30 days", "40 million
+# rows") or ids ("ADR-0012") does not say which version. Caught: golden2 dev "Which
+# Redis version holds the app sessions?", golden "Which Redis version does the session
+# cache run?" (abstention 0.111 → 0.222 and 0.25 → 0.375, false empties unchanged; the
+# answered version questions, "PostgreSQL 14", "Node.js 20", "Android 9", still answer).
+_VERSION_SHAPED = re.compile(
+    r"(?<![\w.])[vV]?\d+(?:\.\d+)+(?!\w|\.\d)|\b[vV]\d+\b|\b(?i:version|release)\s+\d+"
+    r"|\b[A-Z][\w.+#]*[a-z][\w.+#]*\s(?!(?:19|20)\d\d\b)\d+(?![\d:/-]|[.,]\d|\s*%)"
 )
 # The word after "how" that asks for the number: a passage answers "how many" with "4",
 # not with "many", so the word weighs nothing in the passage's coverage.
@@ -143,6 +163,7 @@ class PassageTerms:
 
     head: frozenset[str]
     body: tuple[str, ...]
+    text: str = ""  # the passage as stored: a version is told by its shape ("7.2")
 
 
 def asks_for_number(question: str) -> str | None:
@@ -204,10 +225,13 @@ def answer_type_reason(
         present = passage.head | set(passage.body)
         if coverage(wanted, present, df, documents) < ANSWER_COVERAGE:
             continue
+        if kind == VERSION_KIND and _VERSION_SHAPED.search(passage.text) is None:
+            continue
         if holds_number_near(passage.body, words & present, ANSWER_WINDOW):
             return None
+    value = "a version" if kind == VERSION_KIND else "a number"
     return (
         f"nothing answers it: the question asks for {kind}, and none of the "
-        f"{len(passages)} closest passages holds a number near its words; the answer "
+        f"{len(passages)} closest passages holds {value} near its words; the answer "
         "is probably not stored"
     )

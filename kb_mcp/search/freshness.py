@@ -9,7 +9,8 @@ factor that the result reports (``search/adjust.py``):
   answers as well, still first when asked about the proposal itself.
 - **As-of questions** (an order pass). "as of March 2024", "as of 2023-10-01", "as of
   mid-2022": documents dated after that day are scored just below the last document
-  dated on or before it.
+  dated on or before it. A passage in a changelog entry is dated by its entry
+  (``section_date``).
 - **Recency on near-ties** (an order pass). A newer document that matches about as well
   as an older one just above it (within ``LEG_TIE`` on each leg's own score), on a
   similar title or section, takes that document's score and the place above it: of two
@@ -21,10 +22,12 @@ Dates compare as ISO strings (``YYYY-MM-DD`` prefixes).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import date
 
 from rapidfuzz import fuzz
 
+from kb_mcp.ingest.dates import parse_date
 from kb_mcp.ingest.status import CURRENT, OBSOLETE
 from kb_mcp.search.adjust import Adjustment, Candidate, Rule
 from kb_mcp.search.fuse import RRF_K
@@ -60,13 +63,18 @@ _MONTH_ALT = "|".join(
 )
 _SEASONS = {"spring": 4, "summer": 7, "autumn": 10, "fall": 10, "winter": 1}
 _HALVES = {"early": (1, 3), "mid": (6, 6), "late": (9, 10), "end of": (12, 12)}
+_PARTS = {"h1": (1, 6), "h2": (7, 12), "first half of": (1, 6), "second half of": (7, 12)}
 # Issue 9 widened "as of" to the other ways a question names its time ("back in July
 # 2024", "in summer 2025", "at the start of 2024", "just before the April 2025 change"),
 # tuned on golden2 dev (time_bound); the first golden set's time_bound is unchanged.
+# The quality pass added the leads that end a period ("until", "prior to": the day
+# before, as "before"; not "up to", often inclusive) and quarters and halves ("Q3 2024",
+# "the first half of 2025", "in H2 2024"); golden2 dev and golden scored the same.
 _AS_OF = re.compile(
     r"\b(?P<lead>as of|back in|in|during|around|by|at the (?:start|beginning) of|"
-    r"(?:just )?before(?: the)?)\s+"
+    r"(?:just )?before(?: the)?|until|till|up until|prior to(?: the)?)\s+"
     r"(?:(?P<iso>\d{4}-\d{2}-\d{2})|(?P<half>mid|early|late|end of)[- ](?P<hy>\d{4})"
+    r"|(?:the\s+)?(?P<quarter>q[1-4]|h[12]|first half of|second half of)\s+(?P<qy>\d{4})"
     r"|(?P<season>spring|summer|autumn|fall|winter)\s+(?P<sy>\d{4})"
     rf"|(?P<month>{_MONTH_ALT})\.?\s+(?:(?P<day>\d{{1,2}}),?\s+)?(?P<my>\d{{4}})"
     r"|(?P<year>(?:19|20)\d{2}))\b(?![-./]\d)",
@@ -87,6 +95,10 @@ def _period(found: re.Match[str]) -> tuple[date, date]:
     if found["half"]:
         first, last = _HALVES[found["half"].lower()]
         year = int(found["hy"])
+        return date(year, first, 1), date.fromisoformat(_month_end(year, last))
+    if found["quarter"]:
+        year, part = int(found["qy"]), found["quarter"].lower()
+        first, last = _PARTS.get(part) or ((int(part[1]) - 1) * 3 + 1, int(part[1]) * 3)
         return date(year, first, 1), date.fromisoformat(_month_end(year, last))
     if found["season"]:
         year, month = int(found["sy"]), _SEASONS[found["season"].lower()]
@@ -113,11 +125,35 @@ def as_of_date(query: str) -> str | None:
     except ValueError:
         return None
     lead = found["lead"].lower()
-    if "before" in lead:
+    if "before" in lead or lead.startswith(("until", "till", "up", "prior")):
         return date.fromordinal(first.toordinal() - 1).isoformat()
     if lead.startswith("at the"):
         return min(last, date.fromordinal(first.toordinal() + 30)).isoformat()
     return last.isoformat()
+
+
+def section_date(heading_path: Sequence[str], doc_date: str | None) -> str | None:
+    """The date a passage's section opens with, as a changelog dates its entries
+    ("## 2025-03-01", "## [2.4.0] - 2025-03-01", "### 3 February 2026 — interval 30 s";
+    a year left out is the document's). A document that logs changes over time holds
+    several versions, and for the as-of cut each passage is as old as its entry, not as
+    the document's latest edit. Only a heading that starts with the date: "Zones merge on
+    1 June 2025" names an event, not when the entry was written."""
+    for heading in reversed(heading_path):
+        head = _ENTRY_LEAD.sub("", heading.strip(), count=1)
+        found = parse_date(head, doc_date, anchored=True)
+        if found:
+            return found
+    return None
+
+
+# What may precede an entry's date in a changelog heading: a version ("[2.4.0] - ",
+# "v2.4 — "), "Released" / "Update,".
+_ENTRY_LEAD = re.compile(
+    r"^(?:(?:\[v?\d+(?:\.\d+)*\]|v?\d+(?:\.\d+)+)\s*[-–—:]\s*"
+    r"|(?:released|update[sd]?|changes?)\b[\s,:]*(?:on\s+)?)",
+    re.IGNORECASE,
+)
 
 
 def _month_end(year: int, month: int) -> str:
@@ -206,7 +242,7 @@ def _after_as_of(future: list[Candidate], floor: float, as_of: str) -> list[Cand
     return [
         c.adjusted(
             Adjustment(
-                f"dated {_day(c.date)}, after the asked date {as_of}: placed below the "
+                f"dated {_day(_dated(c))}, after the asked date {as_of}: placed below the "
                 "documents of that time",
                 factor,
             )
@@ -215,12 +251,17 @@ def _after_as_of(future: list[Candidate], floor: float, as_of: str) -> list[Cand
     ]
 
 
+def _dated(c: Candidate) -> str | None:
+    """The date the as-of cut reads: the passage's changelog entry's, else the document's."""
+    return c.section_date or c.date
+
+
 def reorder(ranked: list[Candidate], as_of: str | None) -> list[Candidate]:
     """The order passes over best-first candidates: the as-of cut, then recency."""
     if as_of is None:
         return _recency_pass(ranked)
-    present = [c for c in ranked if not c.date or _day(c.date) <= as_of]
-    future = [c for c in ranked if c.date and _day(c.date) > as_of]
+    present = [c for c in ranked if not _dated(c) or _day(_dated(c)) <= as_of]
+    future = [c for c in ranked if _dated(c) and _day(_dated(c)) > as_of]
     present = _recency_pass(present)
     floor = present[-1].score if present else float("inf")
     return present + _after_as_of(future, floor, as_of)

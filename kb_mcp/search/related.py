@@ -1,6 +1,6 @@
 """Each document's resolved relations, read from the store and seen from that document.
 
-The one place search and ``read`` turn ``doc_relations`` rows into ``Change`` values
+The one place search, ``read`` and ``entities`` turn ``doc_relations`` rows into ``Change`` values
 (``search/relations.py``), so both name the other document and cite the evidence alike:
 the cite points at the lines that stated the relation, in whichever document said it.
 """
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import apsw
 
 from kb_mcp.cite import format_cite
-from kb_mcp.search.relations import Change
+from kb_mcp.search.relations import Change, describe
 from kb_mcp.store import relations as relation_rows
 
 
@@ -29,3 +29,13 @@ def changes_for(conn: apsw.Connection, keys: Sequence[str]) -> dict[str, list[Ch
                 Change(view.kind, incoming, other, cite, view.effective)
             )
     return changes
+
+
+def described_relations(conn: apsw.Connection, keys: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """Document key → its resolved relations as search words them ("withdrawn on <date>
+    by <cite>" …), for the keys given that have any (``kb-mcp entities`` lists them)."""
+    return {
+        key: tuple(dict.fromkeys(describe(change) for change in found))
+        for key, found in changes_for(conn, list(dict.fromkeys(keys))).items()
+        if found
+    }

@@ -4,7 +4,9 @@ When a document and the one that changed it (``corrects``, ``supersedes``, ``wit
 ``updates``, from ``store/relations.py``) both match, the current one comes first:
 
 - a **factor rule** scores the changed document ×``freshness.DEMOTION`` (one factor,
-  as for ``supersedes:`` frontmatter, which it does not repeat);
+  as for ``supersedes:`` frontmatter, which it does not repeat); a correction or update
+  acts only when it concerns what was asked (``concerned_only``): the rest of the old
+  document still holds;
 - an **order pass** then moves the changer to just above the document it changed
   (taking its score, as every order pass does, ``search/adjust.py``).
 
@@ -25,14 +27,16 @@ values do not overlap.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from rapidfuzz import fuzz
 
 from kb_mcp.ingest.status import CURRENT
 from kb_mcp.search.adjust import Adjustment, Candidate, Rule
+from kb_mcp.search.floor import coverage
 from kb_mcp.search.freshness import DEMOTION
+from kb_mcp.search.fuse import RRF_K
 
 # "Both match": a changer counts when the fused ranking has it among its first
 # RELATION_DEPTH documents. golden2 dev, keyword: 5 and 10 score alike, 20 and 100 +0.001
@@ -40,13 +44,34 @@ from kb_mcp.search.freshness import DEMOTION
 RELATION_DEPTH = 10
 # A withdrawal or supersession replaces the whole document, and a document that withdrew
 # itself needs no second match: those demote wherever the changer ranks.
-WHOLE = frozenset({"withdraws", "supersedes"})
+WITHDRAWS = "withdraws"
+WHOLE = frozenset({WITHDRAWS, "supersedes"})
+# A withdrawn document scores as it would WITHDRAWN_RANKS ranks lower (DEMOTION is 5),
+# whatever else demoted it: nothing of it holds, unlike a corrected or superseded one
+# whose rest may, so a current page that matches less well still comes first. golden2
+# dev and golden keyword score alike at 5 to 40 ranks (nDCG@10 0.8651 → 0.8652; their
+# withdrawn documents already rank below the answer); 20 is a margin, not a fit.
+WITHDRAWN_RANKS = 20
+WITHDRAWN = (RRF_K + 1) / (RRF_K + 1 + WITHDRAWN_RANKS)
+# A partial change (corrects, updates) demotes only when the changer's passage holds this
+# share of the IDF weight of the question's words the old passage matched
+# (``concerned_only``). golden2 dev, keyword, macro by share: 0 (always demote, as
+# before) / 0.4 0.776, 0.45 0.777, 0.5 / 0.55 / 0.6 0.782 (multi_hop 0.402 → 0.446: a
+# postmortem asked about its incident commander no longer sinks under an addendum that
+# recounts buses), 0.7 0.780, 0.9 0.774, 1.0 0.762 (corrections lose); the old golden
+# set scores 0.842 at every share. 0.55: the middle of the plateau.
+CONCERN_SHARE = 0.55
 CONTRADICTION_DEPTH = 3
 CONTRADICTION_TOPIC = 60  # token_set_ratio of the two titles (0-100)
+# The quality pass added "the previous / earlier / former <setting>" (only the adjective
+# is framing: the setting is what is asked about) and "before ADR-12 / v2.3".
 _PAST = re.compile(
     r"\b(?:before (?:the|this|that|it|its|their|our)(?: [\w-]+){0,4} "
     r"(?:change|changed|update|updated|correction|corrected|revision|errata|erratum|withdrawal|switch|move)|previously|"
     r"originally|formerly|used to|prior to the|old (?:value|version|policy|setting|number)|"
+    r"(?:old|previous|earlier|former)(?= (?:[\w-]+ ){0,2}(?:value|version|policy|setting|"
+    r"number|limit|rule|rate|hours|interval|period|figure|price|fare|cap)s?\b)|"
+    r"(?:before|prior to) (?:[A-Z][A-Z0-9]{1,9}-\d+|v\d+(?:\.\d+)*)|"
     r"initially|at first)\b",
     re.IGNORECASE,
 )
@@ -67,6 +92,40 @@ class Change:
     other: str  # the other document's key
     cite: str  # where to read the evidence (a cite, or the other document's key)
     effective: str | None
+
+
+def concerned_only(
+    changes: Mapping[str, Sequence[Change]],
+    units: Sequence[Sequence[str]],
+    present: Callable[[str], Collection[str] | None],
+    df: Mapping[str, int],
+    documents: int,
+    share: float = CONCERN_SHARE,
+) -> dict[str, list[Change]]:
+    """``changes`` without the partial ones (``corrects``, ``updates``) that leave the
+    asked-about part alone, so only those can demote and reorder.
+
+    A correction changes one fact of a document ("page 4 says 30 days; it is 45"), and
+    the rest still holds. The question is about the corrected fact when the changer's
+    passage holds the question's words that the old passage matched: at least ``share``
+    of their IDF weight. ``present(key)`` is the index tokens of a document's passage in
+    this ranking (None: not ranked). Both directions of a dropped change go.
+    """
+    dropped: set[frozenset[str]] = set()
+    for key, found in changes.items():
+        for change in found:
+            if not change.incoming or change.kind in WHOLE or change.other == key:
+                continue
+            old, new = present(key), present(change.other)
+            if old is None or new is None:
+                continue
+            matched = [unit for unit in units if unit and all(t in old for t in unit)]
+            if coverage(matched, new, df, documents) < share:
+                dropped.add(frozenset({key, change.other}))
+    return {
+        key: [ch for ch in found if ch.kind in WHOLE or frozenset({key, ch.other}) not in dropped]
+        for key, found in changes.items()
+    }
 
 
 def asks_about_past(query: str) -> bool:
@@ -118,11 +177,15 @@ def relation_rule(
     ``supersedes:`` demoted it already."""
 
     def demote(c: Candidate) -> Adjustment | None:
-        if past or c.superseded_on is not None or c.status != CURRENT:
-            return None  # demoted once already (``freshness.demotion_rule``)
+        if past:
+            return None
+        already = c.superseded_on is not None or c.status != CURRENT
         for change in changes.get(c.key, ()):
             if change.incoming and _applies(change, as_of) and matched(change, position):
-                return Adjustment(describe(change), DEMOTION)
+                if change.kind == WITHDRAWS:  # no part of it holds: further down
+                    return Adjustment(describe(change), WITHDRAWN / (DEMOTION if already else 1))
+                if not already:  # else demoted once already (``freshness.demotion_rule``)
+                    return Adjustment(describe(change), DEMOTION)
         return None
 
     return demote
