@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from kb_mcp.bench import perf
-from kb_mcp.errors import NotFound
+from kb_mcp.errors import InvalidInput, NotFound
 from kb_mcp.index.naive import NaiveIndex
 from kb_mcp.library import Library
 from kb_mcp.settings import Settings
@@ -92,6 +92,24 @@ def test_bench_perf_keyword_rows_time_kb_mcp_beside_the_naive_table(
     table = perf.perf_table([(report, None)])
     assert "naive p95" in table
     assert "x" in table.splitlines()[-1]  # the ratio column is filled
+
+
+def test_bench_perf_only_search_reuses_the_corpus_a_run_kept(data: Path, tmp_path: Path) -> None:
+    """issue 10: `--workdir` keeps what a run built, `--only search` times searches over it
+    again without building (no ingest row), and either without the other is refused."""
+    workdir = tmp_path / "kept"
+    built = perf.run_perf_bench([12], data=data, startup=False, workdir=workdir)
+    assert built[0][0].perf is not None and (workdir / "12" / "home" / "kb.db").is_file()
+    again = perf.run_perf_bench([12], data=data, workdir=workdir, only="search")
+    report, startup = again[0]
+    assert report.perf is None and startup is None
+    assert [r.queries for r in report.searches] == ["scifact", "nfcorpus", "cmrc2018"]
+    assert report.searches[0].chunks == built[0][0].perf.chunks
+    assert "scifact" in perf.perf_table(again)
+    with pytest.raises(InvalidInput, match="--workdir"):
+        perf.run_perf_bench([12], data=data, only="search")
+    with pytest.raises(NotFound, match="no built corpus"):
+        perf.measure_search(tmp_path / "nothing", data)
 
 
 def test_bench_perf_missing_data_folder_is_a_clear_error(tmp_path: Path) -> None:

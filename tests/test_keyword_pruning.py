@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from kb_mcp.library import Library
-from kb_mcp.search.keyword import keyword_leg, prune_plan
-from kb_mcp.search.query import parse_query
+from kb_mcp.search.keyword import BOUND_MARGIN, PrunePlan, keyword_leg, prune_plan
+from kb_mcp.search.query import or_expression, parse_query
 from kb_mcp.settings import Settings
 
 FILES = 30
@@ -33,6 +33,12 @@ def _section(n: int) -> str:
     if n == ZEPPELIN_PASSAGES[0]:
         words += ["zeppelin", "zeppelin", "airship", "zeppelin"]
     return f"## Section {n}\n\n" + " ".join(words) + ".\n"
+
+
+def _split(units: tuple[str, ...], essential: tuple[str, ...]) -> tuple[str, str]:
+    """The essential phrases' OR and the other phrases' OR, as ``best_per_document`` takes."""
+    rest = [u for u in units if u not in essential]
+    return or_expression(list(essential)) or "", or_expression(rest) or ""
 
 
 @pytest.fixture(scope="module")
@@ -55,8 +61,9 @@ def test_keyword_pruning_plans_common_words_out_and_keeps_rare_ones(crowded: Lib
     """issue 10: the common words leave the essential set, the rare one stays."""
     plan = prune_plan(crowded.fts, parse_query("zeppelin cache latency"), min_chunks=0)
     assert plan is not None
-    assert plan.essential == '"zeppelin"'
-    assert plan.bound > 0
+    assert plan.first == ("zeppelin",)
+    assert {u for u, _ in plan.common} == {"cache", "latency"}
+    assert plan.bound_without(plan.first) > 0
 
 
 def test_keyword_pruning_never_changes_the_first_result_of_an_unambiguous_query(
@@ -67,9 +74,10 @@ def test_keyword_pruning_never_changes_the_first_result_of_an_unambiguous_query(
     plan = prune_plan(crowded.fts, query, min_chunks=0)
     assert plan is not None
     pruned = crowded.fts.best_per_document(
-        query.match_expression() or "", 3, essential=plan.essential
+        query.match_expression() or "", 3, None, *_split(plan.units, plan.first)
     )
-    assert pruned[0][1] > plan.bound  # the bound is proved, so the leg keeps this ranking
+    # the bound is proved, so the leg keeps this ranking
+    assert pruned[0][1] > plan.bound_without(plan.first)
     full = keyword_leg(crowded.fts, query, 3, prune_min_chunks=NEVER)
     leg = keyword_leg(crowded.fts, query, 3, prune_min_chunks=0)
     assert [h.chunk_id for h in leg] == [h.chunk_id for h in full]
@@ -85,7 +93,8 @@ def test_keyword_pruning_scores_are_the_full_queries_bm25(crowded: Library) -> N
     plan = prune_plan(crowded.fts, query, min_chunks=0)
     assert plan is not None
     expression = query.match_expression() or ""
-    pruned = dict(crowded.fts.best_per_document(expression, 50, essential=plan.essential))
+    split = _split(plan.units, plan.first)
+    pruned = dict(crowded.fts.best_per_document(expression, 50, None, *split))
     full = dict(crowded.fts.best_per_document(expression, 50))
     assert len(pruned) == len(ZEPPELIN_PASSAGES)  # one passage per document here
     for chunk_id, score in pruned.items():
@@ -109,6 +118,23 @@ def test_keyword_pruning_leaves_cjk_bigram_queries_and_small_libraries_alone(
     """issue 10: a CJK bigram's df is unknown, and a small library has nothing to win."""
     assert prune_plan(crowded.fts, parse_query("缓存延迟 cache"), min_chunks=0) is None
     assert prune_plan(crowded.fts, parse_query("zeppelin cache")) is None
+
+
+def test_keyword_pruning_next_round_leaves_out_what_the_best_score_allows() -> None:
+    """issue 10: a failed bound widens the essential set by MaxScore's rule (the most
+    common phrases whose bounds add up to less than the best score stay out), and the
+    widened set's bound is below that score, so the next round proves its first result."""
+    plan = PrunePlan(("r", "a", "b", "c"), (("a", 1.0), ("b", 2.0), ("c", 4.0)), ("r",))
+    assert plan.bound_without(("r",)) == pytest.approx(7.0 * BOUND_MARGIN)
+    wider = plan.essential_for(3.5, ("r",))
+    assert wider == ("r", "c")
+    assert plan.bound_without(wider) < 3.5
+    # a best score above every bound but too few documents: one more phrase comes in
+    assert plan.essential_for(100.0, ("r",)) == ("r", "c")
+    assert plan.essential_for(100.0, ("r", "c")) == ("r", "b", "c")
+    # nothing may stay out: the caller runs the full OR instead
+    assert plan.essential_for(0.5, ("r",)) is None
+    assert plan.essential_for(100.0, ("r", "b", "c")) is None
 
 
 def test_index_statistics_cache_sees_new_chunks(tmp_path: Path) -> None:

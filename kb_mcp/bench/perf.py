@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from kb_mcp.bench.metrics import percentile
-from kb_mcp.errors import NotFound, Unavailable
+from kb_mcp.errors import InvalidInput, NotFound, Unavailable
 
 SEED = 7
 SEARCHES = 200  # per query set
@@ -192,7 +192,7 @@ class SearchRow:
 
 @dataclass(frozen=True, slots=True)
 class SizeReport:
-    perf: PerfRow
+    perf: PerfRow | None  # None under ``--only search``: nothing was built or ingested
     searches: list[SearchRow] = field(default_factory=list)
 
 
@@ -253,6 +253,32 @@ def keyword_rows(library, naive, sets: Sequence[RealSet], chunks: int) -> list[S
             SearchRow(chunks, real.name, "keyword", *kb.summary(), *base.summary(), kb.stopped)
         )
     return rows
+
+
+def measure_search(workdir: Path, data: Path = DATA_DIR) -> SizeReport:
+    """Only the search pass, over a corpus an earlier run built and kept in ``workdir``.
+
+    Trigger: building the 100k corpus takes most of half an hour on the shared cores,
+    and tuning the keyword leg needs its search figures many times over one index.
+    """
+    from kb_mcp.index.naive import NaiveIndex
+    from kb_mcp.library import Library
+    from kb_mcp.settings import Settings
+
+    home, naive_db = workdir / "home", workdir / "naive.db"
+    if not (home / "kb.db").is_file() or not naive_db.is_file():
+        raise NotFound(
+            f"no built corpus in {workdir}",
+            hint="run `kb-mcp bench perf --sizes N --workdir DIR` once to build it",
+        )
+    sets = load_sets(data)
+    settings = Settings(home=home, max_files_per_source=10**7, embedder="none")
+    with Library(settings) as library:
+        library.fts.ensure_current()
+        naive = NaiveIndex(naive_db)
+        searches = keyword_rows(library, naive, sets, library.overview().chunks)
+        naive.close()
+    return SizeReport(None, searches)
 
 
 def measure_size(chunks: int, workdir: Path, data: Path = DATA_DIR) -> SizeReport:
@@ -321,30 +347,54 @@ def measure_startup(home: Path) -> float:
 
 def _report_from_json(line: str) -> SizeReport:
     raw = json.loads(line)
-    return SizeReport(PerfRow(**raw["perf"]), [SearchRow(**r) for r in raw["searches"]])
+    perf = PerfRow(**raw["perf"]) if raw["perf"] else None
+    return SizeReport(perf, [SearchRow(**r) for r in raw["searches"]])
+
+
+ONLY = ("search",)  # the parts ``--only`` can run alone
 
 
 def run_perf_bench(
-    sizes: Sequence[int], keep: bool = False, data: Path = DATA_DIR, startup: bool = True
+    sizes: Sequence[int],
+    keep: bool = False,
+    data: Path = DATA_DIR,
+    startup: bool = True,
+    workdir: Path | None = None,
+    only: str | None = None,
 ) -> list[tuple[SizeReport, float | None]]:
-    """One report per size (in chunks), each measured in a fresh child process."""
+    """One report per size (in chunks), each measured in a fresh child process.
+
+    With ``workdir`` each size's corpus, library and naive table are kept in
+    ``workdir/<chunks>``; ``only="search"`` then times the searches over them again
+    without building anything (and without the start-up figure).
+    """
     load_sets(data)  # a missing data folder fails here, before any child starts
+    if only is not None and (only not in ONLY or workdir is None):
+        raise InvalidInput(
+            f"--only {only} needs --workdir and one of: {', '.join(ONLY)}",
+            hint="build once with --workdir DIR, then rerun with --only search --workdir DIR",
+        )
     reports = []
     for chunks in sizes:
-        workdir = Path(tempfile.mkdtemp(prefix=f"kb-mcp-perf-{chunks}-"))
+        kept = workdir / str(chunks) if workdir is not None else None
+        if only is not None and kept is not None and not (kept / "home" / "kb.db").is_file():
+            raise NotFound(f"no built corpus in {kept}", hint="run once without --only first")
+        if kept is not None and only is None:
+            shutil.rmtree(kept, ignore_errors=True)  # a full run builds afresh
+        if kept is not None:
+            kept.mkdir(parents=True, exist_ok=True)
+        here = kept or Path(tempfile.mkdtemp(prefix=f"kb-mcp-perf-{chunks}-"))
         try:
+            command = [sys.executable, "-m", "kb_mcp.bench.perf", str(chunks), str(here), str(data)]
             out = subprocess.run(
-                [sys.executable, "-m", "kb_mcp.bench.perf", str(chunks), str(workdir), str(data)],
-                check=True,
-                capture_output=True,
-                text=True,
+                [*command, *([only] if only else [])], check=True, capture_output=True, text=True
             ).stdout
             report = _report_from_json(out.strip().splitlines()[-1])
-            started = measure_startup(workdir / "home") if startup else None
+            started = measure_startup(here / "home") if startup and only is None else None
             reports.append((report, started))
         finally:
-            if not keep:
-                shutil.rmtree(workdir, ignore_errors=True)
+            if not keep and kept is None:
+                shutil.rmtree(here, ignore_errors=True)
     return reports
 
 
@@ -364,6 +414,8 @@ def perf_table(reports: Sequence[tuple[SizeReport, float | None]]) -> str:
     ]
     for report, startup in reports:
         r = report.perf
+        if r is None:
+            continue
         lines.append(
             f"{r.chunks:>7} {r.files:>6} {r.megabytes:>6} {r.ingest_s:>9} {r.mb_per_s:>6} "
             f"{r.naive_ingest_s:>8} {r.resync_s:>9} {r.db_mb:>6} {r.peak_rss_mb:>8} "
@@ -388,5 +440,8 @@ def perf_table(reports: Sequence[tuple[SizeReport, float | None]]) -> str:
 
 
 if __name__ == "__main__":
-    report = measure_size(int(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]))
+    if sys.argv[4:] == ["search"]:
+        report = measure_search(Path(sys.argv[2]), Path(sys.argv[3]))
+    else:
+        report = measure_size(int(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]))
     print(json.dumps(asdict(report)))

@@ -82,7 +82,8 @@ def cmd_bench_perf(args: argparse.Namespace) -> int:
 
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()] if args.sizes else DEFAULT_SIZES
     data = Path(args.data).expanduser() if args.data else DATA_DIR
-    rows = run_perf_bench(sizes, keep=args.keep, data=data)
+    workdir = Path(args.workdir).expanduser() if args.workdir else None
+    rows = run_perf_bench(sizes, keep=args.keep, data=data, workdir=workdir, only=args.only)
     print(perf_table(rows))
     if args.embedder and args.embedder != "none":
         from kb_mcp.bench.embed_perf import embed_perf_table, real_embedder, run_embed_perf
@@ -172,6 +173,15 @@ def add_bench_parser(sub: argparse._SubParsersAction, common, embedder_flags) ->
         "../shared/eval-data beside the repository)",
     )
     p.add_argument("--keep", action="store_true", help="keep the generated corpora")
+    p.add_argument(
+        "--workdir",
+        help="build each size's corpus in WORKDIR/<chunks> and keep it there, for --only",
+    )
+    p.add_argument(
+        "--only",
+        choices=["search"],
+        help="time only the searches, over the corpora an earlier run built in --workdir",
+    )
     _add_embed_perf_flags(p)
     p.set_defaults(func=cmd_bench_perf)
     _add_startup_parser(bench_sub, common)
