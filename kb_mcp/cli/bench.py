@@ -80,12 +80,15 @@ def cmd_bench_perf(args: argparse.Namespace) -> int:
     beside a naive FTS5 table over the same real text."""
     from kb_mcp.bench.perf import DATA_DIR, DEFAULT_SIZES, perf_table, run_perf_bench
 
-    sizes = [int(s) for s in args.sizes.split(",") if s.strip()] if args.sizes else DEFAULT_SIZES
+    # `--sizes ""` (no size) skips the keyword figures: "" must not mean the default.
+    given = args.sizes is not None
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()] if given else DEFAULT_SIZES
     data = Path(args.data).expanduser() if args.data else DATA_DIR
-    rows = run_perf_bench(sizes, keep=args.keep, data=data)
-    print(perf_table(rows))
+    if sizes:
+        print(perf_table(run_perf_bench(sizes, keep=args.keep, data=data)))
     if args.embedder and args.embedder != "none":
         from kb_mcp.bench.embed_perf import embed_perf_table, real_embedder, run_embed_perf
+        from kb_mcp.bench.model_vectors import REUSE_LIBRARY
 
         report = run_embed_perf(
             Path(args.eval_data).expanduser(),
@@ -93,7 +96,8 @@ def cmd_bench_perf(args: argparse.Namespace) -> int:
             bulk_chunks=args.vector_chunks,
             add_files=args.add_files,
             add_embedder=(args.embedder, args.embed_model),
-            keep=args.keep,
+            workdir=Path(args.workdir).expanduser() if args.workdir else None,
+            reuse=REUSE_LIBRARY,
             log=lambda line: print(line, file=sys.stderr, flush=True),
         )
         print(embed_perf_table(report))
@@ -209,6 +213,12 @@ def _add_embed_perf_flags(p: argparse.ArgumentParser) -> None:
         type=int,
         default=ADD_FILES,
         help=f"files of the `kb-mcp add` folder (default {ADD_FILES}; 0 skips it)",
+    )
+    p.add_argument(
+        "--workdir",
+        metavar="DIR",
+        help="keep the vector figures' libraries in DIR and reuse them on the next run "
+        "(only the timings run again; default: a temporary folder, removed)",
     )
 
 
