@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -373,26 +374,56 @@ def _open(home: Path, embedder: BenchEmbedder) -> Library:
     return Library(settings, make_embedder=lambda provider, model: embedder)
 
 
-def time_searches(
-    home: Path, embedder: BenchEmbedder, queries: list[str], label: str, vectors: str
-) -> HybridRow:
-    """p50 / p95 of hybrid and keyword search over ``queries`` (default top_k), after one
-    warm-up pass (codes loaded, caches filled: a server's steady state)."""
-    with _open(home, embedder) as library:
-        library.warm_vectors()
-        for query in queries[:20]:
-            library.search(query, mode="hybrid")
-        hybrid, hybrid_cpu = timed_ms(lambda q: _hybrid(library, q), queries)
-        keyword, keyword_cpu = timed_ms(lambda q: library.search(q, mode="keyword"), queries)
-        return HybridRow(
-            label,
-            vectors,
-            library.overview().chunks,
-            Latency.of(hybrid),
-            Latency.of(hybrid_cpu),
-            Latency.of(keyword),
-            Latency.of(keyword_cpu),
-        )
+@dataclass(frozen=True, slots=True)
+class Timed:
+    """One library to time: its home, the embedder it was built with, and its labels."""
+
+    home: Path
+    embedder: BenchEmbedder
+    label: str
+    vectors: str
+
+
+def time_searches(timed: list[Timed], queries: list[str]) -> list[HybridRow]:
+    """p50 / p95 of hybrid and keyword search over ``queries`` (default top_k) in each
+    library, after one warm-up pass (codes loaded, caches filled: a server's steady
+    state). Libraries timed together take turns query by query (the first one rotating),
+    so a change of the machine's load falls on all of them alike: the neutrality check
+    compares two libraries this way."""
+    with ExitStack() as stack:
+        libraries = [stack.enter_context(_open(t.home, t.embedder)) for t in timed]
+        for library in libraries:
+            library.warm_vectors()
+            for query in queries[:20]:
+                library.search(query, mode="hybrid")
+        hybrid = _turns(libraries, queries, _hybrid)
+        keyword = _turns(libraries, queries, lambda lib, q: lib.search(q, mode="keyword"))
+        return [
+            HybridRow(
+                t.label,
+                t.vectors,
+                library.overview().chunks,
+                Latency.of(hybrid[i][0]),
+                Latency.of(hybrid[i][1]),
+                Latency.of(keyword[i][0]),
+                Latency.of(keyword[i][1]),
+            )
+            for i, (t, library) in enumerate(zip(timed, libraries, strict=True))
+        ]
+
+
+def _turns(
+    libraries: list[Library], queries: list[str], search: Callable[[Library, str], object]
+) -> list[tuple[list[float], list[float]]]:
+    """(wall ms, CPU ms) per query for each library, the libraries taking turns."""
+    times: list[tuple[list[float], list[float]]] = [([], []) for _ in libraries]
+    for n, query in enumerate(queries):
+        for k in range(len(libraries)):
+            i = (n + k) % len(libraries)
+            wall, cpu = timed_ms(lambda q, lib=libraries[i]: search(lib, q), [query])
+            times[i][0].extend(wall)
+            times[i][1].extend(cpu)
+    return times
 
 
 def _hybrid(library: Library, query: str) -> None:
@@ -472,20 +503,24 @@ def run_embed_perf(
         small = written_folder(workdir / "small", docs, real_files)
         own = BenchEmbedder(real.signature, cache, lambda t: model.exact_or(t, embed))
         chunks, _, _ = build_library(small, workdir / "real", own)
+        say(f"small library: {model.embedded_anew} of {chunks} passages embedded anew")
         label = f"{chunks:,} chunks"
-        rows = [time_searches(workdir / "real", own, queries, label, "model")]
-        say(f"{rows[-1]} ({model.embedded_anew} passages embedded anew)")
         derived = BenchEmbedder(real.signature, cache, model.derived)
         build_library(small, workdir / "derived", derived)
-        rows.append(time_searches(workdir / "derived", derived, queries, label, "derived"))
-        say(str(rows[-1]))
+        rows = time_searches(
+            [
+                Timed(workdir / "real", own, label, "model"),
+                Timed(workdir / "derived", derived, label, "derived"),
+            ],
+            queries,
+        )
+        say("\n".join(map(str, rows)))
         bulk_files = max(1, round(bulk_chunks / BULK_CHUNKS_PER_FILE))
         bulk_folder = written_folder(workdir / "bulk", docs, bulk_files)
         bulk, ingest_s, _ = build_library(bulk_folder, workdir / "bulkhome", derived)
         say(f"{bulk} chunks ingested in {ingest_s:.0f} s, derived vectors stored")
-        rows.append(
-            time_searches(workdir / "bulkhome", derived, queries, f"{bulk:,} chunks", "derived")
-        )
+        bulk_home = Timed(workdir / "bulkhome", derived, f"{bulk:,} chunks", "derived")
+        rows += time_searches([bulk_home], queries)
         say(str(rows[-1]))
         add = None
         if add_files:
