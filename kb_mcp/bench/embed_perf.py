@@ -16,10 +16,11 @@ Four figures (issue 8, "Speed"), each from one run:
 4. **``kb-mcp add`` to full vector coverage** (``run_add``): the CLI as a user runs it on
    a folder of real-text files, wall time, chunks, passages/s and peak RSS.
 
-The text is real: SciFact and NFCorpus abstracts (and CoSQA code for ``add``), from a
-BEIR-layout ``eval-data`` folder. To reach 100k chunks each abstract is repeated with
-variation (``variant``): its sentences rotated and one sentence of another abstract
-added, so no two chunks are equal and the postings look like a real library's.
+The text is real, from a BEIR-layout ``eval-data`` folder: the search libraries hold the
+SciFact abstracts whose model vectors the bench has (``bench/model_vectors.py``), ``add``
+every SciFact and NFCorpus abstract and CoSQA code. To reach 100k chunks each abstract is
+repeated with variation (``variant``): its sentences rotated and one sentence of another
+abstract added, so no two chunks are equal and the postings look like a real library's.
 """
 
 from __future__ import annotations
