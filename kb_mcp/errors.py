@@ -55,6 +55,11 @@ class Unavailable(KbError):
     exit_code = 5
 
 
+class SearchTimedOut(Unavailable):
+    """A search's database work passed ``search_timeout_ms`` and was stopped. Its own
+    class so a bench can count it as a miss instead of losing the whole run."""
+
+
 class Conflict(KbError):
     """The request collides with existing state (duplicate name, busy library)."""
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,7 +20,7 @@ from kb_mcp.chunk import split_document
 from kb_mcp.cite import format_cite
 from kb_mcp.doctor import run_checks
 from kb_mcp.embed.active import NO_EMBEDDER, ActiveVectors, EmbedderFactory
-from kb_mcp.errors import InvalidInput, KbError, NotFound, Refused, Unavailable
+from kb_mcp.errors import InvalidInput, KbError, NotFound, Refused, SearchTimedOut
 from kb_mcp.fsutil import atomic_write, remove_stale_temps
 from kb_mcp.graph.enrich import EnrichReport, ExtractorFactory, GraphEnrichment
 from kb_mcp.index import graph, vectors
@@ -55,7 +56,13 @@ from kb_mcp.results import (
     SourceListing,
     VectorState,
 )
-from kb_mcp.search.engine import SearchRequest, SearchResult, check_legs, run_search
+from kb_mcp.search.engine import (
+    SearchRequest,
+    SearchResult,
+    check_legs,
+    plan_search,
+    run_search,
+)
 from kb_mcp.search.graph import lookup_entities
 from kb_mcp.search.related import described_relations
 from kb_mcp.settings import Settings
@@ -553,14 +560,27 @@ class Library:
         self._ready()
         wants_vectors = "vector" in named if named is not None else mode != "keyword"
         leg = self._vector_leg() if wants_vectors else None
+        self._embed_question(leg, request)
         try:
             with self.db.deadline(self.settings.search_timeout_ms):
-                return run_search(self.db, self.fts, request, source_id, leg, graph=self.graph)
+                result = run_search(self.db, self.fts, request, source_id, leg, graph=self.graph)
         except QueryTimeout as exc:
-            raise Unavailable(
+            raise SearchTimedOut(
                 f"search took longer than {self.settings.search_timeout_ms} ms and was stopped",
                 hint="use fewer or more specific words",
             ) from exc
+        if leg is not None and leg.embed_seconds:  # the leg is this search's own
+            result = replace(result, embed_ms=round(leg.embed_seconds * 1000, 2))
+        return result
+
+    def _embed_question(self, leg: VectorLeg | None, request: SearchRequest) -> None:
+        """Embed the question before the database deadline starts, when the plan runs
+        the vector leg: the deadline covers the database work only, and the embedding
+        has its own budget of the same length (``search/vector.py`` says why)."""
+        from kb_mcp.search.vector import EmbeddedLeg
+
+        if isinstance(leg, EmbeddedLeg) and "vector" in plan_search(request, leg).legs:
+            leg.embed_question(request.query, self.settings.search_timeout_ms / 1000)
 
     def entities(self, query: str | None = None, limit: int = 20) -> list[EntityView]:
         """Entities ``query`` names (fuzzily), or the most mentioned: kind, aliases,

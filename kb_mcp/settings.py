@@ -101,7 +101,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "search_timeout_ms",
         limits.SEARCH_TIMEOUT_MS.default,
-        "Deadline for one search or read query in SQLite.",
+        "Deadline for one search or read query in SQLite; a search's question "
+        "embedding has a budget of this length of its own (past it: keyword results).",
         int,
         limits.SEARCH_TIMEOUT_MS,
     ),

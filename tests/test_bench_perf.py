@@ -125,3 +125,20 @@ def test_bench_perf_scale_run_over_the_public_sets() -> None:
     reports = perf.run_perf_bench(perf.DEFAULT_SIZES, startup=False)
     assert [r.perf.chunks_asked for r, _ in reports] == list(perf.DEFAULT_SIZES)
     assert all(len(r.searches) == len(perf.SETS) for r, _ in reports)
+
+
+def test_bench_perf_empty_sizes_skip_the_keyword_figures(tmp_path: Path) -> None:
+    """``--sizes ""`` (the documented way to run only the vector figures) means no size,
+    not the default 10k and 100k corpora (it used to start them: minutes of work)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "kb_mcp", "bench", "perf", "--sizes", "", "--data", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "KB_MCP_EMBEDDER": "none", "KB_MCP_HOME": str(tmp_path / "home")},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""

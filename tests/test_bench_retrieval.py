@@ -7,6 +7,7 @@ CLI, and the shipped golden set through the library. The full public runs stay o
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -135,3 +136,26 @@ def test_bench_hybrid_without_embedder_says_it_fell_back(tmp_path: Path) -> None
     assert "fell back to keyword on 2 of 2 queries: no embedder configured" in report_table(report)
     keyword = run_retrieval_bench(dataset, "test", mode="keyword", settings=settings)
     assert keyword.fallback == {}
+
+
+def test_bench_counts_a_search_past_the_deadline_as_a_miss(tmp_path: Path) -> None:
+    """One slow search under load must not lose the whole run (issue 8): a 400-word
+    question over a 10 ms deadline is stopped, scored as a miss and counted."""
+    rng = random.Random(1)
+    words = [f"w{i}" for i in range(400)]
+    folder = tmp_path / "slow"
+    (folder / "qrels").mkdir(parents=True)
+    docs = [
+        {"_id": f"d{i}", "title": f"Doc {i}", "text": " ".join(rng.choices(words, k=120))}
+        for i in range(150)
+    ]
+    queries = [{"_id": "q0", "text": "w1 w2"}, {"_id": "q1", "text": " ".join(words)}]
+    (folder / "corpus.jsonl").write_text("\n".join(json.dumps(d) for d in docs) + "\n")
+    (folder / "queries.jsonl").write_text("\n".join(json.dumps(q) for q in queries) + "\n")
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq0\td1\t1\nq1\td2\t1\n")
+    settings = Settings(home=tmp_path / "home", embedder="none", search_timeout_ms=10)
+    report = run_retrieval_bench(folder, "test", mode="keyword", settings=settings)
+    assert report.queries == 2 and report.timeouts >= 1
+    assert report.to_json()["timeouts"] == report.timeouts
+    line = f"{report.timeouts} of 2 searches passed the search deadline and were scored as misses"
+    assert line in report_table(report)

@@ -24,7 +24,7 @@ from urllib.parse import quote, unquote
 
 from kb_mcp.bench import metrics
 from kb_mcp.bench.beir import BeirDoc, BeirSet, load_beir
-from kb_mcp.errors import InvalidInput
+from kb_mcp.errors import InvalidInput, SearchTimedOut
 from kb_mcp.ingest.frontmatter import render_frontmatter
 from kb_mcp.library import Library
 from kb_mcp.search.engine import check_legs
@@ -44,6 +44,7 @@ class QueryRun:
     latency_ms: float
     fallback_reason: str | None = None  # set when the asked-for mode could not run
     embed_ms: float | None = None  # of latency_ms, the time spent embedding the question
+    timed_out: bool = False  # passed the search deadline: scored as a miss (no results)
 
 
 @dataclass(slots=True)
@@ -62,6 +63,7 @@ class BenchReport:
     embedding: dict[str, Any] = field(default_factory=dict)
     legs: tuple[str, ...] | None = None  # the legs named instead of the mode's plan
     macro: float | None = None  # see macro_score; None without query classes
+    timeouts: int = 0  # searches stopped by the deadline, scored as misses
 
     def to_json(self) -> dict[str, Any]:
         macro = {} if self.macro is None else {"macro": self.macro}
@@ -80,6 +82,7 @@ class BenchReport:
             "abstention": self.abstention,
             "fallback": self.fallback,
             "embedding": self.embedding,
+            "timeouts": self.timeouts,
         }
 
 
@@ -174,17 +177,22 @@ def run_queries(
     for query in beir.queries:
         started = time.perf_counter()
         fallback = embed_ms = None
+        timed_out = False
         try:
             result = library.search(query.text, top_k=depth, mode=mode, source=beir.name, legs=legs)
             hits, fallback = result.hits, (result.reason if result.fallback else None)
             embed_ms = result.embed_ms
         except InvalidInput:  # e.g. a blank query: the tool refuses it, the bench scores 0
             hits = ()
+        except SearchTimedOut:  # one slow search under load must not lose the whole run
+            hits, timed_out = (), True
         elapsed = (time.perf_counter() - started) * 1000
         ranked = [doc_id_from_path(hit.path or "") for hit in hits]
         texts = [h.text for h in hits]
         runs.append(
-            QueryRun(query.id, query.query_class, ranked, texts, elapsed, fallback, embed_ms)
+            QueryRun(
+                query.id, query.query_class, ranked, texts, elapsed, fallback, embed_ms, timed_out
+            )
         )
     return runs
 
@@ -356,6 +364,7 @@ def run_retrieval_bench(
         embedding=embedding,
         legs=legs,
         macro=macro_score(per_class),
+        timeouts=sum(r.timed_out for r in runs),
     )
 
 
@@ -393,6 +402,11 @@ def report_table(report: BenchReport) -> str:
         lines.append(
             f"query embedding p50 {t['embed_p50']} ms; search without it p50 "
             f"{t['search_p50_without_embed']} ms, p95 {t['search_p95_without_embed']} ms"
+        )
+    if report.timeouts:
+        lines.append(
+            f"{report.timeouts} of {report.queries} searches passed the search deadline "
+            "and were scored as misses (no results)"
         )
     if report.fallback:
         lines.append(

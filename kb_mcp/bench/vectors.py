@@ -9,14 +9,14 @@ limit 10, query embedding excluded), and recall@10 against exact cosine search.
 Synthetic vectors are uniformly random directions (the worst case for sign codes: no
 structure) or, with ``--clusters N``, spread around N random centres. ``--real
 P.npy,Q.npy`` uses real passage and query embeddings instead (rows of unit vectors).
-Latency is reported as wall time and as process CPU time (the machine may be shared).
+Latency is reported as wall time and as process CPU time (the machine may be shared),
+p50 / p95 by ``bench/metrics.percentile`` (nearest rank), as every other bench reports.
 """
 
 from __future__ import annotations
 
 import argparse
 import shutil
-import statistics
 import tempfile
 import time
 from dataclasses import asdict, dataclass
@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kb_mcp.bench.metrics import percentile
 from kb_mcp.chunk import Chunk
 from kb_mcp.embed.base import EmbeddingSignature
 from kb_mcp.index import vectors
@@ -110,16 +111,12 @@ def measure(matrix: np.ndarray, queries: np.ndarray, workdir: Path) -> VectorBen
         dims=dims,
         store_per_s=round(store_rate),
         cold_load_ms=round(cold_ms, 1),
-        search_p50_ms=round(statistics.median(latencies), 2),
-        search_p95_ms=round(_p95(latencies), 2),
-        search_cpu_p50_ms=round(statistics.median(cpu), 2),
-        search_cpu_p95_ms=round(_p95(cpu), 2),
+        search_p50_ms=round(percentile(latencies, 50), 2),
+        search_p95_ms=round(percentile(latencies, 95), 2),
+        search_cpu_p50_ms=round(percentile(cpu, 50), 2),
+        search_cpu_p95_ms=round(percentile(cpu, 95), 2),
         recall_at_10=round(float(np.mean(recalls)), 3),
     )
-
-
-def _p95(values: list[float]) -> float:
-    return sorted(values)[int(0.95 * (len(values) - 1))]
 
 
 def _queries_near(matrix: np.ndarray, count: int, noise: float, seed: int = 11) -> np.ndarray:

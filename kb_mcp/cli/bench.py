@@ -80,13 +80,17 @@ def cmd_bench_perf(args: argparse.Namespace) -> int:
     beside a naive FTS5 table over the same real text."""
     from kb_mcp.bench.perf import DATA_DIR, DEFAULT_SIZES, perf_table, run_perf_bench
 
-    sizes = [int(s) for s in args.sizes.split(",") if s.strip()] if args.sizes else DEFAULT_SIZES
+    # `--sizes ""` (no size) skips the keyword figures: "" must not mean the default.
+    given = args.sizes is not None
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()] if given else DEFAULT_SIZES
     data = Path(args.data).expanduser() if args.data else DATA_DIR
     workdir = Path(args.workdir).expanduser() if args.workdir else None
-    rows = run_perf_bench(sizes, keep=args.keep, data=data, workdir=workdir, only=args.only)
-    print(perf_table(rows))
+    if sizes:
+        rows = run_perf_bench(sizes, keep=args.keep, data=data, workdir=workdir, only=args.only)
+        print(perf_table(rows))
     if args.embedder and args.embedder != "none":
         from kb_mcp.bench.embed_perf import embed_perf_table, real_embedder, run_embed_perf
+        from kb_mcp.bench.model_vectors import REUSE_LIBRARY
 
         report = run_embed_perf(
             Path(args.eval_data).expanduser(),
@@ -94,7 +98,8 @@ def cmd_bench_perf(args: argparse.Namespace) -> int:
             bulk_chunks=args.vector_chunks,
             add_files=args.add_files,
             add_embedder=(args.embedder, args.embed_model),
-            keep=args.keep,
+            workdir=workdir / "vectors" if workdir is not None else None,
+            reuse=REUSE_LIBRARY,
             log=lambda line: print(line, file=sys.stderr, flush=True),
         )
         print(embed_perf_table(report))
@@ -175,7 +180,10 @@ def add_bench_parser(sub: argparse._SubParsersAction, common, embedder_flags) ->
     p.add_argument("--keep", action="store_true", help="keep the generated corpora")
     p.add_argument(
         "--workdir",
-        help="build each size's corpus in WORKDIR/<chunks> and keep it there, for --only",
+        metavar="DIR",
+        help="keep what the bench builds in DIR and reuse it on the next run: each size's "
+        "corpus in DIR/<chunks> (for --only), the vector figures' libraries in DIR/vectors "
+        "(default: temporary folders, removed)",
     )
     p.add_argument(
         "--only",

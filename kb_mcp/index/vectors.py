@@ -388,6 +388,26 @@ def forget_all(conn: apsw.Connection) -> None:
     _bump(conn, REMOVED_KEY, removed)
 
 
+def all_vectors(conn: apsw.Connection, sig_id: int) -> tuple[list[int], np.ndarray]:
+    """(chunk ids, float vectors) of every vector stored under ``sig_id``, by chunk id.
+
+    For benches that reuse a library's model vectors (``bench/model_vectors.py``); a
+    search never reads all floats (they stay on disk, issue 10's memory budget).
+    """
+    import numpy as np
+
+    row = signature_row(conn, sig_id)
+    if row is None:
+        return [], np.zeros((0, 0), dtype=np.float32)
+    _, floats_table = _tables(row.key)
+    found = conn.execute(
+        f"SELECT chunk_id, embedding FROM {floats_table} ORDER BY chunk_id"
+    ).fetchall()
+    ids = [int(r[0]) for r in found]
+    matrix = np.frombuffer(b"".join(r[1] for r in found), dtype=np.float32)
+    return ids, matrix.reshape(len(ids), row.dims)
+
+
 # --- search ---------------------------------------------------------------------------
 
 

@@ -508,6 +508,22 @@ def run_search(
     return replace(result, embed_ms=round(spent * 1000, 2))
 
 
+def plan_search(request: SearchRequest, vectors: VectorLeg | None, graph: bool = True) -> Plan:
+    """The legs ``request`` runs (cheap: no SQL, no model call). The Library asks it
+    before the database deadline starts, to embed the question only when the vector leg
+    will run (``search/vector.py`` says why the embedding stays out of the deadline)."""
+    state = vectors.state() if vectors is not None else NO_EMBEDDER
+    calibration, model = UNCALIBRATED, ""
+    if vectors is not None and state.usable:
+        calibration, model = calibration_for(vectors.signature), vectors.signature.describe()
+    if request.legs is not None:
+        return plan_named_legs(request.legs, state, request.query, calibration, model)
+    plan = plan_legs(request.mode, state, request.query, calibration, model)
+    if request.mode in GRAPH_MODES and graph:
+        plan = plan.with_graph()
+    return plan
+
+
 def _search(
     db: Database,
     fts: FtsIndex,
@@ -519,16 +535,10 @@ def _search(
 ) -> SearchResult:
     """``run_search`` without the timing."""
     request = request.validated()
-    state = vectors.state() if vectors is not None else NO_EMBEDDER
-    calibration, model = UNCALIBRATED, ""
-    if vectors is not None and state.usable:
-        calibration, model = calibration_for(vectors.signature), vectors.signature.describe()
-    if request.legs is not None:
-        plan = plan_named_legs(request.legs, state, request.query, calibration, model)
-    else:
-        plan = plan_legs(request.mode, state, request.query, calibration, model)
-        if request.mode in GRAPH_MODES and graph is not None:
-            plan = plan.with_graph()
+    plan = plan_search(request, vectors, graph is not None)
+    calibration = UNCALIBRATED
+    if vectors is not None and vectors.state().usable:
+        calibration = calibration_for(vectors.signature)
     query = parse_query(without_past_phrase(request.query))
     if query.is_empty:
         reason = _with("the query has no searchable words", plan)

@@ -10,10 +10,18 @@ A leg that cannot run is an expected outcome, never an error: ``state`` says why
 (no embedder, vectors still being built, the embedder down), and the engine answers with
 keyword results, ``fallback: "keyword"`` and that reason. A leg whose ``search`` fails
 mid-query raises ``EmbedderUnavailable``, and the engine falls back the same way.
+
+The question is embedded BEFORE the search's database deadline starts
+(``EmbeddedLeg.embed_question``, called by the Library): the deadline is for SQLite work,
+and a slow embedding inside it used to abort the whole search once the next statement
+ran past the time (``QueryTimeout``), under load even when the database work was quick.
+The embedding has a budget of its own (``embed_within``); past it, the vector leg sits
+the search out and the result says so, as when the embedder is down.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -96,6 +104,40 @@ class NearestIndex(Protocol):
     ) -> list[tuple[int, float]]: ...
 
 
+def embed_within(embedder: Embedder, query: str, timeout_s: float) -> Any:
+    """The question's vector, or ``EmbedderUnavailable`` when the embedder fails or takes
+    longer than ``timeout_s``.
+
+    The call runs in a thread of its own: an in-process model cannot be interrupted, so
+    past the budget its thread finishes alone and its vector is dropped. A model that
+    loads lazily (``load()``, the local one) is loaded first, outside the budget.
+    """
+    from kb_mcp.embed.base import EmbedderUnavailable
+
+    load = getattr(embedder, "load", None)
+    if callable(load):
+        load()
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["vector"] = embedder.embed([query], kind="query")[0]
+        except Exception as exc:  # re-raised in the caller's thread below
+            box["error"] = exc
+
+    worker = threading.Thread(target=run, name="kb-mcp-question-embedding", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        raise EmbedderUnavailable(
+            f"embedding the question took longer than {round(timeout_s * 1000)} ms",
+            hint="the machine is busy or the embedding server slow; keyword results only",
+        )
+    if "error" in box:
+        raise box["error"]
+    return box["vector"]
+
+
 class EmbeddedLeg:
     """The vector leg over the library's vector index: embed the question, ask the index.
 
@@ -115,6 +157,8 @@ class EmbeddedLeg:
         self._db, self._index, self._embedder = db, index, embedder
         self._signature_id, self._state = signature_id, state
         self.embed_seconds = 0.0
+        # (question, its vector or why it has none), from ``embed_question``.
+        self._question: tuple[str, Any, Exception | None] | None = None
 
     @property
     def signature(self) -> EmbeddingSignature:
@@ -123,12 +167,31 @@ class EmbeddedLeg:
     def state(self) -> VectorState:
         return self._state
 
-    def search(self, query: str, limit: int, source_id: int | None = None) -> list[LegHit]:
+    def embed_question(self, query: str, timeout_s: float) -> None:
+        """Embed ``query`` now, in at most ``timeout_s``, for the ``search`` that follows
+        (the Library calls this before the database deadline starts). A failure or a
+        timeout is kept and raised by ``search``, so the engine falls back to keyword."""
+        from kb_mcp.embed.base import EmbedderUnavailable
+
         started = time.perf_counter()
         try:
-            vector = self._embedder.embed([query], kind="query")[0]
+            self._question = (query, embed_within(self._embedder, query, timeout_s), None)
+        except EmbedderUnavailable as exc:
+            self._question = (query, None, exc)
         finally:
             self.embed_seconds += time.perf_counter() - started
+
+    def search(self, query: str, limit: int, source_id: int | None = None) -> list[LegHit]:
+        if self._question is not None and self._question[0] == query:
+            _, vector, failure = self._question
+            if failure is not None:
+                raise failure
+        else:
+            started = time.perf_counter()
+            try:
+                vector = self._embedder.embed([query], kind="query")[0]
+            finally:
+                self.embed_seconds += time.perf_counter() - started
         nearest = self._index.search(self._db.conn, self._signature_id, vector, limit, source_id)
         return [LegHit(cid, rank, cosine) for rank, (cid, cosine) in enumerate(nearest, start=1)]
 

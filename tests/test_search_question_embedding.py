@@ -1,0 +1,114 @@
+"""The question's embedding stays out of the search's database deadline (issue 8: "never
+an error, never a hang").
+
+Failure guarded: the query embedding ran inside ``db.deadline``, so an embedder slower
+than ``search_timeout_ms`` (a loaded machine, a slow Ollama) aborted the whole search with
+"search took longer than … ms" although the database work was quick. Now the embedding
+has its own budget, before the deadline starts: past it, keyword results with
+``fallback: "keyword"`` and the reason; a model's one-time load is not counted.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kb_mcp.embed.base import Availability, EmbeddingSignature, EmbedKind
+from kb_mcp.library import Library
+from kb_mcp.settings import Settings
+from tests.hash_embedder import HashEmbedder
+
+DEADLINE_MS = 200
+NOTES = {
+    "rollback.md": "# Rolling back a deployment\n\nRun make rollback to undo the last release.\n",
+    "cache.md": "# Cache eviction\n\nThe LRU policy evicts the oldest entries first.\n",
+}
+
+
+class SlowQuestions:
+    """A real hashing embedder whose query embeddings take ``query_s``, and whose
+    ``load`` (a model's one-time start-up) takes ``load_s`` on its first call."""
+
+    def __init__(self, query_s: float = 0.0, load_s: float = 0.0) -> None:
+        self.inner = HashEmbedder()
+        self.query_s, self.load_s = query_s, load_s
+        self.loaded = False
+
+    @property
+    def signature(self) -> EmbeddingSignature:
+        return self.inner.signature
+
+    def availability(self) -> Availability:
+        return Availability(True)
+
+    def load(self) -> None:
+        if not self.loaded:
+            time.sleep(self.load_s)
+            self.loaded = True
+
+    def embed(self, texts: list[str], kind: EmbedKind = "passage") -> np.ndarray:
+        if kind == "query":
+            time.sleep(self.query_s)
+        return self.inner.embed(texts, kind)
+
+
+@pytest.fixture
+def slow(tmp_path: Path) -> Iterator[tuple[Library, SlowQuestions]]:
+    """A library over real notes with vectors, searched under a 200 ms deadline."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for name, text in NOTES.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    embedder = SlowQuestions()
+    settings = Settings(home=tmp_path / "home", embedder="local", search_timeout_ms=DEADLINE_MS)
+    lib = Library(settings, make_embedder=lambda provider, model: embedder)
+    lib.add_folder(folder)
+    lib.sync()
+    lib.embed_pending()
+    yield lib, embedder
+    lib.close()
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "auto", "vector"])
+def test_question_embedding_slower_than_the_deadline_falls_back_to_keyword(
+    slow: tuple[Library, SlowQuestions], mode: str
+) -> None:
+    """An embedding three times the deadline: keyword results, the reason, no error."""
+    lib, embedder = slow
+    embedder.query_s = 3 * DEADLINE_MS / 1000
+    result = lib.search("undo the last release", mode=mode)
+    assert (result.mode, result.fallback) == ("keyword", "keyword")
+    assert result.reason == (
+        f"embedder unavailable: embedding the question took longer than {DEADLINE_MS} ms"
+    )
+    assert result.hits and result.hits[0].title == "Rolling back a deployment"
+    assert result.hits[0].legs == ("keyword",)
+
+
+def test_question_embedding_model_load_is_outside_its_budget(
+    slow: tuple[Library, SlowQuestions],
+) -> None:
+    """A model that loads for longer than the budget, then embeds fast, gives hybrid
+    results on the first search (the CLI's one-shot search loads the model every time)."""
+    lib, embedder = slow
+    embedder.load_s = 3 * DEADLINE_MS / 1000
+    result = lib.search("undo the last release", mode="hybrid")
+    assert (result.mode, result.fallback, result.reason) == ("hybrid", None, None)
+    assert embedder.loaded
+    assert result.embed_ms is not None and result.embed_ms >= 3 * DEADLINE_MS
+    assert result.hits[0].legs == ("keyword", "vector")
+
+
+def test_question_embedding_within_budget_runs_hybrid_and_is_timed(
+    slow: tuple[Library, SlowQuestions],
+) -> None:
+    """An embedding of half the budget: hybrid, with its time reported apart."""
+    lib, embedder = slow
+    embedder.query_s = DEADLINE_MS / 2000
+    result = lib.search("undo the last release", mode="hybrid")
+    assert (result.mode, result.fallback) == ("hybrid", None)
+    assert result.embed_ms is not None and result.embed_ms >= DEADLINE_MS / 2
