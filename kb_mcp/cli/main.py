@@ -105,30 +105,40 @@ def _emit(
 def cmd_serve(args: argparse.Namespace, wire_fd: int | None = None) -> int:
     """Serve MCP over stdio (this is what an agent's config runs)."""
     from kb_mcp.server import prelude
+    from kb_mcp.server.calls import LibraryHolder
 
     wire = wire_fd if wire_fd is not None else prelude.protect_stdout()
     settings = _load_settings(args, allow_agent_writes=args.allow_agent_writes or None)
-    # The MCP stack imports while the prelude answers initialize (server/prelude.py).
-    stack = prelude.StackLoader(lambda: _build_stack(settings)).start()
+    holder = LibraryHolder(settings)
+    # The MCP stack imports in a thread while the prelude answers initialize, and its
+    # fast path the first tool calls (server/prelude.py, server/fastpath.py).
+    stack = prelude.StackLoader(lambda: _build_stack(settings, holder))
     stdin = prelude.protect_stdin()
-    early = prelude.answer_initialize(stdin, wire)
-    run, mcp, holder = stack.result()
     try:
-        run(mcp, wire, stdin, early)
+        early: prelude.EarlyStart | None = prelude.answer_initialize(stdin, wire)
+        if early is not None and early.answered:
+            from kb_mcp.server.fastpath import serve_early
+
+            early = serve_early(holder, stdin, wire, stack, early)
+        if early is None and not stack.started():
+            return 0  # the session ended before anything needed FastMCP
+        run, mcp = stack.result()
+        if early is not None:
+            run(mcp, wire, stdin, early)
     finally:
         holder.close()
     return 0
 
 
-def _build_stack(settings: Settings) -> tuple[Callable[..., None], Any, Any]:
+def _build_stack(settings: Settings, holder: Any) -> tuple[Callable[..., None], Any]:
     """Import FastMCP and build the server (in the prelude's thread); the runner with it."""
     import anyio
 
     from kb_mcp.server.stdio import serve_stdio
     from kb_mcp.server.tools import build_server
 
-    mcp, holder = build_server(settings)
-    return (lambda *a: anyio.run(serve_stdio, *a)), mcp, holder
+    mcp, _ = build_server(settings, holder)
+    return (lambda *a: anyio.run(serve_stdio, *a)), mcp
 
 
 def cmd_add_text(args: argparse.Namespace) -> int:

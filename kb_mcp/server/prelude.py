@@ -144,31 +144,46 @@ def answer_initialize(stdin_fd: int, wire_fd: int) -> EarlyStart:
         return EarlyStart(bytes(pending))
     request_id, params = found
     reply = {"jsonrpc": "2.0", "id": request_id, "result": initialize_result(params)}
-    _write_all(wire_fd, (json.dumps(reply, separators=(",", ":")) + "\n").encode())
+    write_all(wire_fd, (json.dumps(reply, separators=(",", ":")) + "\n").encode())
     return EarlyStart(bytes(pending), answered=True, answered_id=request_id)
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes) -> None:
+    """All of ``data`` on ``fd`` (``os.write`` may take part of it)."""
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
 
 
 class StackLoader:
-    """Runs ``build`` (imports of the MCP stack, the server built) in a thread."""
+    """Runs ``build`` (imports of the MCP stack, the server built) in a thread, once
+    ``start`` is called (the fast path decides when: ``server/fastpath.py``)."""
 
     def __init__(self, build: Callable[[], Any]) -> None:
         self._build = build
         self._result: Any = None
         self._error: BaseException | None = None
+        self._started = False
+        self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name="kb-mcp-import", daemon=True)
 
     def start(self) -> StackLoader:
-        self._thread.start()
+        """Start the build (a second call does nothing)."""
+        if not self._started:
+            self._started = True
+            self._thread.start()
         return self
 
+    def started(self) -> bool:
+        return self._started
+
+    def done(self) -> bool:
+        """Whether ``build`` has finished (``result`` will not wait)."""
+        return self._done.is_set()
+
     def result(self) -> Any:
-        """What ``build`` returned, once it has; its exception is raised here."""
+        """What ``build`` returned, starting it if need be; its exception is raised here."""
+        self.start()
         self._thread.join()
         if self._error is not None:
             raise self._error
@@ -179,3 +194,5 @@ class StackLoader:
             self._result = self._build()
         except BaseException as exc:  # handed to the main thread by ``result``
             self._error = exc
+        finally:
+            self._done.set()
