@@ -162,7 +162,10 @@ def test_fastpath_leaves_everything_else_to_fastmcp_in_order(tmp_path: Path) -> 
     session.send(*left)
     session.send(tool_call(8, "grep", pattern="restore"))  # still answered by the fast path
     session.wait_replies(2)
-    result = session.finish()
+    session.ready.set()  # FastMCP has loaded: the fast path hands over
+    session._runner.join(30)
+    result = session.result
+    session.finish()
     assert result is not None and result.answered and result.answered_id == "init"
     assert result.pending == line(INITIALIZE) + b"".join(left)
     assert [json.loads(r)["id"] for r in session.replies] == ["init", 8]
@@ -172,7 +175,8 @@ def test_fastpath_cancelled_call_is_never_answered_and_stdin_eof_waits_for_calls
     tmp_path: Path,
 ) -> None:
     """Issue 10 start-up: a cancelled call's reply is dropped (as the SDK drops it); EOF
-    mid-call ends the session after the call in flight has answered."""
+    mid-call ends the session after the call in flight has answered; what was kept for
+    FastMCP is dropped, as FastMCP drops what it has not answered at EOF."""
     settings = replace(library_home(tmp_path), grep_timeout_ms=1500)
     session = Session(settings)
     slow = {"pattern": "(a|aa)+$", "regex": True}  # runs until the time limit
@@ -181,6 +185,7 @@ def test_fastpath_cancelled_call_is_never_answered_and_stdin_eof_waits_for_calls
         {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}}
     )
     session.send(tool_call(4, "list"))
+    session.send({"jsonrpc": "2.0", "id": 5, "method": "prompts/list"})  # kept for FastMCP
     session.wait_replies(2)  # init and list, while both greps still run
     assert session.finish() is None  # EOF: waited for call 3, nothing for FastMCP
     assert sorted(session.by_id(), key=str) == [3, 4, "init"]
@@ -194,18 +199,19 @@ def test_fastpath_hands_over_after_the_call_in_flight(tmp_path: Path) -> None:
     settings = replace(library_home(tmp_path), grep_timeout_ms=1500)
     session = Session(settings)
     session.send(INITIALIZED, tool_call(2, "grep", pattern="(a|aa)+$", regex=True))
-    session.wait_replies(1)
+    session.send(tool_call(5, "list"))
+    session.wait_replies(2)  # list answered: the grep, read before it, is running
     session.ready.set()  # FastMCP has loaded
     session.stack.result()
     later = [line(tool_call(3, "list")), line({"jsonrpc": "2.0", "id": 4, "method": "ping"})]
     session.send(*later)
-    session.wait_replies(2)
+    session.wait_replies(3)
     session._runner.join(30)
     result = session.result
     assert result is not None
     assert result.pending.startswith(line(INITIALIZE) + line(INITIALIZED))
     assert result.pending.endswith(b"".join(later))
-    assert [json.loads(r)["id"] for r in session.replies] == ["init", 2]
+    assert [json.loads(r)["id"] for r in session.replies] == ["init", 5, 2]
     session.finish()
 
 

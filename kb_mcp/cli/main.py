@@ -120,13 +120,18 @@ def cmd_serve(args: argparse.Namespace, wire_fd: int | None = None) -> int:
             from kb_mcp.server.fastpath import serve_early
 
             early = serve_early(holder, stdin, wire, stack, early)
-        if early is None and not stack.started():
-            return 0  # the session ended before anything needed FastMCP
-        run, mcp = stack.result()
         if early is not None:
+            run, mcp = stack.result()
             run(mcp, wire, stdin, early)
     finally:
         holder.close()
+    if stack.started() and not stack.done():
+        # The session ended on the fast path while FastMCP was still importing: waiting
+        # would keep a client that closed stdin waiting seconds, and interpreter
+        # shutdown beside an import in a daemon thread is not safe. Nothing is left to
+        # write (the library is closed, the audit log is written line by line).
+        sys.stderr.flush()
+        os._exit(0)
     return 0
 
 

@@ -30,10 +30,16 @@ INTERNAL_ERROR = "[internal] internal error in kb-mcp; the server log has the de
 
 
 class LibraryHolder:
-    """Opens the library on first use, from whichever worker thread gets there first."""
+    """Opens the library on first use, from whichever worker thread gets there first.
+
+    ``on_open`` runs once, right after the library opens and before any caller gets it
+    (the fast path starts the embedding model's load there, so no search can begin
+    loading it itself first).
+    """
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        self.on_open: Callable[[Library], None] | None = None
         self._library: Library | None = None
         self._lock = threading.Lock()
 
@@ -43,6 +49,11 @@ class LibraryHolder:
                 from kb_mcp.library import Library
 
                 self._library = Library(self.settings)
+                if self.on_open is not None:
+                    try:
+                        self.on_open(self._library)
+                    except Exception:  # a warm-up; the call itself reports what is wrong
+                        log.warning("preparing the library failed", exc_info=True)
             return self._library
 
     def close(self) -> None:

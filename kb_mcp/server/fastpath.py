@@ -20,6 +20,10 @@ line, a call whose arguments FastMCP must judge, anything before
 ``notifications/initialized``) is kept, in order, for FastMCP, which answers it exactly
 as before: it gets the handshake and these lines replayed (``EarlyStart.pending``).
 
+End of stdin ends the session: the fast path's calls in flight finish and answer, lines
+kept for FastMCP are dropped unanswered (FastMCP drops its own calls in flight at end of
+input), and FastMCP is never started for them.
+
 Handover is at a message boundary and never concurrent: once FastMCP is ready, the fast
 path starts no new call, waits for its calls in flight (still
 reading, so a cancellation reaches them), and only then returns; from there FastMCP is
@@ -123,7 +127,9 @@ class FastPath:
                 break
             buffer += chunk
         self._wait_for_calls()
-        if self._broken or (eof and not self._deferred and not buffer):
+        if self._broken or eof:
+            # The session is over: FastMCP too answers nothing once stdin has ended (its
+            # calls in flight are dropped), so the lines kept for it are dropped as well.
             return None
         pending = bytes(self._for_fastmcp + buffer)
         return EarlyStart(pending, answered=True, answered_id=self._early.answered_id)
@@ -385,27 +391,39 @@ def serve_early(
     from kb_mcp.server import snapshot
 
     warmed = threading.Event()
+    holder.on_open = load_model
     threading.Thread(target=warm, args=(holder, warmed), name="kb-mcp-warm", daemon=True).start()
     tools = snapshot.load(holder.settings)
     return FastPath(holder, tools, stdin_fd, wire_fd, stack, early, warmed).run()
 
 
-def warm(holder: LibraryHolder, warmed: threading.Event) -> None:
-    """Open the library, and load what the first search would: the tool bodies' modules,
-    the vector codes and, when vectors can be searched, the embedding model's session."""
-    try:
-        from kb_mcp.server import calls  # noqa: F401  (render, budget: imported by a call)
+def load_model(library: Any) -> None:
+    """Start loading the embedding model in the background when searches can use it; a
+    search meanwhile answers from keywords and says why (``Library.MODEL_LOADING``).
 
+    Measured (issue 10, a 300-file library with local vectors, load 13 on 2 cores): a
+    first hybrid search that waited for the model ran past the 2 s search deadline and
+    failed; with the keyword fallback it answered in 0.9-1.0 s of CPU, and hybrid search
+    followed within about a second.
+    """
+    if library.settings.embedder == "none":
+        return
+    state = library.vector_state()
+    start = getattr(state.embedder, "load_in_background", None)  # the local model has it
+    if state.usable and start is not None:
+        start()
+
+
+def warm(holder: LibraryHolder, warmed: threading.Event) -> None:
+    """Open the library, and load what the first search would: the tool bodies' modules
+    and the vector codes (the model: ``load_model``, run as the library opens)."""
+    try:
         library = holder.get()
-        from kb_mcp import render  # noqa: F401
+        from kb_mcp import render  # noqa: F401  (imported by a call otherwise)
         from kb_mcp.server import budget  # noqa: F401
 
-        if library.settings.embedder == "none":
-            return
-        library.warm_vectors()
-        state = library.vector_state()
-        if state.usable and state.embedder is not None:
-            state.embedder.embed(["warm up"], "query")
+        if library.settings.embedder != "none":
+            library.warm_vectors()
     except Exception:  # the first call opens it again and reports what is wrong
         log.warning("warming the library failed", exc_info=True)
     finally:

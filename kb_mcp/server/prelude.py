@@ -7,20 +7,23 @@ which an agent should see ``initialize`` answered (issue 10). So the server star
 two steps. This module imports only the standard library:
 
 1. ``protect_stdout`` / ``protect_stdin`` (see ``server/stdio.py`` for why).
-2. ``start_stack`` imports the MCP stack and builds the server in a thread.
+2. ``StackLoader`` imports the MCP stack and builds the server in a thread, once the
+   fast path starts it.
 3. Meanwhile ``answer_initialize`` reads stdin up to the first line; when it is a
    well-formed ``initialize`` request it is answered at once with the same result the
    full server gives (``initialize_result``; ``tests/test_server_prelude.py`` compares
    the two, so a FastMCP upgrade that changes its capabilities fails a test, not a
    client).
-4. Everything read so far, the ``initialize`` line included, is then handed to the full
-   server (``serve_stdio``'s ``pending``), which runs the handshake itself, so its
-   session state is its own; its reply to that one request is dropped as already sent.
+4. ``server/fastpath.py`` then answers ``tools/list`` and plain ``tools/call``s until the
+   full server is ready, keeping every other line for it.
+5. The ``initialize`` line and the lines kept are handed to the full server
+   (``serve_stdio``'s ``pending``), which runs the handshake itself, so its session
+   state is its own; its reply to that one request is dropped as already sent.
 
 Anything other than a well-formed ``initialize`` as the first line (a ``server/discover``
 probe, a malformed request, end of input) is left entirely to the full server, which
-answers it once it is ready: the early answer is an optimisation, never a second
-protocol implementation.
+answers it once it is ready: the early answers are an optimisation whose bytes tests
+pin to FastMCP's, never a second protocol implementation.
 """
 
 from __future__ import annotations
