@@ -30,7 +30,11 @@ reading, so a cancellation reaches them), and only then returns; from there Fast
 the only writer. FastMCP's import starts when the first call has been answered, when a
 line waits for it, or ``STACK_DELAY_S`` after ``initialize``, whichever comes first:
 both are Python-bound and share one GIL, so importing it beside the first search made
-that search wait (measured: see docs/architecture.md, "initialize before the MCP stack").
+that search wait (measured: see docs/architecture.md, "initialize and the first search
+before the MCP stack"). The background threads (folder sync, watcher, embedding) start
+at the same moment, not with FastMCP's lifespan: a file saved in the first seconds
+reached search 15 s later when they waited for FastMCP on the loaded 2 cores, 5 s
+with them started here.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ import re
 import select
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kb_mcp.server.prelude import EarlyStart, StackLoader, write_all
@@ -105,6 +110,7 @@ class FastPath:
         self._answered = 0
         self._broken = False  # the client closed its end of stdout
         self._quiet_since: float | None = None  # since the library is warm and no call runs
+        self.on_stack_start: Callable[[], None] | None = None  # with FastMCP's import
 
     def run(self) -> EarlyStart | None:
         """Serve until FastMCP takes over; what it must replay (``None``: nothing, the
@@ -287,6 +293,8 @@ class FastPath:
         now = time.monotonic()
         self._quiet_since = self._quiet_since or now
         if self._deferred or self._answered or now - self._quiet_since >= STACK_DELAY_S:
+            if self.on_stack_start is not None:
+                self.on_stack_start()
             self._stack.start()
 
     # -- writing -----------------------------------------------------------------
@@ -385,16 +393,36 @@ def _within(size: int, spec: dict[str, Any], what: str) -> bool:
 
 
 def serve_early(
-    holder: LibraryHolder, stdin_fd: int, wire_fd: int, stack: StackLoader, early: EarlyStart
+    holder: LibraryHolder,
+    stdin_fd: int,
+    wire_fd: int,
+    stack: StackLoader,
+    early: EarlyStart,
+    work: list[Any],
 ) -> EarlyStart | None:
-    """Warm the library in the background and run the fast path (``FastPath.run``)."""
+    """Warm the library in the background and run the fast path (``FastPath.run``).
+
+    The server's background threads (``background.BackgroundWork``) start with
+    FastMCP's import; ``work`` receives them, for FastMCP's lifespan and the final stop.
+    """
     from kb_mcp.server import snapshot
 
     warmed = threading.Event()
     holder.on_open = load_model
     threading.Thread(target=warm, args=(holder, warmed), name="kb-mcp-warm", daemon=True).start()
     tools = snapshot.load(holder.settings)
-    return FastPath(holder, tools, stdin_fd, wire_fd, stack, early, warmed).run()
+    path = FastPath(holder, tools, stdin_fd, wire_fd, stack, early, warmed)
+    path.on_stack_start = lambda: _start_background(holder, work)
+    return path.run()
+
+
+def _start_background(holder: LibraryHolder, work: list[Any]) -> None:
+    from kb_mcp.server.background import BackgroundWork
+
+    settings = holder.settings
+    background = BackgroundWork(holder.get, settings.sync_interval_s, settings.watch)
+    work.append(background)
+    background.start()
 
 
 def load_model(library: Any) -> None:

@@ -26,7 +26,7 @@ from kb_mcp import __version__, limits
 from kb_mcp.server import calls
 from kb_mcp.server.arguments import ArgumentErrors
 from kb_mcp.server.audit import record_call
-from kb_mcp.server.background import BackgroundEmbedder, BackgroundEnricher, BackgroundSync
+from kb_mcp.server.background import BackgroundWork
 from kb_mcp.server.calls import LibraryHolder
 from kb_mcp.server.prelude import INSTRUCTIONS, SERVER_NAME
 from kb_mcp.settings import Settings
@@ -115,26 +115,23 @@ class AuditMiddleware(Middleware):
 
 
 def build_server(
-    settings: Settings, holder: LibraryHolder | None = None
+    settings: Settings,
+    holder: LibraryHolder | None = None,
+    background: BackgroundWork | None = None,
 ) -> tuple[FastMCP, LibraryHolder]:
-    """The FastMCP server with exactly the five tools, bound to one library (``holder``:
-    the one the prelude's fast path already opened, so both share it)."""
+    """The FastMCP server with exactly the five tools, bound to one library (``holder``
+    and ``background``: the ones the prelude's fast path already uses, so both share
+    them)."""
     holder = holder or LibraryHolder(settings)
+    work = background or BackgroundWork(holder.get, settings.sync_interval_s, settings.watch)
 
     @asynccontextmanager
     async def lifespan(_server: FastMCP) -> AsyncIterator[dict[str, Any]]:
-        syncer = BackgroundSync(holder.get, settings.sync_interval_s, watch_mode=settings.watch)
-        embedder = BackgroundEmbedder(holder.get)
-        enricher = BackgroundEnricher(holder.get)
-        syncer.start()
-        embedder.start()
-        enricher.start()
+        work.start()  # already running when the prelude's fast path started it
         try:
             yield {}
         finally:
-            await anyio.to_thread.run_sync(syncer.stop)
-            await anyio.to_thread.run_sync(embedder.stop)
-            await anyio.to_thread.run_sync(enricher.stop)
+            await anyio.to_thread.run_sync(work.stop)
 
     mcp = FastMCP(SERVER_NAME, instructions=INSTRUCTIONS, lifespan=lifespan, version=__version__)
     mcp.add_middleware(AuditMiddleware(settings.home))
