@@ -24,7 +24,8 @@ from kb_mcp.library import Library
 from kb_mcp.server import prelude, snapshot
 from kb_mcp.server.audit import AUDIT_FILE
 from kb_mcp.server.calls import LibraryHolder
-from kb_mcp.server.fastpath import FastPath, valid_arguments
+from kb_mcp.server.fastpath import FastPath
+from kb_mcp.server.snapshot import valid_arguments
 from kb_mcp.settings import Settings
 
 INITIALIZE = {
@@ -257,3 +258,17 @@ def test_serve_first_search_then_handover_answers_every_request_once(
         assert server.stray_output() == []
     finally:
         server.close()
+
+
+def test_fastpath_json_is_pydantics_json_floats_included() -> None:
+    """Issue 10 start-up: the fast path writes JSON as FastMCP's serializer (pydantic-core)
+    does: floats of every magnitude, escapes, non-ASCII text."""
+    import random
+
+    import pydantic_core
+
+    rng = random.Random(10)
+    floats = [rng.uniform(-1, 1) * 10 ** rng.randint(-30, 30) for _ in range(20_000)]
+    floats += [0.0, -0.0, 1e16, 1e15, 5e-324, 1e-5, 1e-4, 2.156e-06, 3.0, float(10**17)]
+    value = {"f": floats, "s": 'é "q" \\ \u2028 \x00 \x1f 中文', "n": None, "b": [True, 7]}
+    assert snapshot.encode(value) == pydantic_core.to_json(value)

@@ -50,6 +50,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kb_mcp.server.prelude import EarlyStart, StackLoader, write_all
+from kb_mcp.server.snapshot import valid_arguments
 
 if TYPE_CHECKING:
     from kb_mcp.server.calls import LibraryHolder
@@ -64,20 +65,6 @@ STACK_DELAY_S = 1.0
 MAX_CALLS = 8  # calls the fast path runs at once; more go to FastMCP
 FAST_LINE_BYTES = 256 * 1024  # a longer line (a big add_document) goes to FastMCP
 _ESCAPED_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")  # jsonrpc.read_message repairs those
-_SCHEMA_KEYS = {
-    "type",
-    "anyOf",
-    "enum",
-    "items",
-    "minLength",
-    "maxLength",
-    "minimum",
-    "maximum",
-    "minItems",
-    "maxItems",
-    "default",
-    "description",
-}
 
 
 class FastPath:
@@ -347,49 +334,6 @@ def _is_initialized_notification(line: bytes) -> bool:
         and "id" not in message
         and (message["method"] == "notifications/initialized")
     )
-
-
-def valid_arguments(arguments: dict[str, Any], schema: dict[str, Any]) -> bool:
-    """Whether ``arguments`` plainly satisfy the tool's input schema (FastMCP's).
-
-    Conservative: a keyword this check does not know, or a value pydantic might coerce
-    (``"5"`` for an integer), is not "plainly valid"; FastMCP then judges the call.
-    """
-    properties = schema.get("properties", {})
-    if not set(arguments) <= set(properties):
-        return False
-    if not set(schema.get("required", ())) <= set(arguments):
-        return False
-    return all(_valid(value, properties[name]) for name, value in arguments.items())
-
-
-def _valid(value: Any, spec: dict[str, Any]) -> bool:
-    if not set(spec) <= _SCHEMA_KEYS:
-        return False
-    if "anyOf" in spec:
-        return any(_valid(value, option) for option in spec["anyOf"])
-    kind = spec.get("type")
-    if kind == "null":
-        return value is None
-    if kind == "boolean":
-        return isinstance(value, bool)
-    if kind == "string":
-        ok = isinstance(value, str) and _within(
-            len(value) if isinstance(value, str) else 0, spec, "Length"
-        )
-    elif kind == "integer":
-        ok = isinstance(value, int) and not isinstance(value, bool)
-        ok = ok and spec.get("minimum", value) <= value <= spec.get("maximum", value)
-    elif kind == "array":
-        ok = isinstance(value, list) and _within(len(value), spec, "Items")
-        ok = ok and all(_valid(item, spec.get("items", {})) for item in value)
-    else:
-        return False
-    return ok and ("enum" not in spec or value in spec["enum"])
-
-
-def _within(size: int, spec: dict[str, Any], what: str) -> bool:
-    return spec.get(f"min{what}", 0) <= size <= spec.get(f"max{what}", size)
 
 
 def serve_early(

@@ -9,7 +9,8 @@ over pipes in this process). The few values that come from settings (defaults of
 (``SETTINGS_FIELDS``). ``tests/test_server_fastpath.py`` compares the bytes with the real
 server's reply under default and changed settings, so the two cannot drift.
 
-``load`` uses the standard library only; ``from_server`` imports the MCP stack.
+``valid_arguments`` tells the fast path whether a call's arguments plainly satisfy that
+schema. ``load`` uses the standard library only; ``from_server`` imports the MCP stack.
 """
 
 from __future__ import annotations
@@ -23,6 +24,21 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from kb_mcp.settings import Settings
 
+# The JSON-schema keywords ``valid_arguments`` knows; any other makes it say "not plainly valid".
+_SCHEMA_KEYS = {
+    "type",
+    "anyOf",
+    "enum",
+    "items",
+    "minLength",
+    "maxLength",
+    "minimum",
+    "maximum",
+    "minItems",
+    "maxItems",
+    "default",
+    "description",
+}
 SNAPSHOT_PATH = Path(__file__).parent / "data" / "tools_list.json"
 # (tool, argument, schema key) → the setting whose value FastMCP's schema shows there.
 SETTINGS_FIELDS = {
@@ -74,8 +90,9 @@ def _floats_marked(value: Any, floats: list[float], marker: str) -> Any:
 
 def float_json(x: float) -> str:
     """``x`` as pydantic-core writes it: the shortest round-trip digits (as ``repr``),
-    plain notation from 1e-5 to below 1e16, else ``d.ddde±x`` without padding. Checked
-    against ``pydantic_core.to_json`` on 350k random floats (tests/test_server_fastpath)."""
+        plain notation from 1e-5 to below 1e16, else ``d.ddde±x`` without padding. Checked
+        against ``pydantic_core.to_json`` on 350k random floats when written; the test checks
+    20k at every run (tests/test_server_fastpath.py)."""
     if math.isnan(x):
         return "NaN"
     if math.isinf(x):
@@ -175,3 +192,46 @@ def write(path: Path = SNAPSHOT_PATH) -> None:
         result = from_server(settings)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+
+
+def valid_arguments(arguments: dict[str, Any], schema: dict[str, Any]) -> bool:
+    """Whether ``arguments`` plainly satisfy the tool's input schema (FastMCP's).
+
+    Conservative: a keyword this check does not know, or a value pydantic might coerce
+    (``"5"`` for an integer), is not "plainly valid"; FastMCP then judges the call.
+    """
+    properties = schema.get("properties", {})
+    if not set(arguments) <= set(properties):
+        return False
+    if not set(schema.get("required", ())) <= set(arguments):
+        return False
+    return all(_valid(value, properties[name]) for name, value in arguments.items())
+
+
+def _valid(value: Any, spec: dict[str, Any]) -> bool:
+    if not set(spec) <= _SCHEMA_KEYS:
+        return False
+    if "anyOf" in spec:
+        return any(_valid(value, option) for option in spec["anyOf"])
+    kind = spec.get("type")
+    if kind == "null":
+        return value is None
+    if kind == "boolean":
+        return isinstance(value, bool)
+    if kind == "string":
+        ok = isinstance(value, str) and _within(
+            len(value) if isinstance(value, str) else 0, spec, "Length"
+        )
+    elif kind == "integer":
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        ok = ok and spec.get("minimum", value) <= value <= spec.get("maximum", value)
+    elif kind == "array":
+        ok = isinstance(value, list) and _within(len(value), spec, "Items")
+        ok = ok and all(_valid(item, spec.get("items", {})) for item in value)
+    else:
+        return False
+    return ok and ("enum" not in spec or value in spec["enum"])
+
+
+def _within(size: int, spec: dict[str, Any], what: str) -> bool:
+    return spec.get(f"min{what}", 0) <= size <= spec.get(f"max{what}", size)
