@@ -69,6 +69,13 @@ from kb_mcp.settings import Settings
 from kb_mcp.store import documents as rows
 from kb_mcp.store.db import Database, QueryTimeout
 
+# The reason of a search's keyword fallback while the server loads the local model (about
+# a second after start; waiting for it took searches past their deadline: issue 10).
+MODEL_LOADING = (
+    "the embedding model is still loading (once, just after the server starts); "
+    "keyword results until it is ready"
+)
+
 if TYPE_CHECKING:  # imported when vectors are used: keyword-only start-up stays lean
     from kb_mcp.embed.base import Embedder
     from kb_mcp.embed.queue import EmbedReport, Progress
@@ -500,6 +507,9 @@ class Library:
         state = self.vector_state()
         if not state.usable:
             return UnusableLeg(state.reason or "no vectors yet")
+        loading = getattr(state.embedder, "loading", None)  # the local model has it
+        if loading is not None and loading():
+            return UnusableLeg(MODEL_LOADING)
         ready = coverage_state(state.embedded, state.pending)
         if not ready.usable:
             return UnusableLeg(ready.reason or "")

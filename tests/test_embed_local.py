@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -194,3 +195,37 @@ def test_local_without_onnxruntime_is_unavailable_with_a_reason() -> None:
     assert "ok=False" in done.stdout and "onnxruntime" in done.stdout
     assert "unavailable: the local embedder cannot run" in done.stdout
     assert "hint:" in done.stdout
+
+
+def test_local_search_while_the_model_loads_in_background_answers_from_keywords(
+    tmp_path: Path,
+) -> None:
+    """Issue 10 start-up: while the server loads the model (``load_in_background``), a
+    hybrid search falls back to keyword and says why, instead of waiting past its
+    deadline; once loaded, hybrid runs."""
+    from kb_mcp.library import MODEL_LOADING, Library
+    from kb_mcp.settings import Settings
+
+    settings = Settings(home=tmp_path / "home", embedder="local")
+    with Library(settings) as library:
+        library.add_document(
+            "Restore", "# Restore\n\nRestore a backup with kb.\n", "t://r", by_agent=False
+        )
+        library.embed_pending()
+    with Library(settings) as library:
+        embedder = library.vector_state().embedder
+        assert isinstance(embedder, LocalEmbedder) and not embedder.loading()
+        embedder.load_in_background()
+        during = library.search("restore a backup", 5, "hybrid")
+        assert (during.mode, during.fallback, during.reason) == (
+            "keyword",
+            "keyword",
+            MODEL_LOADING,
+        )
+        assert during.hits  # keyword results, not an empty answer
+        for _ in range(600):
+            if not embedder.loading():
+                break
+            threading.Event().wait(0.05)
+        after = library.search("restore a backup", 5, "hybrid")
+        assert after.fallback is None and after.hits

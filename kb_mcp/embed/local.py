@@ -117,6 +117,7 @@ class LocalEmbedder:
         self._lock = threading.Lock()
         self._runtime: _Runtime | None = None
         self._failure: EmbedderUnavailable | None = None
+        self._loading = False
 
     @property
     def signature(self) -> EmbeddingSignature:
@@ -138,6 +139,31 @@ class LocalEmbedder:
         except EmbedderUnavailable as error:
             return Availability(False, error.message)
         return Availability(True)
+
+    def loading(self) -> bool:
+        """Whether ``load_in_background`` is loading the model right now.
+
+        A search then answers from keywords instead of waiting: on the loaded 2 cores the
+        first hybrid search of a fresh server waited for the session past its 2 s
+        deadline (issue 10 start-up run, docs/architecture.md).
+        """
+        return self._loading
+
+    def load_in_background(self) -> None:
+        """Start loading the model in a thread (the server does, as soon as the library
+        opens); ``loading()`` is True from now until it is loaded or has failed."""
+        if self._runtime is not None or self._failure is not None or self._loading:
+            return
+        self._loading = True
+        threading.Thread(target=self._load_quietly, name="kb-mcp-model", daemon=True).start()
+
+    def _load_quietly(self) -> None:
+        try:
+            self._load()
+        except EmbedderUnavailable:
+            pass  # remembered in _failure: the next search that embeds reports it
+        finally:
+            self._loading = False
 
     def embed(self, texts: list[str], kind: EmbedKind = "passage") -> np.ndarray:
         """``len(texts)`` × 384 unit-length float32 rows, in the order of ``texts``.

@@ -3,20 +3,18 @@
 One JSON object per line in ``<home>/audit.log``. What an agent asked and what it got
 back may be private; that a call happened, how long it took and whether it failed is
 what a user needs to see what their agents do.
+
+Standard library only: the prelude's fast path audits its calls here before FastMCP has
+loaded; FastMCP's calls are audited by ``tools.AuditMiddleware`` through the same
+``record_call``.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import threading
-import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
-
-from fastmcp.server.middleware import Middleware
-from pydantic import ValidationError
 
 AUDIT_FILE = "audit.log"
 _lock = threading.Lock()
@@ -38,37 +36,3 @@ def record_call(home: Path, tool: str, duration_ms: float, outcome: str) -> None
             handle.write(line + "\n")
     except OSError:
         pass
-
-
-_CODE = re.compile(r"^\[(\w+)\]")
-
-
-def _outcome(exc: BaseException) -> str:
-    """``error:<code>`` from a kb-mcp tool error, ``error:invalid_input`` for a rejected
-    argument, else ``error:internal``."""
-    if isinstance(exc, ValidationError) or isinstance(exc.__cause__, ValidationError):
-        return "error:invalid_input"
-    found = _CODE.match(str(exc))
-    return f"error:{found[1]}" if found else "error:internal"
-
-
-class AuditMiddleware(Middleware):
-    """Audits every ``tools/call``, including calls rejected before the tool runs."""
-
-    def __init__(self, home: Path) -> None:
-        self.home = home
-
-    async def on_call_tool(self, context: Any, call_next: Any) -> Any:
-        started = time.perf_counter()
-        outcome = "ok"
-        try:
-            result = await call_next(context)
-            if getattr(result, "is_error", False):
-                outcome = "error"
-            return result
-        except Exception as exc:
-            outcome = _outcome(exc)
-            raise
-        finally:
-            elapsed = (time.perf_counter() - started) * 1000
-            record_call(self.home, context.message.name, elapsed, outcome)

@@ -295,3 +295,39 @@ class BackgroundEnricher(BackgroundEmbedder):
                 report.pending,
             )
         return True
+
+
+class BackgroundWork:
+    """The server's three background threads (sync, embedding, the graph's LLM pass).
+
+    Started once by whichever comes first: the prelude's fast path (with FastMCP's
+    import, so a file saved in the first seconds is not left for a sync that starts
+    only once FastMCP has loaded: issue 10) or FastMCP's lifespan; stopped once.
+    """
+
+    def __init__(self, get_library: Callable[[], Library], interval_s: float, watch: str) -> None:
+        self._get_library = get_library
+        self._interval_s = interval_s
+        self._watch = watch
+        self._lock = threading.Lock()
+        self._workers: tuple[BackgroundSync, BackgroundEmbedder, BackgroundEnricher] | None = None
+        self._stopped = False
+
+    def start(self) -> None:
+        with self._lock:
+            if self._workers is not None or self._stopped:
+                return
+            self._workers = (
+                BackgroundSync(self._get_library, self._interval_s, watch_mode=self._watch),
+                BackgroundEmbedder(self._get_library),
+                BackgroundEnricher(self._get_library),
+            )
+            for worker in self._workers:
+                worker.start()
+
+    def stop(self) -> None:
+        """Stop every thread (each between two units of work); a second call does nothing."""
+        with self._lock:
+            workers, self._workers, self._stopped = self._workers, None, True
+        for worker in workers or ():
+            worker.stop()

@@ -7,21 +7,24 @@ which an agent should see ``initialize`` answered (issue 10). So the server star
 two steps. This module imports only the standard library:
 
 1. ``protect_stdout`` / ``protect_stdin`` (see ``server/stdio.py`` for why).
-2. ``start_stack`` imports the MCP stack and builds the server in a thread.
+2. ``StackLoader`` imports the MCP stack and builds the server in a thread, once the
+   fast path starts it.
 3. Meanwhile ``answer_initialize`` reads stdin up to the first line; when it is a
    well-formed ``initialize`` request it is answered at once with the same result the
    full server gives (``initialize_result``; ``tests/test_server_prelude.py`` compares
    the two, so a FastMCP upgrade that changes its capabilities fails a test, not a
    client). Its instructions come from ``server/instructions.py``, which adds only the
    settings and apsw (one read-only query) to the imports.
-4. Everything read so far, the ``initialize`` line included, is then handed to the full
-   server (``serve_stdio``'s ``pending``), which runs the handshake itself, so its
-   session state is its own; its reply to that one request is dropped as already sent.
+4. ``server/fastpath.py`` then answers ``tools/list`` and plain ``tools/call``s until the
+   full server is ready, keeping every other line for it.
+5. The ``initialize`` line and the lines kept are handed to the full server
+   (``serve_stdio``'s ``pending``), which runs the handshake itself, so its session
+   state is its own; its reply to that one request is dropped as already sent.
 
 Anything other than a well-formed ``initialize`` as the first line (a ``server/discover``
 probe, a malformed request, end of input) is left entirely to the full server, which
-answers it once it is ready: the early answer is an optimisation, never a second
-protocol implementation.
+answers it once it is ready: the early answers are an optimisation whose bytes tests
+pin to FastMCP's, never a second protocol implementation.
 """
 
 from __future__ import annotations
@@ -143,31 +146,46 @@ def answer_initialize(stdin_fd: int, wire_fd: int, settings: Settings) -> EarlyS
         return EarlyStart(bytes(pending))
     request_id, params = found
     reply = {"jsonrpc": "2.0", "id": request_id, "result": initialize_result(params, settings)}
-    _write_all(wire_fd, (json.dumps(reply, separators=(",", ":")) + "\n").encode())
+    write_all(wire_fd, (json.dumps(reply, separators=(",", ":")) + "\n").encode())
     return EarlyStart(bytes(pending), answered=True, answered_id=request_id)
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes) -> None:
+    """All of ``data`` on ``fd`` (``os.write`` may take part of it)."""
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
 
 
 class StackLoader:
-    """Runs ``build`` (imports of the MCP stack, the server built) in a thread."""
+    """Runs ``build`` (imports of the MCP stack, the server built) in a thread, once
+    ``start`` is called (the fast path decides when: ``server/fastpath.py``)."""
 
     def __init__(self, build: Callable[[], Any]) -> None:
         self._build = build
         self._result: Any = None
         self._error: BaseException | None = None
+        self._started = False
+        self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name="kb-mcp-import", daemon=True)
 
     def start(self) -> StackLoader:
-        self._thread.start()
+        """Start the build (a second call does nothing)."""
+        if not self._started:
+            self._started = True
+            self._thread.start()
         return self
 
+    def started(self) -> bool:
+        return self._started
+
+    def done(self) -> bool:
+        """Whether ``build`` has finished (``result`` will not wait)."""
+        return self._done.is_set()
+
     def result(self) -> Any:
-        """What ``build`` returned, once it has; its exception is raised here."""
+        """What ``build`` returned, starting it if need be; its exception is raised here."""
+        self.start()
         self._thread.join()
         if self._error is not None:
             raise self._error
@@ -178,3 +196,5 @@ class StackLoader:
             self._result = self._build()
         except BaseException as exc:  # handed to the main thread by ``result``
             self._error = exc
+        finally:
+            self._done.set()

@@ -1,38 +1,36 @@
-"""The MCP adapter: five tools, each parse → one ``Library`` call in a worker thread → render.
+"""The MCP adapter: five tools, each parse → its body in ``server/calls.py`` in a worker thread.
 
-The library is opened on the first tool call, not before: the server answers
-``initialize`` at once, whatever the size of the library. ``KbError`` becomes a tool
-error with its code, message and hint; anything else becomes "internal error" with the
-traceback in the server log only. Every call, including one whose arguments FastMCP
+The library is opened on the first tool call (or by the prelude's fast path), not before:
+the server answers ``initialize`` at once, whatever the size of the library. ``KbError``
+becomes a tool error with its code, message and hint; anything else becomes "internal
+error" with the traceback in the server log only. Every call, including one whose arguments FastMCP
 rejects, is audited by ``AuditMiddleware`` (tool, duration, outcome); a rejected argument
 is reported by ``ArgumentErrors`` in our ``[invalid_input]`` shape, redacted.
 """
 
-import logging
-import threading
+import re
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import anyio
 from fastmcp import FastMCP
 from fastmcp.exceptions import ToolError
+from fastmcp.server.middleware import Middleware
 from fastmcp.tools.base import ToolResult
-from pydantic import Field
+from pydantic import Field, ValidationError
 
-from kb_mcp import __version__, limits, render
-from kb_mcp.errors import KbError
-from kb_mcp.library import Library
-from kb_mcp.redact import redact_output
-from kb_mcp.server import budget
+from kb_mcp import __version__, limits
+from kb_mcp.server import calls
 from kb_mcp.server.arguments import ArgumentErrors
-from kb_mcp.server.audit import AuditMiddleware
-from kb_mcp.server.background import BackgroundEmbedder, BackgroundEnricher, BackgroundSync
+from kb_mcp.server.audit import record_call
+from kb_mcp.server.background import BackgroundWork
+from kb_mcp.server.calls import LibraryHolder
 from kb_mcp.server.instructions import server_instructions
 from kb_mcp.server.prelude import SERVER_NAME
 from kb_mcp.settings import Settings
-
-log = logging.getLogger("kb_mcp.server")
 
 SEARCH_DESCRIPTION = """\
 Search the knowledge base for passages that answer a question: ranked keyword search
@@ -74,75 +72,67 @@ replaces the earlier version; it is a label only and is never opened. Secrets in
 are redacted before storage. Disabled unless the user allowed agent writes."""
 
 
-class LibraryHolder:
-    """Opens the library on first use, from whichever worker thread gets there first."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self._library: Library | None = None
-        self._lock = threading.Lock()
-
-    def get(self) -> Library:
-        with self._lock:
-            if self._library is None:
-                self._library = Library(self.settings)
-            return self._library
-
-    def close(self) -> None:
-        with self._lock:
-            if self._library is not None:
-                self._library.close()
-                self._library = None
-
-
-async def run_tool(
-    holder: LibraryHolder,
-    tool: str,
-    call: Callable[[Library], Any],
-    render_text: Callable[[Any], str],
-    render_data: Callable[[Any], dict[str, Any]],
-    bound: Callable[[Any], budget.Bounded] = budget.no_bound,
-) -> ToolResult:
-    """The one path of every tool: library call off the event loop, bound, render, errors
-    mapped. ``bound`` cuts the result to the response budget, ``fit_response`` makes sure."""
+async def run_tool(body: Callable[[], calls.ToolOutput]) -> ToolResult:
+    """A tool body (``server/calls.py``) off the event loop, as an MCP tool result."""
     try:
-        result = await anyio.to_thread.run_sync(lambda: call(holder.get()))
-        result, note = bound(result)
-        text, data = render_text(result), render_data(result)
-        if note:
-            data["truncated_note"] = note
-            if note not in text:
-                text += f"\n\n[truncated: {note}]"
-        text, data = budget.fit_response(text, data)
-        return ToolResult(content=text, structured_content=data)
-    except KbError as exc:
-        # Errors leave through the same redaction as results: a message may quote input.
-        raise ToolError(f"[{exc.code}] {redact_output(exc.render()).text}") from exc
-    except Exception as exc:
-        log.exception("tool %s failed", tool)
-        raise ToolError(
-            "[internal] internal error in kb-mcp; the server log has the details"
-        ) from exc
+        output = await anyio.to_thread.run_sync(body)
+    except calls.ToolFailed as exc:
+        raise ToolError(str(exc)) from exc
+    return ToolResult(content=output.text, structured_content=output.data)
 
 
-def build_server(settings: Settings) -> tuple[FastMCP, LibraryHolder]:
-    """The FastMCP server with exactly the five tools, bound to one library."""
-    holder = LibraryHolder(settings)
+_CODE = re.compile(r"^\[(\w+)\]")
+
+
+def _outcome(exc: BaseException) -> str:
+    """``error:<code>`` from a kb-mcp tool error, ``error:invalid_input`` for a rejected
+    argument, else ``error:internal``."""
+    if isinstance(exc, ValidationError) or isinstance(exc.__cause__, ValidationError):
+        return "error:invalid_input"
+    found = _CODE.match(str(exc))
+    return f"error:{found[1]}" if found else "error:internal"
+
+
+class AuditMiddleware(Middleware):
+    """Audits every ``tools/call``, including calls rejected before the tool runs."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+
+    async def on_call_tool(self, context: Any, call_next: Any) -> Any:
+        started = time.perf_counter()
+        outcome = "ok"
+        try:
+            result = await call_next(context)
+            if getattr(result, "is_error", False):
+                outcome = "error"
+            return result
+        except Exception as exc:
+            outcome = _outcome(exc)
+            raise
+        finally:
+            elapsed = (time.perf_counter() - started) * 1000
+            record_call(self.home, context.message.name, elapsed, outcome)
+
+
+def build_server(
+    settings: Settings,
+    holder: LibraryHolder | None = None,
+    background: BackgroundWork | None = None,
+) -> tuple[FastMCP, LibraryHolder]:
+    """The FastMCP server with exactly the five tools, bound to one library (``holder``
+    and ``background``: the ones the prelude's fast path already uses, so both share
+    them)."""
+    holder = holder or LibraryHolder(settings)
+    work = background or BackgroundWork(holder.get, settings.sync_interval_s, settings.watch)
 
     @asynccontextmanager
     async def lifespan(_server: FastMCP) -> AsyncIterator[dict[str, Any]]:
-        syncer = BackgroundSync(holder.get, settings.sync_interval_s, watch_mode=settings.watch)
-        embedder = BackgroundEmbedder(holder.get)
-        enricher = BackgroundEnricher(holder.get)
-        syncer.start()
-        embedder.start()
-        enricher.start()
+        work.start()  # already running when the prelude's fast path started it
         try:
             yield {}
         finally:
-            await anyio.to_thread.run_sync(syncer.stop)
-            await anyio.to_thread.run_sync(embedder.stop)
-            await anyio.to_thread.run_sync(enricher.stop)
+            await anyio.to_thread.run_sync(work.stop)
 
     instructions = server_instructions(settings.home, settings)
     mcp = FastMCP(SERVER_NAME, instructions=instructions, lifespan=lifespan, version=__version__)
@@ -181,14 +171,7 @@ def build_server(settings: Settings) -> tuple[FastMCP, LibraryHolder]:
             ),
         ] = None,
     ) -> ToolResult:
-        return await run_tool(
-            holder,
-            "search",
-            lambda lib: lib.search(query, top_k, mode, source, legs),
-            render.search_text,
-            render.search_data,
-            budget.bound_search,
-        )
+        return await run_tool(lambda: calls.search(holder, query, top_k, mode, source, legs))
 
     @mcp.tool(name="grep", description=GREP_DESCRIPTION, annotations=read_only)
     async def grep(
@@ -214,19 +197,7 @@ def build_server(settings: Settings) -> tuple[FastMCP, LibraryHolder]:
         ] = settings.grep_max_matches,
     ) -> ToolResult:
         return await run_tool(
-            holder,
-            "grep",
-            lambda lib: lib.grep(
-                pattern,
-                regex=regex,
-                ignore_case=ignore_case,
-                source=source,
-                path_glob=path_glob,
-                max_matches=max_matches,
-            ),
-            render.grep_text,
-            render.to_data,
-            budget.bound_grep,
+            lambda: calls.grep(holder, pattern, max_matches, regex, ignore_case, source, path_glob)
         )
 
     @mcp.tool(name="read", description=READ_DESCRIPTION, annotations=read_only)
@@ -254,14 +225,7 @@ def build_server(settings: Settings) -> tuple[FastMCP, LibraryHolder]:
             ),
         ] = None,
     ) -> ToolResult:
-        return await run_tool(
-            holder,
-            "read",
-            lambda lib: lib.read(doc, start_line, end_line),
-            render.read_text,
-            render.to_data,
-            budget.bound_read,
-        )
+        return await run_tool(lambda: calls.read(holder, doc, start_line, end_line))
 
     @mcp.tool(name="list", description=LIST_DESCRIPTION, annotations=read_only)
     async def list_(
@@ -283,18 +247,7 @@ def build_server(settings: Settings) -> tuple[FastMCP, LibraryHolder]:
             ),
         ] = 0,
     ) -> ToolResult:
-        if source is None:
-            return await run_tool(
-                holder, "list", lambda lib: lib.overview(), render.overview_text, render.to_data
-            )
-        return await run_tool(
-            holder,
-            "list",
-            lambda lib: lib.list_source(source, limit, offset),
-            render.listing_text,
-            render.to_data,
-            budget.bound_listing,
-        )
+        return await run_tool(lambda: calls.list_(holder, source, limit, offset))
 
     @mcp.tool(
         name="add_document",
@@ -328,12 +281,6 @@ def build_server(settings: Settings) -> tuple[FastMCP, LibraryHolder]:
             list[str] | None, Field(description="Optional tags.", max_length=32)
         ] = None,
     ) -> ToolResult:
-        return await run_tool(
-            holder,
-            "add_document",
-            lambda lib: lib.add_document(title, content, source_uri, tags),
-            render.add_text,
-            render.to_data,
-        )
+        return await run_tool(lambda: calls.add_document(holder, title, content, source_uri, tags))
 
     return mcp, holder
