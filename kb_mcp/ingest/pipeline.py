@@ -33,6 +33,7 @@ import apsw
 from kb_mcp.chunk import Chunk, split_document
 from kb_mcp.index import fts, graph, vectors
 from kb_mcp.ingest.dedup import record_near_duplicates
+from kb_mcp.ingest.derive import Derived, derive
 from kb_mcp.ingest.relink import forget_document, record_relations
 from kb_mcp.redact import redact
 from kb_mcp.store import documents as rows
@@ -78,21 +79,15 @@ def redact_document(doc: rows.NewDocument) -> rows.NewDocument:
     )
 
 
-def _index_document(conn: apsw.Connection, doc: rows.NewDocument, chunks: list[Chunk]) -> int:
+def _index_document(
+    conn: apsw.Connection, doc: rows.NewDocument, chunks: list[Chunk], derived: Derived
+) -> int:
     document_id = rows.insert_document(conn, doc)
     ids = rows.insert_chunks(conn, document_id, chunks)
-    fts.add_chunks(
-        conn,
-        (
-            (cid, doc.title, c.heading_path, c.text, doc.language if doc.kind == "code" else None)
-            for cid, c in zip(ids, chunks, strict=True)
-        ),
+    fts.add_index_rows(
+        conn, ((cid, head, body) for cid, (head, body) in zip(ids, derived.fts_rows, strict=True))
     )
-    graph.add_chunks(
-        conn,
-        ((cid, c.heading_path, c.text) for cid, c in zip(ids, chunks, strict=True)),
-        code=doc.kind == "code",
-    )
+    graph.add_extracted(conn, list(zip(ids, derived.extractions, strict=True)))
     record_near_duplicates(conn, document_id, doc.title, doc.text)
     return document_id
 
@@ -131,13 +126,15 @@ def store_document(
     path: str,
     doc: rows.NewDocument,
     chunks: list[Chunk],
+    derived: Derived | None = None,
     **location: object,
 ) -> Stored:
     """Point ``(source, path)`` at ``doc``; store and index it unless it is already there.
 
     ``location`` carries the per-file state (size, mtime_ns, file_hash, seen_at). A
     document that other locations hold too keeps the metadata of its first holder (a
-    deduplicated file is one document, whatever each copy's name or mtime).
+    deduplicated file is one document, whatever each copy's name or mtime). ``derived``
+    is ``derive(doc, chunks)`` when a reader process computed it already.
     """
     with db.write() as conn:
         old_id = rows.location_document_id(conn, source_id, path)
@@ -156,10 +153,14 @@ def store_document(
             forget_document(conn, existing.id)
             rows.delete_document(conn, existing.id)
             existing = None
-        document_id = existing.id if existing else _index_document(conn, doc, chunks)
+        if existing is None:
+            derived = derived or derive(doc, chunks)
+            document_id = _index_document(conn, doc, chunks, derived)
+        else:
+            document_id = existing.id
         rows.upsert_location(conn, source_id, path, document_id, **location)
         if existing is None:  # after the location: a reference may name the file
-            record_relations(conn, document_id, doc)
+            record_relations(conn, document_id, doc, list(derived.relations))
         outcome = Outcome.REPLACED if old is not None else Outcome.CREATED
         return Stored(outcome, doc.doc_key, len(rows.chunk_ids(conn, document_id)))
 

@@ -33,6 +33,7 @@ from kb_mcp.chunk.markdown import DEFAULT_BUDGET_CHARS
 from kb_mcp.errors import KbError, Unavailable
 from kb_mcp.ingest import readers
 from kb_mcp.ingest.dates import document_date, path_date
+from kb_mcp.ingest.derive import Derived, derive
 from kb_mcp.ingest.frontmatter import cap_title, meta_date, meta_list, split_frontmatter
 from kb_mcp.ingest.pipeline import redact_text, remove_location, store_document, text_hash
 from kb_mcp.ingest.policy import check_readable
@@ -153,7 +154,9 @@ class FileWork:
 
     Computed without the database, so it can run in a worker process; ``failure`` is the
     reason when the file could not be read, ``doc`` is None when its hash is unchanged,
-    ``note`` what the reader ignored in a file it indexed (``Converted.notes``).
+    ``derived`` its index rows (``ingest/derive``: FTS copies, entities, relations, so
+    the writer only writes), ``note`` what the reader ignored in a file it indexed
+    (``Converted.notes``).
     """
 
     found: FoundFile
@@ -162,6 +165,7 @@ class FileWork:
     failure: str | None = None
     doc: rows.NewDocument | None = None
     chunks: tuple[Chunk, ...] = ()
+    derived: Derived | None = None
     note: str | None = None
 
 
@@ -216,10 +220,13 @@ def read_file(root: Path, found: FoundFile, previous_hash: str | None, now: str)
             return FileWork(found, now, file_hash)
         converted = readers.convert_bytes(data, readers.format_key(found.path))
         doc, chunks = prepare_file(found.rel, converted, found.mtime_ns, now)
+        derived = derive(doc, chunks)
     except Exception as exc:
         return FileWork(found, now, file_hash, failure=failure_reason(exc))
     note = note_text(converted.notes)
-    return FileWork(found, now, file_hash, doc=doc, chunks=tuple(chunks), note=note)
+    return FileWork(
+        found, now, file_hash, doc=doc, chunks=tuple(chunks), derived=derived, note=note
+    )
 
 
 def apply_file(
@@ -243,7 +250,9 @@ def apply_file(
         with db.write() as conn:
             rows.upsert_location(conn, source_id, found.rel, previous.document_id, **state)
         return "unchanged"
-    stored = store_document(db, source_id, found.rel, work.doc, list(work.chunks), **state)
+    stored = store_document(
+        db, source_id, found.rel, work.doc, list(work.chunks), work.derived, **state
+    )
     if previous is None or previous.document_id is None:
         return "added"
     return "unchanged" if stored.outcome == "unchanged" else "updated"
