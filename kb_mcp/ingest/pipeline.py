@@ -80,14 +80,22 @@ def redact_document(doc: rows.NewDocument) -> rows.NewDocument:
 
 
 def _index_document(
-    conn: apsw.Connection, doc: rows.NewDocument, chunks: list[Chunk], derived: Derived
+    conn: apsw.Connection,
+    doc: rows.NewDocument,
+    chunks: list[Chunk],
+    derived: Derived,
+    pending: graph.PendingMentions | None,
 ) -> int:
     document_id = rows.insert_document(conn, doc)
     ids = rows.insert_chunks(conn, document_id, chunks)
     fts.add_index_rows(
         conn, ((cid, head, body) for cid, (head, body) in zip(ids, derived.fts_rows, strict=True))
     )
-    graph.add_extracted(conn, list(zip(ids, derived.extractions, strict=True)))
+    extracted = list(zip(ids, derived.extractions, strict=True))
+    if pending is None:
+        graph.add_extracted(conn, extracted)
+    else:
+        pending.add(conn, extracted)
     record_near_duplicates(conn, document_id, doc.title, doc.text)
     return document_id
 
@@ -127,6 +135,7 @@ def store_document(
     doc: rows.NewDocument,
     chunks: list[Chunk],
     derived: Derived | None = None,
+    pending: graph.PendingMentions | None = None,
     **location: object,
 ) -> Stored:
     """Point ``(source, path)`` at ``doc``; store and index it unless it is already there.
@@ -134,7 +143,8 @@ def store_document(
     ``location`` carries the per-file state (size, mtime_ns, file_hash, seen_at). A
     document that other locations hold too keeps the metadata of its first holder (a
     deduplicated file is one document, whatever each copy's name or mtime). ``derived``
-    is ``derive(doc, chunks)`` when a reader process computed it already.
+    is ``derive(doc, chunks)`` when a reader process computed it already; ``pending``
+    collects the entities of a batch of documents (the caller flushes it before commit).
     """
     with db.write() as conn:
         old_id = rows.location_document_id(conn, source_id, path)
@@ -143,11 +153,15 @@ def store_document(
         if old is not None and (_same(old, doc) or (shared and old.doc_key == doc.doc_key)):
             rows.upsert_location(conn, source_id, path, old.id, **location)
             return Stored(Outcome.UNCHANGED, old.doc_key, len(rows.chunk_ids(conn, old.id)))
+        if pending is not None and old is not None:
+            pending.flush(conn)  # a removal reads the mentions it takes back
         if old is not None:
             rows.delete_location(conn, source_id, path)
             _drop_if_orphan(conn, old.id)
         existing = rows.get_document(conn, doc.doc_key)
         if existing is not None and existing.content_hash != doc.content_hash:
+            if pending is not None:
+                pending.flush(conn)
             # Keys are derived from the uri or the text, so this means a stale row.
             _unindex_chunks(conn, existing.id)
             forget_document(conn, existing.id)
@@ -155,7 +169,7 @@ def store_document(
             existing = None
         if existing is None:
             derived = derived or derive(doc, chunks)
-            document_id = _index_document(conn, doc, chunks, derived)
+            document_id = _index_document(conn, doc, chunks, derived, pending)
         else:
             document_id = existing.id
         rows.upsert_location(conn, source_id, path, document_id, **location)

@@ -31,6 +31,7 @@ from pathlib import Path, PurePosixPath
 from kb_mcp.chunk import Chunk, split_document
 from kb_mcp.chunk.markdown import DEFAULT_BUDGET_CHARS
 from kb_mcp.errors import KbError, Unavailable
+from kb_mcp.index import graph
 from kb_mcp.ingest import readers
 from kb_mcp.ingest.dates import document_date, path_date
 from kb_mcp.ingest.derive import Derived, derive
@@ -131,8 +132,17 @@ def prepare_file(
     return doc, chunks
 
 
-def _record_failure(db: Database, source_id: int, found: FoundFile, reason: str, now: str) -> None:
+def _record_failure(
+    db: Database,
+    source_id: int,
+    found: FoundFile,
+    reason: str,
+    now: str,
+    pending: graph.PendingMentions | None = None,
+) -> None:
     """Keep the failure visible; any document the file held before is unlinked."""
+    if pending is not None:
+        pending.flush(db.conn)  # a removal reads the mentions it takes back
     remove_location(db, source_id, found.rel)
     with db.write() as conn:
         rows.upsert_location(
@@ -230,12 +240,19 @@ def read_file(root: Path, found: FoundFile, previous_hash: str | None, now: str)
 
 
 def apply_file(
-    db: Database, source_id: int, work: FileWork, previous: rows.LocationState | None
+    db: Database,
+    source_id: int,
+    work: FileWork,
+    previous: rows.LocationState | None,
+    pending: graph.PendingMentions | None = None,
 ) -> str:
-    """Write what ``read_file`` found; returns added / updated / unchanged / failed."""
+    """Write what ``read_file`` found; returns added / updated / unchanged / failed.
+
+    ``pending``: the batch's entities, written when the caller flushes it (inside the
+    same transaction, before it commits)."""
     found = work.found
     if work.failure is not None:
-        _record_failure(db, source_id, found, work.failure, work.now)
+        _record_failure(db, source_id, found, work.failure, work.now, pending)
         return "failed"
     state = {
         "size": found.size,
@@ -251,7 +268,7 @@ def apply_file(
             rows.upsert_location(conn, source_id, found.rel, previous.document_id, **state)
         return "unchanged"
     stored = store_document(
-        db, source_id, found.rel, work.doc, list(work.chunks), work.derived, **state
+        db, source_id, found.rel, work.doc, list(work.chunks), work.derived, pending, **state
     )
     if previous is None or previous.document_id is None:
         return "added"
@@ -312,10 +329,11 @@ def _apply(
     found: FoundFile,
     work: FileWork | None,
     previous: rows.LocationState | None,
+    pending: graph.PendingMentions,
 ) -> str:
     if work is None:  # size and mtime as recorded; a failed file stays failed until it changes
         return "failed" if previous and previous.state == "failed" else "unchanged"
-    return apply_file(db, source_id, work, previous)
+    return apply_file(db, source_id, work, previous, pending)
 
 
 def _read_ahead(
@@ -473,12 +491,13 @@ def sync_folder(
             # minutes.
             batch_end = time.monotonic() + BATCH_SECONDS
             exhausted = True
-            with db.write():
+            with db.write() as conn:
+                pending = graph.PendingMentions()
                 for found, work in items:
                     if should_stop and should_stop():
                         stopped = True
                         break
-                    outcome = _apply(db, source_id, found, work, known.get(found.rel))
+                    outcome = _apply(db, source_id, found, work, known.get(found.rel), pending)
                     setattr(report, outcome, getattr(report, outcome) + 1)
                     done += 1
                     if progress:
@@ -486,6 +505,7 @@ def sync_folder(
                     if done % BATCH_FILES == 0 or time.monotonic() > batch_end:
                         exhausted = False
                         break
+                pending.flush(conn)  # not on an exception: the batch rolls back whole
     # A stop asked for before the end (the loop may have had no file to check it at)
     # leaves vanished files alone: the walk may not be the whole truth of a stopped sync.
     stopped = stopped or bool(should_stop and should_stop())
