@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kb_mcp.ingest import sync
+from kb_mcp.ingest import pipeline, sync
 from kb_mcp.library import Library
 from kb_mcp.settings import Settings
 
@@ -97,3 +97,28 @@ def test_sync_batched_graph_writes_equal_a_rebuild_after_adds_and_edits(
         edited = library.graph.snapshot()
         library.reindex(rebuild=True)
         assert library.graph.snapshot() == edited
+
+
+def test_sync_large_files_read_here_and_indexed_in_slices_store_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """issue 10 (memory): a file over ``LARGE_FILE_BYTES`` is read in the writer process
+    and its index copies and entities are made slice by slice as they are written, so a
+    big file never exists several times over; what it stores (documents, chunks, search
+    hits, the graph) is what the eager path, through the workers, stores."""
+    make_notes(tmp_path / "notes", 30)
+    _entity_notes(tmp_path / "notes", 12, "big")
+    monkeypatch.setattr(sync, "PARALLEL_MIN_FILES", 1)
+
+    def synced(name: str) -> tuple:
+        with Library(Settings(home=tmp_path / name, embedder="none")) as library:
+            library.add_folder(tmp_path / "notes", "notes")
+            library.sync("notes")
+            return snapshot(library), library.graph.snapshot()
+
+    eager = synced("eager")
+    monkeypatch.setattr(sync, "LARGE_FILE_BYTES", 0)  # every file is "large"
+    monkeypatch.setattr(pipeline, "LARGE_SLICE_CHUNKS", 1)
+    lazy = synced("lazy")
+    assert lazy == eager
+    assert eager[0][0] == 43 and eager[1][0]

@@ -27,17 +27,22 @@ import dataclasses
 import hashlib
 from dataclasses import dataclass
 from enum import StrEnum
+from itertools import islice
 
 import apsw
 
 from kb_mcp.chunk import Chunk, split_document
 from kb_mcp.index import fts, graph, vectors
 from kb_mcp.ingest.dedup import record_near_duplicates
-from kb_mcp.ingest.derive import Derived, derive
+from kb_mcp.ingest.derive import Derived, derive, extractions_of, fts_rows_of
 from kb_mcp.ingest.relink import forget_document, record_relations
 from kb_mcp.redact import redact
 from kb_mcp.store import documents as rows
 from kb_mcp.store.db import Database
+
+# A large file's entities are extracted and written this many chunks at a time, so they
+# never all exist at once (the graph rows are the same whatever the grouping).
+LARGE_SLICE_CHUNKS = 1_000
 
 
 class Outcome(StrEnum):
@@ -88,14 +93,18 @@ def _index_document(
 ) -> int:
     document_id = rows.insert_document(conn, doc)
     ids = rows.insert_chunks(conn, document_id, chunks)
+    copies = derived.fts_rows if derived.fts_rows is not None else fts_rows_of(doc, chunks)
     fts.add_index_rows(
-        conn, ((cid, head, body) for cid, (head, body) in zip(ids, derived.fts_rows, strict=True))
+        conn, ((cid, head, body) for cid, (head, body) in zip(ids, copies, strict=True))
     )
-    extracted = list(zip(ids, derived.extractions, strict=True))
-    if pending is None:
-        graph.add_extracted(conn, extracted)
+    if derived.extractions is None:  # a large file: its entities made and written in slices
+        found = zip(ids, extractions_of(doc, chunks), strict=True)
+        while part := list(islice(found, LARGE_SLICE_CHUNKS)):
+            graph.add_extracted(conn, part)
+    elif pending is None:
+        graph.add_extracted(conn, list(zip(ids, derived.extractions, strict=True)))
     else:
-        pending.add(conn, extracted)
+        pending.add(conn, list(zip(ids, derived.extractions, strict=True)))
     record_near_duplicates(conn, document_id, doc.title, doc.text)
     return document_id
 

@@ -41,7 +41,7 @@ from kb_mcp.ingest.policy import check_readable
 from kb_mcp.ingest.sources import FolderSource
 from kb_mcp.ingest.status import classify_status
 from kb_mcp.ingest.walk import FoundFile, walk_folder
-from kb_mcp.ingest.workers import exit_with_parent
+from kb_mcp.ingest.workers import exit_with_parent, run_bounded
 from kb_mcp.redact import redact
 from kb_mcp.store import documents as rows
 from kb_mcp.store.db import Database
@@ -56,6 +56,22 @@ BATCH_SECONDS = 1.0
 PARALLEL_MIN_FILES = 400
 MAX_READERS = 4
 READ_AHEAD = 256
+# Bytes of files in flight in the workers: a result holds about three copies of its file
+# (text, chunks, index rows), pickled there and unpickled here. Files over
+# LARGE_FILE_BYTES are read in this process, one at a time, and their FTS index copies
+# and entities made chunk by chunk as they are inserted (``derive(eager=False)``). Peak RSS
+# ≤ 250 MB for a folder of big files is issue 10's bound.
+READ_AHEAD_BYTES = 32 * 1024 * 1024
+LARGE_FILE_BYTES = 4 * 1024 * 1024
+# Formats whose converter is heavy third-party code (pymupdf4llm's layout model): read
+# last, each in a process of its own under these bounds (``workers.run_bounded``), so
+# one slow or huge file fails with its reason instead of holding up the folder. At the
+# 0.22-0.35 s a page measured in ``readers/pdf.py`` a 300-page report takes about 100 s,
+# within the time bound; the memory bound is twice the 508 MB one user's
+# two PDFs took together (issue 10).
+BOUNDED_FORMATS = frozenset({".pdf"})
+BOUNDED_SECONDS = 180.0
+BOUNDED_RSS_BYTES = 1024 * 1024 * 1024
 # A failure reason is one short line: it is stored, listed by ``list`` and printed per file.
 MAX_REASON_CHARS = 300
 
@@ -229,11 +245,14 @@ def read_file(root: Path, found: FoundFile, previous_hash: str | None, now: str)
         if file_hash == previous_hash:
             return FileWork(found, now, file_hash)
         converted = readers.convert_bytes(data, readers.format_key(found.path))
+        del data  # one copy of a large file less while it is chunked
+        notes = converted.notes
         doc, chunks = prepare_file(found.rel, converted, found.mtime_ns, now)
-        derived = derive(doc, chunks)
+        del converted
+        derived = derive(doc, chunks, eager=found.size <= LARGE_FILE_BYTES)
     except Exception as exc:
         return FileWork(found, now, file_hash, failure=failure_reason(exc))
-    note = note_text(converted.notes)
+    note = note_text(notes)
     return FileWork(
         found, now, file_hash, doc=doc, chunks=tuple(chunks), derived=derived, note=note
     )
@@ -336,6 +355,28 @@ def _apply(
     return apply_file(db, source_id, work, previous, pending)
 
 
+_Later = tuple  # (reading function, its arguments): the file is read when its turn comes
+
+
+def is_bounded(found: FoundFile) -> bool:
+    """Whether ``found`` is converted in a bounded process of its own (a PDF)."""
+    return readers.format_key(found.path) in BOUNDED_FORMATS
+
+
+def read_bounded(root: Path, found: FoundFile, previous_hash: str | None, now: str) -> FileWork:
+    """``read_file`` in a child process killed past the time or memory bound; a file
+    that overran is a failure with that reason, and the sync goes on."""
+    work, reason = run_bounded(
+        read_file,
+        (root, found, previous_hash, now),
+        seconds=BOUNDED_SECONDS,
+        max_rss_bytes=BOUNDED_RSS_BYTES,
+    )
+    if work is None:
+        return FileWork(found, now, failure=f"cannot read {found.path.name}: {reason}")
+    return work
+
+
 def _read_ahead(
     root: Path,
     files: tuple[FoundFile, ...],
@@ -344,38 +385,54 @@ def _read_ahead(
 ) -> Iterator[tuple[FoundFile, FileWork | None]]:
     """``(file, work)`` in walk order; work is None for a file whose stat is unchanged.
 
-    With a pool, up to ``READ_AHEAD`` files are read in worker processes ahead of the
-    writer, so memory stays bounded however large the folder.
+    With a pool, files are read in worker processes ahead of the writer, at most
+    ``READ_AHEAD`` files and ``READ_AHEAD_BYTES`` of them in flight, so memory stays
+    bounded however large the folder and its files. A file over ``LARGE_FILE_BYTES`` is
+    read in this process when its turn comes: its text, chunks and index rows would
+    otherwise exist twice (pickled in the worker, unpickled here), and only one such
+    file is in memory at a time.
     """
     now = utc_now()
-    pending: deque[tuple[FoundFile, Future[FileWork] | None]] = deque()
+    pending: deque[tuple[FoundFile, Future[FileWork] | _Later | None]] = deque()
+    in_flight = 0
     for found in files:
         previous = known.get(found.rel)
+        args = (root, found, _indexed_hash(previous), now)
         if stat_unchanged(found, previous):
             pending.append((found, None))
-        elif pool is None:
-            yield from _drain(pending)
-            yield found, read_file(root, found, _indexed_hash(previous), now)
-            continue
+        elif is_bounded(found):
+            pending.append((found, (read_bounded, args)))
+        elif pool is None or found.size > LARGE_FILE_BYTES:
+            pending.append((found, (read_file, args)))
         else:
-            args = (root, found, _indexed_hash(previous), now)
             pending.append((found, pool.submit(read_file, *args)))
-        while len(pending) > READ_AHEAD or (pool is None and pending):
-            yield _resolve(pending.popleft())
+            in_flight += found.size
+        while pending and (
+            pool is None or len(pending) > READ_AHEAD or in_flight > READ_AHEAD_BYTES
+        ):
+            item = pending.popleft()
+            if isinstance(item[1], Future):
+                in_flight -= item[0].size
+            yield _resolve(item)
     yield from _drain(pending)
 
 
 def _drain(
-    pending: deque[tuple[FoundFile, Future[FileWork] | None]],
+    pending: deque[tuple[FoundFile, Future[FileWork] | _Later | None]],
 ) -> Iterator[tuple[FoundFile, FileWork | None]]:
     while pending:
         yield _resolve(pending.popleft())
 
 
-def _resolve(item: tuple[FoundFile, Future[FileWork] | None]) -> tuple[FoundFile, FileWork | None]:
+def _resolve(
+    item: tuple[FoundFile, Future[FileWork] | _Later | None],
+) -> tuple[FoundFile, FileWork | None]:
     found, future = item
     if future is None:
         return found, None
+    if isinstance(future, tuple):
+        read, args = future
+        return found, read(*args)
     try:
         return found, future.result()
     except BrokenProcessPool as exc:
@@ -480,6 +537,7 @@ def sync_folder(
         report.over_cap, report.skipped = walk.over_cap, dict(walk.skipped)
         known = rows.source_locations(db.conn, source_id)
         stale = _count_unchanged(walk.files, known, report, progress)
+        stale.sort(key=is_bounded)  # PDFs last: every other file is searchable first
     root = root.resolve()
     done = len(walk.files) - len(stale)
     stopped = exhausted = False
