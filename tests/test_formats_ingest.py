@@ -341,6 +341,26 @@ def test_pdf_over_its_time_or_memory_bound_is_killed_failed_and_the_rest_syncs(
     assert [h.path for h in library.search("heron").hits] == ["keep.md"]
 
 
+def test_pdf_mode_text_indexes_the_plain_text_without_layout_analysis(
+    tmp_path: Path, folder: Path, pymupdf
+) -> None:
+    """issue 10: ``pdf_mode = text`` reads a PDF with pymupdf's plain text (no layout
+    model), titled by its metadata; an image-only PDF is still refused with the reason."""
+    from kb_mcp.ingest.readers import pdf
+    from kb_mcp.settings import PDF_MODES, Settings
+
+    assert pdf.PDF_MODES == PDF_MODES
+    data = text_pdf(pymupdf, ["Quarterly overview.", "Heliotrope budgets rise."], "Budget")
+    settings = Settings(home=tmp_path / "home", embedder="none", pdf_mode="text")
+    with Library(settings) as library:
+        report = ingest(library, folder, {"b.pdf": data, "scan.pdf": image_only_pdf(pymupdf)})
+        assert (report.added, report.failed) == (1, 1)
+        assert "no text layer" in dict(report.failures)["scan.pdf"]
+        hit = only_hit(library, "heliotrope")
+        assert (hit.path, hit.title) == ("b.pdf", "Budget")
+        assert library.read(hit.doc).text == "Quarterly overview.\n\nHeliotrope budgets rise.\n"
+
+
 # --- DOCX -------------------------------------------------------------------------------------
 
 

@@ -227,9 +227,12 @@ def note_text(notes: tuple[str, ...]) -> str | None:
     return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 1] + "…"
 
 
-def read_file(root: Path, found: FoundFile, previous_hash: str | None, now: str) -> FileWork:
+def read_file(
+    root: Path, found: FoundFile, previous_hash: str | None, now: str, pdf_mode: str = "layout"
+) -> FileWork:
     """Read one file (policy re-checked on the resolved path), hash it, convert and chunk it.
 
+    ``pdf_mode`` (setting ``pdf_mode``) ``text`` reads a PDF without layout analysis.
     Never raises for the file's sake: any exception becomes ``FileWork.failure``.
     """
     file_hash = None
@@ -244,7 +247,7 @@ def read_file(root: Path, found: FoundFile, previous_hash: str | None, now: str)
         file_hash = hashlib.sha256(data).hexdigest()
         if file_hash == previous_hash:
             return FileWork(found, now, file_hash)
-        converted = readers.convert_bytes(data, readers.format_key(found.path))
+        converted = _convert(data, readers.format_key(found.path), pdf_mode)
         del data  # one copy of a large file less while it is chunked
         notes = converted.notes
         doc, chunks = prepare_file(found.rel, converted, found.mtime_ns, now)
@@ -256,6 +259,14 @@ def read_file(root: Path, found: FoundFile, previous_hash: str | None, now: str)
     return FileWork(
         found, now, file_hash, doc=doc, chunks=tuple(chunks), derived=derived, note=note
     )
+
+
+def _convert(data: bytes, key: str, pdf_mode: str) -> readers.Converted:
+    if key == ".pdf" and pdf_mode == "text":
+        from kb_mcp.ingest.readers.pdf import read_pdf_text
+
+        return read_pdf_text(data)
+    return readers.convert_bytes(data, key)
 
 
 def apply_file(
@@ -363,12 +374,14 @@ def is_bounded(found: FoundFile) -> bool:
     return readers.format_key(found.path) in BOUNDED_FORMATS
 
 
-def read_bounded(root: Path, found: FoundFile, previous_hash: str | None, now: str) -> FileWork:
+def read_bounded(
+    root: Path, found: FoundFile, previous_hash: str | None, now: str, pdf_mode: str = "layout"
+) -> FileWork:
     """``read_file`` in a child process killed past the time or memory bound; a file
     that overran is a failure with that reason, and the sync goes on."""
     work, reason = run_bounded(
         read_file,
-        (root, found, previous_hash, now),
+        (root, found, previous_hash, now, pdf_mode),
         seconds=BOUNDED_SECONDS,
         max_rss_bytes=BOUNDED_RSS_BYTES,
     )
@@ -382,6 +395,7 @@ def _read_ahead(
     files: tuple[FoundFile, ...],
     known: dict[str, rows.LocationState],
     pool: ProcessPoolExecutor | None,
+    pdf_mode: str = "layout",
 ) -> Iterator[tuple[FoundFile, FileWork | None]]:
     """``(file, work)`` in walk order; work is None for a file whose stat is unchanged.
 
@@ -401,7 +415,7 @@ def _read_ahead(
         if stat_unchanged(found, previous):
             pending.append((found, None))
         elif is_bounded(found):
-            pending.append((found, (read_bounded, args)))
+            pending.append((found, (read_bounded, (*args, pdf_mode))))
         elif pool is None or found.size > LARGE_FILE_BYTES:
             pending.append((found, (read_file, args)))
         else:
@@ -525,8 +539,11 @@ def sync_folder(
     max_files: int,
     progress: Progress | None = None,
     should_stop: Callable[[], bool] | None = None,
+    pdf_mode: str = "layout",
 ) -> SyncReport:
-    """Sync one folder source; safe to interrupt at any point and run again."""
+    """Sync one folder source; safe to interrupt at any point and run again.
+
+    ``pdf_mode``: the ``pdf_mode`` setting (``layout`` or ``text``)."""
     started = time.monotonic()
     report = SyncReport(source.name)
     root = Path(source.root)
@@ -542,7 +559,7 @@ def sync_folder(
     done = len(walk.files) - len(stale)
     stopped = exhausted = False
     with _reader_pool(len(stale)) as pool:
-        items = _read_ahead(root, tuple(stale), known, pool)
+        items = _read_ahead(root, tuple(stale), known, pool, pdf_mode)
         while not (stopped or exhausted):
             # Files are committed in small batches: one transaction per file would spend
             # most of the time committing, one per sync would hold the write lock for
