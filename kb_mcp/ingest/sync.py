@@ -332,7 +332,8 @@ def sync_file(
     if stat_unchanged(found, previous):
         # A file that failed stays failed (and is not retried) until it changes.
         return "failed" if previous.state == "failed" else "unchanged"
-    work = read_file(root, found, _indexed_hash(previous), utc_now())
+    read = read_bounded if is_bounded(found) else read_file  # a PDF: in a bounded process
+    work = read(root, found, _indexed_hash(previous), utc_now())
     return apply_file(db, source_id, work, previous)
 
 
