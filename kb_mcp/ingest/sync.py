@@ -9,6 +9,11 @@ worker), that file is recorded as failed with its reason (shown by ``list``) and
 retried until it changes, and the rest of the folder syncs. Files
 that vanished lose their chunks from every index; files beyond the per-source cap or in
 folders that could not be listed are still present and are left alone.
+
+Work is split for speed and bounded memory (issue 10): reader processes also derive
+every index row (``ingest/derive``), so the one writer only writes; what they hold in
+flight is capped by files and bytes; a large file is read here, one at a time; a PDF
+is converted last, in a process of its own under a time and memory bound.
 """
 
 from __future__ import annotations
