@@ -439,6 +439,7 @@ class Library:
                     max_files=self.settings.max_files_per_source,
                     progress=progress,
                     should_stop=should_stop,
+                    pdf_mode=self.settings.pdf_mode,
                 )
                 state, error, synced_at = "idle", None, utc_now()
                 return report

@@ -67,6 +67,8 @@ OLLAMA_DEFAULT_HOST = "http://localhost:11434"
 # (``graph/llm.py``); the LLM pass runs in the background, after keyword search is ready.
 GRAPH_EXTRACTORS = ("heuristic", "ollama")
 GRAPH_DEFAULT_MODEL = "qwen3:0.6b"  # graph/llm.DEFAULT_MODEL, repeated: no import here
+# How a PDF becomes text; ``ingest/readers/pdf.PDF_MODES`` is the same tuple (no import).
+PDF_MODES = ("layout", "text")
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -195,6 +197,14 @@ SETTINGS: tuple[Setting, ...] = (
         choices=GRAPH_EXTRACTORS,
     ),
     Setting(
+        "pdf_mode",
+        "layout",
+        "How PDFs become text: `layout` (pymupdf4llm with its layout model: reading "
+        "order of multi-column pages, headings, tables as Markdown) or `text` (pymupdf's "
+        "plain text in its stored order, several times faster, no tables or headings).",
+        choices=PDF_MODES,
+    ),
+    Setting(
         "graph_model",
         GRAPH_DEFAULT_MODEL,
         "The Ollama chat model of `graph_extractor = ollama` (`ollama pull` it first). "
@@ -262,6 +272,7 @@ class Settings:
     ollama_host: str = OLLAMA_DEFAULT_HOST
     graph_extractor: str = "heuristic"
     graph_model: str = GRAPH_DEFAULT_MODEL
+    pdf_mode: str = "layout"
     # Where each value came from (name → "config.toml", "$KB_MCP_EMBEDDER", "flag", …);
     # a name not listed has its default. Shown by ``doctor``; not part of equality.
     origins: tuple[tuple[str, str], ...] = field(default=(), compare=False)

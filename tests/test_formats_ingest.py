@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from kb_mcp.ingest import sync
 from kb_mcp.ingest.sync import SyncReport
 from kb_mcp.library import Library
 from kb_mcp.search.engine import Hit
@@ -308,6 +309,56 @@ def test_pdf_image_only_is_failed_with_reason_and_never_indexed(
     [again] = library.sync()
     assert again.failures == [(path, reason)]
     assert library.overview().documents == 1
+
+
+@pytest.mark.parametrize(
+    ("bound", "value", "reason"),
+    [
+        ("BOUNDED_SECONDS", 0.01, "took longer than 0.01 s and was stopped"),
+        ("BOUNDED_RSS_BYTES", 1024 * 1024, "needed more than 1 MB of memory and was stopped"),
+    ],
+)
+def test_pdf_over_its_time_or_memory_bound_is_killed_failed_and_the_rest_syncs(
+    library: Library,
+    folder: Path,
+    pymupdf,
+    monkeypatch: pytest.MonkeyPatch,
+    bound: str,
+    value: float,
+    reason: str,
+) -> None:
+    """issue 10: a PDF is converted in a process of its own; one that overruns the
+    time or memory bound is killed and recorded as failed with that reason, and every
+    other file of the folder is indexed."""
+    if bound == "BOUNDED_RSS_BYTES" and not Path("/proc/self/statm").exists():
+        pytest.skip("the memory bound reads /proc")
+    monkeypatch.setattr(sync, bound, value)
+    data = text_pdf(pymupdf, ["Heliotrope budgets rise in spring."])
+    report = ingest(library, folder, {"big.pdf": data, "keep.md": "A heron note.\n"})
+    assert (report.added, report.failed) == (1, 1)
+    assert report.failures == [("big.pdf", f"cannot read big.pdf: conversion {reason}")]
+    assert stored_paths(library) == {"keep.md"}
+    assert [h.path for h in library.search("heron").hits] == ["keep.md"]
+
+
+def test_pdf_mode_text_indexes_the_plain_text_without_layout_analysis(
+    tmp_path: Path, folder: Path, pymupdf
+) -> None:
+    """issue 10: ``pdf_mode = text`` reads a PDF with pymupdf's plain text (no layout
+    model), titled by its metadata; an image-only PDF is still refused with the reason."""
+    from kb_mcp.ingest.readers import pdf
+    from kb_mcp.settings import PDF_MODES, Settings
+
+    assert pdf.PDF_MODES == PDF_MODES
+    data = text_pdf(pymupdf, ["Quarterly overview.", "Heliotrope budgets rise."], "Budget")
+    settings = Settings(home=tmp_path / "home", embedder="none", pdf_mode="text")
+    with Library(settings) as library:
+        report = ingest(library, folder, {"b.pdf": data, "scan.pdf": image_only_pdf(pymupdf)})
+        assert (report.added, report.failed) == (1, 1)
+        assert "no text layer" in dict(report.failures)["scan.pdf"]
+        hit = only_hit(library, "heliotrope")
+        assert (hit.path, hit.title) == ("b.pdf", "Budget")
+        assert library.read(hit.doc).text == "Quarterly overview.\n\nHeliotrope budgets rise.\n"
 
 
 # --- DOCX -------------------------------------------------------------------------------------

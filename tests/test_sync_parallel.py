@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from kb_mcp.ingest import sync
+from kb_mcp.ingest import pipeline, sync
 from kb_mcp.library import Library
 from kb_mcp.settings import Settings
 
@@ -52,3 +53,72 @@ def test_sync_stores_the_same_whether_files_are_read_serially_or_in_workers(
     assert parallel == serial
     assert serial[0] == 31 and serial[2][0][0] == "part1/note7.md"
     assert serial[3] == ["broken.txt"]
+
+
+def _entity_notes(folder: Path, count: int, edition: str) -> None:
+    """Notes sharing entities across files (each spelled several ways), so one batch
+    upserts the same entity from many documents."""
+    spellings = ("BlobStore", "Blob Store", "Blobstore")
+    for n in range(count):
+        (folder / f"n{n:02d}.md").write_text(
+            f"# Storage {edition} {n % 4}\n\nThe {spellings[n % 3]} keeps `cache_{n % 5}`; "
+            f"ask @ops{n % 2} about TICKET-{n % 7} and Team Atlas.\n\n"
+            f"- Team Atlas owns it\n- v1.{n % 3}.0 {edition}\n",
+            encoding="utf-8",
+        )
+
+
+def test_sync_batched_graph_writes_equal_a_rebuild_after_adds_and_edits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """issue 10: a sync writes the entities of a whole batch of files at once
+    (``graph.PendingMentions``), read in worker processes; the graph it leaves, after a
+    first sync and after one that replaces half the files, is the graph a rebuild makes
+    document by document (counts, names, aliases, pairs)."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    _entity_notes(folder, 24, "first")
+    monkeypatch.setattr(sync, "PARALLEL_MIN_FILES", 1)
+    with Library(Settings(home=tmp_path / "home", embedder="none")) as library:
+        library.add_folder(folder, "notes")
+        [report] = library.sync("notes")
+        assert report.added == 24
+        batched = library.graph.snapshot()
+        blob = next(e for e in batched[0] if e[0] == "blobstore")
+        assert blob[4] == 24 and len(json.loads(blob[3])) == 3  # one entity, three spellings
+        library.reindex(rebuild=True)
+        assert library.graph.snapshot() == batched
+        for n in range(0, 24, 2):  # replace half: removals and adds in one batch
+            (folder / f"n{n:02d}.md").write_text(
+                f"# Edited {n}\n\nOnly the Blob Store now, and `cache_{n}`.\n", encoding="utf-8"
+            )
+        [report] = library.sync("notes")
+        assert report.updated == 12
+        edited = library.graph.snapshot()
+        library.reindex(rebuild=True)
+        assert library.graph.snapshot() == edited
+
+
+def test_sync_large_files_read_here_and_indexed_in_slices_store_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """issue 10 (memory): a file over ``LARGE_FILE_BYTES`` is read in the writer process
+    and its index copies and entities are made slice by slice as they are written, so a
+    big file never exists several times over; what it stores (documents, chunks, search
+    hits, the graph) is what the eager path, through the workers, stores."""
+    make_notes(tmp_path / "notes", 30)
+    _entity_notes(tmp_path / "notes", 12, "big")
+    monkeypatch.setattr(sync, "PARALLEL_MIN_FILES", 1)
+
+    def synced(name: str) -> tuple:
+        with Library(Settings(home=tmp_path / name, embedder="none")) as library:
+            library.add_folder(tmp_path / "notes", "notes")
+            library.sync("notes")
+            return snapshot(library), library.graph.snapshot()
+
+    eager = synced("eager")
+    monkeypatch.setattr(sync, "LARGE_FILE_BYTES", 0)  # every file is "large"
+    monkeypatch.setattr(pipeline, "LARGE_SLICE_CHUNKS", 1)
+    lazy = synced("lazy")
+    assert lazy == eager
+    assert eager[0][0] == 43 and eager[1][0]

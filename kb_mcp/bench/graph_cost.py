@@ -1,44 +1,72 @@
 """What heuristic entity extraction costs at ingest: a real folder synced twice.
 
 ``python -m kb_mcp.bench.graph_cost FOLDER [--rounds N]`` syncs FOLDER into fresh homes,
-alternating a normal sync with one whose graph step (``index/graph.add_chunks``) does
-nothing, and prints the median files per second of each and their ratio, and the median
+alternating a normal sync with one whose graph step (``graph/extract.extract``, run where
+each file is read, in the reader processes: ``ingest/derive``) finds nothing, so nothing
+is written either, and prints the median files per second of each and their ratio, and the median
 CPU seconds of this (the writer) process: the wall-time ratio moves with the machine's
 load, the writer's CPU shows where the graph step's cost is. Issue 9 asks that ingest
 with heuristic extraction stay within 25 % of ingest without it.
 
-The graph step is switched off here by replacing that one function for the duration of
-a round, in this process only: a measurement, never a product setting (the graph is
-derived data every search leg may rely on).
+The graph step is switched off here by handing the reader pool a reading function of this
+module (``_read_file_without_graph``, imported by name in each spawned worker) that
+replaces the extractor around each read, and restoring ``sync.read_file`` after the round:
+a measurement, never a product setting (the graph is derived data every search leg may
+rely on).
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import shutil
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
-from kb_mcp.index import graph
+from kb_mcp.graph.extract import Extraction
+from kb_mcp.ingest import derive, sync
 from kb_mcp.library import Library
 from kb_mcp.settings import Settings
 
+_READ_FILE = sync.read_file  # the real one, whichever process imports this module
 
-def _sync_seconds(folder: Path, *, with_graph: bool) -> tuple[float, float, int]:
+
+def _no_entities(text: str, heading_path: object = (), *, code: bool = False) -> Extraction:
+    return Extraction([], [])
+
+
+def _read_file_without_graph(*args: object) -> sync.FileWork:
+    """``sync.read_file`` with an extractor that finds nothing (in a worker or here)."""
+    original = derive.extract
+    derive.extract = _no_entities  # type: ignore[assignment]
+    try:
+        return _READ_FILE(*args)  # type: ignore[arg-type]
+    finally:
+        derive.extract = original
+
+
+def _children_cpu() -> float:
+    """CPU seconds of the reader processes that ended (the pool joins them at the end)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _sync_seconds(folder: Path, *, with_graph: bool) -> tuple[float, float, float, int]:
+    """Wall seconds, this (the writer) process's CPU, the readers' CPU, files added."""
     home = Path(tempfile.mkdtemp(prefix="kb-mcp-graph-cost-"))
-    original = graph.add_chunks
     try:
         if not with_graph:
-            graph.add_chunks = lambda conn, chunks, code=False: None  # type: ignore[assignment]
+            sync.read_file = _read_file_without_graph  # type: ignore[assignment]
         with Library(Settings(home=home, embedder="none", max_files_per_source=100_000)) as lib:
             lib.add_folder(folder)
-            started, cpu = time.perf_counter(), time.process_time()
+            started, cpu, readers = time.perf_counter(), time.process_time(), _children_cpu()
             (report,) = lib.sync()
-            return time.perf_counter() - started, time.process_time() - cpu, report.added
+            wall, writer = time.perf_counter() - started, time.process_time() - cpu
+            return wall, writer, _children_cpu() - readers, report.added
     finally:
-        graph.add_chunks = original
+        sync.read_file = _READ_FILE
         shutil.rmtree(home, ignore_errors=True)
 
 
@@ -49,12 +77,14 @@ def main() -> None:
     args = parser.parse_args()
     timings: dict[bool, list[float]] = {True: [], False: []}
     cpu: dict[bool, list[float]] = {True: [], False: []}
+    readers: dict[bool, list[float]] = {True: [], False: []}
     files = 0
     for _ in range(args.rounds):
         for with_graph in (False, True):
-            seconds, cpu_seconds, files = _sync_seconds(args.folder, with_graph=with_graph)
+            seconds, writer_s, readers_s, files = _sync_seconds(args.folder, with_graph=with_graph)
             timings[with_graph].append(seconds)
-            cpu[with_graph].append(cpu_seconds)
+            cpu[with_graph].append(writer_s)
+            readers[with_graph].append(readers_s)
     without = statistics.median(timings[False])
     with_ = statistics.median(timings[True])
     cpu_without, cpu_with = statistics.median(cpu[False]), statistics.median(cpu[True])
@@ -63,7 +93,8 @@ def main() -> None:
         f"with heuristic graph {files / with_:.1f} files/s ({with_:.2f} s); "
         f"throughput ratio {without / with_:.3f}; "
         f"CPU of this process {cpu_without:.2f} s / {cpu_with:.2f} s "
-        f"(ratio {cpu_without / cpu_with:.3f}; reader processes not counted)"
+        f"(ratio {cpu_without / cpu_with:.3f}); reader processes "
+        f"{statistics.median(readers[False]):.2f} s / {statistics.median(readers[True]):.2f} s"
     )
 
 

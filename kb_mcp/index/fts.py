@@ -66,6 +66,14 @@ def _create_table(conn: apsw.Connection) -> None:
     )
 
 
+def index_row(
+    title: str, heading_path: Sequence[str], text: str, language: str | None
+) -> tuple[str, str]:
+    """The ``(head, body)`` a chunk is indexed as: a pure function, so a reader process
+    computes it beside the chunk (``ingest/derive``) and the writer only inserts it."""
+    return index_copy(head_text(title, heading_path, language)), index_copy(text)
+
+
 def add_chunks(
     conn: apsw.Connection, rows: Iterable[tuple[int, str, Sequence[str], str, str | None]]
 ) -> None:
@@ -73,13 +81,18 @@ def add_chunks(
 
     Call inside ``db.write()``; ``code_language`` is None for anything but code.
     """
-    conn.executemany(
-        "INSERT INTO chunks_fts(rowid, head, body) VALUES (?, ?, ?)",
+    add_index_rows(
+        conn,
         (
-            (cid, index_copy(head_text(title, path, language)), index_copy(text))
+            (cid, *index_row(title, path, text, language))
             for cid, title, path, text, language in rows
         ),
     )
+
+
+def add_index_rows(conn: apsw.Connection, rows: Iterable[tuple[int, str, str]]) -> None:
+    """Index ``(chunk_id, head, body)`` rows made by ``index_row``. Call inside ``db.write()``."""
+    conn.executemany("INSERT INTO chunks_fts(rowid, head, body) VALUES (?, ?, ?)", rows)
 
 
 def remove_chunks(conn: apsw.Connection, chunk_ids: Iterable[int]) -> None:

@@ -29,6 +29,7 @@ U+0085 and U+2028, which editors do not.
 from __future__ import annotations
 
 import codecs
+import re
 
 from kb_mcp.errors import Unreadable
 
@@ -52,7 +53,14 @@ _UTF16_MAX_OTHER_NUL_SHARE = 0.02
 
 # Control characters allowed in text: tab, LF, VT, FF, CR and ESC.
 _TEXT_CONTROLS = frozenset("\t\n\x0b\x0c\r\x1b")
-_CONTROL_CHARS = {code: None for code in [*range(0x20), 0x7F] if chr(code) not in _TEXT_CONTROLS}
+# A character class, counted with ``findall``: ``str.translate`` with a deletion table
+# walked the sample in Python-level dict lookups, 2.7 ms a file (a third of decoding on
+# the bench corpus, issue 10); the class scans in C and finds nothing in most text.
+_CONTROL_CHARS = re.compile(
+    "["
+    + "".join(re.escape(chr(c)) for c in [*range(0x20), 0x7F] if chr(c) not in _TEXT_CONTROLS)
+    + "]"
+)
 # latin-1 decodes every byte; this table then turns 0x80-0x9F into their cp1252
 # characters (€, “, —, …) except the five bytes cp1252 leaves undefined.
 _CP1252_OVER_LATIN1 = {
@@ -166,7 +174,7 @@ def _reject_control_heavy(text: str) -> None:
     sample = text[:_SNIFF_BYTES]
     if not sample:
         return
-    controls = len(sample) - len(sample.translate(_CONTROL_CHARS))
+    controls = len(_CONTROL_CHARS.findall(sample))
     share = controls / len(sample)
     if share > _MAX_CONTROL_SHARE:
         raise Unreadable(f"binary data ({share:.0%} control characters)")

@@ -27,16 +27,22 @@ import dataclasses
 import hashlib
 from dataclasses import dataclass
 from enum import StrEnum
+from itertools import islice
 
 import apsw
 
 from kb_mcp.chunk import Chunk, split_document
 from kb_mcp.index import fts, graph, vectors
 from kb_mcp.ingest.dedup import record_near_duplicates
+from kb_mcp.ingest.derive import Derived, derive, extractions_of, fts_rows_of
 from kb_mcp.ingest.relink import forget_document, record_relations
 from kb_mcp.redact import redact
 from kb_mcp.store import documents as rows
 from kb_mcp.store.db import Database
+
+# A large file's entities are extracted and written this many chunks at a time, so they
+# never all exist at once (the graph rows are the same whatever the grouping).
+LARGE_SLICE_CHUNKS = 1_000
 
 
 class Outcome(StrEnum):
@@ -78,21 +84,27 @@ def redact_document(doc: rows.NewDocument) -> rows.NewDocument:
     )
 
 
-def _index_document(conn: apsw.Connection, doc: rows.NewDocument, chunks: list[Chunk]) -> int:
+def _index_document(
+    conn: apsw.Connection,
+    doc: rows.NewDocument,
+    chunks: list[Chunk],
+    derived: Derived,
+    pending: graph.PendingMentions | None,
+) -> int:
     document_id = rows.insert_document(conn, doc)
     ids = rows.insert_chunks(conn, document_id, chunks)
-    fts.add_chunks(
-        conn,
-        (
-            (cid, doc.title, c.heading_path, c.text, doc.language if doc.kind == "code" else None)
-            for cid, c in zip(ids, chunks, strict=True)
-        ),
+    copies = derived.fts_rows if derived.fts_rows is not None else fts_rows_of(doc, chunks)
+    fts.add_index_rows(
+        conn, ((cid, head, body) for cid, (head, body) in zip(ids, copies, strict=True))
     )
-    graph.add_chunks(
-        conn,
-        ((cid, c.heading_path, c.text) for cid, c in zip(ids, chunks, strict=True)),
-        code=doc.kind == "code",
-    )
+    if derived.extractions is None:  # a large file: its entities made and written in slices
+        found = zip(ids, extractions_of(doc, chunks), strict=True)
+        while part := list(islice(found, LARGE_SLICE_CHUNKS)):
+            graph.add_extracted(conn, part)
+    elif pending is None:
+        graph.add_extracted(conn, list(zip(ids, derived.extractions, strict=True)))
+    else:
+        pending.add(conn, list(zip(ids, derived.extractions, strict=True)))
     record_near_duplicates(conn, document_id, doc.title, doc.text)
     return document_id
 
@@ -131,13 +143,17 @@ def store_document(
     path: str,
     doc: rows.NewDocument,
     chunks: list[Chunk],
+    derived: Derived | None = None,
+    pending: graph.PendingMentions | None = None,
     **location: object,
 ) -> Stored:
     """Point ``(source, path)`` at ``doc``; store and index it unless it is already there.
 
     ``location`` carries the per-file state (size, mtime_ns, file_hash, seen_at). A
     document that other locations hold too keeps the metadata of its first holder (a
-    deduplicated file is one document, whatever each copy's name or mtime).
+    deduplicated file is one document, whatever each copy's name or mtime). ``derived``
+    is ``derive(doc, chunks)`` when a reader process computed it already; ``pending``
+    collects the entities of a batch of documents (the caller flushes it before commit).
     """
     with db.write() as conn:
         old_id = rows.location_document_id(conn, source_id, path)
@@ -146,20 +162,28 @@ def store_document(
         if old is not None and (_same(old, doc) or (shared and old.doc_key == doc.doc_key)):
             rows.upsert_location(conn, source_id, path, old.id, **location)
             return Stored(Outcome.UNCHANGED, old.doc_key, len(rows.chunk_ids(conn, old.id)))
+        if pending is not None and old is not None:
+            pending.flush(conn)  # a removal reads the mentions it takes back
         if old is not None:
             rows.delete_location(conn, source_id, path)
             _drop_if_orphan(conn, old.id)
         existing = rows.get_document(conn, doc.doc_key)
         if existing is not None and existing.content_hash != doc.content_hash:
+            if pending is not None:
+                pending.flush(conn)
             # Keys are derived from the uri or the text, so this means a stale row.
             _unindex_chunks(conn, existing.id)
             forget_document(conn, existing.id)
             rows.delete_document(conn, existing.id)
             existing = None
-        document_id = existing.id if existing else _index_document(conn, doc, chunks)
+        if existing is None:
+            derived = derived or derive(doc, chunks)
+            document_id = _index_document(conn, doc, chunks, derived, pending)
+        else:
+            document_id = existing.id
         rows.upsert_location(conn, source_id, path, document_id, **location)
         if existing is None:  # after the location: a reference may name the file
-            record_relations(conn, document_id, doc)
+            record_relations(conn, document_id, doc, list(derived.relations))
         outcome = Outcome.REPLACED if old is not None else Outcome.CREATED
         return Stored(outcome, doc.doc_key, len(rows.chunk_ids(conn, document_id)))
 

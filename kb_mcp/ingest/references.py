@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import PurePosixPath
 
 from rapidfuzz import fuzz
@@ -29,6 +30,7 @@ DATED = "dated "  # the reference of a document named by its date: "dated 2025-1
 # retention policy" scores 82 and must not pass; the title itself scores 100.
 TITLE_MATCH = 85
 TITLE_MARGIN = 10
+CONTENT_WORDS_CACHE = 1 << 14  # titles and references (~200 bytes each)
 
 _ID = re.compile(r"\b(?P<prefix>[A-Z][A-Z0-9]{1,9})[- ]#?0*(?P<number>\d{1,6})\b")
 _VERSION = re.compile(r"(?<![\w.])v?(?P<v>\d+\.\d+(?:\.\d+){0,3})(?![\w.])")
@@ -228,9 +230,15 @@ def _stem(word: str) -> str:
     return word
 
 
-def content_words(normalized: str) -> set[str]:
-    """The words of a normalized reference or title that name something."""
-    return {_stem(w) for w in normalized.split() if w not in _FRAMING}
+@lru_cache(maxsize=CONTENT_WORDS_CACHE)
+def content_words(normalized: str) -> frozenset[str]:
+    """The words of a normalized reference or title that name something.
+
+    Cached: every document stored re-matches the library's pending references against
+    its title, so the same few strings were stemmed again per document (a fifth of the
+    writer's CPU on the bench corpus, issue 10); a pure function of its argument.
+    """
+    return frozenset(_stem(w) for w in normalized.split() if w not in _FRAMING)
 
 
 def _title_score(ref: str, title: str, loose: bool = False) -> float:

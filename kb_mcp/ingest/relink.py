@@ -67,14 +67,23 @@ def _may_name(row: store.RelationRow, names: list[refs.DocNames]) -> bool:
     )
 
 
-def record_relations(conn: apsw.Connection, document_id: int, doc: rows.NewDocument) -> None:
+def record_relations(
+    conn: apsw.Connection,
+    document_id: int,
+    doc: rows.NewDocument,
+    detected: list[detect.Detected] | None = None,
+) -> None:
     """Detect and match ``doc``'s relations, then re-match the rows it may answer.
 
-    Most documents state nothing and are named by nothing: then this costs one detection
-    and one scan of the relation rows, never a scan of the library's titles.
+    ``detected``: what ``detect_relations`` found in ``doc``, when a reader process ran
+    it already (``ingest/derive``). Most documents state nothing and are named by
+    nothing: then this costs one scan of the relation rows, never a scan of the titles.
     """
     store.delete_stated_by(conn, document_id)
-    detected = detect.detect_relations(doc.title, doc.text, doc.kind, doc.doc_date, doc.supersedes)
+    if detected is None:
+        detected = detect.detect_relations(
+            doc.title, doc.text, doc.kind, doc.doc_date, doc.supersedes
+        )
     existing = store.all_relations(conn)
     if not detected and not existing:
         return

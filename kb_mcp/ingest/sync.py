@@ -9,6 +9,11 @@ worker), that file is recorded as failed with its reason (shown by ``list``) and
 retried until it changes, and the rest of the folder syncs. Files
 that vanished lose their chunks from every index; files beyond the per-source cap or in
 folders that could not be listed are still present and are left alone.
+
+Work is split for speed and bounded memory (issue 10): reader processes also derive
+every index row (``ingest/derive``), so the one writer only writes; what they hold in
+flight is capped by files and bytes; a large file is read here, one at a time; a PDF
+is converted last, in a process of its own under a time and memory bound.
 """
 
 from __future__ import annotations
@@ -31,15 +36,17 @@ from pathlib import Path, PurePosixPath
 from kb_mcp.chunk import Chunk, split_document
 from kb_mcp.chunk.markdown import DEFAULT_BUDGET_CHARS
 from kb_mcp.errors import KbError, Unavailable
+from kb_mcp.index import graph
 from kb_mcp.ingest import readers
 from kb_mcp.ingest.dates import document_date, path_date
+from kb_mcp.ingest.derive import Derived, derive
 from kb_mcp.ingest.frontmatter import cap_title, meta_date, meta_list, split_frontmatter
 from kb_mcp.ingest.pipeline import redact_text, remove_location, store_document, text_hash
 from kb_mcp.ingest.policy import check_readable
 from kb_mcp.ingest.sources import FolderSource
 from kb_mcp.ingest.status import classify_status
 from kb_mcp.ingest.walk import FoundFile, walk_folder
-from kb_mcp.ingest.workers import exit_with_parent
+from kb_mcp.ingest.workers import exit_with_parent, run_bounded
 from kb_mcp.redact import redact
 from kb_mcp.store import documents as rows
 from kb_mcp.store.db import Database
@@ -54,6 +61,22 @@ BATCH_SECONDS = 1.0
 PARALLEL_MIN_FILES = 400
 MAX_READERS = 4
 READ_AHEAD = 256
+# Bytes of files in flight in the workers: a result holds about three copies of its file
+# (text, chunks, index rows), pickled there and unpickled here. Files over
+# LARGE_FILE_BYTES are read in this process, one at a time, and their FTS index copies
+# and entities made chunk by chunk as they are inserted (``derive(eager=False)``). Peak RSS
+# ≤ 250 MB for a folder of big files is issue 10's bound.
+READ_AHEAD_BYTES = 32 * 1024 * 1024
+LARGE_FILE_BYTES = 4 * 1024 * 1024
+# Formats whose converter is heavy third-party code (pymupdf4llm's layout model): read
+# last, each in a process of its own under these bounds (``workers.run_bounded``), so
+# one slow or huge file fails with its reason instead of holding up the folder. At the
+# 0.22-0.35 s a page measured in ``readers/pdf.py`` a 300-page report takes about 100 s,
+# within the time bound; the memory bound is twice the 508 MB one user's
+# two PDFs took together (issue 10).
+BOUNDED_FORMATS = frozenset({".pdf"})
+BOUNDED_SECONDS = 180.0
+BOUNDED_RSS_BYTES = 1024 * 1024 * 1024
 # A failure reason is one short line: it is stored, listed by ``list`` and printed per file.
 MAX_REASON_CHARS = 300
 
@@ -130,8 +153,17 @@ def prepare_file(
     return doc, chunks
 
 
-def _record_failure(db: Database, source_id: int, found: FoundFile, reason: str, now: str) -> None:
+def _record_failure(
+    db: Database,
+    source_id: int,
+    found: FoundFile,
+    reason: str,
+    now: str,
+    pending: graph.PendingMentions | None = None,
+) -> None:
     """Keep the failure visible; any document the file held before is unlinked."""
+    if pending is not None:
+        pending.flush(db.conn)  # a removal reads the mentions it takes back
     remove_location(db, source_id, found.rel)
     with db.write() as conn:
         rows.upsert_location(
@@ -153,7 +185,9 @@ class FileWork:
 
     Computed without the database, so it can run in a worker process; ``failure`` is the
     reason when the file could not be read, ``doc`` is None when its hash is unchanged,
-    ``note`` what the reader ignored in a file it indexed (``Converted.notes``).
+    ``derived`` its index rows (``ingest/derive``: FTS copies, entities, relations, so
+    the writer only writes), ``note`` what the reader ignored in a file it indexed
+    (``Converted.notes``).
     """
 
     found: FoundFile
@@ -162,6 +196,7 @@ class FileWork:
     failure: str | None = None
     doc: rows.NewDocument | None = None
     chunks: tuple[Chunk, ...] = ()
+    derived: Derived | None = None
     note: str | None = None
 
 
@@ -197,9 +232,12 @@ def note_text(notes: tuple[str, ...]) -> str | None:
     return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 1] + "…"
 
 
-def read_file(root: Path, found: FoundFile, previous_hash: str | None, now: str) -> FileWork:
+def read_file(
+    root: Path, found: FoundFile, previous_hash: str | None, now: str, pdf_mode: str = "layout"
+) -> FileWork:
     """Read one file (policy re-checked on the resolved path), hash it, convert and chunk it.
 
+    ``pdf_mode`` (setting ``pdf_mode``) ``text`` reads a PDF without layout analysis.
     Never raises for the file's sake: any exception becomes ``FileWork.failure``.
     """
     file_hash = None
@@ -214,21 +252,42 @@ def read_file(root: Path, found: FoundFile, previous_hash: str | None, now: str)
         file_hash = hashlib.sha256(data).hexdigest()
         if file_hash == previous_hash:
             return FileWork(found, now, file_hash)
-        converted = readers.convert_bytes(data, readers.format_key(found.path))
+        converted = _convert(data, readers.format_key(found.path), pdf_mode)
+        del data  # one copy of a large file less while it is chunked
+        notes = converted.notes
         doc, chunks = prepare_file(found.rel, converted, found.mtime_ns, now)
+        del converted
+        derived = derive(doc, chunks, eager=found.size <= LARGE_FILE_BYTES)
     except Exception as exc:
         return FileWork(found, now, file_hash, failure=failure_reason(exc))
-    note = note_text(converted.notes)
-    return FileWork(found, now, file_hash, doc=doc, chunks=tuple(chunks), note=note)
+    note = note_text(notes)
+    return FileWork(
+        found, now, file_hash, doc=doc, chunks=tuple(chunks), derived=derived, note=note
+    )
+
+
+def _convert(data: bytes, key: str, pdf_mode: str) -> readers.Converted:
+    if key == ".pdf" and pdf_mode == "text":
+        from kb_mcp.ingest.readers.pdf import read_pdf_text
+
+        return read_pdf_text(data)
+    return readers.convert_bytes(data, key)
 
 
 def apply_file(
-    db: Database, source_id: int, work: FileWork, previous: rows.LocationState | None
+    db: Database,
+    source_id: int,
+    work: FileWork,
+    previous: rows.LocationState | None,
+    pending: graph.PendingMentions | None = None,
 ) -> str:
-    """Write what ``read_file`` found; returns added / updated / unchanged / failed."""
+    """Write what ``read_file`` found; returns added / updated / unchanged / failed.
+
+    ``pending``: the batch's entities, written when the caller flushes it (inside the
+    same transaction, before it commits)."""
     found = work.found
     if work.failure is not None:
-        _record_failure(db, source_id, found, work.failure, work.now)
+        _record_failure(db, source_id, found, work.failure, work.now, pending)
         return "failed"
     state = {
         "size": found.size,
@@ -243,7 +302,9 @@ def apply_file(
         with db.write() as conn:
             rows.upsert_location(conn, source_id, found.rel, previous.document_id, **state)
         return "unchanged"
-    stored = store_document(db, source_id, found.rel, work.doc, list(work.chunks), **state)
+    stored = store_document(
+        db, source_id, found.rel, work.doc, list(work.chunks), work.derived, pending, **state
+    )
     if previous is None or previous.document_id is None:
         return "added"
     return "unchanged" if stored.outcome == "unchanged" else "updated"
@@ -276,7 +337,8 @@ def sync_file(
     if stat_unchanged(found, previous):
         # A file that failed stays failed (and is not retried) until it changes.
         return "failed" if previous.state == "failed" else "unchanged"
-    work = read_file(root, found, _indexed_hash(previous), utc_now())
+    read = read_bounded if is_bounded(found) else read_file  # a PDF: in a bounded process
+    work = read(root, found, _indexed_hash(previous), utc_now())
     return apply_file(db, source_id, work, previous)
 
 
@@ -303,10 +365,35 @@ def _apply(
     found: FoundFile,
     work: FileWork | None,
     previous: rows.LocationState | None,
+    pending: graph.PendingMentions,
 ) -> str:
     if work is None:  # size and mtime as recorded; a failed file stays failed until it changes
         return "failed" if previous and previous.state == "failed" else "unchanged"
-    return apply_file(db, source_id, work, previous)
+    return apply_file(db, source_id, work, previous, pending)
+
+
+_Later = tuple  # (reading function, its arguments): the file is read when its turn comes
+
+
+def is_bounded(found: FoundFile) -> bool:
+    """Whether ``found`` is converted in a bounded process of its own (a PDF)."""
+    return readers.format_key(found.path) in BOUNDED_FORMATS
+
+
+def read_bounded(
+    root: Path, found: FoundFile, previous_hash: str | None, now: str, pdf_mode: str = "layout"
+) -> FileWork:
+    """``read_file`` in a child process killed past the time or memory bound; a file
+    that overran is a failure with that reason, and the sync goes on."""
+    work, reason = run_bounded(
+        read_file,
+        (root, found, previous_hash, now, pdf_mode),
+        seconds=BOUNDED_SECONDS,
+        max_rss_bytes=BOUNDED_RSS_BYTES,
+    )
+    if work is None:
+        return FileWork(found, now, failure=f"cannot read {found.path.name}: {reason}")
+    return work
 
 
 def _read_ahead(
@@ -314,41 +401,58 @@ def _read_ahead(
     files: tuple[FoundFile, ...],
     known: dict[str, rows.LocationState],
     pool: ProcessPoolExecutor | None,
+    pdf_mode: str = "layout",
 ) -> Iterator[tuple[FoundFile, FileWork | None]]:
     """``(file, work)`` in walk order; work is None for a file whose stat is unchanged.
 
-    With a pool, up to ``READ_AHEAD`` files are read in worker processes ahead of the
-    writer, so memory stays bounded however large the folder.
+    With a pool, files are read in worker processes ahead of the writer, at most
+    ``READ_AHEAD`` files and ``READ_AHEAD_BYTES`` of them in flight, so memory stays
+    bounded however large the folder and its files. A file over ``LARGE_FILE_BYTES`` is
+    read in this process when its turn comes: its text, chunks and index rows would
+    otherwise exist twice (pickled in the worker, unpickled here), and only one such
+    file is in memory at a time.
     """
     now = utc_now()
-    pending: deque[tuple[FoundFile, Future[FileWork] | None]] = deque()
+    pending: deque[tuple[FoundFile, Future[FileWork] | _Later | None]] = deque()
+    in_flight = 0
     for found in files:
         previous = known.get(found.rel)
+        args = (root, found, _indexed_hash(previous), now)
         if stat_unchanged(found, previous):
             pending.append((found, None))
-        elif pool is None:
-            yield from _drain(pending)
-            yield found, read_file(root, found, _indexed_hash(previous), now)
-            continue
+        elif is_bounded(found):
+            pending.append((found, (read_bounded, (*args, pdf_mode))))
+        elif pool is None or found.size > LARGE_FILE_BYTES:
+            pending.append((found, (read_file, args)))
         else:
-            args = (root, found, _indexed_hash(previous), now)
             pending.append((found, pool.submit(read_file, *args)))
-        while len(pending) > READ_AHEAD or (pool is None and pending):
-            yield _resolve(pending.popleft())
+            in_flight += found.size
+        while pending and (
+            pool is None or len(pending) > READ_AHEAD or in_flight > READ_AHEAD_BYTES
+        ):
+            item = pending.popleft()
+            if isinstance(item[1], Future):
+                in_flight -= item[0].size
+            yield _resolve(item)
     yield from _drain(pending)
 
 
 def _drain(
-    pending: deque[tuple[FoundFile, Future[FileWork] | None]],
+    pending: deque[tuple[FoundFile, Future[FileWork] | _Later | None]],
 ) -> Iterator[tuple[FoundFile, FileWork | None]]:
     while pending:
         yield _resolve(pending.popleft())
 
 
-def _resolve(item: tuple[FoundFile, Future[FileWork] | None]) -> tuple[FoundFile, FileWork | None]:
+def _resolve(
+    item: tuple[FoundFile, Future[FileWork] | _Later | None],
+) -> tuple[FoundFile, FileWork | None]:
     found, future = item
     if future is None:
         return found, None
+    if isinstance(future, tuple):
+        read, args = future
+        return found, read(*args)
     try:
         return found, future.result()
     except BrokenProcessPool as exc:
@@ -441,8 +545,11 @@ def sync_folder(
     max_files: int,
     progress: Progress | None = None,
     should_stop: Callable[[], bool] | None = None,
+    pdf_mode: str = "layout",
 ) -> SyncReport:
-    """Sync one folder source; safe to interrupt at any point and run again."""
+    """Sync one folder source; safe to interrupt at any point and run again.
+
+    ``pdf_mode``: the ``pdf_mode`` setting (``layout`` or ``text``)."""
     started = time.monotonic()
     report = SyncReport(source.name)
     root = Path(source.root)
@@ -453,23 +560,25 @@ def sync_folder(
         report.over_cap, report.skipped = walk.over_cap, dict(walk.skipped)
         known = rows.source_locations(db.conn, source_id)
         stale = _count_unchanged(walk.files, known, report, progress)
+        stale.sort(key=is_bounded)  # PDFs last: every other file is searchable first
     root = root.resolve()
     done = len(walk.files) - len(stale)
     stopped = exhausted = False
     with _reader_pool(len(stale)) as pool:
-        items = _read_ahead(root, tuple(stale), known, pool)
+        items = _read_ahead(root, tuple(stale), known, pool, pdf_mode)
         while not (stopped or exhausted):
             # Files are committed in small batches: one transaction per file would spend
             # most of the time committing, one per sync would hold the write lock for
             # minutes.
             batch_end = time.monotonic() + BATCH_SECONDS
             exhausted = True
-            with db.write():
+            with db.write() as conn:
+                pending = graph.PendingMentions()
                 for found, work in items:
                     if should_stop and should_stop():
                         stopped = True
                         break
-                    outcome = _apply(db, source_id, found, work, known.get(found.rel))
+                    outcome = _apply(db, source_id, found, work, known.get(found.rel), pending)
                     setattr(report, outcome, getattr(report, outcome) + 1)
                     done += 1
                     if progress:
@@ -477,6 +586,7 @@ def sync_folder(
                     if done % BATCH_FILES == 0 or time.monotonic() > batch_end:
                         exhausted = False
                         break
+                pending.flush(conn)  # not on an exception: the batch rolls back whole
     # A stop asked for before the end (the loop may have had no file to check it at)
     # leaves vanished files alone: the walk may not be the whole truth of a stopped sync.
     stopped = stopped or bool(should_stop and should_stop())

@@ -8,17 +8,27 @@ Linux it asks the kernel for SIGKILL when the parent goes (``PR_SET_PDEATHSIG``)
 every platform a daemon thread polls the parent pid and exits the worker once it changed
 (a dead parent's children are re-parented), which also covers the kernel rule's one gap:
 ``PDEATHSIG`` fires when the *thread* that spawned the worker ends, not the process.
+
+``run_bounded`` runs one conversion (a PDF) in a child of its own under a time and a
+memory bound, so a file that overruns is killed and recorded as failed with the reason.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import multiprocessing
+import multiprocessing.connection
+import multiprocessing.process
 import os
 import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 PARENT_POLL_S = 0.5  # how soon a worker notices its parent is gone, when the kernel cannot
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
@@ -49,3 +59,76 @@ def _watch_parent(parent_pid: int) -> None:
         time.sleep(PARENT_POLL_S)
         if os.getppid() != parent_pid:
             os._exit(1)  # no cleanup to do: a reader holds no locks and writes nothing
+
+
+# --- bounded conversions ---------------------------------------------------------------------
+
+_POLL_S = 0.05  # how often the parent looks at a bounded child's clock and memory
+
+
+def run_bounded(
+    fn: Callable[..., T], args: tuple, *, seconds: float, max_rss_bytes: int
+) -> tuple[T | None, str | None]:
+    """``fn(*args)`` in a process of its own, killed past ``seconds`` or ``max_rss_bytes``.
+
+    Trigger: a PDF conversion (pymupdf4llm's layout model) took 508 MB and minutes on
+    one user's two files, in the process that also writes the database (issue 10).
+    Outcome: it runs in a spawned child that exits with its parent; the parent waits
+    for the result, reading the child's resident memory from ``/proc`` meanwhile (where
+    there is none, only the time bound holds), and kills it when a bound is passed.
+    Returns ``(result, None)``, or ``(None, reason)`` when the child was killed or died.
+    """
+    context = multiprocessing.get_context("spawn")
+    receiver, sender = context.Pipe(duplex=False)
+    child = context.Process(
+        target=_bounded_child, args=(sender, os.getpid(), fn, args), name="kb-mcp-bounded"
+    )
+    child.start()
+    sender.close()
+    try:
+        return _await_bounded(child, receiver, seconds, max_rss_bytes)
+    finally:
+        receiver.close()
+        if child.is_alive():
+            child.kill()
+        child.join()
+
+
+def _await_bounded(
+    child: multiprocessing.process.BaseProcess,
+    receiver: multiprocessing.connection.Connection,
+    seconds: float,
+    max_rss_bytes: int,
+) -> tuple[object | None, str | None]:
+    stop_at = time.monotonic() + seconds
+    while not receiver.poll(_POLL_S):
+        if not child.is_alive() and not receiver.poll(0):
+            return None, f"the conversion process died (exit code {child.exitcode})"
+        if time.monotonic() > stop_at:
+            return None, f"conversion took longer than {seconds:g} s and was stopped"
+        rss = _resident_bytes(child.pid)
+        if rss is not None and rss > max_rss_bytes:
+            return None, (
+                f"conversion needed more than {max_rss_bytes // 2**20} MB of memory and was stopped"
+            )
+    try:
+        return receiver.recv(), None
+    except (EOFError, OSError) as exc:
+        return None, f"the conversion process died ({type(exc).__name__})"
+
+
+def _bounded_child(
+    sender: multiprocessing.connection.Connection, parent_pid: int, fn: Callable, args: tuple
+) -> None:
+    exit_with_parent(parent_pid)
+    sender.send(fn(*args))
+    sender.close()
+
+
+def _resident_bytes(pid: int | None) -> int | None:
+    """A process's resident memory from ``/proc/<pid>/statm``; None where unreadable."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None

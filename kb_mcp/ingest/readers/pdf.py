@@ -16,6 +16,10 @@ stdout, and would make text appear that is not in the file.
 
 A PDF without a text layer (a scan) is rejected with a reason instead of being
 stored as an empty document, so the user learns to run OCR first.
+
+``read_pdf_text`` is the faster mode (setting ``pdf_mode = text``): pymupdf's own text
+extraction, page by page in the order the file stores its text, without the layout
+model or pymupdf4llm (``docs/architecture.md`` has the measured speed and quality).
 """
 
 from __future__ import annotations
@@ -39,6 +43,23 @@ def read_pdf(data: bytes) -> Converted:
         markdown = _tidy(_to_markdown(document))
         title = (document.metadata or {}).get("title", "").strip()
     return Converted(markdown, "pdf", None, title or markdown_title(markdown), exact=False)
+
+
+PDF_MODES = ("layout", "text")
+
+
+def read_pdf_text(data: bytes) -> Converted:
+    """The fast mode: each page's plain text (``page.get_text``), blank line between
+    pages, no layout analysis; same title and text-layer rules as ``read_pdf``."""
+    _require_extra()
+    with _open(data) as document:
+        pages = [page.get_text() for page in document]
+        if not any(p.strip() for p in pages):
+            raise Unreadable("no text layer (image-only PDF); run OCR first")
+        markdown = _tidy("\n\n".join(pages))
+        title = (document.metadata or {}).get("title", "").strip()
+    first = next((line for line in markdown.split("\n") if line.strip()), "")
+    return Converted(markdown, "pdf", None, title or first.strip()[:200], exact=False)
 
 
 def _require_extra() -> None:
