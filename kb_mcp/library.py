@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kb_mcp import grep as grep_mod
-from kb_mcp import limits
+from kb_mcp import limits, views
 from kb_mcp.chunk import split_document
-from kb_mcp.cite import format_cite
+from kb_mcp.cite import format_cite, parse_cite
 from kb_mcp.doctor import run_checks
 from kb_mcp.embed.active import NO_EMBEDDER, ActiveVectors, EmbedderFactory
 from kb_mcp.errors import InvalidInput, KbError, NotFound, Refused, Unavailable
@@ -43,9 +43,12 @@ from kb_mcp.reader import read_document
 from kb_mcp.redact import redact
 from kb_mcp.results import (
     AddResult,
+    AuditEntry,
     DoctorReport,
     DocumentEntry,
+    DocumentView,
     EntityView,
+    FailedFile,
     NearDuplicate,
     Neighbour,
     Overview,
@@ -57,6 +60,7 @@ from kb_mcp.results import (
 )
 from kb_mcp.search.engine import SearchRequest, SearchResult, check_legs, run_search
 from kb_mcp.search.graph import lookup_entities
+from kb_mcp.search.query import parse_query
 from kb_mcp.settings import Settings
 from kb_mcp.store import documents as rows
 from kb_mcp.store.db import Database, QueryTimeout
@@ -718,6 +722,29 @@ class Library:
             for d, path, note in page
         )
         return SourceListing(source, entries, total, offset)
+
+    # --- a person's views (the web view, issue 12) ---------------------------------------
+
+    def failed_files(self, limit: int = 200) -> tuple[FailedFile, ...]:
+        """Folder files the last syncs could not index, with the reader's reason."""
+        return views.failed_files(self.db, limit)
+
+    def audit_log(self, limit: int = 200) -> tuple[AuditEntry, ...]:
+        """The newest tool calls of the audit log: tool, duration, outcome, newest first."""
+        return views.audit_tail(self.home, limit)
+
+    def document_view(self, doc: str) -> DocumentView:
+        """A whole document (as ``read``) with its frontmatter, relations and entities;
+        a cite string (``doc#L12-L40``) names the document and the lines it cites."""
+        citation = parse_cite(doc)
+        whole = self.read(citation.doc if citation else doc)
+        cited = (citation.start_line, citation.end_line) if citation else None
+        return views.document_view(self.db, self.graph, whole, cited)
+
+    def query_terms(self, query: str) -> tuple[str, ...]:
+        """The words and CJK phrases the keyword leg searches for (what a view highlights)."""
+        parsed = parse_query(query)
+        return (*parsed.terms, *parsed.phrases)
 
 
 def _describe_vectors(state: VectorState) -> str:

@@ -172,3 +172,48 @@ class EntityView:
     mentions: int
     cites: tuple[str, ...]  # its heaviest mentions, as cite strings `read` accepts
     neighbours: tuple[Neighbour, ...]
+
+
+# --- what a person's views show (the web view, issue 12) ----------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FailedFile:
+    """A folder file the last sync could not index, and why."""
+
+    source: str
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    """One line of the audit log: tool, duration, outcome (never arguments or text)."""
+
+    ts: str
+    tool: str
+    duration_ms: float
+    outcome: str
+
+
+@dataclass(frozen=True, slots=True)
+class RelationLink:
+    """A document relation seen from one document, with the other document's key so a
+    view can link it; ``evidence`` is the cite of the lines that stated it (None: an open
+    reference that names no document, or several)."""
+
+    text: str
+    other: str | None
+    evidence: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentView:
+    """A whole document for a person: what ``read`` returns, plus its frontmatter, its
+    relations as links and the entities it mentions (name, kind, weight)."""
+
+    read: ReadResult
+    frontmatter: dict[str, str]
+    relations: tuple[RelationLink, ...]
+    entities: tuple[tuple[str, str, float], ...]
+    cited: tuple[int, int] | None = None  # the line range a cite string named

@@ -18,7 +18,9 @@ from typing import Any
 from fastmcp.server.middleware import Middleware
 from pydantic import ValidationError
 
-AUDIT_FILE = "audit.log"
+from kb_mcp.views import AUDIT_FILE
+
+__all__ = ["AUDIT_FILE", "AuditMiddleware", "record_call"]
 _lock = threading.Lock()
 
 
