@@ -217,3 +217,4 @@ class DocumentView:
     relations: tuple[RelationLink, ...]
     entities: tuple[tuple[str, str, float], ...]
     cited: tuple[int, int] | None = None  # the line range a cite string named
+    body_line: int = 1  # first line after the frontmatter (what is rendered as Markdown)

@@ -77,7 +77,8 @@ def document_view(
 ) -> DocumentView:
     """``read`` (a whole document) with its frontmatter, relation links and entities."""
     found = rows.get_document(db.conn, read.doc)
-    front = split_frontmatter(read.text).meta if read.kind == "markdown" else {}
+    split = split_frontmatter(read.text) if read.kind == "markdown" else None
+    front = split.meta if split else {}
     links = _relation_links(db, found.id, read.doc) if found else ()
     entities: tuple[tuple[str, str, float], ...] = ()
     if found is not None:
@@ -86,7 +87,8 @@ def document_view(
             (e.name, e.kind, weight) for e, weight in graph.in_chunks(chunk_ids, DOCUMENT_ENTITIES)
         )
     shown = {str(k): _scalar(v) for k, v in front.items()}
-    return DocumentView(read, shown, links, entities, cited)
+    body_line = split.body_start_line if split and split.meta else 1
+    return DocumentView(read, shown, links, entities, cited, body_line)
 
 
 def _scalar(value: object) -> str:

@@ -276,7 +276,8 @@ def document_page(view: dict[str, Any], cited: tuple[int, int] | None) -> str:
         body += f"<p class='entities'>{names}</p>"
     else:
         body += "<p>None found.</p>"
-    body += "<h2>Text</h2><div class='rendered'>" + markdown_html(read["text"]) + "</div>"
+    prose = "\n".join(read["text"].split("\n")[view["body_line"] - 1 :])
+    body += "<h2>Text</h2><div class='rendered'>" + markdown_html(prose) + "</div>"
     body += "<h2>Lines</h2>" + _numbered(read["text"], cited)
     return page(read["title"] or read["doc"], body)
 
