@@ -43,7 +43,7 @@ from kb_mcp.reader import read_document
 from kb_mcp.redact import redact
 from kb_mcp.results import (
     AddResult,
-    AuditEntry,
+    AuditLog,
     DoctorReport,
     DocumentEntry,
     DocumentView,
@@ -729,9 +729,10 @@ class Library:
         """Folder files the last syncs could not index, with the reader's reason."""
         return views.failed_files(self.db, limit)
 
-    def audit_log(self, limit: int = 200) -> tuple[AuditEntry, ...]:
-        """The newest tool calls of the audit log: tool, duration, outcome, newest first."""
-        return views.audit_tail(self.home, limit)
+    def audit_log(self, shown: int = 100, window: int = 2_000) -> AuditLog:
+        """The newest tool calls of the audit log (tool, duration, outcome; newest first)
+        and per tool over the last ``window`` calls: calls, errors, median and max time."""
+        return views.audit_log(self.home, shown, window)
 
     def document_view(self, doc: str) -> DocumentView:
         """A whole document (as ``read``) with its frontmatter, relations and entities;

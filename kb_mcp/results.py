@@ -197,6 +197,26 @@ class AuditEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCalls:
+    """One tool's calls in the part of the audit log that was read."""
+
+    tool: str
+    calls: int
+    errors: int
+    median_ms: float
+    max_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class AuditLog:
+    """The newest calls, and per tool over the last ``window`` calls."""
+
+    recent: tuple[AuditEntry, ...]
+    tools: tuple[ToolCalls, ...]
+    window: int
+
+
+@dataclass(frozen=True, slots=True)
 class RelationLink:
     """A document relation seen from one document, with the other document's key so a
     view can link it; ``evidence`` is the cite of the lines that stated it (None: an open

@@ -10,18 +10,27 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 from pathlib import Path
 
 from kb_mcp.index.graph import GraphIndex
 from kb_mcp.ingest.frontmatter import split_frontmatter
-from kb_mcp.results import AuditEntry, DocumentView, FailedFile, ReadResult, RelationLink
+from kb_mcp.results import (
+    AuditEntry,
+    AuditLog,
+    DocumentView,
+    FailedFile,
+    ReadResult,
+    RelationLink,
+    ToolCalls,
+)
 from kb_mcp.search.relations import Change, describe
 from kb_mcp.store import documents as rows
 from kb_mcp.store import relations as relation_rows
 from kb_mcp.store.db import Database
 
 AUDIT_FILE = "audit.log"  # the name server/audit.py appends to
-AUDIT_TAIL_BYTES = 1 << 20  # the last MiB of the log: thousands of calls, read in ~1 ms
+AUDIT_TAIL_BYTES = 256 << 10  # the log's tail: ~2,500 calls of ~100 bytes
 DOCUMENT_ENTITIES = 40
 ENTITY_CHUNKS = 2_000  # chunks of one document looked at for its entities (SQL variables)
 
@@ -70,6 +79,26 @@ def audit_tail(home: Path, limit: int) -> tuple[AuditEntry, ...]:
         except (ValueError, KeyError, TypeError):
             continue
     return tuple(entries)
+
+
+def audit_log(home: Path, shown: int, window: int) -> AuditLog:
+    """The newest ``shown`` calls, and each tool's calls, errors and durations over the
+    newest ``window`` (as far as the log's tail reaches)."""
+    entries = audit_tail(home, window)
+    by_tool: dict[str, list[AuditEntry]] = {}
+    for entry in entries:
+        by_tool.setdefault(entry.tool, []).append(entry)
+    tools = tuple(
+        ToolCalls(
+            tool,
+            len(calls),
+            sum(c.outcome != "ok" for c in calls),
+            round(statistics.median(c.duration_ms for c in calls), 1),
+            max(c.duration_ms for c in calls),
+        )
+        for tool, calls in sorted(by_tool.items())
+    )
+    return AuditLog(entries[:shown], tools, len(entries))
 
 
 def document_view(

@@ -228,8 +228,10 @@ def test_audit_page_shows_tool_duration_outcome_newest_first(web) -> None:
     assert rows[:2] == [("read", "3.2", "error:not_found"), ("search", "12.5", "ok")] or rows[
         :2
     ] == [("read", "3.3", "error:not_found"), ("search", "12.5", "ok")]
-    entries = library.audit_log()
-    assert [e.tool for e in entries[:2]] == ["read", "search"]
+    log = library.audit_log()
+    assert [e.tool for e in log.recent[:2]] == ["read", "search"]
+    assert {t.tool: (t.calls, t.errors) for t in log.tools} == {"read": (1, 1), "search": (1, 0)}
+    assert "<td>read</td><td>1</td><td>1</td><td>3.2 ms</td>" in page.text
     assert json.loads((library.home / AUDIT_FILE).read_text().splitlines()[0])["tool"]
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Callable
 from importlib import resources
 from typing import TYPE_CHECKING
@@ -36,7 +37,8 @@ MAX_QUERY_CHARS = 4_000
 MAX_PARAM_CHARS = 4_096  # any other parameter (the read tool's bound on `doc`)
 ENTITIES_SHOWN = 10
 FAILED_SHOWN = 200
-AUDIT_SHOWN = 500
+AUDIT_SHOWN = 100
+AUDIT_WINDOW = 2_000  # calls summarised per tool
 _LINES = re.compile(r"^(\d{1,9})(?:-(\d{1,9}))?$")
 
 STATUS = {
@@ -71,19 +73,28 @@ def _guarded(handler: Handler) -> Callable[[Request], Response]:
     """``handler``'s page, or the error page a failure deserves (never a traceback)."""
 
     def endpoint(request: Request) -> Response:
-        try:
-            return HTMLResponse(handler(request))
-        except KbError as exc:
-            status, title = _status_of(exc)
-            message = redact_output(exc.message).text
-            hint = redact_output(exc.hint).text if exc.hint else None
-            return HTMLResponse(pages.error_page(status, title, message, hint), status)
-        except Exception:
-            log.exception("internal error in %s", request.url.path)
-            message = "internal error; the server's log has the details"
-            return HTMLResponse(pages.error_page(500, "Internal error", message), 500)
+        started = time.perf_counter()
+        response = _answer(handler, request)
+        # Server time (library call + HTML), for the browser's devtools and `bench web`.
+        took = (time.perf_counter() - started) * 1000
+        response.headers["server-timing"] = f"page;dur={took:.2f}"
+        return response
 
     return endpoint
+
+
+def _answer(handler: Handler, request: Request) -> HTMLResponse:
+    try:
+        return HTMLResponse(handler(request))
+    except KbError as exc:
+        status, title = _status_of(exc)
+        message = redact_output(exc.message).text
+        hint = redact_output(exc.hint).text if exc.hint else None
+        return HTMLResponse(pages.error_page(status, title, message, hint), status)
+    except Exception:
+        log.exception("internal error in %s", request.url.path)
+        message = "internal error; the server's log has the details"
+        return HTMLResponse(pages.error_page(500, "Internal error", message), 500)
 
 
 def build_app(library: Library, policy: Policy) -> Guard:
@@ -119,7 +130,7 @@ def build_app(library: Library, policy: Policy) -> Guard:
         return pages.entities_page(redact_output(q).text, render.to_data(found))
 
     def audit(_request: Request) -> str:
-        return pages.audit_page(render.to_data(library.audit_log(AUDIT_SHOWN)))
+        return pages.audit_page(render.to_data(library.audit_log(AUDIT_SHOWN, AUDIT_WINDOW)))
 
     routes = [
         Route("/", _guarded(home)),

@@ -332,12 +332,30 @@ def entities_page(q: str, views: list[dict[str, Any]]) -> str:
 # --- /audit ---------------------------------------------------------------------------
 
 
-def audit_page(entries: list[dict[str, Any]]) -> str:
-    if not entries:
+def audit_page(log: dict[str, Any]) -> str:
+    """Per tool over the window, then the newest calls: tool, duration, outcome."""
+    if not log["recent"]:
         return page("Audit log", "<p>No tool call recorded yet.</p>")
-    rows = [
-        (e(a["ts"]), e(a["tool"]), f"{a['duration_ms']:,.1f} ms", e(a["outcome"])) for a in entries
-    ]
-    intro = "<p>Tool calls of agents, newest first: tool, duration, outcome. "
+    intro = "<p>Tool calls of agents: tool, duration, outcome. "
     intro += "Arguments and results are never recorded.</p>"
-    return page("Audit log", intro + _table(("time", "tool", "duration", "outcome"), rows, "audit"))
+    tools = [
+        (
+            e(t["tool"]),
+            f"{t['calls']:,}",
+            f"{t['errors']:,}",
+            f"{t['median_ms']:,.1f} ms",
+            f"{t['max_ms']:,.1f} ms",
+        )
+        for t in log["tools"]
+    ]
+    summary = f"<h2>By tool, last {log['window']:,} calls</h2>" + _table(
+        ("tool", "calls", "errors", "median", "slowest"), tools, "tools"
+    )
+    rows = [
+        (e(a["ts"]), e(a["tool"]), f"{a['duration_ms']:,.1f} ms", e(a["outcome"]))
+        for a in log["recent"]
+    ]
+    recent = "<h2>Newest calls</h2>" + _table(
+        ("time", "tool", "duration", "outcome"), rows, "audit"
+    )
+    return page("Audit log", intro + summary + recent)
