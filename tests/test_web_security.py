@@ -276,3 +276,22 @@ class web_process:  # a context manager used like a function
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+
+def test_web_bad_port_or_host_is_a_clear_error_not_a_traceback(
+    tmp_path: Path, child_env: dict[str, str]
+) -> None:
+    """``kb-mcp web --port 70000`` / an address this machine does not have: exit 2 with
+    what failed and what to do, nothing served."""
+    for args in (("--port", "70000"), ("--host", "203.0.113.9")):
+        done = subprocess.run(
+            [sys.executable, "-m", "kb_mcp", "web", "--home", str(tmp_path / "h"), *args],
+            env=child_env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 2, done.stderr
+        assert "kb-mcp: " in done.stderr and "Traceback" not in done.stderr
+        assert "--port" in done.stderr or "--host" in done.stderr

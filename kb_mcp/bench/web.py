@@ -11,7 +11,6 @@ medians and p95 of ``ROUNDS`` requests after ``WARMUP``. The audit page reads a 
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import shutil
@@ -126,13 +125,10 @@ def summary(rows: list[tuple[str, PageRow]]) -> list[tuple[str, int, float, floa
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="kb-mcp bench web", description=__doc__)
-    parser.add_argument("--chunks", type=int, default=100_000, help="library size (passages)")
-    parser.add_argument("--workdir", help="where to build it (default: a temp folder)")
-    parser.add_argument("--keep", action="store_true", help="keep the built library")
-    parser.add_argument("--json", metavar="OUT", help="also write the rows as JSON")
-    args = parser.parse_args(argv)
-    return run_bench(args.chunks, args.workdir, keep=args.keep, json_out=args.json)
+    """``python -m kb_mcp.bench.web`` = ``kb-mcp bench web``."""
+    from kb_mcp.cli.main import main as cli
+
+    return cli(["bench", "web", *(sys.argv[1:] if argv is None else argv)])
 
 
 def run_bench(chunks: int, workdir: str | None, *, keep: bool, json_out: str | None) -> int:

@@ -21,10 +21,15 @@ if TYPE_CHECKING:
     from kb_mcp.library import Library
 
 DEFAULT_HOST = "127.0.0.1"
+MAX_PORT = 65_535
 
 
 def bind(host: str, port: int) -> socket.socket:
     """A listening TCP socket on ``host:port``; ``InvalidInput`` names what failed."""
+    if not 0 <= port <= MAX_PORT:
+        raise InvalidInput(
+            f"port {port} is not a TCP port", hint="pass --port 1-65535, or 0 for any free one"
+        )
     try:
         family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
