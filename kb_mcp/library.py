@@ -742,6 +742,10 @@ class Library:
         cited = (citation.start_line, citation.end_line) if citation else None
         return views.document_view(self.db, self.graph, whole, cited)
 
+    def source_names(self) -> tuple[str, ...]:
+        """Every source's name (a search scope), without the counts ``overview`` adds."""
+        return tuple(s.name for s in rows.list_sources(self.db.conn))
+
     def query_terms(self, query: str) -> tuple[str, ...]:
         """The words and CJK phrases the keyword leg searches for (what a view highlights)."""
         parsed = parse_query(query)

@@ -108,7 +108,7 @@ def build_app(library: Library, policy: Policy) -> Guard:
         q = _param(request, "q", MAX_QUERY_CHARS)
         mode = _param(request, "mode") or "auto"
         source = _param(request, "source")
-        names = [s["name"] for s in render.to_data(library.overview().sources)]
+        names = render.to_data(library.source_names())
         form = pages.search_form(redact_output(q).text, mode, source, names)
         if not q.strip():
             return pages.search_page(form, "", None, ())
