@@ -9,6 +9,7 @@ page checked ("web pages" place, docs/security.md), plus exfiltration URLs.
 from __future__ import annotations
 
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -68,12 +69,21 @@ def local(seeded: Library) -> Iterator[TestClient]:
 def test_web_binds_loopback_by_default_on_a_free_port(
     tmp_path: Path, child_env: dict[str, str]
 ) -> None:
-    """issue 12: bound to 127.0.0.1 on a free port by default; the URL is printed."""
-    with web_process(tmp_path / "home", child_env) as url:
+    """issue 12: bound to 127.0.0.1 on a free port by default; the URL is printed; Ctrl-C
+    (SIGINT) ends it cleanly."""
+    server = web_process(tmp_path / "home", child_env)
+    with server as url:
         assert re.fullmatch(r"http://127\.0\.0\.1:\d+/", url), url
         assert int(url.rsplit(":", 1)[1].strip("/")) > 0
         page = httpx.get(url, timeout=10)
         assert page.status_code == 200 and "<h1>Library</h1>" in page.text
+        assert server.process is not None
+        server.process.send_signal(signal.SIGINT)
+        # 0 once uvicorn handles the signal; 130 (the CLI's Ctrl-C exit) if it lands
+        # before uvicorn installed its handler. Never a traceback.
+        assert server.process.wait(timeout=20) in (0, 130)
+        assert server.process.stderr is not None
+        assert "Traceback" not in server.process.stderr.read()
 
 
 def test_web_host_header_must_be_loopback_or_the_bound_address(
