@@ -15,9 +15,12 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from library_checks import table_digest
 from starlette.testclient import TestClient
 from test_secrets_corpus import CORPUS
@@ -305,3 +308,32 @@ def test_web_bad_port_or_host_is_a_clear_error_not_a_traceback(
         assert done.returncode == 2, done.stderr
         assert "kb-mcp: " in done.stderr and "Traceback" not in done.stderr
         assert "--port" in done.stderr or "--host" in done.stderr
+
+
+_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=60)
+_PARAMS = st.fixed_dictionaries(
+    {},
+    optional={
+        "q": st.one_of(_TEXT, st.sampled_from(["NOT", '"', "*", "a OR b", "(", "日本語"])),
+        "mode": st.one_of(st.sampled_from(["auto", "keyword", "vector", "hybrid"]), _TEXT),
+        "source": st.one_of(st.sampled_from(["corpus", "agent", ""]), _TEXT),
+        "lines": st.one_of(st.sampled_from(["1-3", "0", "3-1", "99999999999"]), _TEXT),
+    },
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    path=st.sampled_from(["/", "/search", "/entities", "/audit", "/doc/"]),
+    tail=_TEXT,
+    params=_PARAMS,
+)
+def test_web_fuzzed_paths_and_parameters_never_give_an_internal_error(
+    local: TestClient, path: str, tail: str, params: dict[str, str]
+) -> None:
+    """Any path tail and query parameters (hypothesis): an answer or a clear 4xx error
+    page, never a 500 nor a traceback."""
+    url = path + (quote(tail, safe="") if path == "/doc/" else "")
+    answer = local.get(url, params=params)
+    assert answer.status_code in (200, 400, 404), (url, params, answer.text[-400:])
+    assert "Traceback" not in answer.text
