@@ -225,6 +225,7 @@ class RelationLink:
     text: str
     other: str | None
     evidence: str | None
+    other_title: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

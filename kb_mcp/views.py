@@ -134,7 +134,10 @@ def _relation_links(db: Database, document_id: int, doc_key: str) -> tuple[Relat
         other = view.from_key if incoming else view.to_key
         change = Change(view.kind, incoming, other, other, view.effective)
         evidence = f"{view.stated_by_key}#L{view.start_line}-L{view.end_line}"
-        links.append(RelationLink(describe(change), other, evidence))
+        found = rows.get_document(db.conn, other)
+        links.append(
+            RelationLink(describe(change), other, evidence, found.title if found else None)
+        )
     for row in relation_rows.open_references(db.conn, document_id):
         text = f"{row.kind} {row.reference!r}: {row.state} (L{row.start_line})"
         links.append(RelationLink(text, None, None))

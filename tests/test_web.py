@@ -153,7 +153,8 @@ def test_document_page_highlights_cited_lines_and_links_relations(web) -> None:
     assert cited.count("class='line'") == 3 and "id='L6'" in cited and "id='L8'" in cited
     assert "<td>title</td><td>Audit log retention policy</td>" in text
     assert "<td>tags</td><td>ops, retention</td>" in text
-    assert f"<a class='relation' href='/doc/{errata}'>corrected by {errata}</a>" in text
+    link = f"<a class='relation' href='/doc/{errata}'>corrected by {errata}</a>"
+    assert f"{link} “Errata for the audit log retention policy”" in text
     assert "<h2>Entities</h2><p class='entities'>" in text
     # Markdown rendered, raw HTML and javascript: links never live.
     rendered = text.split("<div class='rendered'>")[1].split("<h2>Lines</h2>")[0]

@@ -259,6 +259,8 @@ def document_page(view: dict[str, Any], cited: tuple[int, int] | None) -> str:
             text = e(link["text"])
             if link["other"]:
                 text = f"<a class='relation' href='{e(doc_href(link['other']))}'>{text}</a>"
+                if link["other_title"]:
+                    text += f" “{e(link['other_title'])}”"
             if link["evidence"]:
                 text += f" (evidence: <a href='{e(cite_href(link['evidence']))}'>"
                 text += f"{e(link['evidence'])}</a>)"
