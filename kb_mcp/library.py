@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from kb_mcp import grep as grep_mod
 from kb_mcp import limits, views
@@ -71,6 +71,8 @@ if TYPE_CHECKING:  # imported when vectors are used: keyword-only start-up stays
     from kb_mcp.index.vectors import VectorIndex
     from kb_mcp.search.vector import VectorLeg
 
+_T = TypeVar("_T")
+
 DB_FILE = "kb.db"
 NEAR_DUPLICATES_SHOWN = 10
 ENTITY_CITES = 5  # mentions `entities` shows per entity, heaviest first
@@ -112,6 +114,7 @@ class Library:
         self.redaction = StoredRedaction(self.db, self.home)
         self.relations = StoredRelations(self.db)
         self._vectors = ActiveVectors(self.db, self.home, settings, make_embedder)
+        self._memos = threading.local()  # see _memo
         self._enrichment = GraphEnrichment(self.db, self.home, settings, make_extractor)
         synclock.recover_interrupted(self.db, self.home)
 
@@ -648,12 +651,16 @@ class Library:
         """The library: sources with counts, sync state and vector coverage, index health
         (vectors: which model, embedded / pending, the last failure), search modes."""
         conn = self.db.conn
-        counts = rows.source_counts(conn)
+        counts = self._memo("source_counts", lambda: rows.source_counts(conn))
         state = self.vector_state()
         health_row = self._vectors.configured_row() or (
             vectors.signature_row(conn, state.signature_id) if state.signature_id else None
         )
-        covered = vectors.coverage(conn, health_row.id) if health_row else {}
+        covered = (
+            self._memo(f"coverage:{health_row.id}", lambda: vectors.coverage(conn, health_row.id))
+            if health_row
+            else {}
+        )
         sources = tuple(
             SourceInfo(
                 s.name,
@@ -674,7 +681,9 @@ class Library:
             "stored_redaction": "current" if self.redaction.is_current() else "pending upgrade",
             "vectors": _describe_vectors(state),
             "embed_pending": state.pending if self.settings.embedder != "none" else 0,
-            "embed_failed_documents": vectors.failed_documents(conn),
+            "embed_failed_documents": self._memo(
+                "failed_documents", lambda: vectors.failed_documents(conn)
+            ),
             "embed_error": (health_row.last_error if health_row else None)
             or self._vectors.last_error,
             "failed_files": sum(s.failed for s in sources),
@@ -727,7 +736,24 @@ class Library:
 
     def failed_files(self, limit: int = 200) -> tuple[FailedFile, ...]:
         """Folder files the last syncs could not index, with the reader's reason."""
-        return views.failed_files(self.db, limit)
+        return self._memo(f"failed_files:{limit}", lambda: views.failed_files(self.db, limit))
+
+    def _memo(self, key: str, compute: Callable[[], _T]) -> _T:
+        """``compute()``, kept on this thread until the database changes (``change_stamp``).
+
+        Trigger: counting every source's documents, chunks and failures scans the whole
+        index (``bench web`` at 100k chunks: 100 ms of the library page's 200 ms on the
+        loaded 2-core machine), and a person reloads that page while nothing changed.
+        Outcome: the scans run once per data version, per thread.
+        """
+        stamp = self.db.change_stamp()
+        cache = self._memos.__dict__.setdefault("entries", {})
+        kept = cache.get(key)
+        if kept is not None and kept[0] == stamp:
+            return kept[1]
+        value = compute()
+        cache[key] = (stamp, value)
+        return value
 
     def audit_log(self, shown: int = 100, window: int = 2_000) -> AuditLog:
         """The newest tool calls of the audit log (tool, duration, outcome; newest first)

@@ -127,7 +127,11 @@ def cmd_bench_web(args: argparse.Namespace) -> int:
 def _add_web_parser(bench_sub: argparse._SubParsersAction) -> None:
     p = bench_sub.add_parser("web", help=cmd_bench_web.__doc__, description=cmd_bench_web.__doc__)
     p.add_argument("--chunks", type=int, default=100_000, help="library size (default 100000)")
-    p.add_argument("--workdir", help="where to build the library (default: a temp folder)")
+    p.add_argument(
+        "--workdir",
+        help="where to build the library (default: a temp folder); one kept there by an "
+        "earlier --keep is reused",
+    )
     p.add_argument("--keep", action="store_true", help="keep the built library")
     p.add_argument("--json", metavar="OUT", help="also write each URL's figures as JSON")
     p.set_defaults(func=cmd_bench_web)

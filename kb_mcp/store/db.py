@@ -79,6 +79,15 @@ class Database:
             self._local.depth = 0
         return conn
 
+    def change_stamp(self) -> tuple[int, int, int]:
+        """A value that changes whenever the database may have: another connection
+        committed (``PRAGMA data_version``) or this one wrote (``total_changes``). Per
+        connection, so per thread; the pragma, not the file control (see
+        ``index/fts.py``, ``_stats``)."""
+        conn = self.conn
+        version = conn.execute("PRAGMA data_version").fetchone()[0]
+        return id(conn), version, conn.total_changes()
+
     def _open(self) -> apsw.Connection:
         if self._closed:
             raise Unavailable(f"the library at {self.path.parent} is closed")
