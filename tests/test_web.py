@@ -260,3 +260,27 @@ def test_layout_keeps_the_centre_pinned_and_is_deterministic() -> None:
     linked = sum(dist(0, i) for i in range(1, 6)) / 5
     unlinked = (dist(0, 6) + dist(0, 7)) / 2
     assert linked < unlinked
+
+
+def test_library_page_counts_follow_a_write_by_another_connection(tmp_path: Path) -> None:
+    """The library page's counts are kept per data version (``Library._memo``): a reload
+    with nothing changed reuses them, and a document added through another connection
+    (another process, as a running server's) shows at the next reload."""
+    library = make_library(tmp_path)
+    try:
+        with TestClient(
+            build_app(library, Policy("127.0.0.1", None)), base_url="http://127.0.0.1"
+        ) as client:
+            before = library.overview().documents
+            assert f"<strong>{before:,}</strong> documents" in client.get("/").text
+            with Library(Settings(home=library.home, embedder="none")) as other:
+                other.add_document("Late note", "Written elsewhere.", "test://late", by_agent=False)
+            page = client.get("/").text
+            assert f"<strong>{before + 1:,}</strong> documents" in page
+            assert "<td>agent</td>" in page or ">agent<" in page
+            (tmp_path / "notes" / "second.docx").write_bytes(b"not a zip either")
+            with Library(Settings(home=library.home, embedder="none")) as other:
+                other.sync()
+            assert "second.docx" in client.get("/").text
+    finally:
+        library.close()
