@@ -97,6 +97,13 @@ def _answer(handler: Handler, request: Request) -> HTMLResponse:
         return HTMLResponse(pages.error_page(500, "Internal error", message), 500)
 
 
+def warm(library: Library) -> None:
+    """Count the library page's figures before the first visit (kept until a commit:
+    ``Library._memo``), so that visit does not pay the whole-index scans."""
+    library.overview()
+    library.failed_files(FAILED_SHOWN)
+
+
 def build_app(library: Library, policy: Policy) -> Guard:
     """The web view of ``library`` behind ``policy``'s rules."""
 

@@ -65,10 +65,11 @@ def run_web(
     """
     import uvicorn
 
-    from kb_mcp.web.app import build_app
+    from kb_mcp.web.app import build_app, warm
 
     token = None if is_loopback(host) else secrets.token_urlsafe(24)
     sock = bind(host, port)
+    warm(library)
     url = url_of(host, sock.getsockname()[1], token)
     app = build_app(library, Policy(host, token))
     print(f"kb-mcp web: serving {library.home} at {url}  (Ctrl-C stops)", file=out, flush=True)
