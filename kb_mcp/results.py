@@ -176,3 +176,70 @@ class EntityView:
     # documents ``cites`` point into that have relations: a mention in a withdrawn
     # notice must not read as current.
     relations: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+# --- what a person's views show (the web view, issue 12) ----------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FailedFile:
+    """A folder file the last sync could not index, and why."""
+
+    source: str
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    """One line of the audit log: tool, duration, outcome (never arguments or text)."""
+
+    ts: str
+    tool: str
+    duration_ms: float
+    outcome: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCalls:
+    """One tool's calls in the part of the audit log that was read."""
+
+    tool: str
+    calls: int
+    errors: int
+    median_ms: float
+    max_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class AuditLog:
+    """The newest calls, and per tool over the last ``window`` calls."""
+
+    recent: tuple[AuditEntry, ...]
+    tools: tuple[ToolCalls, ...]
+    window: int
+
+
+@dataclass(frozen=True, slots=True)
+class RelationLink:
+    """A document relation seen from one document, with the other document's key so a
+    view can link it; ``evidence`` is the cite of the lines that stated it (None: an open
+    reference that names no document, or several)."""
+
+    text: str
+    other: str | None
+    evidence: str | None
+    other_title: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentView:
+    """A whole document for a person: what ``read`` returns, plus its frontmatter, its
+    relations as links and the entities it mentions (name, kind, weight)."""
+
+    read: ReadResult
+    frontmatter: dict[str, str]
+    relations: tuple[RelationLink, ...]
+    entities: tuple[tuple[str, str, float], ...]
+    cited: tuple[int, int] | None = None  # the line range a cite string named
+    body_line: int = 1  # first line after the frontmatter (what is rendered as Markdown)

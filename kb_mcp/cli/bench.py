@@ -122,6 +122,27 @@ def cmd_bench_startup(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench_web(args: argparse.Namespace) -> int:
+    """Server time of each web page (kb-mcp web) on a large library; exit 1 when the
+    library page's median is over 100 ms."""
+    from kb_mcp.bench.web import run_bench
+
+    return run_bench(args.chunks, args.workdir, keep=args.keep, json_out=args.json)
+
+
+def _add_web_parser(bench_sub: argparse._SubParsersAction) -> None:
+    p = bench_sub.add_parser("web", help=cmd_bench_web.__doc__, description=cmd_bench_web.__doc__)
+    p.add_argument("--chunks", type=int, default=100_000, help="library size (default 100000)")
+    p.add_argument(
+        "--workdir",
+        help="where to build the library (default: a temp folder); one kept there by an "
+        "earlier --keep is reused",
+    )
+    p.add_argument("--keep", action="store_true", help="keep the built library")
+    p.add_argument("--json", metavar="OUT", help="also write each URL's figures as JSON")
+    p.set_defaults(func=cmd_bench_web)
+
+
 def _add_startup_parser(bench_sub: argparse._SubParsersAction, common) -> None:
     p = bench_sub.add_parser(
         "startup", help=cmd_bench_startup.__doc__, description=cmd_bench_startup.__doc__
@@ -193,6 +214,7 @@ def add_bench_parser(sub: argparse._SubParsersAction, common, embedder_flags) ->
     _add_embed_perf_flags(p)
     p.set_defaults(func=cmd_bench_perf)
     _add_startup_parser(bench_sub, common)
+    _add_web_parser(bench_sub)
 
 
 def _add_embed_perf_flags(p: argparse.ArgumentParser) -> None:

@@ -322,6 +322,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(keep=args.keep)
 
 
+def cmd_web(args: argparse.Namespace) -> int:
+    """Serve a read-only web view of the library (loopback, free port); prints its URL."""
+    from kb_mcp.web.serve import run_web
+
+    with _open(args) as library:
+        run_web(library, args.host, args.port, open_browser=args.open)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from kb_mcp import __version__
 
@@ -404,6 +413,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_bench_parser(sub, _common, _embedder_flags)
     add_install_parser(sub, _common, _embedder_flags)
+    p = command("web", cmd_web)
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    p.add_argument("--port", type=int, default=0, help="port (default: 0, any free one)")
+    p.add_argument("--open", action="store_true", help="open the URL in the default browser")
     p = command("demo", cmd_demo)
     p.add_argument("--keep", action="store_true", help="keep the demo library folder")
     return parser

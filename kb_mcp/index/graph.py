@@ -410,6 +410,20 @@ class GraphIndex:
             (entity_id, limit),
         ).fetchall()
 
+    def in_chunks(self, chunk_ids: Sequence[int], limit: int) -> list[tuple[EntityRow, float]]:
+        """The entities the chunks mention with their summed weight, heaviest first (a
+        document's entities, for the web view)."""
+        if not chunk_ids:
+            return []
+        marks = ",".join("?" * len(chunk_ids))
+        rows = self.db.conn.execute(
+            f"SELECT e.id, e.norm, e.name, e.kind, e.aliases, e.mentions, SUM(m.weight) AS w "
+            f"FROM mentions m JOIN entities e ON e.id = m.entity_id "
+            f"WHERE m.chunk_id IN ({marks}) GROUP BY e.id ORDER BY w DESC, e.norm LIMIT ?",
+            (*chunk_ids, limit),
+        )
+        return [(_entity(r[:6]), r[6]) for r in rows]
+
     def chunk_count(self) -> int:
         return self.db.conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
 

@@ -4,7 +4,7 @@ One JSON object per line in ``<home>/audit.log``. What an agent asked and what i
 back may be private; that a call happened, how long it took and whether it failed is
 what a user needs to see what their agents do.
 
-Standard library only: the prelude's fast path audits its calls here before FastMCP has
+No FastMCP import: the prelude's fast path audits its calls here before FastMCP has
 loaded; FastMCP's calls are audited by ``tools.AuditMiddleware`` through the same
 ``record_call``.
 """
@@ -16,7 +16,9 @@ import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
-AUDIT_FILE = "audit.log"
+from kb_mcp.views import AUDIT_FILE  # the reader of the log (the web view) names the file
+
+__all__ = ["AUDIT_FILE", "record_call"]
 _lock = threading.Lock()
 
 

@@ -63,6 +63,7 @@ class Database:
         self._all: list[tuple[threading.Thread, apsw.Connection]] = []
         self._lock = threading.Lock()
         self._closed = False
+        self._stamp_conn: apsw.Connection | None = None  # see change_stamp
         from kb_mcp.store.migrations import migrate
 
         with self._busy_is_conflict():
@@ -78,6 +79,18 @@ class Database:
             self._local.conn = conn
             self._local.depth = 0
         return conn
+
+    def change_stamp(self) -> int:
+        """A number that moves whenever any connection, in this process or another,
+        commits: ``PRAGMA data_version`` of one connection kept for this alone (it never
+        writes, so every commit is another's), shared by all threads under a lock.
+        Cheap (one pragma); what a cache of whole-index counts is keyed on."""
+        with self._lock:
+            if self._closed:
+                raise Unavailable(f"the library at {self.path.parent} is closed")
+            if self._stamp_conn is None:
+                self._stamp_conn = apsw.Connection(str(self.path))
+            return self._stamp_conn.execute("PRAGMA data_version").fetchone()[0]
 
     def _open(self) -> apsw.Connection:
         if self._closed:
@@ -192,6 +205,9 @@ class Database:
         with self._lock:
             self._closed = True
             conns, self._all = [c for _t, c in self._all], []
+            if self._stamp_conn is not None:
+                conns.append(self._stamp_conn)
+                self._stamp_conn = None
         for conn in conns:
             conn.close()
         self._local = threading.local()

@@ -1,0 +1,144 @@
+"""What a person's views need beyond the five tools: failed files with their reasons, the
+audit log's tail, and a document with its frontmatter, relation links and entities.
+
+Read-only, and shaped for the web view (``web/``); ``Library`` exposes each as one
+method. The text here comes from stored rows (already redacted on the way in); adapters
+redact it again on the way out, as they redact every tool result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+from pathlib import Path
+
+from kb_mcp.index.graph import GraphIndex
+from kb_mcp.ingest.frontmatter import split_frontmatter
+from kb_mcp.results import (
+    AuditEntry,
+    AuditLog,
+    DocumentView,
+    FailedFile,
+    ReadResult,
+    RelationLink,
+    ToolCalls,
+)
+from kb_mcp.search.relations import Change, describe
+from kb_mcp.store import documents as rows
+from kb_mcp.store import relations as relation_rows
+from kb_mcp.store.db import Database
+
+AUDIT_FILE = "audit.log"  # the name server/audit.py appends to
+AUDIT_TAIL_BYTES = 256 << 10  # the log's tail: ~2,500 calls of ~100 bytes
+DOCUMENT_ENTITIES = 40
+ENTITY_CHUNKS = 2_000  # chunks of one document looked at for its entities (SQL variables)
+
+
+def failed_files(db: Database, limit: int) -> tuple[FailedFile, ...]:
+    """Failed folder files of every source, source by source, path order, at most ``limit``."""
+    found: list[FailedFile] = []
+    for source in rows.list_sources(db.conn):
+        for path, reason in rows.failed_locations(db.conn, source.id):
+            if len(found) >= limit:
+                return tuple(found)
+            found.append(FailedFile(source.name, path, reason))
+    return tuple(found)
+
+
+def audit_tail(home: Path, limit: int) -> tuple[AuditEntry, ...]:
+    """The newest ``limit`` audit lines, newest first; a missing log is no calls yet.
+
+    Only the log's last ``AUDIT_TAIL_BYTES`` are read, so a year of calls costs what a
+    day does. Lines that do not parse (a torn last write) are skipped.
+    """
+    try:
+        with open(home / AUDIT_FILE, "rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, size - AUDIT_TAIL_BYTES))
+            data = handle.read()
+    except FileNotFoundError:
+        return ()
+    lines = data.decode("utf-8", "replace").splitlines()
+    if len(data) == AUDIT_TAIL_BYTES:
+        lines = lines[1:]  # the first line may be cut
+    entries: list[AuditEntry] = []
+    for line in reversed(lines):
+        if len(entries) >= limit:
+            break
+        try:
+            item = json.loads(line)
+            entries.append(
+                AuditEntry(
+                    str(item["ts"]),
+                    str(item["tool"]),
+                    float(item["duration_ms"]),
+                    str(item["outcome"]),
+                )
+            )
+        except (ValueError, KeyError, TypeError):
+            continue
+    return tuple(entries)
+
+
+def audit_log(home: Path, shown: int, window: int) -> AuditLog:
+    """The newest ``shown`` calls, and each tool's calls, errors and durations over the
+    newest ``window`` (as far as the log's tail reaches)."""
+    entries = audit_tail(home, window)
+    by_tool: dict[str, list[AuditEntry]] = {}
+    for entry in entries:
+        by_tool.setdefault(entry.tool, []).append(entry)
+    tools = tuple(
+        ToolCalls(
+            tool,
+            len(calls),
+            sum(c.outcome != "ok" for c in calls),
+            round(statistics.median(c.duration_ms for c in calls), 1),
+            max(c.duration_ms for c in calls),
+        )
+        for tool, calls in sorted(by_tool.items())
+    )
+    return AuditLog(entries[:shown], tools, len(entries))
+
+
+def document_view(
+    db: Database, graph: GraphIndex, read: ReadResult, cited: tuple[int, int] | None
+) -> DocumentView:
+    """``read`` (a whole document) with its frontmatter, relation links and entities."""
+    found = rows.get_document(db.conn, read.doc)
+    split = split_frontmatter(read.text) if read.kind == "markdown" else None
+    front = split.meta if split else {}
+    links = _relation_links(db, found.id, read.doc) if found else ()
+    entities: tuple[tuple[str, str, float], ...] = ()
+    if found is not None:
+        chunk_ids = rows.chunk_ids(db.conn, found.id)[:ENTITY_CHUNKS]
+        entities = tuple(
+            (e.name, e.kind, weight) for e, weight in graph.in_chunks(chunk_ids, DOCUMENT_ENTITIES)
+        )
+    shown = {str(k): _scalar(v) for k, v in front.items()}
+    body_line = split.body_start_line if split and split.meta else 1
+    return DocumentView(read, shown, links, entities, cited, body_line)
+
+
+def _scalar(value: object) -> str:
+    if isinstance(value, list | tuple):
+        return ", ".join(str(v) for v in value)
+    return str(value)
+
+
+def _relation_links(db: Database, document_id: int, doc_key: str) -> tuple[RelationLink, ...]:
+    """As ``reader.document_relations`` words them, with the other document kept apart."""
+    links = []
+    for view in relation_rows.views_for(db.conn, [doc_key]):
+        incoming = view.to_key == doc_key
+        other = view.from_key if incoming else view.to_key
+        change = Change(view.kind, incoming, other, other, view.effective)
+        evidence = f"{view.stated_by_key}#L{view.start_line}-L{view.end_line}"
+        found = rows.get_document(db.conn, other)
+        links.append(
+            RelationLink(describe(change), other, evidence, found.title if found else None)
+        )
+    for row in relation_rows.open_references(db.conn, document_id):
+        text = f"{row.kind} {row.reference!r}: {row.state} (L{row.start_line})"
+        links.append(RelationLink(text, None, None))
+    return tuple(links)
