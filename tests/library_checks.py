@@ -62,7 +62,9 @@ GRAPH_CHECKS: tuple[tuple[str, str], ...] = (
     ),
 )
 # Document relations (``store/relations.py``): stated by a live document, each side a
-# live document or NULL, ``resolved`` exactly when both sides are set.
+# live document or NULL, ``resolved`` exactly when both sides are set, and never a
+# document only an agent wrote changing one of the user's folders or uploads
+# (``ingest/relink.py``, issue 11).
 RELATION_CHECKS: tuple[tuple[str, str], ...] = (
     (
         "doc_relations stated by no document",
@@ -78,6 +80,14 @@ RELATION_CHECKS: tuple[tuple[str, str], ...] = (
         "doc_relations whose state does not match their sides",
         "SELECT count(*) FROM doc_relations WHERE (state = 'resolved') != "
         "(from_id IS NOT NULL AND to_id IS NOT NULL)",
+    ),
+    (
+        "doc_relations by which an agent's document changes one of the user's",
+        "WITH held AS (SELECT l.document_id AS id FROM locations l JOIN sources s "
+        "ON s.id = l.source_id WHERE s.kind != 'agent' AND l.document_id IS NOT NULL) "
+        "SELECT count(*) FROM doc_relations WHERE state = 'resolved' "
+        "AND stated_by NOT IN (SELECT id FROM held) "
+        "AND (CASE WHEN from_id = stated_by THEN to_id ELSE from_id END) IN (SELECT id FROM held)",
     ),
     (
         "doc_relations not touching the document that stated them",
@@ -153,6 +163,12 @@ def integrity_problems(db_path: Path) -> list[str]:
     finally:
         conn.close()
     return problems
+
+
+def relation_problems(db_path: Path) -> list[str]:
+    """Only the ``doc_relations`` checks: cheap enough to run after every fuzzed write."""
+    with opened(db_path) as conn:
+        return _counted(conn, RELATION_CHECKS)
 
 
 def _fts_rows_match_chunks(conn: apsw.Connection) -> list[str]:
