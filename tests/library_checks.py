@@ -122,6 +122,20 @@ def tables(conn: apsw.Connection) -> list[str]:
     ]
 
 
+def text_cells(db_path: Path) -> Iterator[tuple[str, str, str]]:
+    """``(table, column, value)`` of every text (and decoded blob) cell of every table,
+    the graph's, the relations' and ``meta``'s included: what a secrets scan reads."""
+    with opened(db_path) as conn:
+        for table in tables(conn):
+            columns = [r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')]
+            for row in conn.execute(f'SELECT * FROM "{table}"'):
+                for column, value in zip(columns, row, strict=True):
+                    if isinstance(value, bytes):
+                        value = value.decode("utf-8", "replace")
+                    if isinstance(value, str):
+                        yield table, column, value
+
+
 def table_digest(db_path: Path, *, skip: frozenset[str] = VOLATILE_TABLES) -> str:
     """One sha256 over every row of every table, in rowid order, read in one snapshot."""
     digest = hashlib.sha256()

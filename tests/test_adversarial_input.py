@@ -49,7 +49,7 @@ PROFILES = [
 ]
 # Each relations case is an add_document, a search and the table checks (~0.1 s).
 CI_RELATION_CASES = 15
-LONG_RELATION_CASES = 3_000
+LONG_RELATION_CASES = 1_000
 RELATION_PROFILES = [
     pytest.param(CI_RELATION_CASES, id="ci"),
     pytest.param(LONG_RELATION_CASES, id="long", marks=pytest.mark.adversarial),
