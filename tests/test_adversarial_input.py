@@ -31,7 +31,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from library_checks import integrity_problems, opened, relation_problems, table_digest
-from raw_server import RawServer
+from raw_server import STARTUP_TIMEOUT_S, RawServer
 
 from kb_mcp import limits
 from kb_mcp.chunk.sections import HEADING_PATH_CHARS
@@ -174,7 +174,9 @@ def fuzzed(tmp_path_factory: pytest.TempPathFactory, child_env: dict[str, str]) 
         library.add_document("Notes", "# Notes\n\nindex 索引 backup\n", "t://notes", by_agent=False)
     server = RawServer(home, root / "stderr.log", child_env)
     server.handshake()
-    listed = server.request("tools/list", {})["result"]["tools"]
+    # The first call waits for the full MCP stack (the prelude answered initialize):
+    # over 20 s under load 15, so it gets the start-up timeout.
+    listed = server.request("tools/list", {}, STARTUP_TIMEOUT_S)["result"]["tools"]
     yield Fuzzed(server, home, {t["name"]: t["inputSchema"] for t in listed})
     server.close()
 
