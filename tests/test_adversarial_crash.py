@@ -54,6 +54,7 @@ LONG_KILLS = 20
 DRIVER = Path(__file__).with_name("crash_driver.py")
 FOLDER_FILES = 120
 ORPHAN_WAIT_S = 10.0
+ENRICH_FILES = 40
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 
 
@@ -83,11 +84,11 @@ def folder_of(home: Path) -> Path:
     return home.parent / "folder"
 
 
-def write_folder(home: Path, round_: int) -> None:
+def write_folder(home: Path, round_: int, files: int = FOLDER_FILES) -> None:
     """The folder's files, their text changed every round so each sync has work to do."""
     folder = folder_of(home)
     folder.mkdir(exist_ok=True)
-    for i in range(FOLDER_FILES):
+    for i in range(files):
         sections = "\n\n".join(
             f"## Part {j}\n\nround{round_} file{i}z{j} restore steps." for j in range(8)
         )
@@ -196,7 +197,12 @@ def resume_graph(home: Path, acks: Path) -> None:
 
 
 def prepare_enrich(home: Path, acks: Path, round_: int) -> None:
-    prepare_library(home, acks, round_)
+    """A folder of ``ENRICH_FILES`` (~330 chunks: a pass takes ~2 s, the resume as much)."""
+    if round_ == 0:
+        write_folder(home, 0, ENRICH_FILES)
+        register_folder(home)
+        with Library(Settings(home=home, embedder="none")) as library:
+            library.sync()
     acks.write_text(f"naming-r{round_}")  # a new model each round: every chunk is pending
 
 
