@@ -45,6 +45,9 @@ CI_CALLS = 9
 LONG_CALLS = 200
 FOLDER_FILES = 40
 CALL_BOUND_S = 60.0
+# A server ends its background threads at stdin's close, each joined up to 5 s
+# (server/background.py); a watching one mid-sync under load 15 took over 10 s.
+CLOSE_S = 60.0
 # One folder change every this many seconds: the long run's pace is a person saving often
 # (and a git checkout's bursts are the watcher's debounce, tests/test_watch.py); the normal
 # run's is gentler so the watching server's syncs do not dominate its time on 2 cores.
@@ -197,7 +200,7 @@ def test_concurrency_two_servers_sync_embedding_and_agents_lose_and_double_nothi
     embedder.join(timeout=120)
     for server in [*servers, watching]:
         assert server.stray_output() == []
-        assert server.close() == 0
+        assert server.close(CLOSE_S) == 0
         logged = "\n".join(server.stderr_lines())
         assert not re.search(r"locked|background sync (failed|stopped)|Traceback", logged), logged
 
