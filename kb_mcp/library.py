@@ -605,6 +605,15 @@ class Library:
         """Entities ``query`` names (fuzzily), or the most mentioned: kind, aliases,
         mention count, their heaviest mentions as cites, and their neighbours."""
         limits.TOP_K.check(limit, name="limit")
+        if query is not None and not query.isascii():
+            try:
+                query.encode("utf-8")
+            except UnicodeEncodeError as exc:  # a lone surrogate: no entity can be named so
+                raise InvalidInput(
+                    f"the query is not valid text (character {exc.start + 1} is half of a "
+                    "UTF-16 pair)",
+                    hint="send the name as ordinary Unicode text",
+                ) from exc
         self._ready()
         views = []
         for entity in lookup_entities(self.graph, query, limit):

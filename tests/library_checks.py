@@ -2,8 +2,9 @@
 
 Read-only looks at a ``kb.db`` from outside the process that wrote it: a digest of every
 table (a rejected write must leave it unchanged), the integrity checks SQLite and FTS5
-offer, the consistency of derived rows with ``chunks`` (vectors, and the entity graph's
-mentions once that table exists), and leftovers of crashed writes. Each function names
+offer, the consistency of derived rows with ``chunks`` (vectors, the entity graph's
+mentions and facts) and with ``documents`` (document relations), the graph's own counts,
+and leftovers of crashed writes. Each function names
 what it found, so a failing assertion says which invariant broke and where.
 
 A new derived table (the graph's ``mentions``, a watcher's state) joins these checks as
@@ -29,6 +30,70 @@ DERIVED_FROM_CHUNKS: tuple[tuple[str, str], ...] = (
     ("vec_codes_%", "chunk_id"),
     ("vec_floats_%", "chunk_id"),
     ("mentions", "chunk_id"),
+    ("entity_facts", "chunk_id"),
+)
+# Graph invariants (``index/graph.py``): an entity's count is its mentions, an entity no
+# chunk mentions is gone, a relation or fact joins two live entities. (name, SQL counting
+# the rows that break it.)
+GRAPH_CHECKS: tuple[tuple[str, str], ...] = (
+    (
+        "entities whose mentions count is not their mention rows",
+        "SELECT count(*) FROM entities e WHERE e.mentions != "
+        "(SELECT count(*) FROM mentions m WHERE m.entity_id = e.id)",
+    ),
+    (
+        "entities no chunk mentions",
+        "SELECT count(*) FROM entities e WHERE NOT EXISTS "
+        "(SELECT 1 FROM mentions m WHERE m.entity_id = e.id)",
+    ),
+    (
+        "mentions of no entity",
+        "SELECT count(*) FROM mentions WHERE entity_id NOT IN (SELECT id FROM entities)",
+    ),
+    (
+        "entity_relations of no entity",
+        "SELECT count(*) FROM entity_relations WHERE a NOT IN (SELECT id FROM entities) "
+        "OR b NOT IN (SELECT id FROM entities)",
+    ),
+    (
+        "entity_facts of no entity",
+        "SELECT count(*) FROM entity_facts WHERE a NOT IN (SELECT id FROM entities) "
+        "OR b NOT IN (SELECT id FROM entities)",
+    ),
+)
+# Document relations (``store/relations.py``): stated by a live document, each side a
+# live document or NULL, ``resolved`` exactly when both sides are set, and never a
+# document only an agent wrote changing one of the user's folders or uploads
+# (``ingest/relink.py``, issue 11).
+RELATION_CHECKS: tuple[tuple[str, str], ...] = (
+    (
+        "doc_relations stated by no document",
+        "SELECT count(*) FROM doc_relations WHERE stated_by NOT IN (SELECT id FROM documents)",
+    ),
+    (
+        "doc_relations pointing at no document",
+        "SELECT count(*) FROM doc_relations WHERE "
+        "(from_id IS NOT NULL AND from_id NOT IN (SELECT id FROM documents)) OR "
+        "(to_id IS NOT NULL AND to_id NOT IN (SELECT id FROM documents))",
+    ),
+    (
+        "doc_relations whose state does not match their sides",
+        "SELECT count(*) FROM doc_relations WHERE (state = 'resolved') != "
+        "(from_id IS NOT NULL AND to_id IS NOT NULL)",
+    ),
+    (
+        "doc_relations by which an agent's document changes one of the user's",
+        "WITH held AS (SELECT l.document_id AS id FROM locations l JOIN sources s "
+        "ON s.id = l.source_id WHERE s.kind != 'agent' AND l.document_id IS NOT NULL) "
+        "SELECT count(*) FROM doc_relations WHERE state = 'resolved' "
+        "AND stated_by NOT IN (SELECT id FROM held) "
+        "AND (CASE WHEN from_id = stated_by THEN to_id ELSE from_id END) IN (SELECT id FROM held)",
+    ),
+    (
+        "doc_relations not touching the document that stated them",
+        "SELECT count(*) FROM doc_relations WHERE stated_by IS NOT from_id "
+        "AND stated_by IS NOT to_id",
+    ),
 )
 # Rows a search or a read may write without any caller asking for a change (counters the
 # server keeps for itself); never user data.
@@ -55,6 +120,20 @@ def tables(conn: apsw.Connection) -> list[str]:
             "ORDER BY name"
         )
     ]
+
+
+def text_cells(db_path: Path) -> Iterator[tuple[str, str, str]]:
+    """``(table, column, value)`` of every text (and decoded blob) cell of every table,
+    the graph's, the relations' and ``meta``'s included: what a secrets scan reads."""
+    with opened(db_path) as conn:
+        for table in tables(conn):
+            columns = [r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')]
+            for row in conn.execute(f'SELECT * FROM "{table}"'):
+                for column, value in zip(columns, row, strict=True):
+                    if isinstance(value, bytes):
+                        value = value.decode("utf-8", "replace")
+                    if isinstance(value, str):
+                        yield table, column, value
 
 
 def table_digest(db_path: Path, *, skip: frozenset[str] = VOLATILE_TABLES) -> str:
@@ -91,9 +170,19 @@ def integrity_problems(db_path: Path) -> list[str]:
                 problems.append(f"fts5 integrity-check: {exc}")
             problems += _fts_rows_match_chunks(conn)
         problems += _derived_rows_match_chunks(conn, names)
+        if "entities" in names:
+            problems += _counted(conn, GRAPH_CHECKS)
+        if "doc_relations" in names:
+            problems += _counted(conn, RELATION_CHECKS)
     finally:
         conn.close()
     return problems
+
+
+def relation_problems(db_path: Path) -> list[str]:
+    """Only the ``doc_relations`` checks: cheap enough to run after every fuzzed write."""
+    with opened(db_path) as conn:
+        return _counted(conn, RELATION_CHECKS)
 
 
 def _fts_rows_match_chunks(conn: apsw.Connection) -> list[str]:
@@ -120,6 +209,16 @@ def _derived_rows_match_chunks(conn: apsw.Connection, names: set[str]) -> list[s
             ).fetchone()[0]
             if orphans:
                 problems.append(f"{table}: {orphans} rows point at no chunk")
+    return problems
+
+
+def _counted(conn: apsw.Connection, checks: tuple[tuple[str, str], ...]) -> list[str]:
+    """One problem line per check whose SQL counts rows that break it."""
+    problems = []
+    for name, sql in checks:
+        broken = conn.execute(sql).fetchone()[0]
+        if broken:
+            problems.append(f"{name}: {broken}")
     return problems
 
 

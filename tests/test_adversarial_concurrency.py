@@ -9,13 +9,22 @@ by its own word, every folder file is there, and ``kb.db`` passes SQLite's and F
 integrity checks with vectors (and, once the graph lands, mentions) pointing at live
 chunks only and covering every chunk after a last embedding run.
 
+One more writer is a third server with its file watcher on (the first two have it off,
+so the watcher's syncs are its own) while a thread edits, adds and deletes folder files
+through the whole run: after a last sync every file on disk is there in its last text,
+no deleted one is, and no server logged a failed or locked-out background sync. Every
+sixth agent call adds a note that supersedes the client's previous one, so
+``doc_relations`` is written concurrently too; the integrity checks cover the entity
+graph's counts and those rows (``library_checks``).
+
 The normal run makes ``CI_CALLS`` calls per client; ``pytest -m adversarial`` the issue's
-200. A new writer (the file watcher) is one more thread in ``run_writers``.
+200.
 """
 
 from __future__ import annotations
 
 import random
+import re
 import subprocess
 import sys
 import threading
@@ -35,7 +44,17 @@ CLIENTS = 8
 CI_CALLS = 9
 LONG_CALLS = 200
 FOLDER_FILES = 40
-CALL_BOUND_S = 60.0  # a call waits at most the busy timeout (10 s) per statement
+CALL_BOUND_S = 60.0
+# A server ends its background threads at stdin's close, each joined up to 5 s
+# (server/background.py); a watching one mid-sync under load 15 took over 10 s.
+CLOSE_S = 60.0
+# One folder change every this many seconds: the long run's pace is a person saving often
+# (and a git checkout's bursts are the watcher's debounce, tests/test_watch.py); the normal
+# run's is gentler so the watching server's syncs do not dominate its time on 2 cores.
+CI_EDIT_PAUSE_S, LONG_EDIT_PAUSE_S = (
+    0.4,
+    0.12,
+)  # a call waits at most the busy timeout (10 s) per statement
 
 
 def embedding_settings(home: Path) -> Settings:
@@ -49,11 +68,14 @@ def client_run(server: RawServer, client: int, calls: int, acked: list[str], err
     for n in range(calls):
         word = f"conc{client}x{n}q"
         if n % 3 == 0:
+            # Every other add supersedes the client's note before (a document relation).
+            front = f"---\nsupersedes: CONC-{client}{n - 3:04}\n---\n" if n % 6 == 0 and n else ""
             reply = server.tool(
                 "add_document",
                 CALL_BOUND_S,
-                title=f"Client {client} note {n}",
-                content=f"# Note {n}\n\nThe word {word} is here, with backup and restore.\n",
+                title=f"CONC-{client}{n:04} client {client} note {n}",
+                content=f"{front}# Note {n}\n\nThe word {word} is here, with backup and "
+                f"restore by `Client{client}Agent`.\n",
                 source_uri=f"t://c{client}/{n}",
             )
             if _ok(reply, errors):
@@ -99,6 +121,30 @@ def embed_until(home: Path, stop: threading.Event, runs: Counter) -> None:
             stop.wait(0.05)
 
 
+def edit_folder(folder: Path, stop: threading.Event, edits: Counter, pause_s: float) -> None:
+    """A person saving, adding and deleting files in the watched folder during the run,
+    one change every ``pause_s`` on average."""
+    rng = random.Random("editor")
+    n = 0
+    while not stop.wait(rng.uniform(0.5, 1.5) * pause_s):
+        n += 1
+        files = sorted(folder.glob("*.md"))
+        action = rng.random()
+        if action < 0.2 and len(files) > FOLDER_FILES // 2:
+            rng.choice(files).unlink()
+            edits["deleted"] += 1
+        elif action < 0.4:
+            (folder / f"new{n}.md").write_text(f"# New {n}\n\nedited{n}e restore steps.\n")
+            edits["added"] += 1
+        else:
+            rng.choice(files).write_text(f"# Edited {n}\n\nedited{n}e restore steps.\n")
+            edits["edited"] += 1
+
+
+def with_watch(env: dict[str, str], mode: str) -> dict[str, str]:
+    return {**env, "KB_MCP_WATCH": mode}
+
+
 @pytest.mark.parametrize(
     "calls",
     [
@@ -117,9 +163,16 @@ def test_concurrency_two_servers_sync_embedding_and_agents_lose_and_double_nothi
         (folder / f"page{i:03}.md").write_text(f"# Page {i}\n\n{sections}\n")
     with Library(Settings(home=home, embedder="none")) as library:
         library.add_folder(folder)
-    servers = [RawServer(home, tmp_path / f"server{i}.log", child_env) for i in range(2)]
-    for server in servers:
+    servers = [
+        RawServer(home, tmp_path / f"server{i}.log", with_watch(child_env, "off")) for i in range(2)
+    ]
+    watching = RawServer(home, tmp_path / "watching.log", with_watch(child_env, "auto"))
+    for server in [*servers, watching]:
         server.handshake()
+    edits, editing = Counter(), threading.Event()
+    pause_s = CI_EDIT_PAUSE_S if calls == CI_CALLS else LONG_EDIT_PAUSE_S
+    editor = threading.Thread(target=edit_folder, args=(folder, editing, edits, pause_s))
+    editor.start()
     sync = subprocess.Popen(
         [sys.executable, "-m", "kb_mcp", "sync", "--home", str(home), "--no-wait"],
         env=child_env,
@@ -141,11 +194,15 @@ def test_concurrency_two_servers_sync_embedding_and_agents_lose_and_double_nothi
     for thread in clients:
         thread.join(timeout=CALL_BOUND_S * calls)
     out, err = sync.communicate(timeout=300)
+    editing.set()
+    editor.join()
     stop.set()
     embedder.join(timeout=120)
-    for server in servers:
+    for server in [*servers, watching]:
         assert server.stray_output() == []
-        assert server.close() == 0
+        assert server.close(CLOSE_S) == 0
+        logged = "\n".join(server.stderr_lines())
+        assert not re.search(r"locked|background sync (failed|stopped)|Traceback", logged), logged
 
     assert errors == []
     assert sync.returncode == 0, out + err
@@ -153,17 +210,33 @@ def test_concurrency_two_servers_sync_embedding_and_agents_lose_and_double_nothi
     assert integrity_problems(home / DB_FILE) == []
     with opened(home / DB_FILE) as conn:
         uris = [r[0] for r in conn.execute("SELECT uri FROM documents WHERE uri LIKE 't://c%'")]
-        folder_docs = conn.execute(
-            "SELECT count(*) FROM locations l JOIN sources s ON s.id = l.source_id "
-            "WHERE s.kind = 'folder' AND l.document_id IS NOT NULL"
+        superseding = conn.execute(
+            "SELECT count(*) FROM doc_relations WHERE kind = 'supersedes' AND state = 'resolved'"
         ).fetchone()[0]
     assert len(uris) == len(set(uris)) == len(acked)  # nothing lost, nothing doubled
-    assert folder_docs == FOLDER_FILES
     with Library(embedding_settings(home), make_embedder=hash_factory()) as library:
+        library.sync()  # the watcher's last events may still be on their way
         library.embed_pending()
         missing = [w for w in acked if not library.search(w, mode="keyword").hits]
         assert missing == []
+        on_disk = {p.name: p.read_text() for p in folder.glob("*.md")}
+        stale = [
+            name
+            for name, text in on_disk.items()
+            if (word := re.search(r"edited\d+e", text))
+            and not library.search(word.group(), mode="keyword").hits
+        ]
+        assert stale == []
         state = library.vector_state()
+    with opened(home / DB_FILE) as conn:
+        folder_docs = {
+            Path(r[0]).name
+            for r in conn.execute(
+                "SELECT l.path FROM locations l JOIN sources s ON s.id = l.source_id "
+                "WHERE s.kind = 'folder' AND l.document_id IS NOT NULL"
+            )
+        }
+    assert folder_docs == set(on_disk)
     assert integrity_problems(home / DB_FILE) == []
     with opened(home / DB_FILE) as conn:
         chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
@@ -178,6 +251,8 @@ def test_concurrency_two_servers_sync_embedding_and_agents_lose_and_double_nothi
     figures(
         "concurrency",
         f"{CLIENTS} clients x {calls} calls on 2 servers + CLI sync of {FOLDER_FILES} files + "
-        f"{runs['runs']} embedding runs ({runs['embedded']} chunks): {len(acked)} adds "
-        f"acknowledged, all present once, 0 errors, integrity ok",
+        f"{runs['runs']} embedding runs ({runs['embedded']} chunks) + a watching server over "
+        f"{sum(edits.values())} file changes ({dict(edits)}): {len(acked)} adds acknowledged, "
+        f"all present once, {superseding} supersessions resolved, every folder file current, "
+        f"0 errors, integrity ok",
     )

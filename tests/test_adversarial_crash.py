@@ -9,28 +9,43 @@ FTS5's integrity checks with derived rows pointing at live chunks; every documen
 atomic write left are removed at open once stale (issue 7 item 16); and the interrupted
 work resumes to the state an uninterrupted run reaches.
 
+The entity graph and the watcher are rows too: ``graph extraction`` (heuristic entities
+and document relations written with the chunks; after the kill the graph is what a
+rebuild from the chunks gives, and each ADR's ``supersedes`` is resolved), ``graph LLM
+pass`` (the background pass against ``tests/ollama_server.py``'s ``/api/chat``; it
+resumes to a done marker on every chunk) and ``server with watcher`` (a real ``kb-mcp
+serve`` watching a folder while a thread edits, adds and deletes its files; after the
+next sync every file on disk is there in its last text and no deleted one is). The
+integrity checks include the graph's counts and ``doc_relations`` (``library_checks``).
+
 Kills repeat on one home, crash after crash. The normal run kills each operation
-``CI_KILLS`` times; ``pytest -m adversarial`` ``LONG_KILLS`` times (5 × 20 = the issue's
-≥ 100). Graph extraction is one more row of ``OPERATIONS`` when it lands.
+``CI_KILLS`` times; ``pytest -m adversarial`` ``LONG_KILLS`` times (8 × 20 = 160, over the
+issue's ≥ 100).
 """
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from crash_driver import naming_model
 from hash_embedder import hash_factory
 from library_checks import age, integrity_problems, opened, processes_in_group, temp_leftovers
+from ollama_server import serve_ollama
+from raw_server import INITIALIZE
 
 from kb_mcp.index.fts import FTS_VERSION
+from kb_mcp.index.graph import rebuild
 from kb_mcp.library import DB_FILE, Library
 from kb_mcp.settings import Settings
 
@@ -39,6 +54,8 @@ LONG_KILLS = 20
 DRIVER = Path(__file__).with_name("crash_driver.py")
 FOLDER_FILES = 120
 ORPHAN_WAIT_S = 10.0
+ENRICH_FILES = 40
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 
 
 @dataclass(frozen=True)
@@ -50,6 +67,9 @@ class Operation:
     window_s: tuple[float, float]  # the kill comes this long after ready (or start)
     prepare: Callable[[Path, Path, int], None]  # (home, acks, round) before each start
     resume: Callable[[Path, Path], None]  # finishes the interrupted work, checks its end
+    # What else happens while it runs, until the event is set: (home, rng, stop).
+    during: Callable[[Path, random.Random, threading.Event], None] | None = None
+    serves: bool = False  # ``kb-mcp serve``: stdin stays open, ready = initialize answered
 
 
 def driver(operation: str) -> Callable[[Path, Path], list[str]]:
@@ -64,11 +84,11 @@ def folder_of(home: Path) -> Path:
     return home.parent / "folder"
 
 
-def write_folder(home: Path, round_: int) -> None:
+def write_folder(home: Path, round_: int, files: int = FOLDER_FILES) -> None:
     """The folder's files, their text changed every round so each sync has work to do."""
     folder = folder_of(home)
     folder.mkdir(exist_ok=True)
-    for i in range(FOLDER_FILES):
+    for i in range(files):
         sections = "\n\n".join(
             f"## Part {j}\n\nround{round_} file{i}z{j} restore steps." for j in range(8)
         )
@@ -157,6 +177,118 @@ def resume_rebuild(home: Path, _acks: Path) -> None:
         assert report.documents == before == FOLDER_FILES + 20
 
 
+def resume_graph(home: Path, acks: Path) -> None:
+    """The graph kept with the chunks is the graph a rebuild from them gives, and every
+    acknowledged ADR's ``supersedes: ADR-<n-1>`` is resolved to that document."""
+    with Library(Settings(home=home, embedder="none")) as library:
+        kept = library.graph.snapshot()
+        rebuild(library.db)
+        assert library.graph.snapshot() == kept
+    acked = len(acks.read_text().split()) if acks.exists() else 0
+    with opened(home / DB_FILE) as conn:
+        resolved = {
+            r[0]
+            for r in conn.execute(
+                "SELECT d.uri FROM doc_relations r JOIN documents d ON d.id = r.stated_by "
+                "WHERE r.kind = 'supersedes' AND r.state = 'resolved'"
+            )
+        }
+    assert {f"t://crash/{n}" for n in range(1, acked)} <= resolved
+
+
+def prepare_enrich(home: Path, acks: Path, round_: int) -> None:
+    """A folder of ``ENRICH_FILES`` (~330 chunks: a pass takes ~2 s, the resume as much)."""
+    if round_ == 0:
+        write_folder(home, 0, ENRICH_FILES)
+        register_folder(home)
+        with Library(Settings(home=home, embedder="none")) as library:
+            library.sync()
+    acks.write_text(f"naming-r{round_}")  # a new model each round: every chunk is pending
+
+
+def resume_enrich(home: Path, acks: Path) -> None:
+    """The next pass finishes: every chunk carries a done marker of the round's model."""
+    model = acks.read_text().strip()
+    with serve_ollama() as server:
+        server.chat_models = {model}
+        server.chat_reply = naming_model
+        settings = Settings(
+            home=home,
+            embedder="none",
+            graph_extractor="ollama",
+            ollama_host=server.url,
+            graph_model=model,
+        )
+        with Library(settings) as library:
+            report = library.enrich_graph()
+    assert report is not None and report.error is None and report.pending == 0, report
+    with opened(home / DB_FILE) as conn:
+        chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+        done = conn.execute(
+            "SELECT count(*) FROM meta WHERE key LIKE 'graph-llm:%:' || ? "
+            "AND json_extract(value, '$.state') = 'done'",
+            (model,),
+        ).fetchone()[0]
+    assert done == chunks
+
+
+def prepare_watched(home: Path, _acks: Path, round_: int) -> None:
+    if round_ == 0:
+        write_folder(home, 0)
+        register_folder(home)
+
+
+def edit_folder(home: Path, rng: random.Random, stop: threading.Event) -> None:
+    """A person at work in the watched folder: saves, new files, deletions, until stopped."""
+    folder = folder_of(home)
+    for n in count_from(rng):
+        if stop.wait(rng.uniform(0.01, 0.08)):
+            return
+        files = sorted(folder.glob("*.md"))
+        action = rng.random()
+        if action < 0.2 and len(files) > FOLDER_FILES // 2:
+            rng.choice(files).unlink()
+        elif action < 0.4:
+            (folder / f"new{n}.md").write_text(f"# New {n}\n\nwatched{n}v restore steps.\n")
+        else:
+            target = rng.choice(files)
+            target.write_text(f"# Edited {n}\n\nwatched{n}v restore steps.\n")
+
+
+def count_from(rng: random.Random):
+    """Numbers for file words, distinct across rounds on one home."""
+    n = rng.randrange(10**6) * 1000
+    while True:
+        yield n
+        n += 1
+
+
+def resume_watched(home: Path, _acks: Path) -> None:
+    """After the next sync, every file in the folder is there in its last text (found by
+    its own word) and no deleted file is."""
+    folder = folder_of(home)
+    with Library(Settings(home=home, embedder="none")) as library:
+        [report] = library.sync()
+        assert report.failures == []
+        on_disk = {p.name: p.read_text() for p in folder.glob("*.md")}
+        missing = [
+            name
+            for name, text in on_disk.items()
+            if (word := re.search(r"watched\d+v", text))
+            and not library.search(word.group(), mode="keyword").hits
+        ]
+        assert missing == []
+    with opened(home / DB_FILE) as conn:
+        indexed = {
+            Path(r[0]).name
+            for r in conn.execute(
+                "SELECT l.path FROM locations l JOIN sources s ON s.id = l.source_id "
+                "WHERE s.kind = 'folder' AND l.document_id IS NOT NULL"
+            )
+        }
+    assert indexed == set(on_disk)
+
+
 def nothing(*_args: object) -> None:
     return None
 
@@ -169,7 +301,19 @@ OPERATIONS: dict[str, Operation] = {
     "reindex --rebuild": Operation(
         cli("reindex", "--rebuild"), False, (0.5, 6.0), prepare_library, resume_rebuild
     ),
+    "graph extraction": Operation(driver("graph"), True, (0.0, 3.0), nothing, resume_graph),
+    "graph LLM pass": Operation(driver("enrich"), True, (0.0, 2.5), prepare_enrich, resume_enrich),
+    "server with watcher": Operation(
+        cli("serve"),
+        True,
+        (0.2, 3.0),
+        prepare_watched,
+        resume_watched,
+        during=edit_folder,
+        serves=True,
+    ),
 }
+ACKNOWLEDGING = frozenset({"add_document", "graph extraction"})
 
 
 def kill_at_random(operation: Operation, home: Path, acks: Path, rng: random.Random, env) -> bool:
@@ -177,27 +321,55 @@ def kill_at_random(operation: Operation, home: Path, acks: Path, rng: random.Ran
     process = subprocess.Popen(
         operation.argv(home, acks),
         env=env,
+        stdin=subprocess.PIPE if operation.serves else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
         text=True,
     )
+    stop = threading.Event()
+    during = None
+    if operation.during is not None:
+        during = threading.Thread(target=operation.during, args=(home, rng, stop))
+        during.start()
     try:
         if operation.waits_for_ready:
             assert process.stdout is not None
-            assert process.stdout.readline().strip() == "ready"
+            if operation.serves:
+                served(process)
+            else:
+                assert process.stdout.readline().strip() == "ready"
         time.sleep(rng.uniform(*operation.window_s))
         running = process.poll() is None
         process.send_signal(signal.SIGKILL)
+        stop.set()
         process.wait(timeout=30)
         deadline = time.monotonic() + ORPHAN_WAIT_S
         while processes_in_group(process.pid) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert processes_in_group(process.pid) == [], "a child outlived kill -9"
     finally:
+        stop.set()
+        if during is not None:
+            during.join()
         if process.poll() is None:
             process.kill()
     return running
+
+
+def served(process: subprocess.Popen) -> None:
+    """The handshake and one answered ``list``: the full server (and so its background
+    sync and watcher) is running, not only the prelude that answers ``initialize``."""
+    assert process.stdin is not None and process.stdout is not None
+    listing = {"jsonrpc": "2.0", "id": "ready", "method": "tools/call",
+               "params": {"name": "list", "arguments": {}}}  # fmt: skip
+    for message in (INITIALIZE, INITIALIZED, listing):
+        process.stdin.write(json.dumps(message) + "\n")
+        process.stdin.flush()
+    for line in process.stdout:
+        if json.loads(line).get("id") == "ready":
+            return
+    raise AssertionError("the server ended before answering list")
 
 
 def sync_states(home: Path) -> set[str]:
@@ -237,9 +409,9 @@ def test_crash_kill_9_at_random_points_loses_nothing_acknowledged_and_resumes(
     for round_ in range(kills):
         operation.prepare(home, acks, round_)
         mid_work += kill_at_random(operation, home, acks, rng, child_env)
-        check_after_kill(home, acks, name == "add_document")
+        check_after_kill(home, acks, name in ACKNOWLEDGING)
         operation.resume(home, acks)
         assert integrity_problems(home / DB_FILE) == []
-    acked = len(acks.read_text().split()) if name == "add_document" else 0
+    acked = len(acks.read_text().split()) if name in ACKNOWLEDGING else 0
     extra = f", {acked} acknowledged adds all kept" if acked else ""
     figures("crashes", f"{name}: {kills} kill -9 ({mid_work} mid-work), all survived{extra}")

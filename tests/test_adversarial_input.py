@@ -8,8 +8,13 @@ lines. For every case: a result or a clear ``[code]`` error (never ``[internal]`
 ``add_document`` leaves every table of ``kb.db`` as it was (digest before and after).
 
 The normal run tries ``CI_CASES`` per tool; ``pytest -m adversarial`` tries
-``LONG_CASES`` (the issue's ≥ 10,000). A new tool (the graph's ``entities``) is one more
-entry of ``TOOLS``; ``test_fuzz_covers_every_tool_the_server_lists`` fails until it is.
+``LONG_CASES`` (the issue's ≥ 10,000). A new tool is one more entry of ``TOOLS``;
+``test_fuzz_covers_every_tool_the_server_lists`` fails until it is. The entity graph is
+read by ``kb-mcp entities`` (``Library.entities``), not by a tool: its lookup is fuzzed
+in-process. Document relations get their own case: hostile frontmatter and prose
+through ``add_document`` (references to the folder's documents, to itself, cycles, a
+10k-long list, SQL and regex metacharacters): every call answers in time, no agent
+document ever changes one of the folder's, cycles end, and search and read still answer.
 """
 
 from __future__ import annotations
@@ -25,9 +30,12 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from library_checks import integrity_problems, table_digest
-from raw_server import RawServer
+from library_checks import integrity_problems, opened, relation_problems, table_digest
+from raw_server import STARTUP_TIMEOUT_S, RawServer
 
+from kb_mcp import limits
+from kb_mcp.chunk.sections import HEADING_PATH_CHARS
+from kb_mcp.errors import InvalidInput, KbError
 from kb_mcp.library import DB_FILE, Library
 from kb_mcp.settings import Settings
 
@@ -38,6 +46,13 @@ LONG_CASES = 10_000
 PROFILES = [
     pytest.param(CI_CASES, id="ci"),
     pytest.param(LONG_CASES, id="long", marks=pytest.mark.adversarial),
+]
+# Each relations case is an add_document, a search and the table checks (~0.1 s).
+CI_RELATION_CASES = 15
+LONG_RELATION_CASES = 1_000
+RELATION_PROFILES = [
+    pytest.param(CI_RELATION_CASES, id="ci"),
+    pytest.param(LONG_RELATION_CASES, id="long", marks=pytest.mark.adversarial),
 ]
 # One call of any tool on this small library answers in milliseconds; the bound is for a
 # loaded 2-core machine and still catches a hang (the grep time limit is 2 s).
@@ -159,7 +174,9 @@ def fuzzed(tmp_path_factory: pytest.TempPathFactory, child_env: dict[str, str]) 
         library.add_document("Notes", "# Notes\n\nindex 索引 backup\n", "t://notes", by_agent=False)
     server = RawServer(home, root / "stderr.log", child_env)
     server.handshake()
-    listed = server.request("tools/list", {})["result"]["tools"]
+    # The first call waits for the full MCP stack (the prelude answered initialize):
+    # over 20 s under load 15, so it gets the start-up timeout.
+    listed = server.request("tools/list", {}, STARTUP_TIMEOUT_S)["result"]["tools"]
     yield Fuzzed(server, home, {t["name"]: t["inputSchema"] for t in listed})
     server.close()
 
@@ -169,15 +186,23 @@ def test_fuzz_covers_every_tool_the_server_lists(fuzzed: Fuzzed) -> None:
     assert sorted(fuzzed.schemas) == sorted(TOOLS)
 
 
-def check_call(fuzzed: Fuzzed, tool: str, arguments: Any) -> str:
-    """One call and every promise about it; the outcome's name."""
+def check_call(
+    fuzzed: Fuzzed,
+    tool: str,
+    arguments: Any,
+    *,
+    digest: bool = True,
+    bound_s: float = CALL_BOUND_S,
+) -> str:
+    """One call and every promise about it; the outcome's name. ``digest`` False skips
+    the whole-library digest around a write (its caller checks what it cares about)."""
     server = fuzzed.server
-    before = table_digest(fuzzed.home / DB_FILE) if tool in WRITES else None
+    before = table_digest(fuzzed.home / DB_FILE) if tool in WRITES and digest else None
     started = time.monotonic()
-    reply = server.request("tools/call", {"name": tool, "arguments": arguments}, CALL_BOUND_S)
+    reply = server.request("tools/call", {"name": tool, "arguments": arguments}, bound_s)
     elapsed = time.monotonic() - started
     fuzzed.slowest[tool] = max(fuzzed.slowest.get(tool, 0.0), elapsed)
-    assert elapsed < CALL_BOUND_S
+    assert elapsed < bound_s
     assert server.alive(), "the server died"
     if "error" in reply:  # a protocol-level error: fine if it says what is wrong
         assert isinstance(reply["error"].get("code"), int) and reply["error"].get("message")
@@ -271,3 +296,233 @@ def test_fuzz_raw_json_rpc_lines_never_hang_or_kill_the_server(
     assert fuzzed.server.stray_output() == []
     assert integrity_problems(fuzzed.home / DB_FILE) == []
     figures("bad input", f"raw JSON-RPC lines: {sent['lines']} lines, each followed by a ping")
+
+
+# --- document relations from hostile documents ---------------------------------------------
+
+RELATION_KEYS = ["supersedes", "replaces", "corrects", "withdraws", "updates", "superseded_by"]
+# References an agent's document might make: the folder's files by name, path, title and
+# id, the module's other documents, ids of the relation documents themselves (so cycles
+# A → B → A and self-references occur), and strings that break SQL, LIKE and regexes.
+REFERENCES = st.one_of(
+    st.sampled_from(
+        ["guide.md", "code.py", "Guide", "the Guide", "Restore", "Notes", "notes/guide.md",
+         "'; DROP TABLE documents; --", "%", "_", "(a+)+$", ".*", "[", "\\", "ADR-0001' OR '1'='1",
+         "SELF", "this document", "last week's minutes", "our post of 1 December", ""]
+    ),
+    st.integers(0, 11).map(lambda n: f"ADR-{n:04}"),
+    st.integers(0, 11).map(lambda n: f"t://rel/{n}"),
+    TEXT,
+)  # fmt: skip
+PROSE = st.sampled_from(
+    ["WITHDRAWN: {ref}", "This notice withdraws {ref}.", "Errata for {ref}",
+     "Correction to {ref}", "Supersedes {ref}", "Status: Superseded by {ref}", "Update to {ref}",
+     "We are withdrawing {ref}.", "Addendum to {ref}", "{ref} was withdrawn."]
+)  # fmt: skip
+
+
+# A 10k-long reference list (the folder's names among them), tried once up front in every
+# run and now and then by hypothesis: ~1 s of ingest each, so not in every case. Such a
+# document is ~130 KB on one line; ingest runs at ~0.1-0.15 MB/s here (README's perf
+# table), and the long run at load 16 once took over 15 s for one: its bound is wider.
+LIST_BOUND_S = 60.0
+LONG_LIST = [f"ADR-{i:05}" if i % 100 else "guide.md" for i in range(10_000)]
+LONG_LIST_DOCUMENT = {
+    "title": "ADR-0000 long list",
+    "content": "---\n"
+    + json.dumps({"withdraws": LONG_LIST, "supersedes": LONG_LIST[::-1]})
+    + "\n---\n# ADR-0000\n\nWITHDRAWN: the Guide\n\nbackup and restore.\n",
+    "source_uri": "t://rel/0",
+}
+# A cycle A → B → A (both agent documents: allowed to resolve) and a self-withdrawal.
+CYCLE = [
+    {"title": f"ADR-{a:04} cycle", "content": f"---\nsupersedes: ADR-{b:04}\ncorrects: ADR-{b:04}"
+     f"\n---\n# ADR-{a:04}\n\nbackup and restore {a}.\n", "source_uri": f"t://rel/{a}"}
+    for a, b in ((1, 2), (2, 1))
+] + [{"title": "ADR-0003 self", "content": "---\nwithdraws: ADR-0003\n---\n# ADR-0003\n\n"
+      "This notice was withdrawn.\n", "source_uri": "t://rel/3"}]  # fmt: skip
+
+
+@st.composite
+def relation_documents(draw: st.DrawFn) -> dict[str, Any]:
+    """An add_document whose frontmatter and opening prose name other documents."""
+    n = draw(st.integers(0, 11))
+    front = {}
+    for key in draw(st.lists(st.sampled_from(RELATION_KEYS), max_size=4, unique=True)):
+        if draw(st.integers(0, 400)) == 0:
+            front[key] = LONG_LIST
+        else:
+            front[key] = draw(st.lists(REFERENCES, min_size=1, max_size=5))
+    if draw(st.booleans()):
+        front["status"] = draw(st.sampled_from(["withdrawn", "superseded", "current", "draft"]))
+    lines = [draw(PROSE).format(ref=draw(REFERENCES)) for _ in range(draw(st.integers(0, 3)))]
+    header = "---\n" + json.dumps(front) + "\n---\n" if front else ""  # JSON is YAML
+    body = "\n\n".join(lines)
+    return {
+        "title": f"ADR-{n:04} {draw(st.sampled_from(['cache', 'Guide', 'backup', 'Notes']))}",
+        "content": f"{header}# ADR-{n:04}\n\n{body}\n\nbackup and restore {n}.\n",
+        "source_uri": f"t://rel/{n}",
+    }
+
+
+def folder_documents(home: Path) -> dict[str, tuple]:
+    """The folder's documents as stored (key → title, text, status): relations must
+    never change them."""
+    with opened(home / DB_FILE) as conn:
+        return {
+            r[0]: tuple(r[1:])
+            for r in conn.execute(
+                "SELECT d.doc_key, d.title, d.text, d.status FROM documents d "
+                "JOIN locations l ON l.document_id = d.id JOIN sources s ON s.id = l.source_id "
+                "WHERE s.kind = 'folder'"
+            )
+        }
+
+
+def two_document_cycles(home: Path) -> int:
+    """Pairs of resolved relations A → B and B → A."""
+    with opened(home / DB_FILE) as conn:
+        return conn.execute(
+            "SELECT count(*) FROM doc_relations a JOIN doc_relations b ON a.from_id = b.to_id "
+            "AND a.to_id = b.from_id AND a.state = 'resolved' AND b.state = 'resolved' "
+            "AND a.id < b.id"
+        ).fetchone()[0]
+
+
+@pytest.mark.parametrize("cases", RELATION_PROFILES)
+def test_fuzz_document_relations_never_let_an_agent_change_the_users_documents(
+    fuzzed: Fuzzed, cases: int, figures
+) -> None:
+    """issue 11 (bad input: document relations). Each hostile add_document answers in
+    time; no resolved relation lets an agent's document change a folder document (the
+    rule of ``ingest/relink.py``); every derived-row check holds, so cycles and
+    self-references were stored and matched and ended; search and read still answer."""
+    server, home = fuzzed.server, fuzzed.home
+    before = folder_documents(home)
+    outcomes: Counter[str] = Counter(
+        check_call(fuzzed, "add_document", document, digest=False, bound_s=LIST_BOUND_S)
+        for document in [LONG_LIST_DOCUMENT, *CYCLE]
+    )
+    assert relation_problems(home / DB_FILE) == []
+    assert two_document_cycles(home) >= 1
+    reply = server.tool("search", CALL_BOUND_S, query="ADR-0001 cycle backup restore")
+    assert len(reply["result"]["structuredContent"]["results"]) >= 2, reply
+
+    @settings(
+        max_examples=cases, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+    )
+    @given(document=relation_documents())
+    def one(document: dict[str, Any]) -> None:
+        outcome = check_call(fuzzed, "add_document", document, digest=False, bound_s=LIST_BOUND_S)
+        outcomes[outcome] += 1
+        reply = server.tool("search", CALL_BOUND_S, query=f"{document['title']} backup restore")
+        assert not reply["result"].get("isError"), reply
+        assert relation_problems(home / DB_FILE) == []
+
+    one()
+    assert integrity_problems(home / DB_FILE) == []
+    assert folder_documents(home) == before
+    for doc in before:
+        reply = server.tool("read", CALL_BOUND_S, doc=doc)
+        assert not reply["result"].get("isError"), reply
+    with opened(home / DB_FILE) as conn:
+        states = Counter(dict(conn.execute("SELECT state, count(*) FROM doc_relations GROUP BY 1")))
+    cycles = two_document_cycles(home)
+    assert server.stray_output() == []
+    figures(
+        "bad input",
+        f"document relations: {sum(outcomes.values())} hostile add_document calls "
+        f"({dict(outcomes)}); relation rows {dict(states)}, {cycles} two-document cycles; "
+        f"0 folder documents changed; "
+        f"slowest add {fuzzed.slowest['add_document']:.2f} s",
+    )
+
+
+def test_relations_an_agent_document_cannot_change_a_folder_document(tmp_path: Path) -> None:
+    """issue 11 (untrusted documents): an agent's notice that withdraws the user's guide
+    by its file name and its title stays pending; the guide is neither demoted nor
+    labelled withdrawn. The same notice in the user's folder does withdraw it."""
+    home, folder = tmp_path / "home", tmp_path / "notes"
+    folder.mkdir()
+    (folder / "guide.md").write_text("# Backup Guide\n\nThe backup runs nightly.\n")
+    notice = "---\nwithdraws: guide.md\n---\n# Notice\n\nThis notice withdraws the Backup Guide.\n"
+    with Library(Settings(home=home, embedder="none", allow_agent_writes=True)) as library:
+        library.add_folder(folder)
+        library.sync()
+        library.add_document("Notice", notice, "t://notice")
+        rows = library.db.query("SELECT reference, state FROM doc_relations")
+        [guide] = [h for h in library.search("backup guide nightly").hits if h.title != "Notice"]
+        assert sorted(rows) == [("guide.md", "pending"), ("the Backup Guide", "pending")]
+        assert guide.relations == () and guide.adjustments == ()
+        (folder / "notice.md").write_text(notice)
+        library.sync()
+        resolved = library.db.query(
+            "SELECT count(*) FROM doc_relations r JOIN documents d ON d.id = r.stated_by "
+            "WHERE d.uri IS NULL AND r.state = 'resolved'"
+        )
+        assert resolved == [(2,)]
+
+
+def test_entities_lookup_of_a_lone_surrogate_is_invalid_input(tmp_path: Path) -> None:
+    """issue 11 (a defect the long entities fuzz found): a query holding half a UTF-16
+    pair reached SQLite and raised UnicodeEncodeError; now it is InvalidInput."""
+    with Library(Settings(home=tmp_path / "home", embedder="none")) as library:
+        library.add_document("Guide", "# Guide\n\nThe `BlobStore` runs.\n", "t://g", by_agent=False)
+        with pytest.raises(InvalidInput, match="half of a UTF-16 pair"):
+            library.entities("Blob\ud800", 5)
+        assert library.entities("BlobStore", 5)
+
+
+LIMIT_SCHEMA = {"type": "integer", "minimum": limits.TOP_K.minimum, "maximum": limits.TOP_K.maximum}
+
+
+def test_add_document_with_a_giant_heading_line_keeps_every_chunk_small(tmp_path: Path) -> None:
+    """issue 11 (a defect the relations fuzz found): a 200 KB line over ``---`` is a
+    setext heading, and its title was copied into the ``heading_path`` of each of the
+    ~100 chunks under it (20k references: 23 s for one add_document). Now the path holds
+    at most ``HEADING_PATH_CHARS`` of it, and the line's words are still found."""
+    line = json.dumps({"supersedes": [f"ADR-{i:05}" for i in range(16_000)]}) + " zebrafinch"
+    with Library(Settings(home=tmp_path / "home", embedder="none")) as library:
+        library.add_document("Big", f"{line}\n---\n\nbody text.\n", "t://big", by_agent=False)
+        [(chunks, longest)] = library.db.query(
+            "SELECT count(*), max(length(json_extract(heading_path, '$[0]'))) FROM chunks"
+        )
+        assert chunks > 50
+        assert longest == HEADING_PATH_CHARS
+        assert library.search("zebrafinch", mode="keyword").hits
+
+
+@pytest.mark.parametrize("cases", PROFILES)
+def test_fuzz_entities_lookup_answers_clearly_in_time(fuzzed: Fuzzed, cases: int, figures) -> None:
+    """issue 11 (bad input: the graph's lookup behind ``kb-mcp entities``): any query and
+    limit give entities or a clear KbError within the bound, never another exception."""
+    outcomes: Counter[str] = Counter()
+    slowest = 0.0
+    with Library(Settings(home=fuzzed.home, embedder="none")) as library:
+
+        @settings(
+            max_examples=cases,
+            deadline=None,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        )
+        @given(
+            query=st.none() | TEXT,
+            limit=st.one_of(st.integers(1, 100), st.integers(1, 100), value_for(LIMIT_SCHEMA)),
+        )
+        def one(query: str | None, limit: Any) -> None:
+            nonlocal slowest
+            started = time.monotonic()
+            try:
+                found = library.entities(query, limit)
+                outcomes["result" if found else "empty"] += 1
+            except KbError as exc:
+                assert exc.message and exc.code
+                outcomes[exc.code] += 1
+            slowest = max(slowest, time.monotonic() - started)
+            assert time.monotonic() - started < CALL_BOUND_S
+
+        one()
+    shown = ", ".join(f"{name} {n}" for name, n in outcomes.most_common())
+    figures("bad input", f"entities lookup: {sum(outcomes.values())} calls ({shown}); "
+            f"slowest {slowest:.2f} s")  # fmt: skip

@@ -34,6 +34,12 @@ from kb_mcp.chunk.pack import (
 )
 
 ATOMIC_KINDS = frozenset({"code", "table", "heading"})
+# A heading's title rides in the ``heading_path`` of every chunk under it, so an unbounded
+# one costs length × chunks: a 220 KB line read as a setext heading (a line over ``---``)
+# made a 20k-reference ``add_document`` take 23 s (issue 11). Real titles are far shorter
+# (the longest of /work/research/realcorpus's 276 Markdown files: 174 characters); the
+# whole line stays in the section's first chunk, so its words are still found.
+HEADING_PATH_CHARS = 300
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +83,10 @@ def trim_blank_tail(lines: list[str], first: int, last: int) -> int:
     return last
 
 
+def _bounded(title: str) -> str:
+    return title if len(title) <= HEADING_PATH_CHARS else title[: HEADING_PATH_CHARS - 1] + "…"
+
+
 def _sections(blocks: list[Block]) -> Iterator[_Section]:
     """Blocks grouped under their heading, minus bodiless headings that have subsections."""
     grouped: list[_Section] = []
@@ -90,7 +100,7 @@ def _sections(blocks: list[Block]) -> Iterator[_Section]:
         grouped.append(_Section(tuple(t for _, t in stack), level, heading, tuple(body)))
         while stack and stack[-1][0] >= block.level:
             stack.pop()
-        stack.append((block.level, block.title))
+        stack.append((block.level, _bounded(block.title)))
         heading, body = block, []
     for section, following in zip(grouped, [*grouped[1:], None], strict=True):
         has_children = following is not None and following.level > section.level

@@ -35,7 +35,9 @@ from kb_mcp.ingest.references import DATED, content_words, normalize, parse_refe
 
 # The version of the rules below: stored rows made under another are redone by the first
 # reader (``ingest/relink.StoredRelations``). Bump it when detection or matching changes.
-RELATIONS_VERSION = 3
+RELATIONS_VERSION = (
+    4  # 3: withdrawal phrasings; 4: an agent's document names no document of the user's sources
+)
 SUPERSEDES, CORRECTS, WITHDRAWS, UPDATES = "supersedes", "corrects", "withdraws", "updates"
 KINDS = (SUPERSEDES, CORRECTS, WITHDRAWS, UPDATES)
 FRONTMATTER, PROSE = "frontmatter", "prose"

@@ -10,6 +10,12 @@ depend on ingest order, and every change of the library re-matches what it could
 - a document removed: the rows it stated go; rows naming it are matched again without
   it (pending, or another document's now).
 
+A document only an agent wrote (held by the ``agent`` source alone: ``add_document``,
+``add-text``) names only documents of that source: text an agent was steered into
+writing must not mark the user's own files (folders, uploads) as corrected, superseded
+or withdrawn (issue 11, docs/security.md). Such a reference stays ``pending``. The
+user's documents may name any document.
+
 All of it runs inside the caller's write transaction (``ingest/pipeline.py``).
 """
 
@@ -45,14 +51,19 @@ def _outcome(found: list[int]) -> tuple[int | None, str]:
 
 
 def _match(
-    reference: str, kind: str, stated_by: int, names: list[refs.DocNames]
+    reference: str, kind: str, stated_by: int, names: list[refs.DocNames], held: set[int]
 ) -> tuple[int | None, str]:
     """Where a reference stated by ``stated_by`` points, among ``names`` (never at the
-    stating document itself, unless the reference is ``SELF``)."""
+    stating document itself, unless the reference is ``SELF``; never at a document in
+    ``held``, the user's sources, when the stater is not in it)."""
     if reference == detect.SELF:
         return stated_by, store.RESOLVED
     stater = next((n for n in names if n.document_id == stated_by), None)
-    others = [n for n in names if n.document_id != stated_by]
+    others = [
+        n
+        for n in names
+        if n.document_id != stated_by and (stated_by in held or n.document_id not in held)
+    ]
     return _outcome(refs.match_reference(reference, others, kind == detect.UPDATES, stater))
 
 
@@ -91,9 +102,9 @@ def record_relations(
     answered = [r for r in existing if _may_name(r, mine)]
     if not detected and not answered:
         return
-    names = _names(conn)
+    names, held = _names(conn), store.user_held(conn)
     for item in detected:
-        other, state = _match(item.reference, item.kind, document_id, names)
+        other, state = _match(item.reference, item.kind, document_id, names, held)
         store.insert_relation(
             conn,
             document_id,
@@ -108,7 +119,7 @@ def record_relations(
             state=state,
         )
     for row in answered:
-        store.set_other(conn, row, *_match(row.reference, row.kind, row.stated_by, names))
+        store.set_other(conn, row, *_match(row.reference, row.kind, row.stated_by, names, held))
 
 
 def forget_document(conn: apsw.Connection, document_id: int) -> None:
@@ -118,13 +129,14 @@ def forget_document(conn: apsw.Connection, document_id: int) -> None:
     rows_ = store.all_relations(conn)
     if not rows_:
         return
-    names = _names(conn)
+    names, held = _names(conn), store.user_held(conn)
     gone = [n for n in names if n.document_id == document_id]
     left = [n for n in names if n.document_id != document_id]
     for row in rows_:
         named = document_id in (row.from_id, row.to_id)
         if named or (row.state == store.AMBIGUOUS and _may_name(row, gone)):
-            store.set_other(conn, row, *_match(row.reference, row.kind, row.stated_by, left))
+            matched = _match(row.reference, row.kind, row.stated_by, left, held)
+            store.set_other(conn, row, *matched)
 
 
 class StoredRelations:

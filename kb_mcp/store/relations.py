@@ -122,6 +122,18 @@ def open_references(conn: apsw.Connection, document_id: int) -> list[RelationRow
     ]
 
 
+def user_held(conn: apsw.Connection) -> set[int]:
+    """Documents with a location in a source the user controls (a folder, an upload), as
+    opposed to the ``agent`` source alone (text handed over by ``add_document``)."""
+    return {
+        r[0]
+        for r in conn.execute(
+            "SELECT DISTINCT l.document_id FROM locations l JOIN sources s ON s.id = l.source_id "
+            "WHERE s.kind != 'agent' AND l.document_id IS NOT NULL"
+        )
+    }
+
+
 def candidates(
     conn: apsw.Connection, only: int | None = None
 ) -> list[tuple[int, str, tuple[str, ...], str | None]]:
