@@ -235,6 +235,24 @@ def test_relations_removal_cleans_up(tmp_path: Path) -> None:
         assert relation_rows.all_relations(lib.db.conn) == []
 
 
+def test_relations_removal_of_an_unnamed_document_changes_no_row(tmp_path: Path) -> None:
+    """issue 10 (freshness): a removal or edit of a document no row names skips the
+    re-match (it named the whole library per deleted file), and leaves every row as it
+    was: resolved stays resolved, pending stays pending."""
+    orphan = "# Withdrawal of the travel policy\n\nThe travel policy is withdrawn.\n"
+    files = {"retention.md": RETENTION, "errata.md": ERRATA, "orphan.md": orphan}
+    files["other.md"] = "# Lunch menu\n\nSoup on Monday.\n"
+    with _library(tmp_path, files) as lib:
+        before = _edges(lib)
+        assert {e[3] for e in before} == {"resolved", "pending"}
+        (tmp_path / "notes" / "other.md").write_text("# Lunch menu\n\nFish on Friday.\n")
+        lib.sync("notes")
+        assert _edges(lib) == before
+        (tmp_path / "notes" / "other.md").unlink()
+        lib.sync("notes")
+        assert _edges(lib) == before
+
+
 def test_relations_rebuild_recreates_them(tmp_path: Path) -> None:
     """issue 9: relations are derived data; `reindex --rebuild` gives the same rows."""
     adr13 = "# ADR-13: Use Kafka\n\nStatus: Superseded by ADR-14\n\nWe use Kafka.\n"

@@ -124,19 +124,33 @@ def record_relations(
 
 def forget_document(conn: apsw.Connection, document_id: int) -> None:
     """Before ``document_id`` is deleted: its rows go; rows naming it, and ambiguous rows
-    it was one of the candidates of, are re-matched without it."""
+    it was one of the candidates of, are re-matched without it.
+
+    Most removals touch no row: then this costs one scan of the relation rows and the
+    names of this one document, never the names of the whole library. (Measured in a
+    server over 10k files holding 7 pending rows, issue 10 "Freshness": the sync after
+    an edit took 1.3-1.9 s and after a delete 2.0-2.8 s against 0.49 s after an
+    addition, nearly all of it naming every document; so edits and deletes reached
+    search seconds after additions.)
+    """
     store.delete_stated_by(conn, document_id)
     rows_ = store.all_relations(conn)
     if not rows_:
         return
-    names, held = _names(conn), store.user_held(conn)
-    gone = [n for n in names if n.document_id == document_id]
-    left = [n for n in names if n.document_id != document_id]
-    for row in rows_:
-        named = document_id in (row.from_id, row.to_id)
-        if named or (row.state == store.AMBIGUOUS and _may_name(row, gone)):
-            matched = _match(row.reference, row.kind, row.stated_by, left, held)
-            store.set_other(conn, row, *matched)
+    gone = _names(conn, only=document_id)
+    affected = [
+        row
+        for row in rows_
+        if document_id in (row.from_id, row.to_id)
+        or (row.state == store.AMBIGUOUS and _may_name(row, gone))
+    ]
+    if not affected:
+        return
+    left = [n for n in _names(conn) if n.document_id != document_id]
+    held = store.user_held(conn)
+    for row in affected:
+        matched = _match(row.reference, row.kind, row.stated_by, left, held)
+        store.set_other(conn, row, *matched)
 
 
 class StoredRelations:
