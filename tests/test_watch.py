@@ -18,6 +18,7 @@ from kb_mcp.bench.startup import StdioClient
 from kb_mcp.ingest import watch
 from kb_mcp.ingest.sources import FolderSource
 from kb_mcp.library import Library
+from kb_mcp.server.background import BackgroundSync
 from kb_mcp.settings import WATCH_MODES, Settings
 
 SEEN_WITHIN_S = 10.0
@@ -129,6 +130,22 @@ def test_watch_off_runs_nothing(notes: Path) -> None:
     watcher = started(notes, Calls(), mode="off")
     watcher.stop()
     assert watcher.state == "off"
+
+
+def test_background_sync_watches_before_its_first_full_sync(notes: Path, tmp_path: Path) -> None:
+    """Issue 10 (freshness after start-up): the watcher is in place as soon as the sync
+    thread starts, not after its start delay and the first full sync (a file saved then
+    was seen only once that sync, beside FastMCP's import, ended: 2.6-5.6 s)."""
+    with Library(Settings(home=tmp_path / "home", embedder="none")) as library:
+        library.add_folder(notes, name="notes")
+        sync = BackgroundSync(lambda: library, 0, start_delay_s=3600)
+        sync.start()
+        try:
+            assert sync.watching.wait(SEEN_WITHIN_S)
+            assert sync.watcher is not None and sync.watcher.state in ("native", "polling")
+            assert not library.search("lighthouses", mode="keyword").hits  # not synced yet
+        finally:
+            sync.stop()
 
 
 @pytest.fixture

@@ -1,10 +1,13 @@
 """Background work while the server runs: folder sync, embedding, and the graph's LLM pass.
 
-The server answers ``initialize`` first: the sync thread waits a moment after start-up,
-then syncs every folder source, and again every ``sync_interval_s`` seconds. Between
-those, a ``FolderWatcher`` (``ingest/watch.py``) names the sources in which a file was
-saved, added or deleted, and just those are synced at once, so an edit reaches search in
-about a second (issue 10). It works through its own database connection, so searches
+The server answers ``initialize`` first: the sync thread starts watching at once, waits
+a moment (``start_delay_s``), then syncs every folder source, and again every
+``sync_interval_s`` seconds. Between those, a ``FolderWatcher`` (``ingest/watch.py``)
+names the sources in which a file was saved, added or deleted, and just those are synced
+at once, so an edit reaches search in about a second (issue 10). Watching comes before
+the delay: a file saved in the first second after the first search was otherwise seen
+only by the full sync, which runs beside FastMCP's import and took 2.6-5 s there
+(``kb-mcp bench startup``, traced). It works through its own database connection, so searches
 keep running while it writes (WAL), and files commit in small batches, so stopping
 mid-sync loses at most one batch. A source that another process (a `kb-mcp sync`, a
 second server) is syncing right now is skipped and tried again ``RETRY_S`` later rather
@@ -41,9 +44,11 @@ class BackgroundSync:
         *,
         watch_mode: str = "auto",
         watch: Watch | None = None,
+        start_delay_s: float = START_DELAY_S,
     ) -> None:
         self._get_library = get_library
         self._interval_s = interval_s
+        self._start_delay_s = start_delay_s
         self._watch_mode = watch_mode
         self._watch = watch
         self._stop = threading.Event()
@@ -53,6 +58,8 @@ class BackgroundSync:
         self._watcher: FolderWatcher | None = None
         self._watched: tuple[FolderSource, ...] = ()
         self._thread = threading.Thread(target=self._run, name="kb-mcp-sync", daemon=True)
+        # Set once the first watcher is in place (or could not be): before the delay.
+        self.watching = threading.Event()
 
     @property
     def watcher(self) -> FolderWatcher | None:
@@ -77,13 +84,20 @@ class BackgroundSync:
         self._wake.set()
 
     def _run(self) -> None:
-        if self._stop.wait(START_DELAY_S):
+        self._refresh_watcher()
+        self.watching.set()
+        if self._stop.wait(self._start_delay_s):
             return
         next_full = time.monotonic()
         while not self._stop.is_set():
             if time.monotonic() >= next_full:
-                # Watching starts before the walk, so a file saved while it runs is seen.
+                # Watching starts before the walk, so a file saved while it runs is seen
+                # (and is restarted when the folder sources changed). What the watcher
+                # named before the walk began, the walk sees: syncing it again after
+                # held the next save back by a whole sync (traced: 0.5-1.2 s).
                 self._refresh_watcher()
+                with self._lock:
+                    self._changed.clear()
                 self._sync_once(None)
                 if self._interval_s <= 0:
                     next_full = float("inf")
@@ -303,6 +317,8 @@ class BackgroundWork:
     Started once by whichever comes first: the prelude's fast path (with FastMCP's
     import, so a file saved in the first seconds is not left for a sync that starts
     only once FastMCP has loaded: issue 10) or FastMCP's lifespan; stopped once.
+    ``sync_delay_s``: how long the first full sync waits (the fast path passes 0 once
+    the first call has been answered: that is what the delay waits for).
     """
 
     def __init__(self, get_library: Callable[[], Library], interval_s: float, watch: str) -> None:
@@ -313,12 +329,17 @@ class BackgroundWork:
         self._workers: tuple[BackgroundSync, BackgroundEmbedder, BackgroundEnricher] | None = None
         self._stopped = False
 
-    def start(self) -> None:
+    def start(self, sync_delay_s: float = START_DELAY_S) -> None:
         with self._lock:
             if self._workers is not None or self._stopped:
                 return
             self._workers = (
-                BackgroundSync(self._get_library, self._interval_s, watch_mode=self._watch),
+                BackgroundSync(
+                    self._get_library,
+                    self._interval_s,
+                    watch_mode=self._watch,
+                    start_delay_s=sync_delay_s,
+                ),
                 BackgroundEmbedder(self._get_library),
                 BackgroundEnricher(self._get_library),
             )

@@ -97,7 +97,9 @@ class FastPath:
         self._answered = 0
         self._broken = False  # the client closed its end of stdout
         self._quiet_since: float | None = None  # since the library is warm and no call runs
-        self.on_stack_start: Callable[[], None] | None = None  # with FastMCP's import
+        # With FastMCP's import; its argument: whether the first call has been answered
+        # (or none came in ``STACK_DELAY_S`` of quiet), so background work may begin now.
+        self.on_stack_start: Callable[[bool], None] | None = None
 
     def run(self) -> EarlyStart | None:
         """Serve until FastMCP takes over; what it must replay (``None``: nothing, the
@@ -281,7 +283,7 @@ class FastPath:
         self._quiet_since = self._quiet_since or now
         if self._deferred or self._answered or now - self._quiet_since >= STACK_DELAY_S:
             if self.on_stack_start is not None:
-                self.on_stack_start()
+                self.on_stack_start(bool(self._answered) or not self._deferred)
             self._stack.start()
 
     # -- writing -----------------------------------------------------------------
@@ -356,17 +358,20 @@ def serve_early(
     threading.Thread(target=warm, args=(holder, warmed), name="kb-mcp-warm", daemon=True).start()
     tools = snapshot.load(holder.settings)
     path = FastPath(holder, tools, stdin_fd, wire_fd, stack, early, warmed)
-    path.on_stack_start = lambda: _start_background(holder, work)
+    path.on_stack_start = lambda settled: _start_background(holder, work, settled)
     return path.run()
 
 
-def _start_background(holder: LibraryHolder, work: list[Any]) -> None:
-    from kb_mcp.server.background import BackgroundWork
+def _start_background(holder: LibraryHolder, work: list[Any], settled: bool) -> None:
+    """The background threads; the first full sync at once when the first call has been
+    answered (``settled``), else after ``background.START_DELAY_S``: a line waiting for
+    FastMCP may start them while the first search still runs."""
+    from kb_mcp.server.background import START_DELAY_S, BackgroundWork
 
     settings = holder.settings
     background = BackgroundWork(holder.get, settings.sync_interval_s, settings.watch)
     work.append(background)
-    background.start()
+    background.start(sync_delay_s=0.0 if settled else START_DELAY_S)
 
 
 def load_model(library: Any) -> None:
