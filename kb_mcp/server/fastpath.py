@@ -34,7 +34,8 @@ that search wait (measured: see docs/architecture.md, "initialize and the first 
 before the MCP stack"). The background threads (folder sync, watcher, embedding) start
 at the same moment, not with FastMCP's lifespan: a file saved in the first seconds
 reached search 15 s later when they waited for FastMCP on the loaded 2 cores, 5 s
-with them started here.
+with them started here; the watcher first, and the first full sync without the
+start delay once a call has been answered (``background.BackgroundSync``).
 """
 
 from __future__ import annotations
