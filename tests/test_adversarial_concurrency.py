@@ -28,6 +28,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -61,8 +62,16 @@ def embedding_settings(home: Path) -> Settings:
     return Settings(home=home, embedder="test", embed_model="hash-64")
 
 
-def client_run(server: RawServer, client: int, calls: int, acked: list[str], errors: list[str]):
-    """One agent: every third call adds a document, the others read the library."""
+def client_run(
+    server: RawServer,
+    client: int,
+    calls: int,
+    acked: list[str],
+    errors: list[str],
+    add_s: list[float],
+):
+    """One agent: every third call adds a document, the others read the library; how
+    long each add took goes to ``add_s`` (a write waiting on others shows there)."""
     rng = random.Random(client)
     mine: list[str] = []
     for n in range(calls):
@@ -70,6 +79,7 @@ def client_run(server: RawServer, client: int, calls: int, acked: list[str], err
         if n % 3 == 0:
             # Every other add supersedes the client's note before (a document relation).
             front = f"---\nsupersedes: CONC-{client}{n - 3:04}\n---\n" if n % 6 == 0 and n else ""
+            started = time.monotonic()
             reply = server.tool(
                 "add_document",
                 CALL_BOUND_S,
@@ -78,6 +88,7 @@ def client_run(server: RawServer, client: int, calls: int, acked: list[str], err
                 f"restore by `Client{client}Agent`.\n",
                 source_uri=f"t://c{client}/{n}",
             )
+            add_s.append(time.monotonic() - started)
             if _ok(reply, errors):
                 mine.append(word)
                 acked.append(word)
@@ -185,8 +196,9 @@ def test_concurrency_two_servers_sync_embedding_and_agents_lose_and_double_nothi
     embedder.start()
     acked: list[str] = []
     errors: list[str] = []
+    add_s: list[float] = []
     clients = [
-        threading.Thread(target=client_run, args=(servers[i % 2], i, calls, acked, errors))
+        threading.Thread(target=client_run, args=(servers[i % 2], i, calls, acked, errors, add_s))
         for i in range(CLIENTS)
     ]
     for thread in clients:
@@ -254,5 +266,6 @@ def test_concurrency_two_servers_sync_embedding_and_agents_lose_and_double_nothi
         f"{runs['runs']} embedding runs ({runs['embedded']} chunks) + a watching server over "
         f"{sum(edits.values())} file changes ({dict(edits)}): {len(acked)} adds acknowledged, "
         f"all present once, {superseding} supersessions resolved, every folder file current, "
-        f"0 errors, integrity ok",
+        f"0 errors, integrity ok; add_document median {sorted(add_s)[len(add_s) // 2]:.2f} s, "
+        f"max {max(add_s):.2f} s, {sum(s > 1 for s in add_s)} over 1 s",
     )

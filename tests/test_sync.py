@@ -629,3 +629,35 @@ async def test_background_sync_makes_new_files_searchable_in_a_running_server(
         assert (late["path"], late["source"]) == ("later/after.md", "notes")
         read = await client.call_tool("read", {"doc": late["cite"]})
         assert "lateword" in read.structured_content["text"]
+
+
+def test_sync_reads_files_while_no_write_transaction_is_open(tmp_path: Path) -> None:
+    """issue 11 (concurrency): a sync holds the write lock only while it writes, never
+    while it reads the next files (in this process, the reader pool or a PDF's bounded
+    process): between files, another writer gets the lock at once."""
+    import apsw
+
+    folder = tmp_path / "notes"
+    make(folder, {f"n{i}.md": f"# Note {i}\n\nword{i}z here.\n" for i in range(6)})
+    probes: list[str] = []
+
+    def other_writer_gets_in() -> bool:
+        conn = apsw.Connection(str(tmp_path / "home" / DB_FILE))
+        conn.set_busy_timeout(0)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("ROLLBACK")
+            probes.append("free")
+        except apsw.BusyError:
+            probes.append("locked")
+        finally:
+            conn.close()
+        return False
+
+    with open_library(tmp_path / "home", embedder="none") as library:
+        library.add_folder(folder)
+        report = sync_one_with(library, other_writer_gets_in)
+        assert report.added == 6
+        assert library.search("word5z").hits
+    assert len(probes) >= 6
+    assert set(probes) == {"free"}

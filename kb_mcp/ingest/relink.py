@@ -22,6 +22,7 @@ All of it runs inside the caller's write transaction (``ingest/pipeline.py``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import apsw
 
@@ -36,10 +37,16 @@ VERSION_KEY = "relations_version"
 BACKFILL_BATCH = 500
 
 
+# ``doc_names`` of a document's (id, title, names, date), kept: every match runs over
+# the whole library, and these run inside write transactions. Rebuilding them per call
+# was 75 ms of a 600-document library's write lock each time (issue 11's long run).
+_doc_names = functools.lru_cache(maxsize=1 << 16)(refs.doc_names)
+
+
 def _names(conn: apsw.Connection, only: int | None = None) -> list[refs.DocNames]:
     """How each document (or only document ``only``) can be referred to."""
     return [
-        refs.doc_names(doc_id, title, names, doc_date)
+        _doc_names(doc_id, title, names, doc_date)
         for doc_id, title, names, doc_date in store.candidates(conn, only)
     ]
 
@@ -131,7 +138,8 @@ def forget_document(conn: apsw.Connection, document_id: int) -> None:
     server over 10k files holding 7 pending rows, issue 10 "Freshness": the sync after
     an edit took 1.3-1.9 s and after a delete 2.0-2.8 s against 0.49 s after an
     addition, nearly all of it naming every document; so edits and deletes reached
-    search seconds after additions.)
+    search seconds after additions, and it held the write lock 155 ms a file in a
+    600-document library, issue 11.)
     """
     store.delete_stated_by(conn, document_id)
     rows_ = store.all_relations(conn)

@@ -52,10 +52,13 @@ from kb_mcp.store import documents as rows
 from kb_mcp.store.db import Database
 
 Progress = Callable[[int, int, str], None]
-# A batch commits after this many files or seconds, whichever comes first: an interrupted
-# sync redoes at most one batch, and other writers wait at most about a second.
+# A batch is read, then committed, after this many files, seconds of reading or bytes of
+# files, whichever comes first: an interrupted sync redoes at most one batch. Its write
+# transaction holds only the writing (issue 11: a transaction held while files were read
+# kept other writers waiting up to 1.3 s per batch in the long concurrency run).
 BATCH_FILES = 500
 BATCH_SECONDS = 1.0
+BATCH_BYTES = 8 * 1024 * 1024
 # Reading in worker processes pays once a sync has this many files to read (spawning a
 # worker costs about 0.3 s); at most MAX_READERS workers, and READ_AHEAD files in flight.
 PARALLEL_MIN_FILES = 400
@@ -537,6 +540,35 @@ def _count_unchanged(
     return stale
 
 
+def _next_batch(
+    items: Iterator[tuple[FoundFile, FileWork | None]],
+    should_stop: Callable[[], bool] | None,
+) -> tuple[list[tuple[FoundFile, FileWork | None]], bool]:
+    """The next files to commit together, read before any write begins; and whether a
+    stop was asked for (checked before each file, while no write transaction is open).
+
+    A batch ends after ``BATCH_FILES`` files, ``BATCH_SECONDS`` of reading or
+    ``BATCH_BYTES`` of file sizes, and right after a file over ``LARGE_FILE_BYTES`` (so
+    such a file is in memory alone, as in ``_read_ahead``): an interrupted sync redoes at
+    most one batch, and memory stays bounded.
+    """
+    batch: list[tuple[FoundFile, FileWork | None]] = []
+    size = 0
+    batch_end = time.monotonic() + BATCH_SECONDS
+    while len(batch) < BATCH_FILES and size < BATCH_BYTES and time.monotonic() < batch_end:
+        if should_stop and should_stop():
+            return batch, True
+        item = next(items, None)
+        if item is None:
+            break
+        batch.append(item)
+        if item[1] is not None:
+            size += item[0].size
+            if item[0].size > LARGE_FILE_BYTES:
+                break
+    return batch, False
+
+
 def sync_folder(
     db: Database,
     source: FolderSource,
@@ -563,30 +595,26 @@ def sync_folder(
         stale.sort(key=is_bounded)  # PDFs last: every other file is searchable first
     root = root.resolve()
     done = len(walk.files) - len(stale)
-    stopped = exhausted = False
+    stopped = False
     with _reader_pool(len(stale)) as pool:
         items = _read_ahead(root, tuple(stale), known, pool, pdf_mode)
-        while not (stopped or exhausted):
-            # Files are committed in small batches: one transaction per file would spend
-            # most of the time committing, one per sync would hold the write lock for
-            # minutes.
-            batch_end = time.monotonic() + BATCH_SECONDS
-            exhausted = True
+        while not stopped:
+            batch, stopped = _next_batch(items, should_stop)
+            if not batch:
+                break
+            # Only writing happens inside the transaction: the batch was read (in this
+            # process, the reader pool or a bounded PDF process) before it began, so other
+            # writers never wait on a reader, only on the rows themselves (issue 11).
             with db.write() as conn:
                 pending = graph.PendingMentions()
-                for found, work in items:
-                    if should_stop and should_stop():
-                        stopped = True
-                        break
+                for found, work in batch:
                     outcome = _apply(db, source_id, found, work, known.get(found.rel), pending)
                     setattr(report, outcome, getattr(report, outcome) + 1)
                     done += 1
                     if progress:
                         progress(done, len(walk.files), found.rel)
-                    if done % BATCH_FILES == 0 or time.monotonic() > batch_end:
-                        exhausted = False
-                        break
                 pending.flush(conn)  # not on an exception: the batch rolls back whole
+            del batch
     # A stop asked for before the end (the loop may have had no file to check it at)
     # leaves vanished files alone: the walk may not be the whole truth of a stopped sync.
     stopped = stopped or bool(should_stop and should_stop())
