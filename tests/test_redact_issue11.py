@@ -226,3 +226,21 @@ def test_redact_csv_headers_are_read_once_not_once_per_header_above() -> None:
         started = time.process_time()
         redact(text)
         assert time.process_time() - started < 3.0
+
+
+def test_redact_csv_ragged_row_secret_is_looked_for_from_both_ends() -> None:
+    """issue 11 (secrets, miss 3): an unquoted comma in a name shifts the secret one cell
+    right, an extra trailing cell leaves it in place; either way a generated value goes and
+    a word in the candidate cells stays."""
+    text = (
+        "id,user,aws_secret_access_key,region\n"
+        f"1,eve, jr,{AWS_SECRET},us-east-1\n"
+        f"2,frank,{AWS_SECRET_2},us-east-1,extra\n"
+        "3,gone, away,rotated,eu\n"
+    )
+    out = _clean(text, AWS_SECRET, AWS_SECRET_2)
+    assert out.splitlines()[1:] == [
+        "1,eve, jr,[REDACTED:aws_secret_key],us-east-1",
+        "2,frank,[REDACTED:aws_secret_key],us-east-1,extra",
+        "3,gone, away,rotated,eu",
+    ]

@@ -129,8 +129,8 @@ def redact(text: str) -> Redaction:
       end its line, or be closed by a quote or emphasis (``"token: 4f8a…"``,
       ``**token: 4f8a…**``) and then mix letters and digits over 8+ characters. The same
       words name CSV/TSV header cells (``Password``, ``Secret access key``): that column of
-      the following rows is redacted, past ragged rows, down to a line without the
-      delimiter.
+      the following rows is redacted down to a line without the delimiter; in a ragged
+      row the cell is looked for from both ends and taken when it looks generated.
 
     Values are kept when they are empty, a marker, a template or env reference
     (``<your-password>``, ``${PASSWORD}``, ``$TOKEN``, ``{{ x }}``), one repeated character

@@ -294,8 +294,8 @@ PROSE_PASSWORD = Gated(("pass", "pwd"), PROSE_PASSWORD_RULE, lower=True)
 # A header line of 2+ short labels, one of them ending in a key word (Password, Secret access
 # key, api_token); each following row with as many cells has that cell redacted, down to the
 # first line without the delimiter. A ragged row (an unquoted comma in a name, a missing cell)
-# is passed over, not the end of the table: stopping there once left every row below it
-# (issue 11). A cell with a space in it is prose, not a credential.
+# is not the end of the table: stopping there once left every row below it (issue 11); its
+# cell is looked for from both ends. A cell with a space in it is prose, not a credential.
 _CSV_LINE = (
     r"(?:\"?[A-Za-z][\w .()/-]{0,40}\"?[,\t]){1,40}\"?[A-Za-z][\w .()/-]{0,40}\"?\r?(?=\n|$)"
 )
@@ -379,12 +379,32 @@ def redact_csv_columns(text: str, kinds: list[str]) -> str:
             if start in tables or table.delimiter not in text[start:row_end]:
                 break  # the next table, a blank line or prose: this table ended
             cells = _cells(text, start, row_end, table.delimiter)
-            if len(cells) != table.width:
-                continue  # a ragged row: which cell is the secret's is unknown, go on past it
             for i, kind in table.secret.items():
-                a, b = cells[i]
-                value = text[a:b]
-                if not is_placeholder(value) and not any(c.isspace() for c in value):
+                for a, b in _secret_cells(text, cells, i, table.width):
                     edits.append((a, b, marker(kind)))
                     kinds.append(kind)
     return splice(text, edits) if edits else text
+
+
+def _secret_cells(
+    text: str, cells: list[tuple[int, int]], column: int, width: int
+) -> list[tuple[int, int]]:
+    """The spans of column ``column``'s value in a row of ``cells`` under a header of ``width``.
+
+    A ragged row (an unquoted comma in a name, a cell missing or added) has its column
+    counted from the left and from the right, and a candidate is taken only when it looks
+    generated (upper, lower and a digit): a word there may belong to another column.
+    """
+    ragged = len(cells) != width
+    candidates = {column, column + len(cells) - width} if ragged else {column}
+    spans = []
+    for at in sorted(candidates):
+        if not 0 <= at < len(cells):
+            continue
+        a, b = cells[at]
+        value = text[a:b]
+        if is_placeholder(value) or any(c.isspace() for c in value):
+            continue
+        if not ragged or (len(value) >= 8 and looks_random(value)):
+            spans.append((a, b))
+    return spans
