@@ -1,7 +1,9 @@
 """The done-when test of issue 7's secrets items: a seeded corpus, one file per secret kind.
 
-Every kind of issue 7 item 5, plus a PEM key block, a ``token: <40 chars>`` note and a
-``password =`` on a long line that the chunker splits, is ingested through every source
+Every kind of issue 7 item 5, plus a PEM key block, a ``token: <40 chars>`` note, a
+``password =`` on a long line that the chunker splits, and issue 11's three values in quoted
+or escaped context (``"token: <40 hex>"`` in quotes, a Docker ``\\"auth\\"`` inside a JSON
+string, an AWS secret in a CSV row past ragged rows), is ingested through every source
 (folder sync, upload, ``add_document`` over the real stdio server, a hand-edited
 ``docs/`` file picked up by ``kb-mcp reindex``; issue 11 added the last two). Then no
 secret value may appear anywhere: in any table of ``kb.db`` (every text column, every FTS
@@ -116,6 +118,27 @@ CORPUS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         + f"{LONG_FILLER} db_password = Qz7Lm2Xp9Wk4Rt and more words follow here. " * 3
         + "\n",
         ("Qz7Lm2Xp9Wk4Rt",),
+    ),
+    # issue 11: the three the second adversarial pass found in quoted or escaped context
+    "token_40_hex_quoted": (
+        "release.yaml",
+        'steps:\n  - note: "token: 99f640d63912307394588a644ff16e18eb3942f6"\n  - run: make\n',
+        ("99f640d63912307394588a644ff16e18eb3942f6",),
+    ),
+    "docker_auth_escaped": (
+        "deploy-job.json",
+        '{"script": "echo \'{\\"auths\\": {\\"ghcr.io\\": {\\"auth\\": '
+        '\\"Y2ktYm90OlJ0N3FaMm1YOWtMNHdQOHZOYzM=\\"}}}\' > ~/.docker/config.json"}\n',
+        ("Y2ktYm90OlJ0N3FaMm1YOWtMNHdQOHZOYzM",),
+    ),
+    "aws_secret_far_from_header": (
+        "iam-keys.csv",
+        "user,access_key_id,created,aws_secret_access_key\n"
+        "alice,AKIAQ3K7ZL2M4RTW9XPB,2024-01-02,eYbKYdMAvTtms/X6tz5V+AS3ddOFWfk1ELGXRFzh\n"
+        "bob (ops),,2024-02-03\n"
+        "carol, jr,,2024-03-04,rotated\n"
+        "ci-bot,,2024-05-06,KHdbga7yHWLEwj7Pt776hrw9mXmOlT4BDg3d0SPF\n",
+        ("eYbKYdMAvTtms/X6tz5V+AS3ddOFWfk1ELGXRFzh", "KHdbga7yHWLEwj7Pt776hrw9mXmOlT4BDg3d0SPF"),
     ),
 }
 

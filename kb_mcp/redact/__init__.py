@@ -100,10 +100,11 @@ def redact(text: str) -> Redaction:
       ``openshift_token``, ``onepassword_token``, ``alibaba_key``, ``flyio_token``,
       ``facebook_token``, ``azure_client_secret``, and ``jwt``. A provider token without a
       digit is a doc stand-in and is kept.
-    - ``aws_secret_key``: a 40-character base64 run (upper, lower and a digit or ``/+``) on
-      the same line as an AWS key id, as in a credentials CSV row.
+    - ``aws_secret_key``: a 30-50 character base64 run (upper, lower and a digit or ``/+``;
+      AWS issues 40) on the same line as an AWS key id, as in a credentials CSV row.
     - ``sas_signature``: an Azure SAS ``sig=`` value after ``?``, ``&`` or ``;``.
-    - ``basic_auth``: Docker config ``"auth": "<base64>"``, ``.npmrc`` ``_auth=``, and
+    - ``basic_auth``: Docker config ``"auth": "<base64>"`` (also ``'auth'`` and escaped inside
+      a JSON string, ``\\"auth\\": \\"…\\"``), ``.npmrc`` ``_auth=``, and
       ``Authorization: Basic``; ``bearer_token`` in ``Authorization: Bearer|Token``.
     - ``password_hash``: crypt(3) hashes as in ``/etc/shadow`` (``$1$``, ``$2a$``/``$2b$``/
       ``$2y$``, ``$5$``, ``$6$``, ``$7$``, ``$y$``, ``$gy$``, ``$argon2id$``…) and Django's
@@ -123,8 +124,13 @@ def redact(text: str) -> Redaction:
       ``private_key`` (also kubeconfig ``client-key-data``), ``client_certificate``
       (kubeconfig ``client-certificate-data``). A key matches when it ends in one of those
       words (``DB_PASSWORD``, ``clientSecret``, ``X-Api-Key``); an unquoted value ends at
-      whitespace, a quote, ``,`` or ``;``. The same words name CSV/TSV header cells
-      (``Password``, ``Secret access key``): that column of the following rows is redacted.
+      whitespace, a quote, ``,`` or ``;``. Quotes escaped inside a JSON string
+      (``\\"password\\": \\"…\\"``) count as quotes. After ``key:`` an unquoted value must
+      end its line, or be closed by a quote or emphasis (``"token: 4f8a…"``,
+      ``**token: 4f8a…**``) and then mix letters and digits over 8+ characters. The same
+      words name CSV/TSV header cells (``Password``, ``Secret access key``): that column of
+      the following rows is redacted down to a line without the delimiter; in a ragged
+      row the cell is looked for from both ends and taken when it looks generated.
 
     Values are kept when they are empty, a marker, a template or env reference
     (``<your-password>``, ``${PASSWORD}``, ``$TOKEN``, ``{{ x }}``), one repeated character

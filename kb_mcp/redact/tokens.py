@@ -188,13 +188,16 @@ SAS_SIGNATURE = Rule(
     ),
 )
 
-# Docker config.json "auth": "<base64 user:pass>" and .npmrc _auth=<base64>.
+# Docker config.json "auth": "<base64 user:pass>" and .npmrc _auth=<base64>. The config may
+# sit inside a JSON string (\"auth\": \"…\", escaped once or more) or a Python repr ('auth').
+# Starts at the literal "auth"; the opening quote is checked behind it, so "oauth" stays.
 _REGISTRY_AUTH = re.compile(
-    r"(?:\"auth\"[ \t]*:[ \t]*\"|_auth(?<![\w-]_auth)[ \t]*=[ \t]*\"?)"
+    r"(?:auth(?<=[\"']auth)\\{0,4}[\"'][ \t]*:[ \t]*\\{0,4}[\"']"
+    r"|_auth(?<![\w-]_auth)[ \t]*=[ \t]*\"?)"
     r"(?P<basic_auth>[A-Za-z0-9+/]{8,}={0,2})"
 )
 REGISTRY_AUTH = Gated(
-    ('"auth"', "_auth"),
+    ('"auth', "'auth", "_auth"),
     Rule(_REGISTRY_AUTH, lambda m: replace_group(m, "basic_auth", "basic_auth")),
 )
 
@@ -206,7 +209,8 @@ _AWS_ID_NEEDLES = ("AKIA", "ASIA", "ABIA", "ACCA", "A3T", "[REDACTED:aws_access_
 _AWS_ID = re.compile(
     r"(?<![A-Za-z0-9])(?:(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}|\[REDACTED:aws_access_key\])"
 )
-_AWS_SECRET = re.compile(r"(?<![A-Za-z0-9+/=])[A-Za-z0-9+/]{40}(?![A-Za-z0-9+/=])")
+# 40 characters as AWS issues them; 30-50 so a key cut or mistyped by hand still goes.
+_AWS_SECRET = re.compile(r"(?<![A-Za-z0-9+/=])[A-Za-z0-9+/]{30,50}(?![A-Za-z0-9+/=])")
 
 
 def redact_aws_secret_beside_id(text: str, kinds: list[str]) -> str:

@@ -7,6 +7,7 @@ there (``password = "[REDACTED:password]"``).
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from kb_mcp.redact._rule import (
     Gated,
@@ -152,13 +153,14 @@ _KEY_PART = re.compile(
     + KEY_WORD
     + r"(?=$|[_\-A-Z0-9])"
 )
-# Forms: key=v, key: v, "key": "v", key := v, key: str = "v", cfg["key"] = v, f"…", `…`.
+# Forms: key=v, key: v, "key": "v", key := v, key: str = "v", cfg["key"] = v, f"…", `…`,
+# and JSON inside a JSON string, where the quotes are escaped once or more: \"key\": \"v\".
 # "==" is a comparison and "::" a path separator, so neither separates a value.
 _ASSIGN = re.compile(
-    rf"(?P<key>{KEY_WORD})(?![A-Za-z0-9_])(?:[\"']\]|[\"'])?[ \t]*"
+    rf"(?P<key>{KEY_WORD})(?![A-Za-z0-9_])(?:[\"']\]|\\{{0,4}}[\"'])?[ \t]*"
     r"(?P<sep>(?::[ \t]*[A-Za-z_][\w.\[\], |]{0,60}?[ \t]+)?:?=(?!=)|:(?![:=]))[ \t]*"
     r"(?:[rbfu]{0,2}\"(?P<dq>(?:[^\"\\\n]|\\.)*)\"|[rbfu]{0,2}'(?P<sq>(?:[^'\\\n]|\\.)*)'"
-    r"|`(?P<bq>[^`\n]*)`|(?P<bare>[^\s\"'`,;]+))"
+    r"|\\{1,4}\"(?P<edq>[^\"\\\n]*)\\{1,4}\"|`(?P<bq>[^`\n]*)`|(?P<bare>[^\s\"'`,;]+))"
 )
 # After "key:" a bare value must end its line: "password: hunter2" is config,
 # "Password: enter it below" is prose.
@@ -188,18 +190,49 @@ def _is_code(value: str) -> bool:
     return value.isidentifier() and _KEY_PART.search(value) is not None and _names_something(value)
 
 
+# What may close a quoted "key: value" or an emphasised **key: value** right after the value.
+_CLOSERS = "*_~\\"
+
+
+def _closed_value(match: re.Match[str]) -> str | None:
+    """The value of a bare ``key: value`` that a quote or emphasis closes, if it looks made up.
+
+    Why: ``"token: 4f8a…"`` (a YAML or JSON string, a Markdown quote) and ``**token: 4f8a…**``
+    do not end their line, so the prose guard of ``key:`` kept them (issue 11). Closed that
+    way, the value is taken when it is 8+ characters mixing letters and digits, which
+    ``"token: expired"`` and ``"Password: see below"`` are not.
+    """
+    value = match["bare"]
+    core = value.rstrip(_CLOSERS)
+    end = match.start("bare") + len(core)
+    after = match.string[end : end + 1]
+    if core == value and (not after or after not in "\"'"):
+        return None
+    made_up = any(c.isdigit() for c in core) and any(c.isalpha() for c in core)
+    if len(core) < 8 or not made_up or is_placeholder(core) or _is_code(core):
+        return None
+    return core
+
+
 def _redact_assignment(match: re.Match[str]) -> tuple[str, str] | None:
-    # The value groups close last, so lastgroup names the one that matched (dq, sq, bq, bare).
+    # The value groups close last, so lastgroup names the one that matched (dq, sq, edq, bq,
+    # bare).
     group = match.lastgroup or "bare"
     value = match[group]
     if is_placeholder(value) or _PATH.match(value):
         return None
+    kind = word_kind(match["key"])
     if group == "bare":
         if _is_code(value):
             return None
         if match["sep"] == ":" and not _LINE_REST.match(match.string, match.end()):
-            return None
-    return replace_group(match, group, word_kind(match["key"]))
+            core = _closed_value(match)
+            if core is None:
+                return None
+            text, start = match.string, match.start("bare")
+            after = text[start + len(core) : match.end()]
+            return kind, text[match.start() : start] + marker(kind) + after
+    return replace_group(match, group, kind)
 
 
 ASSIGNMENT = Rule(_ASSIGN, _redact_assignment)
@@ -259,15 +292,23 @@ PROSE_PASSWORD = Gated(("pass", "pwd"), PROSE_PASSWORD_RULE, lower=True)
 
 # --- CSV columns named like a secret -----------------------------------------------------------
 # A header line of 2+ short labels, one of them ending in a key word (Password, Secret access
-# key, api_token); each following row with as many cells has that cell redacted. A cell with a
-# space in it is prose, not a credential.
+# key, api_token); each following row with as many cells has that cell redacted, down to the
+# first line without the delimiter. A ragged row (an unquoted comma in a name, a missing cell)
+# is not the end of the table: stopping there once left every row below it (issue 11); its
+# cell is looked for from both ends. A cell with a space in it is prose, not a credential.
 _CSV_LINE = (
     r"(?:\"?[A-Za-z][\w .()/-]{0,40}\"?[,\t]){1,40}\"?[A-Za-z][\w .()/-]{0,40}\"?\r?(?=\n|$)"
 )
 _CSV_FIRST = re.compile(_CSV_LINE)
 # Starts at a literal newline, which ``re`` skips to in C; the first line is tried apart.
 _CSV_HEADER = re.compile(rf"\n(?P<line>{_CSV_LINE})")
-_CELL = re.compile(r'[ \t]*(?:"(?P<quoted>(?:[^"\n]|"")*)"|(?P<bare>[^,\t"\r\n]*))[ \t]*')
+_CELL_VALUE = r'(?:"(?P<quoted>(?:[^"\n]|"")*)"|(?P<bare>[^,\t"\r\n]*))'
+# Padding around a cell: blanks, but in TSV not the tab that delimits it (issue 11: padding
+# that ate the tab made every TSV row look like one cell).
+_CELL = {
+    ",": re.compile(rf"[ \t]*{_CELL_VALUE}[ \t]*"),
+    "\t": re.compile(rf" *{_CELL_VALUE} *"),
+}
 
 
 def _column_kind(name: str) -> str | None:
@@ -284,7 +325,7 @@ def _cells(text: str, start: int, end: int, delimiter: str) -> list[tuple[int, i
     """Spans of the cell values on text[start:end] (inside quotes for a quoted cell)."""
     spans, pos = [], start
     while True:
-        cell = _CELL.match(text, pos, end)
+        cell = _CELL[delimiter].match(text, pos, end)
         if cell is None:
             return []
         group = "quoted" if cell["quoted"] is not None else "bare"
@@ -297,26 +338,73 @@ def _cells(text: str, start: int, end: int, delimiter: str) -> list[tuple[int, i
         pos += 1
 
 
-def redact_csv_columns(text: str, kinds: list[str]) -> str:
-    """Values in CSV/TSV columns whose header names a secret (see above)."""
-    edits: list[tuple[int, int, str]] = []
+@dataclass(frozen=True, slots=True)
+class _Table:
+    """A header line naming a secret column: where it ends, its delimiter and its columns."""
+
+    end: int
+    delimiter: str
+    width: int
+    secret: dict[int, str]  # column index → kind
+
+
+def _tables(text: str) -> dict[int, _Table]:
+    """The header lines of ``text`` that name a secret column, by where they start."""
     first = _CSV_FIRST.match(text)
-    headers = [first.span()] if first else []
-    headers += [m.span("line") for m in _CSV_HEADER.finditer(text)]
-    for header_start, header_end in headers:
-        delimiter = "\t" if "\t" in text[header_start:header_end] else ","
-        names = [text[a:b].strip() for a, b in _cells(text, header_start, header_end, delimiter)]
+    spans = [first.span()] if first else []
+    spans += [m.span("line") for m in _CSV_HEADER.finditer(text)]
+    tables = {}
+    for start, end in spans:
+        delimiter = "\t" if "\t" in text[start:end] else ","
+        names = [text[a:b].strip() for a, b in _cells(text, start, end, delimiter)]
         secret = {i: kind for i, name in enumerate(names) if (kind := _column_kind(name))}
-        row_end = header_end
-        while secret and row_end < len(text):
+        if secret:
+            tables[start] = _Table(end, delimiter, len(names), secret)
+    return tables
+
+
+def redact_csv_columns(text: str, kinds: list[str]) -> str:
+    """Values in CSV/TSV columns whose header names a secret (see above).
+
+    A table's rows end at the next header that names a secret, which starts a table of its
+    own, so each line is read once: ``user,password`` repeated 4,000 times took 27 s when
+    every header read every row below it (issue 11).
+    """
+    edits: list[tuple[int, int, str]] = []
+    tables = _tables(text)
+    for table in tables.values():
+        row_end = table.end
+        while row_end < len(text):
             start, row_end = line_span(text, row_end + 1)
-            cells = _cells(text, start, row_end, delimiter)
-            if len(cells) != len(names):
-                break
-            for i, kind in secret.items():
-                a, b = cells[i]
-                value = text[a:b]
-                if not is_placeholder(value) and not any(c.isspace() for c in value):
+            if start in tables or table.delimiter not in text[start:row_end]:
+                break  # the next table, a blank line or prose: this table ended
+            cells = _cells(text, start, row_end, table.delimiter)
+            for i, kind in table.secret.items():
+                for a, b in _secret_cells(text, cells, i, table.width):
                     edits.append((a, b, marker(kind)))
                     kinds.append(kind)
     return splice(text, edits) if edits else text
+
+
+def _secret_cells(
+    text: str, cells: list[tuple[int, int]], column: int, width: int
+) -> list[tuple[int, int]]:
+    """The spans of column ``column``'s value in a row of ``cells`` under a header of ``width``.
+
+    A ragged row (an unquoted comma in a name, a cell missing or added) has its column
+    counted from the left and from the right, and a candidate is taken only when it looks
+    generated (upper, lower and a digit): a word there may belong to another column.
+    """
+    ragged = len(cells) != width
+    candidates = {column, column + len(cells) - width} if ragged else {column}
+    spans = []
+    for at in sorted(candidates):
+        if not 0 <= at < len(cells):
+            continue
+        a, b = cells[at]
+        value = text[a:b]
+        if is_placeholder(value) or any(c.isspace() for c in value):
+            continue
+        if not ragged or (len(value) >= 8 and looks_random(value)):
+            spans.append((a, b))
+    return spans

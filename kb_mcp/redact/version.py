@@ -21,7 +21,8 @@ Exfiltration rules (``exfil``) run on output only, so they are not part of it.
 
 from __future__ import annotations
 
-RULES_VERSION = 2
-RULES_FINGERPRINT = "2d2c401f8b1f7643"
+# 3: issue 11, values in quoted or escaped context, CSV rows past a ragged row, TSV.
+RULES_VERSION = 3
+RULES_FINGERPRINT = "85b7b416f0c63cfb"
 # The modules whose code decides what ``redact`` takes out of stored text.
 RULE_MODULES = ("__init__", "_rule", "pem", "tokens", "values", "confusables")
