@@ -71,6 +71,7 @@ from kb_mcp.search.query import parse_query
 from kb_mcp.search.related import described_relations
 from kb_mcp.settings import Settings
 from kb_mcp.store import documents as rows
+from kb_mcp.store.counts import source_counts
 from kb_mcp.store.db import Database, QueryTimeout
 
 # The reason of a search's keyword fallback while the server loads the local model (about
@@ -693,7 +694,7 @@ class Library:
         """The library: sources with counts, sync state and vector coverage, index health
         (vectors: which model, embedded / pending, the last failure), search modes."""
         conn = self.db.conn
-        counts = self._memo("source_counts", lambda: rows.source_counts(conn))
+        counts = self._memo("source_counts", lambda: source_counts(conn))
         state = self.vector_state()
         health_row = self._vectors.configured_row() or (
             vectors.signature_row(conn, state.signature_id) if state.signature_id else None
@@ -744,7 +745,7 @@ class Library:
 
     def doctor(self) -> DoctorReport:
         """Health checks of the home, database, index, folders, optional extras, vectors."""
-        failed = sum(f for _, _, f in rows.source_counts(self.db.conn).values())
+        failed = sum(f for _, _, f in source_counts(self.db.conn).values())
         return run_checks(
             self.settings,
             self.db,
@@ -783,10 +784,11 @@ class Library:
     def _memo(self, key: str, compute: Callable[[], _T]) -> _T:
         """``compute()``, kept until any connection commits (``Database.change_stamp``).
 
-        Trigger: counting every source's documents, chunks and failures scans the whole
+        Trigger: counting every source's documents, chunks and failures read the whole
         index (``bench web`` at 100k chunks: ~100 ms of the library page's ~200 ms on the
-        loaded 2-core machine), and a person reloads that page while nothing changed.
-        Outcome: the scans run once per data version for the whole process. A commit
+        loaded 2-core machine; ``store/counts.py`` now costs ~10 ms of CPU), and a person
+        reloads that page while nothing changed. Outcome: the counts run once per data
+        version for the whole process. A commit
         between the stamp and the computation only makes the next call recompute.
         """
         stamp = self.db.change_stamp()
