@@ -48,6 +48,7 @@ from kb_mcp.results import (
     DoctorReport,
     DocumentEntry,
     DocumentView,
+    EntityLink,
     EntityView,
     FailedFile,
     NearDuplicate,
@@ -629,6 +630,10 @@ class Library:
                 for o, label, weight in linked
                 if o in others
             )
+            links = tuple(
+                EntityLink(others[a].norm, others[b].norm, label, weight)
+                for a, b, label, weight in self.graph.links_among(list(others))
+            )
             views.append(
                 EntityView(
                     entity.norm,
@@ -641,6 +646,7 @@ class Library:
                     described_relations(self.db.conn, [p.doc_key for p in shown])
                     if self.settings.relations
                     else {},
+                    links,
                 )
             )
         return views

@@ -209,9 +209,35 @@ def test_entities_page_shows_mentions_neighbours_and_an_svg_neighbourhood(web) -
         assert neighbour.name in text
     svg = text[text.index("<svg") : text.index("</svg>")]
     assert svg.count("<circle") == 1 + len(view.neighbours) > 1
-    assert svg.count("<line") == len(view.neighbours)
+    assert svg.count("<line") == len(view.neighbours) + len(view.links)
     none = client.get("/entities", params={"q": "qqqqzzzz"})
     assert none.status_code == 200 and "no entity matches" in none.text
+
+
+def test_entities_picture_links_neighbours_mentioned_together(tmp_path: Path) -> None:
+    """issue 12: the neighbourhood picture draws the edges between neighbours too (from
+    ``entity_relations``), not only a star: co-mentioned neighbours are joined, others not."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "store.md").write_text(
+        "# Storage\n\n## Writes\n\nThe BlobStore hands each blob to the ArchiveBucket and "
+        "the RetentionPolicy.\n\n## Reads\n\nThe BlobStore reads through the CacheLayer.\n",
+        encoding="utf-8",
+    )
+    with Library(Settings(home=tmp_path / "home", embedder="none")) as library:
+        library.add_folder(folder, "notes")
+        library.sync()
+        [view] = library.entities("BlobStore", 1)
+        app = build_app(library, Policy("127.0.0.1", None))
+        with TestClient(app, base_url="http://127.0.0.1:8765") as client:
+            text = client.get("/entities", params={"q": "BlobStore"}).text
+    pairs = {frozenset((link.a, link.b)) for link in view.links}
+    keys = {n.key for n in view.neighbours}
+    assert all(pair <= keys for pair in pairs)
+    assert frozenset(("archivebucket", "retentionpolicy")) in pairs  # one chunk
+    assert frozenset(("archivebucket", "cachelayer")) not in pairs  # two sections apart
+    svg = text[text.index("<svg") : text.index("</svg>")]
+    assert svg.count("<line") == len(view.neighbours) + len(view.links) > len(view.neighbours)
 
 
 def test_audit_page_shows_tool_duration_outcome_newest_first(web) -> None:
