@@ -67,7 +67,7 @@ from kb_mcp.search.engine import (
     plan_search,
     run_search,
 )
-from kb_mcp.search.graph import lookup_entities
+from kb_mcp.search.graph import entity_choices, lookup_entities
 from kb_mcp.search.query import parse_query
 from kb_mcp.search.related import described_relations
 from kb_mcp.settings import Settings
@@ -618,7 +618,10 @@ class Library:
                 ) from exc
         self._ready()
         views = []
-        for entity in lookup_entities(self.graph, query, limit):
+        choices = (
+            self._memo("entity_choices", lambda: entity_choices(self.graph)) if query else None
+        )
+        for entity in lookup_entities(self.graph, query, limit, choices):
             mentioned = self.graph.mentions_of(entity.id, ENTITY_CITES)
             found = rows.passages(self.db.conn, [cid for cid, _w in mentioned])
             shown = [p for p in (found.get(cid) for cid, _w in mentioned) if p is not None]

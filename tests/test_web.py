@@ -240,6 +240,23 @@ def test_entities_picture_links_neighbours_mentioned_together(tmp_path: Path) ->
     assert svg.count("<line") == len(view.neighbours) + len(view.links) > len(view.neighbours)
 
 
+def test_entity_lookup_follows_a_change_despite_the_kept_names(tmp_path: Path) -> None:
+    """issue 12: the names a fuzzy lookup compares with are kept per data version
+    (``Library._memo``); a name synced after a lookup is found by the next one."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a.md").write_text("# Store\n\nThe BlobStore keeps blobs.\n", encoding="utf-8")
+    with Library(Settings(home=tmp_path / "home", embedder="none")) as library:
+        library.add_folder(folder, "notes")
+        library.sync()
+        assert [v.name for v in library.entities("BlobStore", 1)] == ["BlobStore"]
+        assert "QuarantineVault" not in [v.name for v in library.entities("QuarantineVault", 5)]
+        (folder / "b.md").write_text("# Vault\n\nThe QuarantineVault holds blobs.\n", "utf-8")
+        library.sync()
+        found = [v.name for v in library.entities("QuarantineVlt", 5)]
+    assert "QuarantineVault" in found  # fuzzily, so through the kept names
+
+
 def test_audit_page_shows_tool_duration_outcome_newest_first(web) -> None:
     """issue 12: the audit log: tool, duration, outcome; never arguments."""
     client, library = web
