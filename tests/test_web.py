@@ -198,7 +198,7 @@ def test_search_bad_mode_and_huge_query_are_400_with_the_reason(web) -> None:
 def test_entities_page_shows_mentions_neighbours_and_an_svg_neighbourhood(web) -> None:
     """issue 12: entities: search, mentions, neighbours, and a picture of the graph."""
     client, library = web
-    [view] = library.entities("BlobStore", 1)
+    [view] = library.entities("BlobStore", 1, drawn=1)
     page = client.get("/entities", params={"q": "BlobStore"})
     assert page.status_code == 200
     text = page.text
@@ -227,7 +227,8 @@ def test_entities_picture_links_neighbours_mentioned_together(tmp_path: Path) ->
     with Library(Settings(home=tmp_path / "home", embedder="none")) as library:
         library.add_folder(folder, "notes")
         library.sync()
-        [view] = library.entities("BlobStore", 1)
+        [view] = library.entities("BlobStore", 1, drawn=1)
+        undrawn = library.entities("BlobStore", 1)
         app = build_app(library, Policy("127.0.0.1", None))
         with TestClient(app, base_url="http://127.0.0.1:8765") as client:
             text = client.get("/entities", params={"q": "BlobStore"}).text
@@ -238,6 +239,7 @@ def test_entities_picture_links_neighbours_mentioned_together(tmp_path: Path) ->
     assert frozenset(("archivebucket", "cachelayer")) not in pairs  # two sections apart
     svg = text[text.index("<svg") : text.index("</svg>")]
     assert svg.count("<line") == len(view.neighbours) + len(view.links) > len(view.neighbours)
+    assert [v.links for v in undrawn] == [()]  # only a drawn entity pays for its links
 
 
 def test_entity_lookup_follows_a_change_despite_the_kept_names(tmp_path: Path) -> None:
