@@ -48,6 +48,7 @@ from kb_mcp.results import (
     DoctorReport,
     DocumentEntry,
     DocumentView,
+    EntityLink,
     EntityView,
     FailedFile,
     NearDuplicate,
@@ -66,11 +67,12 @@ from kb_mcp.search.engine import (
     plan_search,
     run_search,
 )
-from kb_mcp.search.graph import lookup_entities
+from kb_mcp.search.graph import entity_choices, lookup_entities
 from kb_mcp.search.query import parse_query
 from kb_mcp.search.related import described_relations
 from kb_mcp.settings import Settings
 from kb_mcp.store import documents as rows
+from kb_mcp.store.counts import source_counts
 from kb_mcp.store.db import Database, QueryTimeout
 
 # The reason of a search's keyword fallback while the server loads the local model (about
@@ -92,6 +94,10 @@ DB_FILE = "kb.db"
 NEAR_DUPLICATES_SHOWN = 10
 ENTITY_CITES = 5  # mentions `entities` shows per entity, heaviest first
 ENTITY_NEIGHBOURS = 10
+# Links between neighbours kept for a drawn entity: every shown string is redacted on the
+# way out (bench web, 100k chunks: ~1,800 strings for the 10 entities of a page with all
+# 45 pairs of 10 neighbours each); the heaviest 12 still show the clusters.
+ENTITY_LINKS = 12
 
 
 class Library:
@@ -601,9 +607,12 @@ class Library:
         if isinstance(leg, EmbeddedLeg) and "vector" in plan_search(request, leg).legs:
             leg.embed_question(request.query, self.settings.search_timeout_ms / 1000)
 
-    def entities(self, query: str | None = None, limit: int = 20) -> list[EntityView]:
+    def entities(
+        self, query: str | None = None, limit: int = 20, *, drawn: int = 0
+    ) -> list[EntityView]:
         """Entities ``query`` names (fuzzily), or the most mentioned: kind, aliases,
-        mention count, their heaviest mentions as cites, and their neighbours."""
+        mention count, their heaviest mentions as cites, and their neighbours; the first
+        ``drawn`` also carry the links between their neighbours (for a picture)."""
         limits.TOP_K.check(limit, name="limit")
         if query is not None and not query.isascii():
             try:
@@ -616,7 +625,10 @@ class Library:
                 ) from exc
         self._ready()
         views = []
-        for entity in lookup_entities(self.graph, query, limit):
+        choices = (
+            self._memo("entity_choices", lambda: entity_choices(self.graph)) if query else None
+        )
+        for entity in lookup_entities(self.graph, query, limit, choices):
             mentioned = self.graph.mentions_of(entity.id, ENTITY_CITES)
             found = rows.passages(self.db.conn, [cid for cid, _w in mentioned])
             shown = [p for p in (found.get(cid) for cid, _w in mentioned) if p is not None]
@@ -627,6 +639,12 @@ class Library:
                 Neighbour(others[o].norm, others[o].name, others[o].kind, label, weight)
                 for o, label, weight in linked
                 if o in others
+            )
+            links = tuple(
+                EntityLink(others[a].norm, others[b].norm, label, weight)
+                for a, b, label, weight in (
+                    self.graph.links_among(list(others), ENTITY_LINKS) if len(views) < drawn else ()
+                )
             )
             views.append(
                 EntityView(
@@ -640,6 +658,7 @@ class Library:
                     described_relations(self.db.conn, [p.doc_key for p in shown])
                     if self.settings.relations
                     else {},
+                    links,
                 )
             )
         return views
@@ -693,7 +712,7 @@ class Library:
         """The library: sources with counts, sync state and vector coverage, index health
         (vectors: which model, embedded / pending, the last failure), search modes."""
         conn = self.db.conn
-        counts = self._memo("source_counts", lambda: rows.source_counts(conn))
+        counts = self._memo("source_counts", lambda: source_counts(conn))
         state = self.vector_state()
         health_row = self._vectors.configured_row() or (
             vectors.signature_row(conn, state.signature_id) if state.signature_id else None
@@ -744,7 +763,7 @@ class Library:
 
     def doctor(self) -> DoctorReport:
         """Health checks of the home, database, index, folders, optional extras, vectors."""
-        failed = sum(f for _, _, f in rows.source_counts(self.db.conn).values())
+        failed = sum(f for _, _, f in source_counts(self.db.conn).values())
         return run_checks(
             self.settings,
             self.db,
@@ -783,10 +802,11 @@ class Library:
     def _memo(self, key: str, compute: Callable[[], _T]) -> _T:
         """``compute()``, kept until any connection commits (``Database.change_stamp``).
 
-        Trigger: counting every source's documents, chunks and failures scans the whole
+        Trigger: counting every source's documents, chunks and failures read the whole
         index (``bench web`` at 100k chunks: ~100 ms of the library page's ~200 ms on the
-        loaded 2-core machine), and a person reloads that page while nothing changed.
-        Outcome: the scans run once per data version for the whole process. A commit
+        loaded 2-core machine; ``store/counts.py`` now costs ~10 ms of CPU), and a person
+        reloads that page while nothing changed. Outcome: the counts run once per data
+        version for the whole process. A commit
         between the stamp and the computation only makes the next call recompute.
         """
         stamp = self.db.change_stamp()

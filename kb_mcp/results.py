@@ -162,6 +162,16 @@ class Neighbour:
 
 
 @dataclass(frozen=True, slots=True)
+class EntityLink:
+    """A link between two entities by key: co-mention (``label`` '') or a typed relation."""
+
+    a: str
+    b: str
+    label: str
+    weight: float
+
+
+@dataclass(frozen=True, slots=True)
 class EntityView:
     """One entity for a person (``kb-mcp entities``): what it is, where, and next to what."""
 
@@ -176,6 +186,9 @@ class EntityView:
     # documents ``cites`` point into that have relations: a mention in a withdrawn
     # notice must not read as current.
     relations: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # Links between two of ``neighbours`` (their keys), so the neighbourhood picture shows
+    # which neighbours belong together, not only a star around the entity.
+    links: tuple[EntityLink, ...] = ()
 
 
 # --- what a person's views show (the web view, issue 12) ----------------------------------

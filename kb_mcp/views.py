@@ -25,6 +25,7 @@ from kb_mcp.results import (
     ToolCalls,
 )
 from kb_mcp.search.relations import Change, describe
+from kb_mcp.store import counts
 from kb_mcp.store import documents as rows
 from kb_mcp.store import relations as relation_rows
 from kb_mcp.store.db import Database
@@ -37,13 +38,7 @@ ENTITY_CHUNKS = 2_000  # chunks of one document looked at for its entities (SQL 
 
 def failed_files(db: Database, limit: int) -> tuple[FailedFile, ...]:
     """Failed folder files of every source, source by source, path order, at most ``limit``."""
-    found: list[FailedFile] = []
-    for source in rows.list_sources(db.conn):
-        for path, reason in rows.failed_locations(db.conn, source.id):
-            if len(found) >= limit:
-                return tuple(found)
-            found.append(FailedFile(source.name, path, reason))
-    return tuple(found)
+    return tuple(FailedFile(*row) for row in counts.failed_files(db.conn, limit))
 
 
 def audit_tail(home: Path, limit: int) -> tuple[AuditEntry, ...]:

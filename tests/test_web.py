@@ -198,7 +198,7 @@ def test_search_bad_mode_and_huge_query_are_400_with_the_reason(web) -> None:
 def test_entities_page_shows_mentions_neighbours_and_an_svg_neighbourhood(web) -> None:
     """issue 12: entities: search, mentions, neighbours, and a picture of the graph."""
     client, library = web
-    [view] = library.entities("BlobStore", 1)
+    [view] = library.entities("BlobStore", 1, drawn=1)
     page = client.get("/entities", params={"q": "BlobStore"})
     assert page.status_code == 200
     text = page.text
@@ -209,9 +209,54 @@ def test_entities_page_shows_mentions_neighbours_and_an_svg_neighbourhood(web) -
         assert neighbour.name in text
     svg = text[text.index("<svg") : text.index("</svg>")]
     assert svg.count("<circle") == 1 + len(view.neighbours) > 1
-    assert svg.count("<line") == len(view.neighbours)
+    assert svg.count("<line") == len(view.neighbours) + len(view.links)
     none = client.get("/entities", params={"q": "qqqqzzzz"})
     assert none.status_code == 200 and "no entity matches" in none.text
+
+
+def test_entities_picture_links_neighbours_mentioned_together(tmp_path: Path) -> None:
+    """issue 12: the neighbourhood picture draws the edges between neighbours too (from
+    ``entity_relations``), not only a star: co-mentioned neighbours are joined, others not."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "store.md").write_text(
+        "# Storage\n\n## Writes\n\nThe BlobStore hands each blob to the ArchiveBucket and "
+        "the RetentionPolicy.\n\n## Reads\n\nThe BlobStore reads through the CacheLayer.\n",
+        encoding="utf-8",
+    )
+    with Library(Settings(home=tmp_path / "home", embedder="none")) as library:
+        library.add_folder(folder, "notes")
+        library.sync()
+        [view] = library.entities("BlobStore", 1, drawn=1)
+        undrawn = library.entities("BlobStore", 1)
+        app = build_app(library, Policy("127.0.0.1", None))
+        with TestClient(app, base_url="http://127.0.0.1:8765") as client:
+            text = client.get("/entities", params={"q": "BlobStore"}).text
+    pairs = {frozenset((link.a, link.b)) for link in view.links}
+    keys = {n.key for n in view.neighbours}
+    assert all(pair <= keys for pair in pairs)
+    assert frozenset(("archivebucket", "retentionpolicy")) in pairs  # one chunk
+    assert frozenset(("archivebucket", "cachelayer")) not in pairs  # two sections apart
+    svg = text[text.index("<svg") : text.index("</svg>")]
+    assert svg.count("<line") == len(view.neighbours) + len(view.links) > len(view.neighbours)
+    assert [v.links for v in undrawn] == [()]  # only a drawn entity pays for its links
+
+
+def test_entity_lookup_follows_a_change_despite_the_kept_names(tmp_path: Path) -> None:
+    """issue 12: the names a fuzzy lookup compares with are kept per data version
+    (``Library._memo``); a name synced after a lookup is found by the next one."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a.md").write_text("# Store\n\nThe BlobStore keeps blobs.\n", encoding="utf-8")
+    with Library(Settings(home=tmp_path / "home", embedder="none")) as library:
+        library.add_folder(folder, "notes")
+        library.sync()
+        assert [v.name for v in library.entities("BlobStore", 1)] == ["BlobStore"]
+        assert "QuarantineVault" not in [v.name for v in library.entities("QuarantineVault", 5)]
+        (folder / "b.md").write_text("# Vault\n\nThe QuarantineVault holds blobs.\n", "utf-8")
+        library.sync()
+        found = [v.name for v in library.entities("QuarantineVlt", 5)]
+    assert "QuarantineVault" in found  # fuzzily, so through the kept names
 
 
 def test_audit_page_shows_tool_duration_outcome_newest_first(web) -> None:

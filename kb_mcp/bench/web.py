@@ -6,8 +6,10 @@ The library is built from the public sets' real text as ``bench perf`` builds it
 keyword only. Pages are requested through the real app (starlette's TestClient, the guard
 included); the time is the ``Server-Timing`` the app reports (library call + HTML),
 medians and p95 of ``ROUNDS`` requests after ``WARMUP``, and the first request alone
-(before anything is cached). The audit page reads a log of ``AUDIT_LINES`` calls. A
-library already in ``--workdir`` (from a run with ``--keep``) is timed as it is.
+(before anything is cached); the library page also right after each of ``ROUNDS``
+commits by another connection (its counts redone each time). The audit page reads a
+log of ``AUDIT_LINES`` calls. A library already in ``--workdir`` (from a run with
+``--keep``) is timed as it is.
 """
 
 from __future__ import annotations
@@ -80,6 +82,36 @@ def time_page(client, url: str) -> PageRow:
     return PageRow(url, len(took), round(first, 2), p50, round(p95, 2), status)
 
 
+CHANGE_MARK = "bench_web_change"  # a meta key another connection rewrites (then deletes)
+
+
+def time_after_change(client, db_path: Path) -> PageRow:
+    """The library page right after each of ``ROUNDS`` commits by another connection
+    (issue 12: ≤ 100 ms also then): every request recomputes what ``Library._memo`` kept."""
+    from kb_mcp.store import meta
+    from kb_mcp.store.db import Database
+
+    took, status = [], 0
+    other = Database(db_path)
+    try:
+        for i in range(ROUNDS):
+            with other.write() as conn:
+                meta.put(conn, CHANGE_MARK, str(i))
+            answer = client.get("/")
+            status = answer.status_code
+            found = re.search(r"dur=([\d.]+)", answer.headers.get("server-timing", ""))
+            if found:
+                took.append(float(found[1]))
+        with other.write() as conn:
+            meta.delete(conn, CHANGE_MARK)
+    finally:
+        other.close()
+    cut = sorted(took)
+    p95 = cut[min(len(cut) - 1, int(len(cut) * 0.95))] if cut else float("nan")
+    first = took[0] if took else float("nan")
+    return PageRow("/", len(took), first, round(statistics.median(took), 2), p95, status)
+
+
 def page_urls(library) -> list[tuple[str, str]]:
     """(page, url) pairs: the library page, searches of real queries, the documents and
     entities those find, the entities page, the audit log."""
@@ -117,6 +149,7 @@ def run(chunks: int, workdir: Path) -> tuple[int, list[tuple[str, PageRow]]]:
             # The library page first, on a library just opened: its first request is
             # the uncached one (`kb-mcp web` itself counts before printing its URL).
             rows = [("library", time_page(client, "/"))]
+            rows.append(("library (after a change)", time_after_change(client, home / "kb.db")))
             rows += [(kind, time_page(client, url)) for kind, url in page_urls(library)[1:]]
         indexed = library.overview().chunks
     return indexed, rows
@@ -148,7 +181,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_bench(chunks: int, workdir: str | None, *, keep: bool, json_out: str | None) -> int:
-    """Build, time, print a table; exit 1 when the library page misses its budget."""
+    """Build, time, print a table; exit 1 when the library page misses its budget
+    (unchanged or right after a change)."""
     root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="kb-web-bench-"))
     root.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
@@ -165,7 +199,7 @@ def run_bench(chunks: int, workdir: str | None, *, keep: bool, json_out: str | N
     if json_out:
         data = [{"kind": kind, **asdict(row)} for kind, row in rows]
         Path(json_out).write_text(json.dumps(data, indent=2))
-    library_p50 = rows[0][1].p50_ms
+    library_p50 = max(row.p50_ms for kind, row in rows if kind.startswith("library"))
     return 0 if library_p50 <= LIBRARY_PAGE_BUDGET_MS else 1
 
 

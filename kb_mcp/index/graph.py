@@ -402,6 +402,20 @@ class GraphIndex:
             (entity_id, entity_id, limit),
         ).fetchall()
 
+    def links_among(
+        self, entity_ids: Sequence[int], limit: int
+    ) -> list[tuple[int, int, str, float]]:
+        """``(a, b, label, weight)`` of up to ``limit`` relations whose two ends are both
+        in ``entity_ids`` (a neighbourhood's edges between neighbours), heaviest first."""
+        if len(entity_ids) < 2:
+            return []
+        marks = ",".join("?" * len(entity_ids))
+        return self.db.conn.execute(
+            f"SELECT a, b, label, weight FROM entity_relations WHERE a IN ({marks}) "
+            f"AND b IN ({marks}) ORDER BY weight DESC, a, b, label LIMIT ?",
+            (*entity_ids, *entity_ids, limit),
+        ).fetchall()
+
     def mentions_of(self, entity_id: int, limit: int) -> list[tuple[int, float]]:
         """``(chunk_id, weight)`` of the chunks mentioning ``entity_id``, heaviest first."""
         return self.db.conn.execute(

@@ -235,7 +235,16 @@ def record_success(conn: apsw.Connection, sig_id: int, document_ids: Iterable[in
 
 
 def failed_documents(conn: apsw.Connection) -> int:
-    """Documents whose last embedding attempt failed (waiting for a retry)."""
+    """Documents whose last embedding attempt failed (waiting for a retry).
+
+    Only ``record_failure`` sets the flag, always under a signature, and signatures are
+    never deleted: with none, nothing was ever embedded, so nothing failed, and the scan
+    is skipped. It reads every document's row past its text (no index holds the flag):
+    47 ms of CPU at 100k chunks right after a change (``bench web`` library, keyword
+    only), about half the library page's cold time.
+    """
+    if conn.execute("SELECT 1 FROM embedding_signatures LIMIT 1").fetchone() is None:
+        return 0
     return conn.execute("SELECT COUNT(*) FROM documents WHERE embed_pending = 1").fetchone()[0]
 
 

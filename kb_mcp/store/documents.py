@@ -150,18 +150,6 @@ def delete_source(conn: apsw.Connection, source_id: int) -> None:
     conn.execute("DELETE FROM sources WHERE id = ?", (source_id,))
 
 
-def source_counts(conn: apsw.Connection) -> dict[int, tuple[int, int, int]]:
-    """source id → (documents, chunks, failed files)."""
-    rows = conn.execute(
-        "SELECT l.source_id, COUNT(DISTINCT l.document_id), "
-        "  (SELECT COUNT(*) FROM chunks c WHERE c.document_id IN "
-        "     (SELECT document_id FROM locations WHERE source_id = l.source_id)), "
-        "  SUM(l.state = 'failed') "
-        "FROM locations l GROUP BY l.source_id"
-    ).fetchall()
-    return {sid: (docs, chunks, failed or 0) for sid, docs, chunks, failed in rows}
-
-
 # --- documents ---------------------------------------------------------------------------
 
 

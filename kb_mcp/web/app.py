@@ -133,7 +133,7 @@ def build_app(library: Library, policy: Policy) -> Guard:
 
     def entities(request: Request) -> str:
         q = _param(request, "q", MAX_QUERY_CHARS)
-        found = library.entities(q.strip() or None, ENTITIES_SHOWN)
+        found = library.entities(q.strip() or None, ENTITIES_SHOWN, drawn=1)
         return pages.entities_page(redact_output(q).text, render.to_data(found))
 
     def audit(_request: Request) -> str:

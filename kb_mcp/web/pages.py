@@ -316,6 +316,10 @@ def _neighbourhood(view: dict[str, Any]) -> str:
     for i, n in enumerate(view["neighbours"], start=1):
         nodes.append(Node(n["key"], n["name"], "/entities?" + urlencode({"q": n["name"]})))
         edges.append(Edge(0, i, n["weight"], n["label"]))
+    at = {node.key: i for i, node in enumerate(nodes)}
+    for link in view["links"]:
+        if link["a"] in at and link["b"] in at:
+            edges.append(Edge(at[link["a"]], at[link["b"]], link["weight"], link["label"]))
     return f"<figure class='graph'>{graph_svg(nodes, edges)}</figure>"
 
 
