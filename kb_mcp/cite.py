@@ -15,6 +15,11 @@ _CITE = re.compile(
 )
 
 
+# A document key (``ingest/agent.py``, ``ingest/sync.py``: kind letter, 16 hex) or a
+# cite of one, where it stands inside prose such as a relation ("corrected by <cite>").
+_CITE_IN_TEXT = re.compile(r"\b[afu]-[0-9a-f]{16}(?:#L[0-9]+(?:-L?[0-9]+)?)?(?![\w-])")
+
+
 @dataclass(frozen=True, slots=True)
 class Citation:
     doc: str
@@ -37,3 +42,18 @@ def parse_cite(text: str) -> Citation | None:
     start = int(match["start"])
     end = int(match["end"]) if match["end"] else start
     return Citation(match["doc"], start, end)
+
+
+def split_cites(text: str) -> list[tuple[str, bool]]:
+    """``text`` cut into pieces, each flagged True when it is a document key or a cite,
+    so a view can link those and keep the rest as text."""
+    pieces: list[tuple[str, bool]] = []
+    at = 0
+    for match in _CITE_IN_TEXT.finditer(text):
+        if match.start() > at:
+            pieces.append((text[at : match.start()], False))
+        pieces.append((match.group(), True))
+        at = match.end()
+    if at < len(text):
+        pieces.append((text[at:], False))
+    return pieces

@@ -110,8 +110,14 @@ def test_search_page_shows_legs_scores_highlights_and_adjustments(web) -> None:
     assert "<mark>retention</mark>" in text.lower() or "<mark>Retention</mark>" in text
     adjusted = [h for h in result.hits if h.adjustments]
     assert adjusted, "the corrected document should be adjusted"
-    assert f"adjusted: {adjusted[0].adjustments[0].reason}" in text
-    assert "relations: corrected by" in text
+    reason = adjusted[0].adjustments[0].reason  # "corrected by <cite>"
+    errata = _doc_key(library, "errata.md")
+    assert reason.startswith(f"corrected by {errata}#L")
+    cite = reason.removeprefix("corrected by ")
+    start, end = cite.split("#L")[1].split("-L")
+    link = f"<a href='/doc/{errata}?lines={start}-{end}#L{start}-L{end}'>{cite}</a>"
+    assert f"adjusted: corrected by {link}" in text  # the changer's cite is a link
+    assert f"relations: corrected by {link}" in text
     # The cited link goes to the document page at the hit's lines.
     href = f"/doc/{first.doc}?lines={first.start_line}-{first.end_line}"
     assert href + f"#L{first.start_line}-L{first.end_line}" in text

@@ -239,10 +239,15 @@ def test_web_pages_leak_no_secret_of_the_corpus_and_defang_exfil_urls(
     }
     leaks = {kind: urls for kind, urls in leaks.items() if urls}
     assert leaks == {}
-    exfil = next(url for url, text in pages.items() if url.startswith("/doc/") and "pixel" in text)
-    # No URL a browser would fetch or follow carries the data (the bare value may be an
-    # entity name: text, never fetched).
-    assert "pixel.png?d=" not in pages[exfil] and "[REDACTED:exfil_url]" in pages[exfil]
+    exfil = next(
+        url
+        for url, text in pages.items()
+        if url.startswith("/doc/") and "[REDACTED:exfil_url]" in text and "Notes" in text
+    )
+    # No URL a browser would fetch or follow carries the data, and no entity name keeps
+    # the payload either (the extractor takes nothing from inside a URL).
+    assert "pixel.png?d=" not in pages[exfil]
+    assert not [url for url, text in pages.items() if "aGVsbG8gc2VjcmV0" in text]
     assert "c?x=QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVph" not in pages[exfil]
     docs = sum(url.startswith("/doc/") for url in pages)
     figures(

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from kb_mcp.cite import parse_cite
+from kb_mcp.cite import parse_cite, split_cites
 from kb_mcp.web.layout import Edge, Node, graph_svg
 from kb_mcp.web.markup import highlight, markdown_html
 
@@ -56,6 +56,14 @@ def cite_href(cite: str) -> str:
     if found is None:
         return doc_href(cite)
     return doc_href(found.doc, (found.start_line, found.end_line))
+
+
+def linked_cites(text: str) -> str:
+    """``text`` escaped, each document key or cite in it a link to that document's lines."""
+    return "".join(
+        f"<a href='{e(cite_href(piece))}'>{e(piece)}</a>" if is_cite else e(piece)
+        for piece, is_cite in split_cites(text)
+    )
 
 
 def _table(head: Sequence[str], rows: Sequence[Sequence[str]], css: str = "") -> str:
@@ -173,9 +181,10 @@ def _hit(hit: dict[str, Any], terms: Sequence[str]) -> str:
     ]
     if hit["adjustments"]:
         moved = "; ".join(f"{a['reason']} ×{a['factor']:g}" for a in hit["adjustments"])
-        parts.append(f"<p class='adjusted'>adjusted: {e(moved)}</p>")
+        parts.append(f"<p class='adjusted'>adjusted: {linked_cites(moved)}</p>")
     if hit["relations"]:
-        parts.append(f"<p class='relations'>relations: {e('; '.join(hit['relations']))}</p>")
+        linked = "; ".join(linked_cites(text) for text in hit["relations"])
+        parts.append(f"<p class='relations'>relations: {linked}</p>")
     parts.append(f"<pre class='passage'>{highlight(hit['text'], terms)}</pre></article>")
     return "".join(parts)
 
