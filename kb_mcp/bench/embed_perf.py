@@ -474,7 +474,7 @@ def run_embed_perf(
     test), in one process; ``kb-mcp add`` runs in a child with ``add_embedder``
     (provider, model). With ``workdir`` the libraries are kept there and a later run
     reuses them (only the timings run again); without, a temporary folder goes.
-    ``reuse``: a library holding the model's vectors (``model_vectors.REUSE_LIBRARY``)."""
+    ``reuse``: a library holding the model's vectors (``--vectors-from``), or None."""
     from kb_mcp.bench.model_vectors import model_vectors
 
     load_before = os.getloadavg()

@@ -12,9 +12,10 @@ the sentence-weighted mean of its source abstracts' vectors, plus Gaussian noise
 another, as the model puts them, and a question meets its neighbours at real cosines.
 
 Where the model's vectors come from, in this order: the cache in the bench's working
-folder (``CACHE_NAME``); a library that already holds them under the same signature (a
-copy of it: ``bench retrieval``'s SciFact library, ``REUSE_LIBRARY``), each abstract's
-vector the mean of its chunks'; else the model embeds ``EMBED_DOCS`` abstracts once.
+folder (``CACHE_NAME``); a library that already holds them under the same signature
+(``bench perf --vectors-from KB_DB``: a library of the SciFact abstracts embedded by the
+same model; a copy is read), each abstract's vector the mean of
+its chunks'; else the model embeds ``EMBED_DOCS`` abstracts once.
 """
 
 from __future__ import annotations
@@ -34,9 +35,6 @@ from kb_mcp.bench.embed_perf import Doc, _sentences, standin_vectors
 if TYPE_CHECKING:
     from kb_mcp.embed.base import Embedder, EmbeddingSignature
 
-# A library built by `kb-mcp bench retrieval --dataset scifact --embedder local` in an
-# earlier session; reused only when its signature is the model's (else embedded anew).
-REUSE_LIBRARY = Path("/tmp/abst/homes/scifact/kb.db")
 CACHE_NAME = "model-vectors-{key}.npz"
 EMBED_DOCS = 3_000
 # Norm of the noise added to a chunk's mean vector before normalizing: cosine ≈ 0.99
@@ -187,7 +185,7 @@ def model_vectors(
     model: Embedder,
     corpus: Sequence[Doc],
     workdir: Path,
-    reuse: Path | None = REUSE_LIBRARY,
+    reuse: Path | None = None,
     log: Callable[[str], None] = lambda line: None,
 ) -> ModelVectors:
     """The model's vectors of ``corpus`` abstracts: cached, reused, or embedded (then

@@ -90,7 +90,6 @@ def cmd_bench_perf(args: argparse.Namespace) -> int:
         print(perf_table(rows))
     if args.embedder and args.embedder != "none":
         from kb_mcp.bench.embed_perf import embed_perf_table, real_embedder, run_embed_perf
-        from kb_mcp.bench.model_vectors import REUSE_LIBRARY
 
         report = run_embed_perf(
             Path(args.eval_data).expanduser(),
@@ -99,7 +98,7 @@ def cmd_bench_perf(args: argparse.Namespace) -> int:
             add_files=args.add_files,
             add_embedder=(args.embedder, args.embed_model),
             workdir=workdir / "vectors" if workdir is not None else None,
-            reuse=REUSE_LIBRARY,
+            reuse=Path(args.vectors_from).expanduser() if args.vectors_from else None,
             log=lambda line: print(line, file=sys.stderr, flush=True),
         )
         print(embed_perf_table(report))
@@ -249,6 +248,13 @@ def _add_embed_perf_flags(p: argparse.ArgumentParser) -> None:
         type=int,
         default=ADD_FILES,
         help=f"files of the `kb-mcp add` folder (default {ADD_FILES}; 0 skips it)",
+    )
+    p.add_argument(
+        "--vectors-from",
+        metavar="KB_DB",
+        help="a kb.db whose documents are the SciFact abstracts, embedded by the same model: "
+        "its vectors are read (from a copy) instead of embedding 3,000 abstracts for the "
+        "large library (default: embed them once, cached in --workdir)",
     )
 
 
