@@ -77,3 +77,24 @@ def test_instructions_of_a_missing_library_create_nothing(tmp_path: Path) -> Non
     text = server_instructions(home, Settings(home=home, embedder="local"))
     assert "empty so far" in text and "`local` embedder" in text
     assert not home.exists()
+
+
+def test_instructions_count_a_file_held_at_two_paths_once(tmp_path: Path) -> None:
+    """issue 12: the instructions' per-source documents agree with the library page
+    (``store/counts``): an identical file at two paths of one folder is one document."""
+    from kb_mcp.library import Library
+    from kb_mcp.settings import Settings
+    from kb_mcp.store.summary import library_summary
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for name in ("a.md", "copy-of-a.md"):
+        (folder / name).write_text("# Same\n\nThe very same text.\n", encoding="utf-8")
+    (folder / "b.md").write_text("# Other\n\nAnother text.\n", encoding="utf-8")
+    with Library(Settings(home=tmp_path / "home", embedder="none")) as library:
+        library.add_folder(folder, "notes")
+        library.sync()
+        [source] = library.overview().sources
+    summary = library_summary(tmp_path / "home" / "kb.db")
+    assert summary is not None
+    assert [s.documents for s in summary.sources] == [source.documents] == [2]

@@ -35,7 +35,7 @@ def source_counts(conn: apsw.Connection) -> dict[int, tuple[int, int, int]]:
         "SELECT source_id, COUNT(document_id), SUM(state = 'failed'), "
         "MIN(document_id), MAX(document_id) FROM locations NOT INDEXED GROUP BY source_id"
     ).fetchall()
-    repeats = _repeated_paths(conn)
+    repeats = repeated_paths(conn)
     counts = {}
     for source_id, held, failed, low, high in spans:
         documents = held - repeats.get(source_id, 0)
@@ -44,7 +44,7 @@ def source_counts(conn: apsw.Connection) -> dict[int, tuple[int, int, int]]:
     return counts
 
 
-def _repeated_paths(conn: apsw.Connection) -> dict[int, int]:
+def repeated_paths(conn: apsw.Connection) -> dict[int, int]:
     """source id → paths holding a document another path of that source holds too (what
     ``COUNT(document_id)`` counts more than ``COUNT(DISTINCT document_id)``)."""
     return dict(
