@@ -61,19 +61,19 @@ def graph_body(n: int, word: str) -> str:
     )
 
 
+def llm_settings(home: Path, host: str, model: str) -> Settings:
+    """A keyword-only library whose graph's LLM pass asks ``model`` at ``host``."""
+    return Settings(
+        home=home, embedder="none", graph_extractor="ollama", ollama_host=host, graph_model=model
+    )
+
+
 def enrich(home: Path, model: str) -> None:
     with serve_ollama() as server:
         server.chat_models = {model}
         server.chat_reply = naming_model
         server.delay_s = CHAT_DELAY_S
-        settings = Settings(
-            home=home,
-            embedder="none",
-            graph_extractor="ollama",
-            ollama_host=server.url,
-            graph_model=model,
-        )
-        with Library(settings) as library:
+        with Library(llm_settings(home, server.url, model)) as library:
             print("ready", flush=True)
             report = library.enrich_graph()
             print(f"done {report}", flush=True)

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from crash_driver import naming_model
+from crash_driver import llm_settings, naming_model
 from hash_embedder import hash_factory
 from library_checks import age, integrity_problems, opened, processes_in_group, temp_leftovers
 from ollama_server import serve_ollama
@@ -212,14 +212,7 @@ def resume_enrich(home: Path, acks: Path) -> None:
     with serve_ollama() as server:
         server.chat_models = {model}
         server.chat_reply = naming_model
-        settings = Settings(
-            home=home,
-            embedder="none",
-            graph_extractor="ollama",
-            ollama_host=server.url,
-            graph_model=model,
-        )
-        with Library(settings) as library:
+        with Library(llm_settings(home, server.url, model)) as library:
             report = library.enrich_graph()
     assert report is not None and report.error is None and report.pending == 0, report
     with opened(home / DB_FILE) as conn:
