@@ -136,19 +136,22 @@ def text_cells(db_path: Path) -> Iterator[tuple[str, str, str]]:
                         yield table, column, value
 
 
-def table_digest(db_path: Path, *, skip: frozenset[str] = VOLATILE_TABLES) -> str:
-    """One sha256 over every row of every table, in rowid order, read in one snapshot."""
-    digest = hashlib.sha256()
+def table_digest(db_path: Path, *, skip: frozenset[str] = VOLATILE_TABLES) -> dict[str, str]:
+    """A sha256 over every row of each table, in rowid order, read in one snapshot.
+
+    One digest per table, so a failing comparison names the tables that changed."""
+    digests: dict[str, str] = {}
     with opened(db_path) as conn:
         conn.execute("BEGIN")
         for table in tables(conn):
             if table in skip:
                 continue
-            digest.update(table.encode())
+            digest = hashlib.sha256()
             for row in conn.execute(f'SELECT * FROM "{table}"'):
                 digest.update(repr(row).encode())
+            digests[table] = digest.hexdigest()
         conn.execute("COMMIT")
-    return digest.hexdigest()
+    return digests
 
 
 def integrity_problems(db_path: Path) -> list[str]:

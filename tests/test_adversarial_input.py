@@ -172,13 +172,37 @@ def fuzzed(tmp_path_factory: pytest.TempPathFactory, child_env: dict[str, str]) 
         library.add_folder(folder)
         library.sync()
         library.add_document("Notes", "# Notes\n\nindex 索引 backup\n", "t://notes", by_agent=False)
-    server = RawServer(home, root / "stderr.log", child_env)
+    synced = _synced_at(home)
+    time.sleep(1.0)  # ``synced_at`` counts seconds: the server's stamp is then a later one
+    # The server's own sync stamps ``sources`` (state, time): its start-up sync is waited
+    # for below and the periodic one is off, so the digest around a refused write sees
+    # only what the call itself did (the marker run once caught the start-up sync's stamp).
+    server = RawServer(home, root / "stderr.log", {**child_env, "KB_MCP_SYNC_INTERVAL_S": "0"})
     server.handshake()
     # The first call waits for the full MCP stack (the prelude answered initialize):
     # over 20 s under load 15, so it gets the start-up timeout.
     listed = server.request("tools/list", {}, STARTUP_TIMEOUT_S)["result"]["tools"]
+    _wait_for_sync_after(home, synced)
     yield Fuzzed(server, home, {t["name"]: t["inputSchema"] for t in listed})
     server.close()
+
+
+def _synced_at(home: Path) -> list[tuple[Any, ...]]:
+    """State and time of each folder source's last sync (the other sources are not synced)."""
+    with opened(home / DB_FILE) as conn:
+        query = "SELECT sync_state, synced_at FROM sources WHERE kind = 'folder' ORDER BY id"
+        return [tuple(r) for r in conn.execute(query)]
+
+
+def _wait_for_sync_after(home: Path, before: list[tuple[Any, ...]]) -> None:
+    """Until the server's start-up sync has stamped every folder source and is idle."""
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        now = _synced_at(home)
+        if all(a[1] != b[1] and b[0] == "idle" for a, b in zip(before, now, strict=True)):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the server's start-up sync did not finish: {_synced_at(home)}")
 
 
 def test_fuzz_covers_every_tool_the_server_lists(fuzzed: Fuzzed) -> None:
@@ -216,7 +240,9 @@ def check_call(
         else:
             outcome = "result"
     if before is not None and outcome != "result":
-        assert table_digest(fuzzed.home / DB_FILE) == before, "a rejected write changed kb.db"
+        after = table_digest(fuzzed.home / DB_FILE)
+        changed = sorted(t for t in before.keys() | after.keys() if before.get(t) != after.get(t))
+        assert not changed, f"a rejected write ({outcome}) changed kb.db's tables {changed}"
     return outcome
 
 
