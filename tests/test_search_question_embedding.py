@@ -10,6 +10,7 @@ has its own budget, before the deadline starts: past it, keyword results with
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ import pytest
 
 from kb_mcp.embed.base import Availability, EmbeddingSignature, EmbedKind
 from kb_mcp.library import Library
+from kb_mcp.search.vector import MAX_QUESTION_EMBEDDINGS
 from kb_mcp.settings import Settings
 from tests.hash_embedder import HashEmbedder
 
@@ -112,3 +114,56 @@ def test_question_embedding_within_budget_runs_hybrid_and_is_timed(
     result = lib.search("undo the last release", mode="hybrid")
     assert (result.mode, result.fallback) == ("hybrid", None)
     assert result.embed_ms is not None and result.embed_ms >= DEADLINE_MS / 2
+
+
+class StuckQuestions(SlowQuestions):
+    """Query embeddings that wait until ``answer`` is set: an embedder that stopped."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answer = threading.Event()
+        self.started = 0
+
+    def embed(self, texts: list[str], kind: EmbedKind = "passage") -> np.ndarray:
+        if kind == "query":
+            self.started += 1
+            self.answer.wait(30)
+        return self.inner.embed(texts, kind)
+
+
+def test_question_embedding_stuck_embedder_costs_a_bounded_number_of_threads(
+    tmp_path: Path,
+) -> None:
+    """issue 8 ("never a hang") and issue 11 (resources): an embedder that stops answering
+    keeps at most ``MAX_QUESTION_EMBEDDINGS`` threads; later searches answer from keywords
+    at once, with the reason, and hybrid comes back when the embedder answers again."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for name, text in NOTES.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    embedder = StuckQuestions()
+    settings = Settings(home=tmp_path / "home", embedder="local", search_timeout_ms=DEADLINE_MS)
+    with Library(settings, make_embedder=lambda provider, model: embedder) as lib:
+        lib.add_folder(folder)
+        lib.sync()
+        lib.embed_pending()
+        try:
+            reasons = [lib.search("undo the last release", mode="hybrid").reason for _ in range(4)]
+            assert embedder.started == MAX_QUESTION_EMBEDDINGS
+            assert reasons == [
+                f"embedder unavailable: embedding the question took longer than {DEADLINE_MS} ms",
+            ] * MAX_QUESTION_EMBEDDINGS + [
+                "embedder unavailable: "
+                f"{MAX_QUESTION_EMBEDDINGS} earlier question embeddings are still running"
+            ] * (4 - MAX_QUESTION_EMBEDDINGS)
+        finally:
+            embedder.answer.set()
+        deadline = time.monotonic() + 10
+        while _question_threads() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        result = lib.search("undo the last release", mode="hybrid")
+        assert (result.mode, result.fallback) == ("hybrid", None)
+
+
+def _question_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "kb-mcp-question-embedding"]

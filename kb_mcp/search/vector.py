@@ -104,19 +104,33 @@ class NearestIndex(Protocol):
     ) -> list[tuple[int, float]]: ...
 
 
+# Question embeddings that outlived their budget keep their thread until the embedder
+# returns: at most this many run at once, so a stuck embedder (a model swapped out, an
+# embedding server that stopped answering) costs a few threads, not one per search.
+MAX_QUESTION_EMBEDDINGS = 2
+_question_slots = threading.BoundedSemaphore(MAX_QUESTION_EMBEDDINGS)
+
+
 def embed_within(embedder: Embedder, query: str, timeout_s: float) -> Any:
     """The question's vector, or ``EmbedderUnavailable`` when the embedder fails or takes
     longer than ``timeout_s``.
 
     The call runs in a thread of its own: an in-process model cannot be interrupted, so
-    past the budget its thread finishes alone and its vector is dropped. A model that
-    loads lazily (``load()``, the local one) is loaded first, outside the budget.
+    past the budget its thread finishes alone and its vector is dropped. While
+    ``MAX_QUESTION_EMBEDDINGS`` such threads still run, a search does not start another:
+    it answers from keywords at once. A model that loads lazily (``load()``, the local
+    one) is loaded first, outside the budget.
     """
     from kb_mcp.embed.base import EmbedderUnavailable
 
     load = getattr(embedder, "load", None)
     if callable(load):
         load()
+    if not _question_slots.acquire(blocking=False):
+        raise EmbedderUnavailable(
+            f"{MAX_QUESTION_EMBEDDINGS} earlier question embeddings are still running",
+            hint="the embedder is stuck or very slow; keyword results only until it answers",
+        )
     box: dict[str, Any] = {}
 
     def run() -> None:
@@ -124,6 +138,8 @@ def embed_within(embedder: Embedder, query: str, timeout_s: float) -> Any:
             box["vector"] = embedder.embed([query], kind="query")[0]
         except Exception as exc:  # re-raised in the caller's thread below
             box["error"] = exc
+        finally:
+            _question_slots.release()
 
     worker = threading.Thread(target=run, name="kb-mcp-question-embedding", daemon=True)
     worker.start()
