@@ -29,6 +29,7 @@ from kb_mcp.embed.active import EmbedderFactory
 from kb_mcp.entities import Entities
 from kb_mcp.folders import Folders
 from kb_mcp.graph.enrich import EnrichReport, ExtractorFactory
+from kb_mcp.home import DB_FILE
 from kb_mcp.ingest import sources, sync
 from kb_mcp.lookup import MODEL_LOADING, Lookup
 from kb_mcp.results import (
@@ -47,7 +48,7 @@ from kb_mcp.results import (
 from kb_mcp.search.engine import SearchResult
 from kb_mcp.search.query import parse_query
 from kb_mcp.settings import Settings
-from kb_mcp.state import DB_FILE, LibraryState
+from kb_mcp.state import LibraryState
 from kb_mcp.store.counts import source_counts
 from kb_mcp.writing import Writing
 

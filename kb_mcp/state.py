@@ -18,6 +18,7 @@ from kb_mcp.embed.active import ActiveVectors, EmbedderFactory
 from kb_mcp.errors import InvalidInput, NotFound
 from kb_mcp.fsutil import remove_stale_temps
 from kb_mcp.graph.enrich import ExtractorFactory, GraphEnrichment
+from kb_mcp.home import DB_FILE
 from kb_mcp.index.fts import FtsIndex
 from kb_mcp.index.graph import GraphIndex
 from kb_mcp.ingest import agent, synclock
@@ -28,8 +29,6 @@ from kb_mcp.store import documents as rows
 from kb_mcp.store.db import Database
 
 _T = TypeVar("_T")
-
-DB_FILE = "kb.db"
 
 
 class LibraryState:
