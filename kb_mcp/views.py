@@ -13,6 +13,7 @@ import os
 import statistics
 from pathlib import Path
 
+from kb_mcp.home import AUDIT_FILE
 from kb_mcp.index.graph import GraphIndex
 from kb_mcp.ingest.frontmatter import split_frontmatter
 from kb_mcp.results import (
@@ -30,7 +31,6 @@ from kb_mcp.store import documents as rows
 from kb_mcp.store import relations as relation_rows
 from kb_mcp.store.db import Database
 
-AUDIT_FILE = "audit.log"  # the name server/audit.py appends to
 AUDIT_TAIL_BYTES = 256 << 10  # the log's tail: ~2,500 calls of ~100 bytes
 DOCUMENT_ENTITIES = 40
 ENTITY_CHUNKS = 2_000  # chunks of one document looked at for its entities (SQL variables)

@@ -32,6 +32,7 @@ from typing import Any
 from kb_mcp.ingest.dates import parse_date, stated_date
 from kb_mcp.ingest.frontmatter import meta_list, split_frontmatter
 from kb_mcp.ingest.references import DATED, content_words, normalize, parse_reference
+from kb_mcp.store.relations import Statement
 
 # The version of the rules below: stored rows made under another are redone by the first
 # reader (``ingest/relink.StoredRelations``). Bump it when detection or matching changes.
@@ -206,16 +207,10 @@ _REF_END = re.compile(
 
 
 @dataclass(frozen=True, slots=True)
-class Detected:
-    """One relation a document states. ``reverse``: the named document changes this one."""
+class Detected(Statement):
+    """One relation a document states (``store/relations.Statement``'s fields).
+    ``reverse``: the named document changes this one."""
 
-    kind: str
-    reference: str
-    effective: str | None
-    evidence: str
-    start_line: int
-    end_line: int
-    detected: str
     reverse: bool = False
 
 

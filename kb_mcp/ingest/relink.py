@@ -113,17 +113,7 @@ def record_relations(
     for item in detected:
         other, state = _match(item.reference, item.kind, document_id, names, held)
         store.insert_relation(
-            conn,
-            document_id,
-            reverse=item.reverse,
-            other=other,
-            kind=item.kind,
-            reference=item.reference,
-            effective=item.effective,
-            evidence=item.evidence,
-            lines=(item.start_line, item.end_line),
-            detected=item.detected,
-            state=state,
+            conn, document_id, item, reverse=item.reverse, other=other, state=state
         )
     for row in answered:
         store.set_other(conn, row, *_match(row.reference, row.kind, row.stated_by, names, held))

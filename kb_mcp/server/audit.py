@@ -16,7 +16,7 @@ import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
-from kb_mcp.views import AUDIT_FILE  # the reader of the log (the web view) names the file
+from kb_mcp.home import AUDIT_FILE  # the reader of the log (views.py) names it too
 
 __all__ = ["AUDIT_FILE", "record_call"]
 _lock = threading.Lock()

@@ -13,13 +13,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kb_mcp.home import DB_FILE  # not from library.py: importing that costs ~0.3 s
 from kb_mcp.store.summary import LibrarySummary, library_summary
 
 if TYPE_CHECKING:
     from kb_mcp.library import Library
     from kb_mcp.settings import Settings
 
-DB_FILE = "kb.db"  # library.DB_FILE, repeated: importing library.py costs ~0.3 s
 MAX_SOURCES_LISTED = 12  # past this an agent learns more from `list` than from a long line
 MAX_NAME_CHARS = 60
 

@@ -17,11 +17,14 @@ RESOLVED, PENDING, AMBIGUOUS = "resolved", "pending", "ambiguous"
 
 
 @dataclass(frozen=True, slots=True)
-class RelationRow:
-    id: int
-    stated_by: int
-    from_id: int | None
-    to_id: int | None
+class Statement:
+    """What a document states about another: the kind of change, the reference as
+    written, when it takes effect, the evidence and its lines, how it was detected.
+
+    The one definition of these fields: ``ingest/relations.Detected`` is a statement as
+    detection finds it, ``RelationRow`` one as stored (here, the bottom layer both use).
+    """
+
     kind: str
     reference: str
     effective: str | None
@@ -29,6 +32,17 @@ class RelationRow:
     start_line: int
     end_line: int
     detected: str
+
+
+@dataclass(frozen=True, slots=True)
+class RelationRow(Statement):
+    """A stored statement: its row id, the stating document, both sides (the open one
+    NULL until resolved) and the match state."""
+
+    id: int
+    stated_by: int
+    from_id: int | None
+    to_id: int | None
     state: str
 
     @property
@@ -52,31 +66,37 @@ class RelationView:
     detected: str
 
 
-_COLS = (
-    "id, stated_by, from_id, to_id, kind, reference, effective, evidence, start_line, "
-    "end_line, detected, state"
-)
+_STATEMENT = "kind, reference, effective, evidence, start_line, end_line, detected"
+_COLS = f"{_STATEMENT}, id, stated_by, from_id, to_id, state"  # RelationRow's field order
 
 
 def insert_relation(
     conn: apsw.Connection,
     stated_by: int,
+    stated: Statement,
     *,
     reverse: bool,
     other: int | None,
-    kind: str,
-    reference: str,
-    effective: str | None,
-    evidence: str,
-    lines: tuple[int, int],
-    detected: str,
     state: str,
 ) -> None:
+    """Store what ``stated_by`` states; ``reverse``: ``other`` is the changing side."""
     from_id, to_id = (other, stated_by) if reverse else (stated_by, other)
     conn.execute(
-        f"INSERT INTO doc_relations({_COLS.removeprefix('id, ')}) "
+        f"INSERT INTO doc_relations({_STATEMENT}, stated_by, from_id, to_id, state) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (stated_by, from_id, to_id, kind, reference, effective, evidence, *lines, detected, state),
+        (
+            stated.kind,
+            stated.reference,
+            stated.effective,
+            stated.evidence,
+            stated.start_line,
+            stated.end_line,
+            stated.detected,
+            stated_by,
+            from_id,
+            to_id,
+            state,
+        ),
     )
 
 

@@ -1,0 +1,127 @@
+"""The catalog: what the library holds, as the ``list`` tool and the library page show it.
+
+Why cut here: these reads count and list rather than find (sources with their counts,
+sync state and vector coverage, index health, one source's entries a page at a time),
+and the whole-index counts among them are kept per data version (``LibraryState.memo``).
+"""
+
+from __future__ import annotations
+
+from kb_mcp import limits
+from kb_mcp.embed.active import NO_EMBEDDER
+from kb_mcp.index import vectors
+from kb_mcp.results import (
+    DocumentEntry,
+    NearDuplicate,
+    Overview,
+    SourceInfo,
+    SourceListing,
+    VectorState,
+)
+from kb_mcp.state import LibraryState
+from kb_mcp.store import documents as rows
+from kb_mcp.store.counts import source_counts
+
+NEAR_DUPLICATES_SHOWN = 10
+
+
+class Catalog:
+    """``Library.overview``, ``list_source`` and ``source_names``."""
+
+    def __init__(self, state: LibraryState) -> None:
+        self.settings = state.settings
+        self.home = state.home
+        self.db = state.db
+        self.fts = state.fts
+        self.redaction = state.redaction
+        self._vectors = state.vectors
+        # The state's shared steps, under the names the methods below call them by.
+        self._source_id = state.source_id
+        self._ready = state.ready
+        self._memo = state.memo
+        self.vector_state = state.vectors.state
+
+    def overview(self) -> Overview:
+        """The library: sources with counts, sync state and vector coverage, index health
+        (vectors: which model, embedded / pending, the last failure), search modes."""
+        conn = self.db.conn
+        counts = self._memo("source_counts", lambda: source_counts(conn))
+        state = self.vector_state()
+        health_row = self._vectors.configured_row() or (
+            vectors.signature_row(conn, state.signature_id) if state.signature_id else None
+        )
+        covered = (
+            self._memo(f"coverage:{health_row.id}", lambda: vectors.coverage(conn, health_row.id))
+            if health_row
+            else {}
+        )
+        sources = tuple(
+            SourceInfo(
+                s.name,
+                s.kind,
+                s.root,
+                *counts.get(s.id, (0, 0, 0)),
+                s.sync_state,
+                s.synced_at,
+                s.sync_error,
+                *(covered.get(s.id, (0, 0)) if health_row else (None, None)),
+            )
+            for s in rows.list_sources(conn)
+        )
+        documents, chunks = rows.document_total(conn)
+        pairs, examples = rows.near_duplicate_pairs(conn, NEAR_DUPLICATES_SHOWN)
+        health = {
+            "keyword_index": "current" if self.fts.is_current() else "pending migration",
+            "stored_redaction": "current" if self.redaction.is_current() else "pending upgrade",
+            "vectors": _describe_vectors(state),
+            "embed_pending": state.pending if self.settings.embedder != "none" else 0,
+            "embed_failed_documents": self._memo(
+                "failed_documents", lambda: vectors.failed_documents(conn)
+            ),
+            "embed_error": (health_row.last_error if health_row else None)
+            or self._vectors.last_error,
+            "failed_files": sum(s.failed for s in sources),
+            "near_duplicate_pairs": pairs,
+        }
+        modes = ("keyword", "vector", "hybrid", "grep") if state.usable else ("keyword", "grep")
+        return Overview(
+            str(self.home),
+            sources,
+            documents,
+            chunks,
+            modes,
+            health,
+            tuple(NearDuplicate(*pair) for pair in examples),
+        )
+
+    def list_source(self, source: str, limit: int = 50, offset: int = 0) -> SourceListing:
+        """One source's entries, one per path, newest first, a page at a time.
+
+        ``total`` counts the same rows the pages hold, so paging to ``total`` covers every
+        path exactly once (a document held at two paths is listed at both).
+        """
+        limits.LIST_LIMIT.check(limit)
+        limits.OFFSET.check(offset)
+        source_id = self._source_id(source)
+        self._ready()
+        page = rows.list_documents(self.db.conn, source_id, limit, offset)
+        total = rows.count_listed(self.db.conn, source_id)  # counts what is paged: paths
+        entries = tuple(
+            DocumentEntry(d.doc_key, d.title, d.uri or path, d.doc_date, d.updated_at, note)
+            for d, path, note in page
+        )
+        return SourceListing(source, entries, total, offset)
+
+    def source_names(self) -> tuple[str, ...]:
+        """Every source's name (a search scope), without the counts ``overview`` adds."""
+        return tuple(s.name for s in rows.list_sources(self.db.conn))
+
+
+def _describe_vectors(state: VectorState) -> str:
+    """One line for ``list``: the model in use and its coverage, or why there is none."""
+    if state.usable and state.signature is not None:
+        return (
+            f"{state.signature.describe()}: {state.embedded:,} passages embedded, "
+            f"{state.pending:,} pending"
+        )
+    return f"off: {state.reason}" if state.reason == NO_EMBEDDER else f"not usable: {state.reason}"

@@ -1,0 +1,152 @@
+"""Folder sources: registering, estimating, removing and syncing the user's folders.
+
+Why cut here: a folder's truth is the folder itself (listed in ``sources.json`` or the
+``folders`` setting), never a file of ours; what is indexed from it changes only by a
+sync, one per source across processes, which always ends ``idle`` or ``error``. The
+ingestion itself is ``ingest/sync.py``; this module holds the source's lifecycle around it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from kb_mcp.errors import InvalidInput, NotFound, Refused
+from kb_mcp.ingest import agent, sources, sync, synclock
+from kb_mcp.ingest.pipeline import remove_location
+from kb_mcp.ingest.sync import utc_now
+from kb_mcp.state import LibraryState
+from kb_mcp.store import documents as rows
+
+
+class Folders:
+    """``Library.folder_sources``, ``estimate_folder``, ``add_folder``, ``remove_source``
+    and ``sync``."""
+
+    def __init__(self, state: LibraryState) -> None:
+        self.settings = state.settings
+        self.home = state.home
+        self.db = state.db
+        # The state's shared steps, under the names the methods below call them by.
+        self._ready = state.ready
+        self._chunks_changed = state.chunks_changed
+        self._source_id = state.source_id
+
+    def folder_sources(self) -> list[sources.FolderSource]:
+        """Registered folders plus the ones the ``folders`` setting names."""
+        return sources.folder_sources(self.home, self.settings.folders)
+
+    def estimate_folder(self, path: str | Path, ignore: Sequence[str] = ()) -> sync.Estimate:
+        """What syncing ``path`` would read (files, bytes, chunks), before anything is stored."""
+        root = Path(path).expanduser().resolve()
+        candidate = sources.FolderSource(root.name, str(root), tuple(ignore))
+        return sync.estimate_folder(candidate, max_files=self.settings.max_files_per_source)
+
+    def add_folder(
+        self, path: str | Path, name: str | None = None, ignore: Sequence[str] = ()
+    ) -> sources.FolderSource:
+        """Register a folder as a source (``sync`` ingests it)."""
+        return sources.register_folder(self.home, Path(path), name, ignore)
+
+    def remove_source(self, name: str) -> int:
+        """Forget a folder source and every document only it held; returns how many paths."""
+        if name == agent.AGENT_SOURCE:
+            raise Refused(
+                "the agent source cannot be removed: it holds the documents agents added",
+                hint=f"delete single files under {self.home / agent.DOCS_DIR}, then reindex",
+            )
+        registered = {s.name for s in sources.load_registry(self.home)}
+        row = rows.get_source(self.db.conn, name)
+        if name not in registered and row is None:
+            raise NotFound(f"no source named {name!r}")
+        if name in registered:
+            sources.unregister_folder(self.home, name)
+        return self._drop_source_rows(row) if row else 0
+
+    def _drop_source_rows(self, row: rows.SourceRow) -> int:
+        paths = list(rows.source_locations(self.db.conn, row.id))
+        with self.db.write() as conn:
+            for path in paths:
+                remove_location(self.db, row.id, path)
+            rows.delete_source(conn, row.id)
+        self._chunks_changed()
+        return len(paths)
+
+    def sync(
+        self,
+        source: str | None = None,
+        progress: sync.Progress | None = None,
+        should_stop: Callable[[], bool] | None = None,
+        *,
+        wait: bool = True,
+    ) -> list[sync.SyncReport]:
+        """Sync folder sources (all, or the one named); resumable and safe to repeat.
+
+        One sync per source at a time, across processes: a source another sync holds is
+        waited for (``wait``, the default) or skipped, with no report (``wait=False``).
+        Each source ends ``idle``, or ``error`` with the reason, whatever happens.
+        """
+        self._ready()
+        folders = self.folder_sources()
+        if source is not None:
+            folders = [f for f in folders if f.name == source]
+            if not folders:
+                self._source_id(source)  # raises NotFound listing the known sources
+                raise InvalidInput(f"source {source!r} is not a folder source; nothing to sync")
+        else:
+            self._drop_unlisted_folders({f.name for f in folders})
+        reports = (self._sync_one(folder, progress, should_stop, wait) for folder in folders)
+        try:
+            return [report for report in reports if report is not None]
+        finally:
+            self._chunks_changed()
+
+    def _sync_one(
+        self,
+        folder: sources.FolderSource,
+        progress: sync.Progress | None,
+        should_stop: Callable[[], bool] | None,
+        wait: bool,
+    ) -> sync.SyncReport | None:
+        """Sync one folder under its source lock; None when another sync holds it."""
+
+        def waiting(pid: int | None) -> None:
+            if progress:
+                progress(0, 0, f"waiting for another sync of {folder.name} (pid {pid})")
+
+        with synclock.source_lock(self.home, folder.name) as lock:
+            if not synclock.acquire(lock, wait=wait, should_stop=should_stop, on_wait=waiting):
+                return None
+            with self.db.write() as conn:
+                source_id = rows.ensure_source(
+                    conn, folder.name, "folder", utc_now(), folder.root, folder.ignore
+                )
+                rows.set_sync_state(conn, source_id, "syncing", None, None)
+            # Trigger: any exception, ours or not, even KeyboardInterrupt. Why: a source
+            # left "syncing" looked busy forever (issue 7 item 9). Outcome: "error" with
+            # the reason, then the exception goes on; "idle" only after a clean return.
+            state, error, synced_at = "error", synclock.INTERRUPTED, None
+            try:
+                report = sync.sync_folder(
+                    self.db,
+                    folder,
+                    source_id,
+                    max_files=self.settings.max_files_per_source,
+                    progress=progress,
+                    should_stop=should_stop,
+                    pdf_mode=self.settings.pdf_mode,
+                )
+                state, error, synced_at = "idle", None, utc_now()
+                return report
+            except Exception as exc:
+                error = sync.failure_reason(exc)
+                raise
+            finally:
+                with self.db.write() as conn:
+                    rows.set_sync_state(conn, source_id, state, error, synced_at)
+
+    def _drop_unlisted_folders(self, listed: set[str]) -> None:
+        """Folder rows whose source is no longer registered or configured go."""
+        for row in rows.list_sources(self.db.conn):
+            if row.kind == "folder" and row.name not in listed:
+                self._drop_source_rows(row)

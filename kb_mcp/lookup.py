@@ -1,0 +1,154 @@
+"""Lookup: the three ways to find stored text, ``search``, ``grep`` and ``read``.
+
+Why cut here: these are the reads an agent asks for (three of the five tools), and each
+brings derived data up to date first, so none answers from text under older rules. The
+search engine is ``search/engine.py``; what is done here is the library's part around
+it: validation, the deadline, and the vector leg built from the library's vectors
+(with the question embedded before the deadline starts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from kb_mcp import grep as grep_mod
+from kb_mcp import limits
+from kb_mcp.errors import SearchTimedOut
+from kb_mcp.reader import read_document
+from kb_mcp.results import ReadResult
+from kb_mcp.search.engine import (
+    SearchRequest,
+    SearchResult,
+    check_legs,
+    plan_search,
+    run_search,
+)
+from kb_mcp.state import LibraryState
+from kb_mcp.store import documents as rows
+from kb_mcp.store.db import QueryTimeout
+
+if TYPE_CHECKING:  # imported when vectors are used: keyword-only start-up stays lean
+    from kb_mcp.search.vector import VectorLeg
+
+# The reason of a search's keyword fallback while the server loads the local model (about
+# a second after start; waiting for it took searches past their deadline: issue 10).
+MODEL_LOADING = (
+    "the embedding model is still loading (once, just after the server starts); "
+    "keyword results until it is ready"
+)
+
+
+class Lookup:
+    """``Library.search``, ``grep`` and ``read``."""
+
+    def __init__(self, state: LibraryState) -> None:
+        self.settings = state.settings
+        self.db = state.db
+        self.fts = state.fts
+        self.graph = state.graph
+        # The state's shared steps, under the names the methods below call them by.
+        self._ready = state.ready
+        self._source_id = state.source_id
+        self.vector_state = state.vectors.state
+
+    def search(
+        self,
+        query: str,
+        top_k: int | None = None,
+        mode: str = "auto",
+        source: str | None = None,
+        legs: Sequence[str] | None = None,
+    ) -> SearchResult:
+        """Ranked, cited passages, one per document; empty (with a reason) when none match.
+
+        ``legs`` names the legs to run (any of keyword, vector, graph) instead of the
+        mode's plan, so each leg's contribution can be measured.
+        """
+        top_k = self.settings.search_top_k if top_k is None else limits.TOP_K.check(top_k)
+        named = check_legs(legs) if legs is not None else None
+        request = SearchRequest(
+            query, top_k, mode, source, named, self.settings.relations
+        ).validated()
+        source_id = self._source_id(source) if source else None
+        # A lazy index rebuild is proportional to the library, not to the query: it runs
+        # before the deadline starts, or a large library could never finish upgrading.
+        self._ready()
+        wants_vectors = "vector" in named if named is not None else mode != "keyword"
+        leg = self._vector_leg() if wants_vectors else None
+        self._embed_question(leg, request)
+        try:
+            with self.db.deadline(self.settings.search_timeout_ms):
+                result = run_search(self.db, self.fts, request, source_id, leg, graph=self.graph)
+        except QueryTimeout as exc:
+            raise SearchTimedOut(
+                f"search took longer than {self.settings.search_timeout_ms} ms and was stopped",
+                hint="use fewer or more specific words",
+            ) from exc
+        if leg is not None and leg.embed_seconds:  # the leg is this search's own
+            result = replace(result, embed_ms=round(leg.embed_seconds * 1000, 2))
+        return result
+
+    def _embed_question(self, leg: VectorLeg | None, request: SearchRequest) -> None:
+        """Embed the question before the database deadline starts, when the plan runs
+        the vector leg: the deadline covers the database work only, and the embedding
+        has its own budget of the same length (``search/vector.py`` says why)."""
+        from kb_mcp.search.vector import EmbeddedLeg
+
+        if isinstance(leg, EmbeddedLeg) and "vector" in plan_search(request, leg).legs:
+            leg.embed_question(request.query, self.settings.search_timeout_ms / 1000)
+
+    def _vector_leg(self) -> VectorLeg | None:
+        """The search engine's vector leg (None: ``--embedder none``), from ``vector_state``."""
+        if self.settings.embedder == "none":
+            return None
+        from kb_mcp.search.vector import EmbeddedLeg, UnusableLeg, coverage_state
+
+        state = self.vector_state()
+        if not state.usable:
+            return UnusableLeg(state.reason or "no vectors yet")
+        loading = getattr(state.embedder, "loading", None)  # the local model has it
+        if loading is not None and loading():
+            return UnusableLeg(MODEL_LOADING)
+        ready = coverage_state(state.embedded, state.pending)
+        if not ready.usable:
+            return UnusableLeg(ready.reason or "")
+        assert state.index is not None and state.embedder is not None
+        assert state.signature_id is not None
+        return EmbeddedLeg(self.db, state.index, state.embedder, state.signature_id, ready)
+
+    def grep(
+        self,
+        pattern: str,
+        *,
+        regex: bool = False,
+        ignore_case: bool = False,
+        source: str | None = None,
+        path_glob: str | None = None,
+        max_matches: int | None = None,
+    ) -> grep_mod.GrepResult:
+        """Lines of stored text matching ``pattern``, bounded by count and time."""
+        limit = self.settings.grep_max_matches if max_matches is None else max_matches
+        limits.MAX_MATCHES.check(limit)
+        compiled = grep_mod.compile_pattern(pattern, is_regex=regex, ignore_case=ignore_case)
+        self._ready()  # grep must never match text stored under older rules
+        source_id = self._source_id(source) if source else None
+        matches, truncated, timed_out, scanned = grep_mod.grep_texts(
+            rows.iter_texts(self.db.conn, source_id),
+            compiled,
+            path_glob=path_glob,
+            max_matches=limit,
+            timeout_s=self.settings.grep_timeout_ms / 1000,
+        )
+        return grep_mod.GrepResult(pattern, tuple(matches), truncated, timed_out, scanned)
+
+    def read(
+        self, doc: str, start_line: int | None = None, end_line: int | None = None
+    ) -> ReadResult:
+        """A document, or a line range of it, by id, cite string, uri or path."""
+        for name, line in (("start_line", start_line), ("end_line", end_line)):
+            if line is not None:
+                limits.LINE.check(line, name=name)
+        self._ready()
+        return read_document(self.db, doc, start_line, end_line)

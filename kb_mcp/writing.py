@@ -1,0 +1,236 @@
+"""Writing: agent documents and uploads in, and the index rebuilt from the files.
+
+Why cut here: these are the writes whose truth is a file under ``<home>/docs/`` (an
+agent's text, an upload converted to Markdown) and the reindex that re-reads those
+files; each stores its rows and writes its file in one transaction. Folder sources,
+whose truth is the user's folder, are ``folders.py``; the reindex ends by syncing them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from kb_mcp.chunk import split_document
+from kb_mcp.errors import KbError, Refused
+from kb_mcp.fsutil import atomic_write
+from kb_mcp.index import graph, vectors
+from kb_mcp.ingest import agent, readers
+from kb_mcp.ingest.pipeline import (
+    Outcome,
+    Stored,
+    redact_document,
+    remove_location,
+    store_document,
+    text_hash,
+)
+from kb_mcp.ingest.policy import check_readable
+from kb_mcp.ingest.status import classify_status
+from kb_mcp.ingest.sync import SyncReport, utc_now
+from kb_mcp.redact import redact
+from kb_mcp.results import AddResult, ReindexReport
+from kb_mcp.state import LibraryState
+from kb_mcp.store import documents as rows
+
+
+class Writing:
+    """``Library.add_document``, ``import_file`` and ``reindex``."""
+
+    def __init__(self, state: LibraryState, sync: Callable[[], list[SyncReport]]) -> None:
+        """``sync`` syncs every folder source: the last step of a reindex."""
+        self.settings = state.settings
+        self.home = state.home
+        self.db = state.db
+        self.fts = state.fts
+        self._enrichment = state.enrichment
+        # The state's shared steps, under the names the methods below call them by.
+        self._ready = state.ready
+        self._chunks_changed = state.chunks_changed
+        self.sync = sync
+
+    def add_document(
+        self,
+        title: str,
+        content: str,
+        source_uri: str,
+        tags: list[str] | None = None,
+        *,
+        by_agent: bool = True,
+    ) -> AddResult:
+        """Store text under the identity of ``source_uri``: created, replaced or unchanged.
+
+        Title, content, uri and tags are redacted before anything is stored. Refused when
+        it comes from an agent and agent writes are off; nothing is changed on any error.
+        """
+        if by_agent and not self.settings.allow_agent_writes:
+            raise Refused(
+                "agent writes are off in this library, so add_document is disabled",
+                hint="the user can enable them with `kb-mcp serve --allow-agent-writes`, "
+                "KB_MCP_ALLOW_AGENT_WRITES=1, or allow_agent_writes = true in "
+                f"{self.home / 'config.toml'}",
+            )
+        tags = list(tags or [])
+        content = content.replace("\r\n", "\n").replace("\r", "\n")  # as files are decoded
+        agent.validate_fields(
+            title,
+            content,
+            source_uri,
+            tags,
+            max_title_chars=self.settings.max_title_chars,
+            max_document_bytes=self.settings.max_document_bytes,
+        )
+        clean_title, clean_body, clean_uri = redact(title), redact(content), redact(source_uri)
+        clean_tags = [redact(t).text for t in tags]
+        doc_key = agent.doc_key_for_uri(source_uri)
+        existing = rows.get_document(self.db.conn, doc_key)
+        now = utc_now()
+        doc = agent.AgentDocument(
+            doc_key=doc_key,
+            title=clean_title.text.strip(),
+            uri=clean_uri.text,
+            tags=tuple(clean_tags),
+            content=clean_body.text,
+            created_at=existing.created_at if existing else now,
+            updated_at=now,
+        )
+        stored = self._store_agent_document(doc, write_file=True)
+        if stored.outcome is not Outcome.UNCHANGED:
+            self._chunks_changed()
+        redactions = clean_title.count + clean_body.count + clean_uri.count
+        kinds = tuple(sorted({*clean_title.kinds, *clean_body.kinds, *clean_uri.kinds}))
+        return AddResult(doc_key, stored.outcome.value, doc.title, stored.chunks, redactions, kinds)
+
+    def _store_agent_document(self, doc: agent.AgentDocument, *, write_file: bool) -> Stored:
+        """Index ``doc`` and (when asked) write its file, in one transaction.
+
+        The file is written inside the database transaction: if writing it fails the
+        rows roll back, so the index never holds a document its file does not.
+        """
+        self._ready()
+        record = rows.NewDocument(
+            doc_key=doc.doc_key,
+            title=doc.title,
+            uri=doc.uri,
+            kind=doc.kind,
+            language=None,
+            text=doc.content,
+            content_hash=text_hash(doc.content),
+            doc_date=doc.doc_date,
+            tags=doc.tags,
+            created_at=doc.created_at,
+            updated_at=doc.updated_at,
+            supersedes=doc.supersedes,
+            status=classify_status(doc.title, {}),
+        )
+        record = redact_document(record)  # a hand-edited docs/ file too (issue 7 item 1)
+        with self.db.write() as conn:
+            kind = "agent" if doc.source == agent.AGENT_SOURCE else "upload"
+            source_id = rows.ensure_source(conn, doc.source, kind, doc.created_at)
+            existing = rows.get_document(conn, doc.doc_key)
+            same = (record.content_hash, record.title, record.tags, record.doc_date, record.kind)
+            if existing is not None and same == (
+                existing.content_hash,
+                existing.title,
+                existing.tags,
+                existing.doc_date,
+                existing.kind,
+            ):
+                chunks = len(rows.chunk_ids(conn, existing.id))
+                return Stored(Outcome.UNCHANGED, existing.doc_key, chunks)
+            stored = store_document(
+                self.db,
+                source_id,
+                f"{doc.doc_key}.md",
+                record,
+                split_document(record.text, doc.kind),
+                seen_at=doc.updated_at,
+            )
+            if write_file:
+                data = agent.render_agent_file(doc).encode("utf-8")
+                atomic_write(agent.agent_file(self.home, doc.doc_key), data)
+        return stored
+
+    def import_file(self, path: str | Path) -> AddResult:
+        """Import one file as an upload: converted to Markdown under ``docs/``, original kept.
+
+        Identity is the file's resolved path, so importing it again replaces it. The text
+        is redacted like an agent document's; sensitive files are refused unread.
+        """
+        source_path = Path(path).expanduser()
+        resolved = check_readable(source_path, source_path.resolve().parent)
+        data = readers.read_capped(resolved, readers.MAX_BYTES)
+        try:
+            converted = readers.convert_bytes(data, readers.format_key(resolved))
+        except KbError as exc:
+            raise type(exc)(
+                f"cannot read {source_path.name}: {exc.message}", hint=exc.hint
+            ) from exc
+        body = redact(converted.markdown)
+        doc_key = agent.doc_key_for_upload(resolved)
+        existing = rows.get_document(self.db.conn, doc_key)
+        now = utc_now()
+        doc = agent.AgentDocument(
+            doc_key=doc_key,
+            title=redact(converted.title or resolved.name).text,
+            uri=resolved.name,
+            tags=(),
+            content=body.text,
+            created_at=existing.created_at if existing else now,
+            updated_at=now,
+            source=agent.UPLOAD_SOURCE,
+            kind=converted.kind,
+        )
+        original = self.home / agent.ORIGINALS_DIR / f"{doc_key}{resolved.suffix.lower()}"
+        atomic_write(original, data)
+        stored = self._store_agent_document(doc, write_file=True)
+        self._chunks_changed()
+        return AddResult(
+            doc_key, stored.outcome.value, doc.title, stored.chunks, body.count, body.kinds
+        )
+
+    def reindex(self, *, rebuild: bool = False) -> ReindexReport:
+        """Bring the index in line with the files; with ``rebuild`` drop every derived row first.
+
+        Files are the truth: agent documents are re-read from ``<home>/docs/``. A plain
+        reindex commits document by document, so it never holds the write lock for the
+        whole run and other writers (a sync, add_document) get in between (issue 7 item
+        18). A rebuild runs in one transaction, so readers see the old index until it
+        commits; other writers wait, and past the busy timeout get ``Conflict``.
+        """
+        self._ready()  # docs/ files re-redacted first: a rebuild reads them
+        if not rebuild:
+            return self._reindex_files(rebuild=False)
+        with self.db.write() as conn:
+            vectors.forget_all(conn)  # chunk ids start over: no vector may survive
+            graph.forget_all(conn)
+            self._enrichment.forget(conn)
+            rows.delete_everything(conn)
+            self.fts.invalidate()
+            self.fts.ensure_current()
+            return self._reindex_files(rebuild=True)
+
+    def _reindex_files(self, *, rebuild: bool) -> ReindexReport:
+        """Re-store every agent file, drop what vanished, sync the folders; the report."""
+        failed: list[str] = []
+        seen = set()
+        for path in sorted((self.home / agent.DOCS_DIR).glob("*.md")):
+            try:
+                doc = agent.parse_agent_file(path)
+            except KbError as exc:  # one unreadable file must not stop a rebuild
+                failed.append(f"{path.name}: {exc.message}")
+                continue
+            seen.add(f"{doc.doc_key}.md")
+            self._store_agent_document(doc, write_file=False)
+        for name in (agent.AGENT_SOURCE, agent.UPLOAD_SOURCE):
+            source = rows.get_source(self.db.conn, name)
+            if source is not None:
+                self._drop_vanished_agent_docs(source.id, seen)
+        for report in self.sync():
+            failed += [f"{report.source}/{path}: {reason}" for path, reason in report.failures]
+        documents, chunks = rows.document_total(self.db.conn)
+        return ReindexReport(rebuild, documents, chunks, tuple(failed))
+
+    def _drop_vanished_agent_docs(self, source_id: int, seen: set[str]) -> None:
+        for _doc, path, _note in rows.list_documents(self.db.conn, source_id, 1_000_000, 0):
+            if path not in seen:
+                remove_location(self.db, source_id, path)
