@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from raw_server import RawServer, tool_call
+from raw_server import STARTUP_TIMEOUT_S, RawServer, tool_call
 
 from kb_mcp.library import Library
 from kb_mcp.server import prelude, snapshot
@@ -249,7 +249,8 @@ def test_serve_first_search_then_handover_answers_every_request_once(
         server.send(line(tool_call(1, "search", query="restore")))
         server.send(line({"jsonrpc": "2.0", "id": 2, "method": "prompts/list"}))
         server.send(line(tool_call(3, "grep", pattern="(a|aa)+$", regex=True)))
-        replies = [server.reply() for _ in range(3)]
+        # prompts/list waits for FastMCP's import: over 20 s at load 15 on 2 cores.
+        replies = [server.reply(STARTUP_TIMEOUT_S) for _ in range(3)]
         server.send(line(tool_call(4, "read", doc="t://b")))
         replies.append(server.reply())
         assert sorted(r["id"] for r in replies) == [1, 2, 3, 4]
