@@ -25,6 +25,7 @@ from kb_mcp.search.floor import (
     asks_for_number,
     content_units,
     holds_number_near,
+    slot_words,
 )
 from kb_mcp.search.fuse import LegHit
 from kb_mcp.search.vector import VectorState
@@ -212,3 +213,81 @@ def test_answer_type_version_must_be_written_as_one() -> None:
         assert answer_type_reason(question, units, [shaped], df, 100) is None, written
     port = "Which port holds the app sessions?"  # a port is any number: not held to shape
     assert answer_type_reason(port, {**units, "port": ["port"]}, [amount], df, 100) is None
+
+
+@pytest.mark.parametrize(
+    ("question", "words"),
+    [
+        ("What's the monthly fare cap?", ("monthly",)),
+        ("Which gRPC port does arrivals-api listen on?", ("gRPC", "arrivals-api")),
+        (
+            "What is the per-key rate limit of journey-planner-api?",
+            ("per-key", "journey-planner-api"),
+        ),
+        ("How long are Slack messages kept?", ("Slack",)),
+        ("Which Redis version holds the app sessions?", ("Redis",)),
+        # plain words are paraphrased ("calls" / "requests"), adjectives describe the value
+        ("How many calls per minute could a single API key make?", ()),
+        ("What's the oldest Android version the app supports?", ("Android",)),
+        ("What's the maximum number of connections the pool opens?", ()),
+        # the noun asked about ends at its verb: Harbor makes the attempts
+        ("how many attempts does Harbor make", ()),
+        ("How much money do I get for my home office?", ()),
+        # Title Case names nothing by its capitals (NFCorpus titles)
+        ("How Long to Detox From Fish Before Pregnancy?", ()),
+    ],
+)
+def test_answer_type_slot_words_are_names_periods_and_identifiers(
+    question: str, words: tuple[str, ...]
+) -> None:
+    """issue 9 (abstention): the words that tell the asked-for value from a neighbour's."""
+    assert slot_words(question) == words
+
+
+SIBLINGS = {
+    "avl-ingest.md": "# avl-ingest changelog\n\n- gRPC endpoint for the map: port 7070.\n",
+    "arrivals-api.md": (
+        "# arrivals-api\n\n## Running it\n\nThe arrivals-api server listens on port 8088 "
+        "for HTTP requests from the boards.\n"
+    ),
+    "fares.md": "# Fares\n\n## Caps\n\n- Daily fare cap: £5.50.\n- Weekly fare cap: £22.00.\n",
+    "deploys.md": "# Deploys\n\nWe deploy the web app on weekdays after the review.\n",
+}
+
+
+def _siblings(base: Path, extra: dict[str, str]) -> Library:
+    folder = base / "notes"
+    folder.mkdir(parents=True)
+    for name, text in {**SIBLINGS, **extra}.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    library = Library(Settings(home=base / "home", embedder="none"))
+    library.add_folder(folder)
+    library.sync()
+    return library
+
+
+def test_answer_type_neighbours_value_answers_nothing(tmp_path: Path) -> None:
+    """issue 9 (golden2 abstention): another service's gRPC port, arrivals-api's HTTP
+    port and the daily and weekly caps are numbers near the question's words, but not
+    the asked-for one: empty, naming the words no close passage holds with a number."""
+    with _siblings(tmp_path, {}) as library:
+        grpc = library.search("Which gRPC port does arrivals-api listen on?")
+        assert grpc.hits == ()
+        assert grpc.reason is not None and "beside 'gRPC', 'arrivals-api'" in grpc.reason
+        assert library.search("What's the monthly fare cap?").hits == ()
+        assert library.search("Which port does arrivals-api listen on?").hits
+        assert library.search("What's the weekly fare cap?").hits
+
+
+def test_answer_type_own_value_is_answered(tmp_path: Path) -> None:
+    """The same library once a page states arrivals-api's gRPC port and a monthly cap."""
+    extra = {
+        "arrivals-grpc.md": "# arrivals-api gRPC\n\narrivals-api serves gRPC on port 9090.\n",
+        "monthly.md": "# Monthly cap\n\nThe monthly fare cap is £80.\n",
+    }
+    with _siblings(tmp_path, extra) as library:
+        grpc = library.search("Which gRPC port does arrivals-api listen on?")
+        assert grpc.hits and grpc.hits[0].path is not None
+        assert grpc.hits[0].path.endswith("arrivals-grpc.md")
+        cap = library.search("What's the monthly fare cap?")
+        assert cap.hits and cap.hits[0].path is not None and cap.hits[0].path.endswith("monthly.md")

@@ -30,6 +30,7 @@ from kb_mcp.search.floor import (
     asks_for_number,
     coverage,
     floor_reason,
+    slot_words,
 )
 from kb_mcp.search.freshness import as_of_date, demotion_rule, reorder, section_date
 from kb_mcp.search.fuse import FusedHit, LegHit, fuse_rankings
@@ -320,7 +321,8 @@ def _answer_type(fts: FtsIndex, stats: UnitStats, question: str, ranking: Rankin
     if asks_for_number(question) is None:
         return None
     passages = [_passage_terms(fts, p) for p in ranking.leading(ANSWER_PASSAGES)]
-    return answer_type_reason(question, stats.tokens, passages, stats.df, stats.chunks)
+    required = {word: tokens for word in slot_words(question) if (tokens := fts.tokens(word))}
+    return answer_type_reason(question, stats.tokens, passages, stats.df, stats.chunks, required)
 
 
 def significant(value: float, digits: int = SCORE_DIGITS) -> float:
