@@ -76,6 +76,8 @@ def test_hop_runs_only_for_questions_about_someone(library: Library) -> None:
     """A question for a port is answered by the system's page: no hop leg runs."""
     result = library.search("Which port does tap-gateway listen on?", mode="keyword")
     assert result.hits and all("hop" not in h.legs for h in result.hits)
+    named = library.search("Which port does tap-gateway listen on?", legs=("keyword", "hop"))
+    assert named.hits and all("hop" not in h.legs for h in named.hits)
 
 
 @pytest.mark.parametrize(

@@ -610,7 +610,7 @@ def _search(
         return SearchResult(request.query, plan.mode, (), plan.fallback, _with(EMPTY_LIBRARY, plan))
     matched = without_common_units(query, stats.unit_df(), stats.chunks)
     legs, plan = _run_legs(plan, fts, matched, vectors, request, source_id, graph)
-    if "hop" in plan.legs:
+    if "hop" in plan.legs and asks_for_someone(request.query):  # named or planned
         legs["hop"] = _hop_leg(
             db, fts, graph, stats, matched, legs.get("keyword", []), request, source_id
         )
