@@ -38,6 +38,15 @@ NOTES = {
         "spec:\n  owner: team-axle\n"
     ),
 }
+NOTES["adr-0003.md"] = (
+    "# ADR-0003: NATS as the message broker\n\n- Status: Accepted\n- Author: Tobias Lindqvist\n\n"
+    "## Context\n\n" + "We compared Kafka, RabbitMQ and NATS on our own workloads. " * 12 + "\n\n"
+    "## Decision\n\nWe choose NATS JetStream as the message broker for every event.\n"
+)
+NOTES["bastion.md"] = (
+    "# Team Bastion\n\nSecurity and identity.\n\n## People\n\n"
+    "- Engineering manager: Mei Takahashi\n- Engineers: Tobias Lindqvist, Sipho Dlamini\n"
+)
 QUESTION = "Which Slack channel do I raise a tap-gateway problem in, in production?"
 
 
@@ -70,6 +79,15 @@ def test_hop_reaches_the_owning_team_page(library: Library) -> None:
     names = [Path(h.path or "").name for h in default.hits]
     assert names.index("semaphore.md") < names.index("lantern.md")
     assert "hop" in default.hits[names.index("semaphore.md")].legs
+
+
+def test_hop_reads_the_header_of_the_first_document(library: Library) -> None:
+    """The decision matches the question, the author stands in the ADR's header (another
+    passage): the hop reads that header and finds the author's team page."""
+    question = "The person who wrote the decision choosing our message broker: which team?"
+    alone = _ranked(library, question, legs=("keyword",))
+    assert "bastion.md" not in alone[:2]
+    assert _ranked(library, question, mode="keyword")[:2] == ["adr-0003.md", "bastion.md"]
 
 
 def test_hop_runs_only_for_questions_about_someone(library: Library) -> None:

@@ -276,6 +276,7 @@ def _hop_leg(
     closest passages → the question searched again with them; [] when none is found."""
     question = without_past_phrase(request.query)
     chunk_ids = [hit.chunk_id for hit in keyword[: hop.SEED_DOCUMENTS]]
+    chunk_ids += rows.first_chunks(db.conn, chunk_ids[: hop.HEADER_DOCUMENTS])
     if graph is not None:
         for entity in graph_seeds(graph, question):
             if expands(entity):

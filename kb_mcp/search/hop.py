@@ -47,6 +47,9 @@ MAX_NAMES = 3  # names added to the second search, from the weightiest lines fir
 NAME_SHARE = 0.5  # a name's best line weighs at least this share of the best name's
 SEED_DOCUMENTS = 5  # the keyword leg's first documents read for names
 MENTIONS_READ = 10  # passages read per entity the question names
+# The first documents whose header (first passage) is read too: an ADR's "Author:" line,
+# a postmortem's "Incident commander:", a page's "Owner:", above the passage that matched.
+HEADER_DOCUMENTS = 1
 
 
 # An owner field of a catalogue, a register or a YAML descriptor: its value is a name
