@@ -291,3 +291,17 @@ def test_answer_type_own_value_is_answered(tmp_path: Path) -> None:
         assert grpc.hits[0].path.endswith("arrivals-grpc.md")
         cap = library.search("What's the monthly fare cap?")
         assert cap.hits and cap.hits[0].path is not None and cap.hits[0].path.endswith("monthly.md")
+
+
+def test_answer_type_duration_must_carry_its_unit() -> None:
+    """issue 9 (golden2 dev hybrid): "how long are Slack messages kept" is not answered
+    by a team page whose number near "Slack" is a clock time ("until 22:00")."""
+    units = {"Slack": ["slack"], "messages": ["messag"], "kept": ["kept"]}
+    df = {"slack": 3, "messag": 5, "kept": 4}
+    body = ("slack", "almanac", "page", "staf", "until", "22", "00")
+    clock = PassageTerms(frozenset(), body, "Slack: #almanac. Paging staffed until 22:00.")
+    question = "How long are Slack messages kept?"
+    assert answer_type_reason(question, units, [clock], df, 100) is not None
+    for written in ("kept for 90 days", "kept two years", "kept 24 h", "kept indefinitely"):
+        held = PassageTerms(frozenset(), body, f"Slack messages are {written}. Until 22:00.")
+        assert answer_type_reason(question, units, [held], df, 100) is None, written

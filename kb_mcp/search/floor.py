@@ -103,9 +103,10 @@ def floor_reason(
 # often" is left out: its answers are words ("weekly", "every Tuesday") as often as not;
 # "when" too ("next spring", "after the freeze"): it cost a golden2 dev false empty, no catch.
 VERSION_KIND = "a version"
+DURATION_KIND = "a duration or an age"
 _ASKS_FOR_NUMBER: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("a count or an amount", re.compile(r"\bhow\s+(?:many|much)\b", re.I)),
-    ("a duration or an age", re.compile(r"\bhow\s+(?:long|old)\b", re.I)),
+    (DURATION_KIND, re.compile(r"\bhow\s+(?:long|old)\b", re.I)),
     (
         VERSION_KIND,
         re.compile(
@@ -141,6 +142,19 @@ _ASKS_FOR_NUMBER: tuple[tuple[str, re.Pattern[str]], ...] = (
 _VERSION_SHAPED = re.compile(
     r"(?<![\w.])[vV]?\d+(?:\.\d+)+(?!\w|\.\d)|\b[vV]\d+\b|\b(?i:version|release)\s+\d+"
     r"|\b[A-Z][\w.+#]*[a-z][\w.+#]*\s(?!(?:19|20)\d\d\b)\d+(?![\d:/-]|[.,]\d|\s*%)"
+)
+# A duration is written with its unit: "45 days", "two weeks", "24 hours", "1 h", "for
+# seven years", or "indefinitely". A passage whose only numbers near the question's words
+# are clock times or counts ("staffed until 22:00", "12 characters") does not say how
+# long. Caught: golden2 dev hybrid "How long are Slack messages kept?" (a team page's
+# "Slack: #almanac … until 22:00"); the answered "how long / how old" questions of
+# golden and golden2 dev all hold one ("45 days", "2 years", "30 seconds", "5 minutes").
+_DURATION_SHAPED = re.compile(
+    r"\b(?:\d+(?:[.,]\d+)?|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|"
+    r"twelve|fifteen|twenty|thirty|forty|fifty|sixty|ninety|hundred)[\s-]*"
+    r"(?:working\s+|business\s+|calendar\s+)?(?:s|secs?|seconds?|mins?|minutes?|h|hrs?|"
+    r"hours?|days?|weeks?|months?|years?|yrs?|nights?|d|w|y)\b|\b(?:forever|indefinitely)\b",
+    re.I,
 )
 # The word after "how" that asks for the number: a passage answers "how many" with "4",
 # not with "many", so the word weighs nothing in the passage's coverage.
@@ -302,6 +316,8 @@ def answer_type_reason(
         if not all(all(token in present for token in unit) for unit in (required or {}).values()):
             continue
         if kind == VERSION_KIND and _VERSION_SHAPED.search(passage.text) is None:
+            continue
+        if kind == DURATION_KIND and _DURATION_SHAPED.search(passage.text) is None:
             continue
         if holds_number_near(passage.body, words & present, ANSWER_WINDOW):
             return None
