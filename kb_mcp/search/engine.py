@@ -81,6 +81,9 @@ GRAPH_PASSAGES = CANDIDATE_DOCUMENTS
 GRAPH_MODES: frozenset[str] = frozenset()
 # The hop leg (``search/hop.py``): its RRF weight, and the modes that run it for
 # questions asking for a who, a team or a way to reach one (unless legs are named).
+# Tuned on golden2 dev and golden, keyword (docs/retrieval.md "Hop leg"): 0.7 / 1.0 /
+# 1.5 gave golden2 dev macro 0.890 / 0.895 / 0.896 and golden contradiction 0.967 /
+# 0.967 / 0.935; 2.0 cost golden fact (0.845 → 0.818) in an earlier version.
 HOP_WEIGHT = 1.0
 HOP_MODES: frozenset[str] = frozenset({"auto", "keyword", "hybrid"})
 SCORE_DIGITS = 4  # significant digits of reported scores: enough to tell rank 99 from 100

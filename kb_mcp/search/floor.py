@@ -8,7 +8,9 @@ weight, and the search then answers with nothing rather than with noise.
 
 The answer-type floor (end of this module) catches what coverage cannot: a question
 asking for a number whose closest passages are about the thing but hold no number near
-its words ("which Redis version" against a page naming Redis and no version).
+its words ("which Redis version" against a page naming Redis and no version), or
+whose numbers are a neighbour's ("which gRPC port does arrivals-api listen on" against
+another service's gRPC port: ``slot_words``).
 """
 
 from __future__ import annotations
