@@ -23,8 +23,10 @@ from kb_mcp.search.floor import (
     PassageTerms,
     answer_type_reason,
     asks_for_number,
+    asks_for_person,
     content_units,
     holds_number_near,
+    names_someone,
     slot_words,
 )
 from kb_mcp.search.fuse import LegHit
@@ -305,3 +307,48 @@ def test_answer_type_duration_must_carry_its_unit() -> None:
     for written in ("kept for 90 days", "kept two years", "kept 24 h", "kept indefinitely"):
         held = PassageTerms(frozenset(), body, f"Slack messages are {written}. Until 22:00.")
         assert answer_type_reason(question, units, [held], df, 100) is None, written
+
+
+@pytest.mark.parametrize(
+    ("question", "role"),
+    [
+        ("Who is the manager of the IT Service Desk?", "manager"),
+        ("Who's the engineering manager for whoever looks after the board renderer?", "manager"),
+        ("who is our data protection officer and how do I reach them", "officer"),
+        ("Who manages the team that owns the firmware build?", None),  # not "who is the"
+        ("Who has to sign off a schema migration?", None),
+    ],
+)
+def test_answer_type_asks_for_person_reads_who_is_the_role(question: str, role: str | None) -> None:
+    assert asks_for_person(question) == role
+
+
+def test_answer_type_person_needs_a_name_beside_the_role() -> None:
+    """issue 9 (golden2 dev abstention): "ask your manager" next to "the Service Desk"
+    names no one; "Engineering manager: **Rafael Duarte**" does. The question's own
+    names ("Service Desk") are not an answer."""
+    question = "Who is the manager of the IT Service Desk?"
+    assert not names_someone(
+        "- Your manager for your role.\n- The Service Desk.", "manager", question
+    )
+    assert names_someone("- Engineering manager: **Rafael Duarte**", "manager", question)
+    assert not names_someone(
+        "Rafael Duarte joined.\n" + "x" * 100 + " manager", "manager", question
+    )
+
+
+def test_answer_type_absent_person_answers_nothing(tmp_path: Path) -> None:
+    """A library holding the Service Desk's page and another team's manager: the question
+    for the Service Desk's manager is answered empty; the other team's is answered."""
+    extra = {
+        "service-desk.md": "# IT Service Desk\n\nThe Service Desk handles accounts and laptops. "
+        "Ask your manager before ordering hardware.\n",
+        "team-lantern.md": "# Team Lantern\n\n## People\n\n- Engineering manager: Rafael Duarte\n",
+    }
+    with _siblings(tmp_path, extra) as library:
+        absent = library.search("Who is the manager of the IT Service Desk?")
+        assert absent.hits == ()
+        assert absent.reason is not None and "who the manager is" in absent.reason
+        found = library.search("Who is the engineering manager of Team Lantern?")
+        assert found.hits and found.hits[0].path is not None
+        assert found.hits[0].path.endswith("team-lantern.md")

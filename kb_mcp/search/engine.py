@@ -12,6 +12,7 @@ of each document, times the factors of the adjustments that moved it
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -26,12 +27,15 @@ from kb_mcp.search.adjust import Adjustment, Candidate, Rule, apply_rules
 from kb_mcp.search.calibration import UNCALIBRATED, VectorCalibration, calibration_for, has_cjk
 from kb_mcp.search.floor import (
     ANSWER_PASSAGES,
+    PERSON_PASSAGES,
     PassageTerms,
     answer_type_reason,
     asks_for_number,
+    asks_for_person,
     coverage,
     floor_reason,
     idf,
+    person_reason,
     slot_words,
 )
 from kb_mcp.search.freshness import as_of_date, demotion_rule, reorder, section_date
@@ -374,10 +378,16 @@ def _passage_terms(fts: FtsIndex, passage: rows.PassageRow) -> PassageTerms:
 def _answer_type(fts: FtsIndex, stats: UnitStats, question: str, ranking: Ranking) -> str | None:
     """The answer-type floor (``search/floor.py``), read only for questions asking for a
     number: the others skip tokenizing the leading passages."""
-    if asks_for_number(question) is None:
+    number, person = asks_for_number(question), asks_for_person(question)
+    if number is None and person is None:
         return None
     passages = [_passage_terms(fts, p) for p in ranking.leading(ANSWER_PASSAGES)]
     required = {word: tokens for word in slot_words(question) if (tokens := fts.tokens(word))}
+    if person is not None:
+        passages = [_passage_terms(fts, p) for p in ranking.leading(PERSON_PASSAGES)]
+        named = {w: fts.tokens(w) for w in re.findall(r"\b[A-Z][\w-]*", question)[1:]}
+        named = {w: toks for w, toks in named.items() if toks}
+        return person_reason(question, stats.tokens, passages, stats.df, stats.chunks, named)
     return answer_type_reason(question, stats.tokens, passages, stats.df, stats.chunks, required)
 
 

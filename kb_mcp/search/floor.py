@@ -330,3 +330,64 @@ def answer_type_reason(
         f"{len(passages)} closest passages holds {value} near its words{named}; the "
         "answer is probably not stored"
     )
+
+
+# --- The person floor -----------------------------------------------------------------
+#
+# "Who is the manager of the IT Service Desk?" is answered by a passage naming someone
+# beside the role ("Engineering manager: **Rafael Duarte**"). When the closest passages
+# hold the role and the thing but no one's name next to the role ("ask your manager",
+# "the Service Desk for IT problems"), the person is not stored.
+_ASKS_FOR_PERSON = re.compile(
+    r"\bwho(?:'s|\s+is|\s+was)\s+(?:the|our|your)\s+(?:[\w-]+\s+){0,2}?"
+    r"(manager|owner|lead|head|director|commander|officer|maintainer|approver|chair)\b",
+    re.I,
+)
+_PERSON = re.compile(r"(?<![\w.#@/-])[A-Z][a-z]+(?:[ \t]+[A-Z][a-z'-]+){1,2}(?![\w-])")
+PERSON_WINDOW = 80  # characters between the role word and the name
+PERSON_PASSAGES = 10  # the answer's first passages read: a manager is often a hop away
+
+
+def asks_for_person(question: str) -> str | None:
+    """The role a "who is the <role> of …" question asks about ("manager"), or None."""
+    found = _ASKS_FOR_PERSON.search(question)
+    return found.group(1).lower() if found else None
+
+
+def names_someone(text: str, role: str, question: str) -> bool:
+    """Whether ``text`` has a name the question does not spell within
+    ``PERSON_WINDOW`` characters of ``role`` ("manager", "Manager:")."""
+    spelled = question.lower()
+    for hit in re.finditer(rf"\b{re.escape(role)}", text, re.I):
+        near = text[max(0, hit.start() - PERSON_WINDOW) : hit.end() + PERSON_WINDOW]
+        for name in _PERSON.findall(near):
+            if not all(part.lower() in spelled for part in name.split()):
+                return True
+    return False
+
+
+def person_reason(
+    question: str,
+    units: Mapping[str, Sequence[str]],
+    passages: Sequence[PassageTerms],
+    df: Mapping[str, int],
+    documents: int,
+    required: Mapping[str, Sequence[str]] | None = None,
+) -> str | None:
+    """Why a "who is the <role> of …" question gets nothing, or None when a passage may
+    answer: one must cover ``ANSWER_COVERAGE`` of the question's weight, hold its
+    ``required`` words and a name beside the role."""
+    role = asks_for_person(question)
+    if role is None or not passages:
+        return None
+    for passage in passages:
+        present = passage.head | set(passage.body)
+        if not all(all(t in present for t in unit) for unit in (required or {}).values()):
+            continue
+        if names_someone(passage.text, role, question):
+            return None
+    return (
+        f"nothing answers it: the question asks who the {role} is, and none of the "
+        f"{len(passages)} closest passages names someone beside it; the answer is "
+        "probably not stored"
+    )
