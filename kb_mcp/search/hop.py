@@ -38,15 +38,16 @@ _ASKS_FOR_SOMEONE = re.compile(
 _NAME = re.compile(
     r"(?<![\w.#@/-])(?:Team\s+[A-Z][\w-]+|[A-Z][a-z]+(?:[ \t]+[A-Z][a-z]+){1,2})(?![\w-])"
 )
-# A line concerns the question when the question's tokens it holds weigh this share of
-# the question's weight (IDF over passages): one rare word ("keyhold", a register row's
-# first cell) or two common ones ("incident commander"). A share, not an absolute IDF:
-# IDF grows with the library.
+# A line concerns the question when the question's tokens it holds (with its section
+# heading's) weigh this share of the question's IDF weight: a register row naming the
+# system, an "Incident commander:" line. A share, not an absolute IDF, which grows with
+# the library. Tuned on golden2 dev and golden (docs/retrieval.md "Hop leg": 0.1 best of
+# 0.1-0.3 on both).
 LINE_SHARE = 0.1
-MAX_NAMES = 3  # names added to the second search, from the weightiest lines first
-NAME_SHARE = 0.5  # a name's best line weighs at least this share of the best name's
-SEED_DOCUMENTS = 5  # the keyword leg's first documents read for names
-MENTIONS_READ = 10  # passages read per entity the question names
+MAX_NAMES = 3  # names searched for, from the weightiest lines first (not tuned)
+NAME_SHARE = 0.5  # a name's best line weighs at least this share of the best's (not tuned)
+SEED_DOCUMENTS = 5  # the keyword leg's first documents read (3 / 5 / 10 tuned on golden2 dev)
+MENTIONS_READ = 10  # passages read per entity the question names (not tuned)
 # The first documents whose header (first passage) is read too: an ADR's "Author:" line,
 # a postmortem's "Incident commander:", a page's "Owner:", above the passage that matched.
 HEADER_DOCUMENTS = 1
