@@ -23,8 +23,11 @@ from kb_mcp.search.floor import (
     PassageTerms,
     answer_type_reason,
     asks_for_number,
+    asks_for_person,
     content_units,
     holds_number_near,
+    names_someone,
+    slot_words,
 )
 from kb_mcp.search.fuse import LegHit
 from kb_mcp.search.vector import VectorState
@@ -212,3 +215,140 @@ def test_answer_type_version_must_be_written_as_one() -> None:
         assert answer_type_reason(question, units, [shaped], df, 100) is None, written
     port = "Which port holds the app sessions?"  # a port is any number: not held to shape
     assert answer_type_reason(port, {**units, "port": ["port"]}, [amount], df, 100) is None
+
+
+@pytest.mark.parametrize(
+    ("question", "words"),
+    [
+        ("What's the monthly fare cap?", ("monthly",)),
+        ("Which gRPC port does arrivals-api listen on?", ("gRPC", "arrivals-api")),
+        (
+            "What is the per-key rate limit of journey-planner-api?",
+            ("per-key", "journey-planner-api"),
+        ),
+        ("How long are Slack messages kept?", ("Slack",)),
+        ("Which Redis version holds the app sessions?", ("Redis",)),
+        # plain words are paraphrased ("calls" / "requests"), adjectives describe the value
+        ("How many calls per minute could a single API key make?", ()),
+        ("What's the oldest Android version the app supports?", ("Android",)),
+        ("What's the maximum number of connections the pool opens?", ()),
+        # the noun asked about ends at its verb: Harbor makes the attempts
+        ("how many attempts does Harbor make", ()),
+        ("How much money do I get for my home office?", ()),
+        # Title Case names nothing by its capitals (NFCorpus titles)
+        ("How Long to Detox From Fish Before Pregnancy?", ()),
+    ],
+)
+def test_answer_type_slot_words_are_names_periods_and_identifiers(
+    question: str, words: tuple[str, ...]
+) -> None:
+    """issue 9 (abstention): the words that tell the asked-for value from a neighbour's."""
+    assert slot_words(question) == words
+
+
+SIBLINGS = {
+    "avl-ingest.md": "# avl-ingest changelog\n\n- gRPC endpoint for the map: port 7070.\n",
+    "arrivals-api.md": (
+        "# arrivals-api\n\n## Running it\n\nThe arrivals-api server listens on port 8088 "
+        "for HTTP requests from the boards.\n"
+    ),
+    "fares.md": "# Fares\n\n## Caps\n\n- Daily fare cap: £5.50.\n- Weekly fare cap: £22.00.\n",
+    "deploys.md": "# Deploys\n\nWe deploy the web app on weekdays after the review.\n",
+}
+
+
+def _siblings(base: Path, extra: dict[str, str]) -> Library:
+    folder = base / "notes"
+    folder.mkdir(parents=True)
+    for name, text in {**SIBLINGS, **extra}.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    library = Library(Settings(home=base / "home", embedder="none"))
+    library.add_folder(folder)
+    library.sync()
+    return library
+
+
+def test_answer_type_neighbours_value_answers_nothing(tmp_path: Path) -> None:
+    """issue 9 (golden2 abstention): another service's gRPC port, arrivals-api's HTTP
+    port and the daily and weekly caps are numbers near the question's words, but not
+    the asked-for one: empty, naming the words no close passage holds with a number."""
+    with _siblings(tmp_path, {}) as library:
+        grpc = library.search("Which gRPC port does arrivals-api listen on?")
+        assert grpc.hits == ()
+        assert grpc.reason is not None and "beside 'gRPC', 'arrivals-api'" in grpc.reason
+        assert library.search("What's the monthly fare cap?").hits == ()
+        assert library.search("Which port does arrivals-api listen on?").hits
+        assert library.search("What's the weekly fare cap?").hits
+
+
+def test_answer_type_own_value_is_answered(tmp_path: Path) -> None:
+    """The same library once a page states arrivals-api's gRPC port and a monthly cap."""
+    extra = {
+        "arrivals-grpc.md": "# arrivals-api gRPC\n\narrivals-api serves gRPC on port 9090.\n",
+        "monthly.md": "# Monthly cap\n\nThe monthly fare cap is £80.\n",
+    }
+    with _siblings(tmp_path, extra) as library:
+        grpc = library.search("Which gRPC port does arrivals-api listen on?")
+        assert grpc.hits and grpc.hits[0].path is not None
+        assert grpc.hits[0].path.endswith("arrivals-grpc.md")
+        cap = library.search("What's the monthly fare cap?")
+        assert cap.hits and cap.hits[0].path is not None and cap.hits[0].path.endswith("monthly.md")
+
+
+def test_answer_type_duration_must_carry_its_unit() -> None:
+    """issue 9 (golden2 dev hybrid): "how long are Slack messages kept" is not answered
+    by a team page whose number near "Slack" is a clock time ("until 22:00")."""
+    units = {"Slack": ["slack"], "messages": ["messag"], "kept": ["kept"]}
+    df = {"slack": 3, "messag": 5, "kept": 4}
+    body = ("slack", "almanac", "page", "staf", "until", "22", "00")
+    clock = PassageTerms(frozenset(), body, "Slack: #almanac. Paging staffed until 22:00.")
+    question = "How long are Slack messages kept?"
+    assert answer_type_reason(question, units, [clock], df, 100) is not None
+    for written in ("kept for 90 days", "kept two years", "kept 24 h", "kept indefinitely"):
+        held = PassageTerms(frozenset(), body, f"Slack messages are {written}. Until 22:00.")
+        assert answer_type_reason(question, units, [held], df, 100) is None, written
+
+
+@pytest.mark.parametrize(
+    ("question", "role"),
+    [
+        ("Who is the manager of the IT Service Desk?", "manager"),
+        ("Who's the engineering manager for whoever looks after the board renderer?", "manager"),
+        ("who is our data protection officer and how do I reach them", "officer"),
+        ("Who manages the team that owns the firmware build?", None),  # not "who is the"
+        ("Who has to sign off a schema migration?", None),
+    ],
+)
+def test_answer_type_asks_for_person_reads_who_is_the_role(question: str, role: str | None) -> None:
+    assert asks_for_person(question) == role
+
+
+def test_answer_type_person_needs_a_name_beside_the_role() -> None:
+    """issue 9 (golden2 dev abstention): "ask your manager" next to "the Service Desk"
+    names no one; "Engineering manager: **Rafael Duarte**" does. The question's own
+    names ("Service Desk") are not an answer."""
+    question = "Who is the manager of the IT Service Desk?"
+    assert not names_someone(
+        "- Your manager for your role.\n- The Service Desk.", "manager", question
+    )
+    assert names_someone("- Engineering manager: **Rafael Duarte**", "manager", question)
+    assert not names_someone(
+        "Rafael Duarte joined.\n" + "x" * 100 + " manager", "manager", question
+    )
+
+
+def test_answer_type_absent_person_answers_nothing(tmp_path: Path) -> None:
+    """A library holding the Service Desk's page and another team's manager: the question
+    for the Service Desk's manager is answered empty; the other team's is answered."""
+    extra = {
+        "service-desk.md": "# IT Service Desk\n\nThe Service Desk handles accounts and laptops. "
+        "Ask your manager before ordering hardware.\n",
+        "team-lantern.md": "# Team Lantern\n\n## People\n\n- Engineering manager: Rafael Duarte\n",
+    }
+    with _siblings(tmp_path, extra) as library:
+        absent = library.search("Who is the manager of the IT Service Desk?")
+        assert absent.hits == ()
+        assert absent.reason is not None and "who the manager is" in absent.reason
+        found = library.search("Who is the engineering manager of Team Lantern?")
+        assert found.hits and found.hits[0].path is not None
+        assert found.hits[0].path.endswith("team-lantern.md")

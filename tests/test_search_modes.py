@@ -28,7 +28,13 @@ from kb_mcp.library import Library
 from kb_mcp.render import search_data, search_text
 from kb_mcp.search.adjust import Adjustment, Candidate
 from kb_mcp.search.calibration import CALIBRATIONS, UNCALIBRATED, VectorCalibration
-from kb_mcp.search.engine import KEYWORD_WEIGHT, SearchRequest, SearchResult, run_search
+from kb_mcp.search.engine import (
+    HOP_WEIGHT,
+    KEYWORD_WEIGHT,
+    SearchRequest,
+    SearchResult,
+    run_search,
+)
 from kb_mcp.search.freshness import DEMOTION
 from kb_mcp.search.fuse import RRF_K, LegHit
 from kb_mcp.search.vector import NO_EMBEDDER, VectorState, building
@@ -116,7 +122,7 @@ def explained(result: SearchResult) -> None:
     scores = [h.score for h in result.hits]
     assert scores == sorted(scores, reverse=True)
     for hit in result.hits:
-        weights = {"keyword": KEYWORD_WEIGHT, "vector": UNCALIBRATED.weight}
+        weights = {"keyword": KEYWORD_WEIGHT, "vector": UNCALIBRATED.weight, "hop": HOP_WEIGHT}
         fused = sum(weights[leg] / (RRF_K + rank) for leg, rank in hit.leg_ranks.items())
         product = math.prod(a.factor for a in hit.adjustments)
         assert hit.score == pytest.approx(fused * product, rel=2e-3)

@@ -308,10 +308,10 @@ string or regex, `read` to see more around a result.\
                             "anyOf": [
                                 {
                                     "items": {
-                                        "enum": ["keyword", "vector", "graph"],
+                                        "enum": ["keyword", "vector", "graph", "hop"],
                                         "type": "string",
                                     },
-                                    "maxItems": 3,
+                                    "maxItems": 4,
                                     "minItems": 1,
                                     "type": "array",
                                 },
@@ -320,7 +320,9 @@ string or regex, `read` to see more around a result.\
                             "default": None,
                             "description": "Run only these legs instead of the mode's plan "
                             "(to compare them); graph follows the entities the question names "
-                            "to related passages.",
+                            "to related passages; hop searches again with the names (a team, "
+                            "a person) its passages give beside what the question names (on "
+                            "by default for who / which team questions).",
                         },
                     },
                     "required": ["query"],

@@ -12,6 +12,7 @@ of each document, times the factors of the adjustments that moved it
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -20,22 +21,30 @@ from kb_mcp.errors import InvalidInput, Unavailable
 from kb_mcp.index.fts import FtsIndex, head_text
 from kb_mcp.index.graph import GraphIndex
 from kb_mcp.limits import TOP_K
+from kb_mcp.search import hop
 from kb_mcp.search import prior as path_prior
 from kb_mcp.search.adjust import Adjustment, Candidate, Rule, apply_rules
 from kb_mcp.search.calibration import UNCALIBRATED, VectorCalibration, calibration_for, has_cjk
 from kb_mcp.search.floor import (
     ANSWER_PASSAGES,
+    PERSON_PASSAGES,
     PassageTerms,
     answer_type_reason,
     asks_for_number,
+    asks_for_person,
     coverage,
     floor_reason,
+    idf,
+    person_reason,
+    slot_words,
 )
 from kb_mcp.search.freshness import as_of_date, demotion_rule, reorder, section_date
 from kb_mcp.search.fuse import FusedHit, LegHit, fuse_rankings
-from kb_mcp.search.graph import graph_leg
+from kb_mcp.search.graph import expands, graph_leg
+from kb_mcp.search.graph import seeds as graph_seeds
+from kb_mcp.search.hop import asks_for_someone
 from kb_mcp.search.keyword import keyword_leg
-from kb_mcp.search.query import Query, parse_query, without_common_units
+from kb_mcp.search.query import Query, or_expression, parse_query, without_common_units
 from kb_mcp.search.related import changes_for
 from kb_mcp.search.relations import (
     Change,
@@ -51,7 +60,7 @@ from kb_mcp.store import documents as rows
 from kb_mcp.store.db import Database
 
 MODES = ("auto", "keyword", "vector", "hybrid")
-LEGS = ("keyword", "vector", "graph")
+LEGS = ("keyword", "vector", "graph", "hop")
 # Documents each leg ranks, whatever ``top_k`` is: the adjustments reorder this fixed set
 # and the answer is its head, so a document's rank never depends on ``top_k`` (issue 7
 # item 12: the candidate set used to grow with top_k, and so could the ranking).
@@ -74,6 +83,13 @@ GRAPH_WEIGHT = 0.05
 # Passages the graph leg ranks (it ranks passages; the engine keeps each document's best).
 GRAPH_PASSAGES = CANDIDATE_DOCUMENTS
 GRAPH_MODES: frozenset[str] = frozenset()
+# The hop leg (``search/hop.py``): its RRF weight, and the modes that run it for
+# questions asking for a who, a team or a way to reach one (unless legs are named).
+# Tuned on golden2 dev and golden, keyword (docs/retrieval.md "Hop leg"): 0.7 / 1.0 /
+# 1.5 gave golden2 dev macro 0.890 / 0.895 / 0.896 and golden contradiction 0.967 /
+# 0.967 / 0.935; 2.0 cost golden fact (0.845 → 0.818) in an earlier version.
+HOP_WEIGHT = 1.0
+HOP_MODES: frozenset[str] = frozenset({"auto", "keyword", "hybrid"})
 SCORE_DIGITS = 4  # significant digits of reported scores: enough to tell rank 99 from 100
 # Issue 7 item 22: an empty library is not "no passage matches"; say what to do.
 EMPTY_LIBRARY = (
@@ -168,13 +184,16 @@ class Plan:
     @property
     def mode(self) -> str:
         """The mode the keyword and vector legs make (the graph joins either)."""
-        seeds = [leg for leg in self.legs if leg != "graph"]
+        seeds = [leg for leg in self.legs if leg not in ("graph", "hop")]
         if len(seeds) > 1:
             return "hybrid"
         return seeds[0] if seeds else "graph"
 
     def with_graph(self) -> Plan:
-        return replace(self, legs=(*self.legs, "graph")) if "graph" not in self.legs else self
+        return self.with_leg("graph")
+
+    def with_leg(self, leg: str) -> Plan:
+        return replace(self, legs=(*self.legs, leg)) if leg not in self.legs else self
 
 
 KEYWORD_ONLY = Plan(("keyword",))
@@ -250,6 +269,55 @@ def _run_legs(
     return legs, plan
 
 
+def _hop_reading(
+    db: Database, graph: GraphIndex | None, keyword: Sequence[LegHit], question: str
+) -> list[rows.PassageRow]:
+    """The passages the hop leg reads for names: the keyword leg's first documents, the
+    first one's header, and the passages mentioning the entities the question names."""
+    chunk_ids = [hit.chunk_id for hit in keyword[: hop.SEED_DOCUMENTS]]
+    chunk_ids += rows.first_chunks(db.conn, chunk_ids[: hop.HEADER_DOCUMENTS])
+    if graph is not None:
+        for entity in graph_seeds(graph, question):
+            if expands(entity):
+                chunk_ids += [cid for cid, _w in graph.mentions_of(entity.id, hop.MENTIONS_READ)]
+    return list(rows.passages(db.conn, list(dict.fromkeys(chunk_ids))).values())
+
+
+def _hop_leg(
+    db: Database,
+    fts: FtsIndex,
+    graph: GraphIndex | None,
+    stats: UnitStats,
+    matched: Query,
+    keyword: Sequence[LegHit],
+    request: SearchRequest,
+    source_id: int | None,
+) -> list[LegHit]:
+    """The hop leg (``search/hop.py``): names beside what the question names in its
+    closest passages → the passages holding them, ranked by bm25 over the names and the
+    question's words; [] when no name is found."""
+    asked = matched.match_expression()
+    if asked is None:
+        return []
+    wanted = {
+        t: idf(stats.df.get(t, 0), stats.chunks)
+        for toks in stats.tokens.values()
+        for t in toks
+        if len(t) > 1
+    }
+    reading = _hop_reading(db, graph, keyword, without_past_phrase(request.query))
+    sections = ((p.heading_path[-1] if p.heading_path else "", p.text) for p in reading)
+    names = hop.hop_names(hop.concerning_lines(sections, wanted, fts.tokens), wanted, fts.tokens)
+    if not names:
+        return []
+    # Requiring a name: the team page that says "Team Semaphore … #semaphore-incidents on
+    # Slack", not another team's page sharing more of the question's words (golden2 dev
+    # multi_hop 0.751 against 0.637 with the names merely added to the question).
+    expression = f"({or_expression(names)}) AND ({or_expression([*names, asked])})"
+    found = fts.best_per_document(expression, CANDIDATE_DOCUMENTS, source_id=source_id)
+    return [LegHit(cid, rank, score) for rank, (cid, score) in enumerate(found, start=1)]
+
+
 def _documents_ranked(hits: Sequence[LegHit], found: Mapping[int, rows.PassageRow]) -> list[LegHit]:
     """A leg's best passage per document, re-ranked 1.. by document (RRF ranks documents)."""
     seen: set[str] = set()
@@ -317,10 +385,17 @@ def _passage_terms(fts: FtsIndex, passage: rows.PassageRow) -> PassageTerms:
 def _answer_type(fts: FtsIndex, stats: UnitStats, question: str, ranking: Ranking) -> str | None:
     """The answer-type floor (``search/floor.py``), read only for questions asking for a
     number: the others skip tokenizing the leading passages."""
-    if asks_for_number(question) is None:
+    number, person = asks_for_number(question), asks_for_person(question)
+    if number is None and person is None:
         return None
     passages = [_passage_terms(fts, p) for p in ranking.leading(ANSWER_PASSAGES)]
-    return answer_type_reason(question, stats.tokens, passages, stats.df, stats.chunks)
+    required = {word: tokens for word in slot_words(question) if (tokens := fts.tokens(word))}
+    if person is not None:
+        passages = [_passage_terms(fts, p) for p in ranking.leading(PERSON_PASSAGES)]
+        named = {w: fts.tokens(w) for w in re.findall(r"\b[A-Z][\w-]*", question)[1:]}
+        named = {w: toks for w, toks in named.items() if toks}
+        return person_reason(question, stats.tokens, passages, stats.df, stats.chunks, named)
+    return answer_type_reason(question, stats.tokens, passages, stats.df, stats.chunks, required)
 
 
 def significant(value: float, digits: int = SCORE_DIGITS) -> float:
@@ -448,7 +523,12 @@ def _rank(
     legs = {name: _documents_ranked(hits, found) for name, hits in legs.items()}
     group = {cid: p.doc_key for cid, p in found.items()}
     recency = {p.doc_key: p.doc_date or p.updated_at for p in found.values()}
-    weights = {"keyword": KEYWORD_WEIGHT, "vector": calibration.weight, "graph": GRAPH_WEIGHT}
+    weights = {
+        "keyword": KEYWORD_WEIGHT,
+        "vector": calibration.weight,
+        "graph": GRAPH_WEIGHT,
+        "hop": HOP_WEIGHT,
+    }
     fused = {str(f.key): f for f in fuse_rankings(legs, weights, recency=recency, group=group)}
     superseded = [k for k, f in fused.items() if found[f.chunk_id].superseded_on]
     superseders = rows.superseders(db.conn, superseded)
@@ -521,6 +601,8 @@ def plan_search(request: SearchRequest, vectors: VectorLeg | None, graph: bool =
     plan = plan_legs(request.mode, state, request.query, calibration, model)
     if request.mode in GRAPH_MODES and graph:
         plan = plan.with_graph()
+    if request.mode in HOP_MODES and "keyword" in plan.legs and asks_for_someone(request.query):
+        plan = plan.with_leg("hop")
     return plan
 
 
@@ -549,6 +631,10 @@ def _search(
         return SearchResult(request.query, plan.mode, (), plan.fallback, _with(EMPTY_LIBRARY, plan))
     matched = without_common_units(query, stats.unit_df(), stats.chunks)
     legs, plan = _run_legs(plan, fts, matched, vectors, request, source_id, graph)
+    if "hop" in plan.legs and asks_for_someone(request.query):  # named or planned
+        legs["hop"] = _hop_leg(
+            db, fts, graph, stats, matched, legs.get("keyword", []), request, source_id
+        )
     nearest = legs["vector"][0].score if legs.get("vector") else None
     ranking = _rank(db, legs, calibration, request.query, rules, request.relations, fts, stats)
     if not ranking.order:

@@ -8,7 +8,9 @@ weight, and the search then answers with nothing rather than with noise.
 
 The answer-type floor (end of this module) catches what coverage cannot: a question
 asking for a number whose closest passages are about the thing but hold no number near
-its words ("which Redis version" against a page naming Redis and no version).
+its words ("which Redis version" against a page naming Redis and no version), or
+whose numbers are a neighbour's ("which gRPC port does arrivals-api listen on" against
+another service's gRPC port: ``slot_words``).
 """
 
 from __future__ import annotations
@@ -103,9 +105,10 @@ def floor_reason(
 # often" is left out: its answers are words ("weekly", "every Tuesday") as often as not;
 # "when" too ("next spring", "after the freeze"): it cost a golden2 dev false empty, no catch.
 VERSION_KIND = "a version"
+DURATION_KIND = "a duration or an age"
 _ASKS_FOR_NUMBER: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("a count or an amount", re.compile(r"\bhow\s+(?:many|much)\b", re.I)),
-    ("a duration or an age", re.compile(r"\bhow\s+(?:long|old)\b", re.I)),
+    (DURATION_KIND, re.compile(r"\bhow\s+(?:long|old)\b", re.I)),
     (
         VERSION_KIND,
         re.compile(
@@ -122,6 +125,14 @@ _ASKS_FOR_NUMBER: tuple[tuple[str, re.Pattern[str]], ...] = (
             re.I,
         ),
     ),
+    (
+        "a limit or an amount",
+        re.compile(
+            r"\b(?:which|what)(?:'s|\s+is|\s+are)?\s+(?:the\s+|our\s+|a\s+)?(?:[\w.-]+\s+){0,2}"
+            r"(?:cap|limit|fee|price|timeout)\b",
+            re.I,
+        ),
+    ),
 )
 # A version is written as one: "7.2", "v3", "version 14", or a name with its number
 # ("PostgreSQL 14", "Android 9", "Node.js 20"; not a year: "March 2025"). A passage
@@ -133,6 +144,19 @@ _ASKS_FOR_NUMBER: tuple[tuple[str, re.Pattern[str]], ...] = (
 _VERSION_SHAPED = re.compile(
     r"(?<![\w.])[vV]?\d+(?:\.\d+)+(?!\w|\.\d)|\b[vV]\d+\b|\b(?i:version|release)\s+\d+"
     r"|\b[A-Z][\w.+#]*[a-z][\w.+#]*\s(?!(?:19|20)\d\d\b)\d+(?![\d:/-]|[.,]\d|\s*%)"
+)
+# A duration is written with its unit: "45 days", "two weeks", "24 hours", "1 h", "for
+# seven years", or "indefinitely". A passage whose only numbers near the question's words
+# are clock times or counts ("staffed until 22:00", "12 characters") does not say how
+# long. Caught: golden2 dev hybrid "How long are Slack messages kept?" (a team page's
+# "Slack: #almanac … until 22:00"); the answered "how long / how old" questions of
+# golden and golden2 dev all hold one ("45 days", "2 years", "30 seconds", "5 minutes").
+_DURATION_SHAPED = re.compile(
+    r"\b(?:\d+(?:[.,]\d+)?|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|"
+    r"twelve|fifteen|twenty|thirty|forty|fifty|sixty|ninety|hundred)[\s-]*"
+    r"(?:working\s+|business\s+|calendar\s+)?(?:s|secs?|seconds?|mins?|minutes?|h|hrs?|"
+    r"hours?|days?|weeks?|months?|years?|yrs?|nights?|d|w|y)\b|\b(?:forever|indefinitely)\b",
+    re.I,
 )
 # The word after "how" that asks for the number: a passage answers "how many" with "4",
 # not with "many", so the word weighs nothing in the passage's coverage.
@@ -155,6 +179,70 @@ NUMBER_STEMS = frozenset(
 ANSWER_WINDOW = 10
 ANSWER_COVERAGE = 0.3
 ANSWER_PASSAGES = 3
+
+
+# The words that tell the asked-for value from its neighbours' (issue 9, abstention): the
+# names and periods in the slot phrase ("gRPC" in "which gRPC port", "monthly" in "the
+# monthly fare cap", "Slack" in "how long are Slack messages kept") and the identifiers
+# the question names ("arrivals-api"). A passage holding a number near the question's
+# other words, but not these, holds a neighbour's value: the daily cap, another
+# service's gRPC port, arrivals-api's limit for a question about journey-planner-api.
+# Plain words of the phrase do not count: they are paraphrased as often as not ("calls"
+# answered by "requests", "new starters" by "new joiners", "throttling limit" by "rate
+# limit"), and adjectives such as "oldest" or "maximum" describe the value, not whose it is
+# (each cost a false empty on golden2 dev or golden).
+_SLOT_PHRASE = re.compile(
+    r"\b(?:which|what)(?:'s|\s+is|\s+are)?\s+(?:the\s+|our\s+|a\s+)?((?:[\w.-]+\s+){0,2})"
+    r"(?:major\s+|minor\s+)?(?:version|port|phone|extension|number|cap|limit|fee|price|timeout)\b",
+    re.I,
+)
+_HOW_PHRASE = re.compile(r"\bhow\s+(?:many|much|long|old)\s+((?:[\w.'-]+\s+){0,3})", re.I)
+_PERIODS = frozenset("hourly daily weekly monthly quarterly yearly annual nightly".split())
+_NAMED = re.compile(r"[A-Z]|\w[-_.]\w|[a-z][A-Z]|\d")
+_IDENTIFIER = re.compile(r"\b[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)+\b|\b[a-z]+[A-Z][A-Za-z0-9]*\b")
+
+
+# The verbs and articles around the noun a "how many / how long" asks about: "how long
+# ARE Slack messages kept" (skipped before it), "how many attempts DOES Harbor make"
+# (the end of it: Harbor is who makes them, which the answer need not repeat).
+_AUXILIARIES = frozenset(
+    "is are was were do does did will can could should would have has had a an the each "
+    "every our your my their its this that i we you they it".split()
+)
+
+
+def _asked_about(words: list[str]) -> list[str]:
+    """The noun phrase after "how many" / "how long": past the verb, up to the next one."""
+    while words and words[0].lower() in _AUXILIARIES:
+        words = words[1:]
+    phrase = []
+    for word in words:
+        if word.lower() in _AUXILIARIES:
+            break
+        phrase.append(word)
+    return phrase
+
+
+def _distinguishing(word: str) -> bool:
+    """A name, an identifier or a period: what tells one value of the kind from another."""
+    return word.lower() in _PERIODS or _NAMED.search(word.removesuffix("'s")) is not None
+
+
+def slot_words(question: str) -> tuple[str, ...]:
+    """The words a passage must hold to answer ``question``'s number with its own value
+    (see above); () when the question names none."""
+    found: list[str] = []
+    words = question.split()
+    if sum(w[:1].isupper() for w in words) * 2 > len(words):
+        # A Title Case question ("How Long to Detox From Fish?", NFCorpus) names nothing
+        # by its capitals: only its identifiers count.
+        return tuple(dict.fromkeys(_IDENTIFIER.findall(question)))
+    if phrase := _SLOT_PHRASE.search(question):
+        found += [w for w in phrase.group(1).split() if _distinguishing(w)]
+    if phrase := _HOW_PHRASE.search(question):
+        found += [w for w in _asked_about(phrase.group(1).split()) if _distinguishing(w)]
+    found += _IDENTIFIER.findall(question)
+    return tuple(dict.fromkeys(w.strip(".'-") for w in found if w.strip(".'-")))
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,12 +296,14 @@ def answer_type_reason(
     passages: Sequence[PassageTerms],
     df: Mapping[str, int],
     documents: int,
+    required: Mapping[str, Sequence[str]] | None = None,
 ) -> str | None:
     """Why a question asking for a number gets nothing, or None when a passage may answer.
 
     ``units`` maps each query term to its index tokens; ``passages`` are the closest
     passages (the answer's first ``ANSWER_PASSAGES`` and the keyword leg's best). One of
-    them must cover ``ANSWER_COVERAGE`` of the question's weight and hold a number within
+    them must cover ``ANSWER_COVERAGE`` of the question's weight, hold every word of
+    ``required`` (``slot_words``, word → its index tokens) and a number within
     ``ANSWER_WINDOW`` tokens of a word it matched.
     """
     kind = asks_for_number(question)
@@ -225,13 +315,79 @@ def answer_type_reason(
         present = passage.head | set(passage.body)
         if coverage(wanted, present, df, documents) < ANSWER_COVERAGE:
             continue
+        if not all(all(token in present for token in unit) for unit in (required or {}).values()):
+            continue
         if kind == VERSION_KIND and _VERSION_SHAPED.search(passage.text) is None:
+            continue
+        if kind == DURATION_KIND and _DURATION_SHAPED.search(passage.text) is None:
             continue
         if holds_number_near(passage.body, words & present, ANSWER_WINDOW):
             return None
     value = "a version" if kind == VERSION_KIND else "a number"
+    named = f" beside {', '.join(repr(w) for w in required)}" if required else ""
     return (
         f"nothing answers it: the question asks for {kind}, and none of the "
-        f"{len(passages)} closest passages holds {value} near its words; the answer "
-        "is probably not stored"
+        f"{len(passages)} closest passages holds {value} near its words{named}; the "
+        "answer is probably not stored"
+    )
+
+
+# --- The person floor -----------------------------------------------------------------
+#
+# "Who is the manager of the IT Service Desk?" is answered by a passage naming someone
+# beside the role ("Engineering manager: **Rafael Duarte**"). When the closest passages
+# hold the role and the thing but no one's name next to the role ("ask your manager",
+# "the Service Desk for IT problems"), the person is not stored.
+_ASKS_FOR_PERSON = re.compile(
+    r"\bwho(?:'s|\s+is|\s+was)\s+(?:the|our|your)\s+(?:[\w-]+\s+){0,2}?"
+    r"(manager|owner|lead|head|director|commander|officer|maintainer|approver|chair)\b",
+    re.I,
+)
+_PERSON = re.compile(r"(?<![\w.#@/-])[A-Z][a-z]+(?:[ \t]+[A-Z][a-z'-]+){1,2}(?![\w-])")
+PERSON_WINDOW = 80  # characters between the role word and the name
+PERSON_PASSAGES = 10  # the answer's first passages read: a manager is often a hop away
+
+
+def asks_for_person(question: str) -> str | None:
+    """The role a "who is the <role> of …" question asks about ("manager"), or None."""
+    found = _ASKS_FOR_PERSON.search(question)
+    return found.group(1).lower() if found else None
+
+
+def names_someone(text: str, role: str, question: str) -> bool:
+    """Whether ``text`` has a name the question does not spell within
+    ``PERSON_WINDOW`` characters of ``role`` ("manager", "Manager:")."""
+    spelled = question.lower()
+    for hit in re.finditer(rf"\b{re.escape(role)}", text, re.I):
+        near = text[max(0, hit.start() - PERSON_WINDOW) : hit.end() + PERSON_WINDOW]
+        for name in _PERSON.findall(near):
+            if not all(part.lower() in spelled for part in name.split()):
+                return True
+    return False
+
+
+def person_reason(
+    question: str,
+    units: Mapping[str, Sequence[str]],
+    passages: Sequence[PassageTerms],
+    df: Mapping[str, int],
+    documents: int,
+    required: Mapping[str, Sequence[str]] | None = None,
+) -> str | None:
+    """Why a "who is the <role> of …" question gets nothing, or None when a passage may
+    answer: one must cover ``ANSWER_COVERAGE`` of the question's weight, hold its
+    ``required`` words and a name beside the role."""
+    role = asks_for_person(question)
+    if role is None or not passages:
+        return None
+    for passage in passages:
+        present = passage.head | set(passage.body)
+        if not all(all(t in present for t in unit) for unit in (required or {}).values()):
+            continue
+        if names_someone(passage.text, role, question):
+            return None
+    return (
+        f"nothing answers it: the question asks who the {role} is, and none of the "
+        f"{len(passages)} closest passages names someone beside it; the answer is "
+        "probably not stored"
     )

@@ -101,7 +101,7 @@ def seeds(graph: GraphIndex, text: str) -> list[EntityRow]:
     return sorted(found.values(), key=lambda e: e.norm)
 
 
-def _expands(entity: EntityRow) -> bool:
+def expands(entity: EntityRow) -> bool:
     """Whether a seed is specific enough to follow: an identifier, id, handle, tag, a
     multi-word name or a CJK term of three characters or more, not a single capitalised
     word ("Slack", "Monday") or an acronym, whose neighbours are whatever else the
@@ -120,7 +120,7 @@ def reach(graph: GraphIndex, text: str) -> list[Reached]:
     chunks = max(1, graph.chunk_count())
     hub = max(HUB_MIN, HUB_SHARE * chunks)
     reached = {e.id: Reached(e, 0, _idf(e, chunks)) for e in seeds(graph, text)}
-    frontier = [r for r in reached.values() if _expands(r.entity)]
+    frontier = [r for r in reached.values() if expands(r.entity)]
     for hop in range(1, MAX_HOPS + 1):
         frontier = sorted(
             (r for r in frontier if r.entity.mentions <= hub), key=lambda r: (-r.score, r.entity.id)

@@ -314,6 +314,22 @@ def chunk_ids(conn: apsw.Connection, document_id: int) -> list[int]:
     ]
 
 
+def first_chunks(conn: apsw.Connection, ids: Sequence[int]) -> list[int]:
+    """The first chunk of each document the chunks ``ids`` belong to (its header: title,
+    status, author and owner lines), in the order of ``ids``."""
+    if not ids:
+        return []
+    marks = ",".join("?" * len(ids))
+    rows = conn.execute(
+        f"SELECT c.id, f.id FROM chunks c JOIN chunks f ON f.document_id = c.document_id "
+        f"AND f.ordinal = (SELECT MIN(ordinal) FROM chunks WHERE document_id = c.document_id) "
+        f"WHERE c.id IN ({marks})",
+        tuple(ids),
+    ).fetchall()
+    first = dict(rows)
+    return list(dict.fromkeys(first[i] for i in ids if i in first))
+
+
 def insert_chunks(conn: apsw.Connection, document_id: int, chunks: Sequence[Chunk]) -> list[int]:
     """Insert a document's chunks; their ids in chunk order."""
     conn.executemany(
