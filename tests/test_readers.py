@@ -234,6 +234,38 @@ def test_html_page_wrapped_in_a_form_keeps_its_text() -> None:
     assert convert_bytes(page, ".htm").markdown == "## Report\n\nNumbers"
 
 
+SPHINX_PAGE = """<html><body><div class="body" role="main">
+<section id="tasks"><h1>Coroutines and Tasks<a class="headerlink" href="#tasks"
+ title="Permalink to this heading">\u00b6</a></h1>
+<section id="gather"><h2>Running Tasks Concurrently<a class="headerlink"
+ href="#gather">\u00b6</a></h2>
+<dl><dt class="sig" id="asyncio.gather">asyncio.gather(<em>*aws</em>)<a class="headerlink"
+ href="#asyncio.gather" title="Permalink to this definition">\u00b6</a></dt>
+<dd><p>Run the okapi awaitables concurrently; see <a href="#tasks">Tasks</a>
+ and <a class="hash-link" href="#gather">#</a>.</p></dd></dl>
+</section></section></div></body></html>"""
+
+
+def test_html_permalink_glyphs_stay_out_of_text_and_headings(tmp_path: Path) -> None:
+    """Outsider run on CPython's docs: Sphinx's ``<a class="headerlink">¶</a>`` made every
+    heading end in "¶" (the search hit's section read ``Coroutines and Tasks¶``)."""
+    markdown = convert_bytes(SPHINX_PAGE.encode(), ".html").markdown
+    assert "\u00b6" not in markdown and "(#" not in markdown
+    assert markdown.startswith("# Coroutines and Tasks\n\n## Running Tasks Concurrently\n")
+    assert "see Tasks and ." in markdown  # an in-page link with words keeps them
+    folder = tmp_path / "html"
+    folder.mkdir()
+    (folder / "asyncio-task.html").write_text(SPHINX_PAGE)
+    library = Library(Settings(home=tmp_path / "home", embedder="none"))
+    try:
+        library.add_folder(folder)
+        library.sync()
+        [hit] = library.search("okapi awaitables").hits
+        assert hit.section == ("Coroutines and Tasks", "Running Tasks Concurrently")
+    finally:
+        library.close()
+
+
 def test_html_decodes_with_meta_charset_when_not_utf8() -> None:
     page = '<meta charset="shift_jis"><p>日本語</p>'.encode("shift_jis")
     assert convert_bytes(page, ".html").markdown == "日本語"
