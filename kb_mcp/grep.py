@@ -60,7 +60,7 @@ def compile_pattern(pattern: str, *, is_regex: bool, ignore_case: bool) -> regex
     except regex.error as exc:
         raise InvalidInput(
             f"invalid regular expression {pattern!r}: {exc}",
-            hint="pass regex=false to search for the text literally",
+            hint="to search for the text literally, drop --regex (CLI) or pass regex=false (MCP)",
         ) from exc
 
 

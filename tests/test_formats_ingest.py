@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 
 from kb_mcp.ingest import sync
+from kb_mcp.ingest.readers.text import looks_like_rst, read_plain
 from kb_mcp.ingest.sync import SyncReport
 from kb_mcp.library import Library
 from kb_mcp.search.engine import Hit
+from kb_mcp.settings import Settings
 
 # --- helpers ----------------------------------------------------------------------------------
 
@@ -407,3 +409,52 @@ def test_cp1252_file_is_decoded_with_its_punctuation(library: Library, folder: P
     assert_cite_reads_back(library, hit, "“quotes” — a naïve okapi costs 5 €")
     assert library.read(hit.doc).text == text
     assert only_hit(library, "naïve").doc == hit.doc
+
+
+# --- reST in .txt files (Django's docs, Sphinx's _sources) ------------------------------------
+
+DJANGO_STYLE_TXT = """\
+==================
+QuerySet reference
+==================
+
+.. currentmodule:: example.query
+
+Methods that return new querysets
+=================================
+
+``filter()``
+~~~~~~~~~~~~
+
+Returns a new queryset of objects that match the given lookups.
+
+``exclude()``
+~~~~~~~~~~~~~
+
+Returns the objects that do not match; see :doc:`/topics/lookups` for the marmoset syntax.
+"""
+
+
+def test_rst_written_txt_file_is_chunked_by_its_sections(tmp_path: Path, folder: Path) -> None:
+    """Outsider run on Django's docs: a ``.txt`` file in reST is cut at its section titles.
+
+    Read as Markdown, the first ``~~~~`` underline opened a code fence that ran to the
+    next one, so ``exclude()`` was not in the heading path of the passage holding its text.
+    """
+    library = Library(Settings(home=tmp_path / "home", embedder="none"))
+    try:
+        ingest(library, folder, {"docs/ref/querysets.txt": DJANGO_STYLE_TXT})
+        hit = only_hit(library, "marmoset")
+        assert hit.section[-1] == "``exclude()``", hit.section
+        assert (hit.start_line, hit.end_line) == (15, 18)
+        assert_cite_reads_back(library, hit, "marmoset")
+    finally:
+        library.close()
+
+
+def test_plain_txt_with_underlined_banner_stays_plain_text() -> None:
+    """The reST sniff needs reST markup too: a README.txt banner is not enough (outsider run)."""
+    banner = "Release notes\n=============\n\nThe ocelot build is faster.\n"
+    assert not looks_like_rst(banner)
+    assert read_plain(banner.encode()).kind == "text"
+    assert read_plain(DJANGO_STYLE_TXT.encode()).kind == "rst"

@@ -127,7 +127,17 @@ def test_grep_invalid_regex_is_invalid_input_with_hint(pattern: str) -> None:
     with pytest.raises(InvalidInput) as caught:
         compile_pattern(pattern, is_regex=True, ignore_case=False)
     assert caught.value.message.startswith(f"invalid regular expression {pattern!r}: ")
-    assert caught.value.hint == "pass regex=false to search for the text literally"
+    assert caught.value.hint == (
+        "to search for the text literally, drop --regex (CLI) or pass regex=false (MCP)"
+    )
+
+
+def test_grep_invalid_regex_hint_names_the_cli_flag(kb_cli) -> None:
+    """Outsider run: `kb-mcp grep '(' --regex` hinted "pass regex=false", the MCP
+    argument, which the CLI has no such flag for."""
+    done = kb_cli("grep", "(", "--regex")
+    assert done.returncode != 0
+    assert "drop --regex" in done.stderr
 
 
 def test_grep_same_text_is_valid_as_literal() -> None:

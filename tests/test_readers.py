@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import codecs
 import io
+import json
 import sys
 import zipfile
 from pathlib import Path
@@ -22,6 +23,7 @@ from kb_mcp.ingest.readers import (
 )
 from kb_mcp.ingest.readers.text import CODE_LANGUAGES, markdown_title
 from kb_mcp.library import Library
+from kb_mcp.settings import Settings
 
 
 def write(tmp_path: Path, name: str, data: bytes | str) -> Path:
@@ -230,6 +232,38 @@ def test_html_keeps_header_inside_the_article() -> None:
 def test_html_page_wrapped_in_a_form_keeps_its_text() -> None:
     page = b"<html><body><form id='aspnetForm'><h2>Report</h2><p>Numbers</p></form></body></html>"
     assert convert_bytes(page, ".htm").markdown == "## Report\n\nNumbers"
+
+
+SPHINX_PAGE = """<html><body><div class="body" role="main">
+<section id="tasks"><h1>Coroutines and Tasks<a class="headerlink" href="#tasks"
+ title="Permalink to this heading">\u00b6</a></h1>
+<section id="gather"><h2>Running Tasks Concurrently<a class="headerlink"
+ href="#gather">\u00b6</a></h2>
+<dl><dt class="sig" id="asyncio.gather">asyncio.gather(<em>*aws</em>)<a class="headerlink"
+ href="#asyncio.gather" title="Permalink to this definition">\u00b6</a></dt>
+<dd><p>Run the okapi awaitables concurrently; see <a href="#tasks">Tasks</a>
+ and <a class="hash-link" href="#gather">#</a>.</p></dd></dl>
+</section></section></div></body></html>"""
+
+
+def test_html_permalink_glyphs_stay_out_of_text_and_headings(tmp_path: Path) -> None:
+    """Outsider run on CPython's docs: Sphinx's ``<a class="headerlink">¶</a>`` made every
+    heading end in "¶" (the search hit's section read ``Coroutines and Tasks¶``)."""
+    markdown = convert_bytes(SPHINX_PAGE.encode(), ".html").markdown
+    assert "\u00b6" not in markdown and "(#" not in markdown
+    assert markdown.startswith("# Coroutines and Tasks\n\n## Running Tasks Concurrently\n")
+    assert "see Tasks and ." in markdown  # an in-page link with words keeps them
+    folder = tmp_path / "html"
+    folder.mkdir()
+    (folder / "asyncio-task.html").write_text(SPHINX_PAGE)
+    library = Library(Settings(home=tmp_path / "home", embedder="none"))
+    try:
+        library.add_folder(folder)
+        library.sync()
+        [hit] = library.search("okapi awaitables").hits
+        assert hit.section == ("Coroutines and Tasks", "Running Tasks Concurrently")
+    finally:
+        library.close()
 
 
 def test_html_decodes_with_meta_charset_when_not_utf8() -> None:
@@ -505,6 +539,35 @@ def test_folder_sync_records_a_minified_file_as_failed_and_indexes_the_rest(
     assert path == "_static/searchindex.js"
     assert "minified or generated file (longest line" in reason
     assert library.search("quokka").hits[0].path == "guide.md"
+
+
+def test_sphinx_searchindex_written_by_json_dumps_is_refused(tmp_path: Path) -> None:
+    """Outsider run on CPython's HTML docs: Sphinx writes ``searchindex.js`` with
+    ``json.dumps``, so ", " and ": " give it 13% spaces, and it was indexed as 2,021
+    passages of machine text. Spaces after separators are not word breaks."""
+    index = {
+        "docnames": [f"library/mod{i}" for i in range(3_000)],
+        "titles": [f"mod{i} \u2014 Module number {i}" for i in range(3_000)],
+        "terms": {f"term{i}": [i, i * 7 % 13, [i + 1, 2]] for i in range(12_000)},
+    }
+    text = "Search.setIndex(" + json.dumps(index) + ")"
+    assert text.count(" ") > 0.10 * len(text)  # what let it through before
+    folder = tmp_path / "html"
+    (folder / "library").mkdir(parents=True)
+    (folder / "searchindex.js").write_text(text)
+    (folder / "library" / "mod1.html").write_text(
+        "<html><body><h1>mod1</h1><p>The capybara helper lives here.</p></body></html>"
+    )
+    library = Library(Settings(home=tmp_path / "home", embedder="none"))
+    try:
+        library.add_folder(folder)
+        [report] = library.sync()
+        assert (report.added, report.failed) == (1, 1)
+        assert report.failures[0][0] == "searchindex.js"
+        assert "minified or generated file" in report.failures[0][1]
+        assert [h.path for h in library.search("capybara helper").hits] == ["library/mod1.html"]
+    finally:
+        library.close()
 
 
 def test_markdown_with_an_embedded_base64_image_is_indexed_without_its_payload() -> None:

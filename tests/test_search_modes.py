@@ -152,7 +152,10 @@ def test_search_modes_vectors_still_being_built_fall_back_and_say_how_far(
     leg = TrigramLeg(library, building(1200, 9000))
     result = search(library, "rollback the previous release", "hybrid", leg)
     assert (result.mode, result.fallback) == ("keyword", "keyword")
-    assert result.reason == "vectors still being built: 1,200 of 9,000 passages embedded"
+    assert result.reason == (
+        "vectors still being built: 1,200 of 9,000 passages embedded "
+        "(`kb-mcp sync` builds them, a running `kb-mcp serve` in the background)"
+    )
     assert leg.calls == 0
     assert result.hits and all(h.legs == ("keyword",) for h in result.hits)
 
@@ -413,7 +416,9 @@ def test_search_modes_library_runs_hybrid_over_its_own_vectors(embedded: Library
 def test_search_modes_library_falls_back_while_vectors_are_being_built(
     embedded: Library, tmp_path: Path
 ) -> None:
-    """Below USABLE_COVERAGE, fused results would favour what was embedded first."""
+    """Below USABLE_COVERAGE, fused results would favour what was embedded first; the
+    reason says what builds the rest (outsider run: nothing does unless a sync or a
+    server runs, and "0 of 23,215 passages embedded" alone left a user stuck)."""
     folder = tmp_path / "notes"
     for n in range(40):
         (folder / f"extra-{n}.md").write_text(f"# Extra {n}\n\nSomething else {n}.\n")
@@ -424,7 +429,7 @@ def test_search_modes_library_falls_back_while_vectors_are_being_built(
     assert (result.mode, result.fallback) == ("keyword", "keyword")
     assert result.reason == (
         f"vectors still being built: {state.embedded:,} of {state.embedded + state.pending:,} "
-        "passages embedded"
+        "passages embedded (`kb-mcp sync` builds them, a running `kb-mcp serve` in the background)"
     )
     assert embedded.search("rolling back a deployment").mode == "keyword"
     embedded.embed_pending()

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from kb_mcp.errors import NotFound, Refused
+from kb_mcp.errors import Conflict, NotFound, Refused
 from kb_mcp.ingest.sources import REGISTRY_FILE
 from kb_mcp.library import Library
 from kb_mcp.settings import Settings
@@ -133,6 +133,26 @@ def test_add_folder_without_yes_and_no_tty_refuses_and_registers_nothing(
     assert not (home / REGISTRY_FILE).exists()
     assert folder_sources(kb) == []
     assert search_paths(kb, "ptarmigan") == []
+
+
+def test_add_folder_already_a_source_or_name_taken_is_refused_before_the_walk(
+    kb: Cli, notes: Path, tmp_path: Path
+) -> None:
+    """Outsider run: adding a folder again walked it and printed its cost before saying it
+    was already a source; a taken ``--name`` was refused only after the user said yes."""
+    ok(kb, "add", str(notes), "--yes")
+    again = kb("add", str(notes), "--yes")
+    assert again.returncode == Conflict.exit_code
+    assert "is already a source, named 'notes'" in again.stderr
+    assert again.stdout == ""  # no estimate: nothing was walked
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "a.md").write_text("# A\n\nthe bittern note\n", encoding="utf-8")
+    taken = kb("add", str(other), "--name", "notes")  # no --yes, no tty: would be asked
+    assert taken.returncode == Conflict.exit_code
+    assert "a source named 'notes' exists already" in taken.stderr
+    assert taken.stdout == ""
+    assert [s["name"] for s in folder_sources(kb)] == ["notes"]
 
 
 # --- sync, list, remove -----------------------------------------------------------------------

@@ -245,7 +245,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:
-    """Re-read files into the index; --rebuild drops every derived row first."""
+    """Sync changed files into the index; --rebuild re-reads every file from scratch."""
     from kb_mcp import render
     from kb_mcp.errors import Unavailable
 

@@ -116,6 +116,7 @@ def cmd_add(args: argparse.Namespace, library: Library) -> int:
     """Register a folder as a source (after showing what it would cost), or import one file."""
     from kb_mcp import render
     from kb_mcp.errors import Refused
+    from kb_mcp.ingest.sources import check_registrable
 
     path = Path(args.path).expanduser()
     if path.is_file():
@@ -123,6 +124,8 @@ def cmd_add(args: argparse.Namespace, library: Library) -> int:
         print(render.add_text(result))
         _after_sync(args, library)
         return 0
+    if path.is_dir():  # refused before the walk, not after it (or after a yes)
+        check_registrable(library.folder_sources(), path.resolve(), args.name)
     estimate = library.estimate_folder(path, args.ignore)
     print(
         f"{path.resolve()}: {estimate.files} files, {estimate.bytes / 1e6:.1f} MB, "

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from kb_mcp.fsutil import FileLock
 from kb_mcp.index import vectors
 from kb_mcp.results import VectorState
+from kb_mcp.search.vector import building_reason
 from kb_mcp.settings import Settings
 from kb_mcp.store import documents as rows
 from kb_mcp.store.db import Database
@@ -238,10 +239,7 @@ class ActiveVectors:
             return self._usable(mine, embedder)  # partial, and still the best there is
         if problem is None and mine_embedded + mine_pending == 0:
             problem = "no passages to embed yet: the library is empty"
-        reason = problem or (
-            f"vectors still being built: {mine_embedded:,} of "
-            f"{mine_embedded + mine_pending:,} passages embedded"
-        )
+        reason = problem or building_reason(mine_embedded, mine_embedded + mine_pending)
         sig_id = mine.row.id if mine else None
         return VectorState(sig_id, configured, None, None, mine_embedded, mine_pending, reason)
 

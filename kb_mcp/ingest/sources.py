@@ -69,6 +69,22 @@ def _free_name(base: str, taken: set[str]) -> str:
     return name
 
 
+def check_registrable(sources: Sequence[FolderSource], root: Path, name: str | None) -> None:
+    """Raise when ``root`` (resolved) is already one of ``sources`` or ``name`` is taken.
+
+    ``kb-mcp add`` asks this before it walks the folder for its cost: on a big folder the
+    walk took seconds, and the refusal came after it, or after the user had said yes
+    (outsider run).
+    """
+    for s in sources:
+        if s.root == str(root):
+            raise Conflict(f"{root} is already a source, named {s.name!r}")
+    if name is not None and (name in {s.name for s in sources} or name in RESERVED_NAMES):
+        raise Conflict(f"a source named {name!r} exists already; pick another --name")
+    if name is not None and not name.strip():
+        raise InvalidInput("--name is empty")
+
+
 def register_folder(
     home: Path, root: Path, name: str | None, ignore: Sequence[str]
 ) -> FolderSource:
@@ -77,14 +93,8 @@ def register_folder(
     if not resolved.is_dir():
         raise NotFound(f"{root} is not a folder")
     sources = load_registry(home)
-    for s in sources:
-        if s.root == str(resolved):
-            raise Conflict(f"{resolved} is already a source, named {s.name!r}")
+    check_registrable(sources, resolved, name)
     taken = {s.name for s in sources}
-    if name is not None and (name in taken or name in RESERVED_NAMES):
-        raise Conflict(f"a source named {name!r} exists already; pick another --name")
-    if name is not None and not name.strip():
-        raise InvalidInput("--name is empty")
     source = FolderSource(
         name or _free_name(resolved.name or "folder", taken), str(resolved), tuple(ignore)
     )

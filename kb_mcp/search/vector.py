@@ -58,11 +58,20 @@ NO_EMBEDDER = VectorState.unavailable("no embedder configured (--embedder none)"
 USABLE_COVERAGE = 0.95
 
 
+# Said with every "still being built": nothing embeds in the background unless a server
+# runs, and a library added with ``--embedder none`` then searched with the default
+# ``local`` read "0 of 23,215 passages embedded" with no way forward (outsider run).
+BUILD_HINT = "`kb-mcp sync` builds them, a running `kb-mcp serve` in the background"
+
+
+def building_reason(embedded: int, total: int) -> str:
+    """Why the vector leg waits: how far the vectors are, and what builds the rest."""
+    return f"vectors still being built: {embedded:,} of {total:,} passages embedded ({BUILD_HINT})"
+
+
 def building(embedded: int, total: int) -> VectorState:
     """The state while passages are still being embedded."""
-    return VectorState.unavailable(
-        f"vectors still being built: {embedded:,} of {total:,} passages embedded"
-    )
+    return VectorState.unavailable(building_reason(embedded, total))
 
 
 def coverage_state(embedded: int, pending: int) -> VectorState:

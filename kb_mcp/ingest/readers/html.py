@@ -232,9 +232,18 @@ def _inline(element: _Element, drop: frozenset[str]) -> str:
     return inner
 
 
+# What a heading's permalink shows (Sphinx's and MkDocs' ``<a class="headerlink">¶</a>``,
+# Docusaurus' ``hash-link``): in the text it made every heading of CPython's docs end in
+# "¶", in the heading path and the graph's terms as well (outsider run).
+_PERMALINK_GLYPHS = frozenset("¶§#🔗⚓\u200b")
+
+
 def _link(inner: str, href: str) -> str:
-    """``[text](href)``; in-page and script links keep only their text."""
+    """``[text](href)``; in-page and script links keep only their text, and an in-page
+    link that is only a permalink glyph is dropped."""
     text = _squash(inner).replace("\n", " ")
+    if href.startswith("#") and text and set(text.replace(" ", "")) <= _PERMALINK_GLYPHS:
+        return ""
     if not text or not href or href.startswith(("#", "javascript:")):
         return inner
     return f"[{text}]({href.strip().replace(' ', '%20')})"

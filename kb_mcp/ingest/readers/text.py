@@ -76,8 +76,41 @@ def strip_data_uris(text: str) -> tuple[str, int]:
 
 
 def read_plain(data: bytes) -> Converted:
-    """Plain text and lightweight markup other than Markdown and reST (org, AsciiDoc), as is."""
-    return Converted(_decode(data), "text", None, None, exact=True)
+    """Plain text and lightweight markup other than Markdown (org, AsciiDoc), as is.
+
+    A ``.txt`` file written in reST (Django's documentation, Sphinx's ``_sources/*.rst.txt``)
+    is chunked as reST: read as Markdown, its ``~~~~`` section underlines open code fences
+    and swallow the sections after them, so their titles never reach the heading path.
+    """
+    text = _decode(data)
+    return Converted(text, "rst" if looks_like_rst(text) else "text", None, None, exact=True)
+
+
+# One repeated docutils adornment character, a section title's underline (or overline).
+_RST_ADORNMENT = re.compile(r"([=\-~^\"'`#*+:.])\1+[ \t]*")
+# Explicit markup (``.. note::``, ``.. _target:``) and roles (``:doc:`x```): what plain
+# text and Markdown do not have.
+_RST_MARKUP = re.compile(r"^\.\. (?:[\w-]+::|_[^:\n]+:)|:[a-z][\w:+-]*:`[^`\n]+`", re.MULTILINE)
+
+
+def looks_like_rst(text: str) -> bool:
+    """True when ``text`` has a reST section title and reST markup (a directive, target or role).
+
+    A title is a line that is not indented, after a blank line (or an overline, or the
+    start), with an underline of one adornment character at least as long as it. Both
+    are asked for: an underlined title alone is also a Markdown setext heading or a plain
+    text banner, and either is chunked the same way as Markdown.
+    """
+    lines = text.split("\n")
+    has_title = any(
+        line.strip()
+        and not line[0].isspace()
+        and (i == 0 or not lines[i - 1].strip() or _RST_ADORNMENT.fullmatch(lines[i - 1]))
+        and _RST_ADORNMENT.fullmatch(lines[i + 1])
+        and len(lines[i + 1].rstrip()) >= len(line.rstrip())
+        for i, line in enumerate(lines[:-1])
+    )
+    return has_title and _RST_MARKUP.search(text) is not None
 
 
 def read_rst(data: bytes) -> Converted:
