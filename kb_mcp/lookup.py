@@ -63,7 +63,7 @@ class Lookup:
     ) -> SearchResult:
         """Ranked, cited passages, one per document; empty (with a reason) when none match.
 
-        ``legs`` names the legs to run (any of keyword, vector, graph) instead of the
+        ``legs`` names the legs to run (any of keyword, vector, graph, hop) instead of the
         mode's plan, so each leg's contribution can be measured.
         """
         top_k = self.settings.search_top_k if top_k is None else limits.TOP_K.check(top_k)
