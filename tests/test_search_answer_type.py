@@ -10,7 +10,7 @@ own frame word ("how *many*") as a word the answer must contain.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -131,6 +131,9 @@ class WordOverlapLeg:
             key=lambda pair: (-pair[0], pair[1]),
         )
         return [LegHit(cid, rank, score) for rank, (score, cid) in enumerate(scored[:limit], 1)]
+
+    def unembedded(self, chunk_ids: Sequence[int]) -> set[int]:
+        return set()  # this leg scores every chunk: none waits for a vector
 
 
 def test_answer_type_applies_in_hybrid_not_in_vector_mode(without_version: Library) -> None:

@@ -15,7 +15,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -71,6 +71,9 @@ class TrigramLeg:
             key=lambda pair: (-pair[0], pair[1]),
         )
         return [LegHit(cid, rank, score) for rank, (score, cid) in enumerate(scored[:limit], 1)]
+
+    def unembedded(self, chunk_ids: Sequence[int]) -> set[int]:
+        return set()  # this leg scores every chunk: none waits for a vector
 
 
 class DownLeg(TrigramLeg):

@@ -251,6 +251,18 @@ def failed_documents(conn: apsw.Connection) -> int:
 # --- what to embed --------------------------------------------------------------------
 
 
+def embedded_among(conn: apsw.Connection, sig_id: int, chunk_ids: Sequence[int]) -> set[int]:
+    """Those of ``chunk_ids`` that have a vector of signature ``sig_id`` (primary-key
+    lookups: a search asks this of its few dozen keyword candidates)."""
+    row = signature_row(conn, sig_id)
+    if row is None or not chunk_ids:
+        return set()
+    codes, _ = _tables(row.key)
+    marks = ",".join("?" * len(chunk_ids))
+    query = f"SELECT chunk_id FROM {codes} WHERE chunk_id IN ({marks})"
+    return {int(r[0]) for r in conn.execute(query, tuple(chunk_ids))}
+
+
 def embedding_text(title: str, heading_path: Sequence[str], text: str, max_chars: int) -> str:
     """The text embedded for a chunk: title and heading path, a blank line, the chunk.
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from kb_mcp.cite import format_cite
@@ -61,6 +61,9 @@ from kb_mcp.store.db import Database
 
 MODES = ("auto", "keyword", "vector", "hybrid")
 LEGS = ("keyword", "vector", "graph", "hop")
+# Not a leg one can ask for: it stands in for the vector leg's rank of a keyword result
+# whose passage has no vector yet (``_not_yet_embedded``).
+UNEMBEDDED_LEG = "not yet embedded"
 # Documents each leg ranks, whatever ``top_k`` is: the adjustments reorder this fixed set
 # and the answer is its head, so a document's rank never depends on ``top_k`` (issue 7
 # item 12: the candidate set used to grow with top_k, and so could the ranking).
@@ -333,6 +336,29 @@ def _documents_ranked(hits: Sequence[LegHit], found: Mapping[int, rows.PassageRo
     return kept
 
 
+def _not_yet_embedded(
+    legs: Mapping[str, Sequence[LegHit]],
+    unembedded: Collection[int],
+    found: Mapping[int, rows.PassageRow],
+) -> list[LegHit]:
+    """The keyword leg's documents whose passage has no vector yet and that the vector
+    leg did not find through another passage, at their keyword rank.
+
+    A document an agent just added, or a file saved a moment ago, is searchable by
+    keywords at once but has no vector until the background embedding reaches it. Fused
+    without one it lost to every document both legs found: first in the keyword leg it
+    scored 1/61 against 2/65 for a document fourth in both (seen by a user trying
+    kb-mcp on a real folder). Its vector rank is unknown, so it stands in as its keyword
+    rank, at the vector leg's weight, under a leg name of its own so a result says so.
+    """
+    by_vector = {found[h.chunk_id].doc_key for h in legs.get("vector", ()) if h.chunk_id in found}
+    return [
+        hit
+        for hit in legs.get("keyword", ())
+        if hit.chunk_id in unembedded and found[hit.chunk_id].doc_key not in by_vector
+    ]
+
+
 def _candidate(
     fused: FusedHit, passage: rows.PassageRow, superseders: Mapping[str, str]
 ) -> Candidate:
@@ -514,13 +540,17 @@ def _rank(
     use_relations: bool = True,
     fts: FtsIndex | None = None,
     stats: UnitStats | None = None,
+    unembedded: Collection[int] = (),
 ) -> Ranking:
     """Legs → per-document ranks → weighted RRF → factor rules → order passes.
 
     With ``fts`` and ``stats``, a correction or update acts only when it concerns what
-    the question asks (``relations.concerned_only``); results still say what they are."""
+    the question asks (``relations.concerned_only``); results still say what they are.
+    ``unembedded``: keyword candidates without a vector yet (``_not_yet_embedded``)."""
     found = rows.passages(db.conn, [h.chunk_id for hits in legs.values() for h in hits])
     legs = {name: _documents_ranked(hits, found) for name, hits in legs.items()}
+    if unembedded:
+        legs[UNEMBEDDED_LEG] = _not_yet_embedded(legs, unembedded, found)
     group = {cid: p.doc_key for cid, p in found.items()}
     recency = {p.doc_key: p.doc_date or p.updated_at for p in found.values()}
     weights = {
@@ -528,6 +558,7 @@ def _rank(
         "vector": calibration.weight,
         "graph": GRAPH_WEIGHT,
         "hop": HOP_WEIGHT,
+        UNEMBEDDED_LEG: calibration.weight,
     }
     fused = {str(f.key): f for f in fuse_rankings(legs, weights, recency=recency, group=group)}
     superseded = [k for k, f in fused.items() if found[f.chunk_id].superseded_on]
@@ -636,7 +667,12 @@ def _search(
             db, fts, graph, stats, matched, legs.get("keyword", []), request, source_id
         )
     nearest = legs["vector"][0].score if legs.get("vector") else None
-    ranking = _rank(db, legs, calibration, request.query, rules, request.relations, fts, stats)
+    unembedded: set[int] = set()
+    if "vector" in legs and legs.get("keyword") and vectors is not None:
+        unembedded = vectors.unembedded([hit.chunk_id for hit in legs["keyword"]])
+    ranking = _rank(
+        db, legs, calibration, request.query, rules, request.relations, fts, stats, unembedded
+    )
     if not ranking.order:
         reason = _with("no passage matches the query", plan)
         return SearchResult(request.query, plan.mode, (), plan.fallback, reason)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -102,6 +103,11 @@ class VectorLeg(Protocol):
 
         Raises ``EmbedderUnavailable`` when the question cannot be embedded.
         """
+        ...
+
+    def unembedded(self, chunk_ids: Sequence[int]) -> set[int]:
+        """Those of ``chunk_ids`` without a vector yet (written since the last embedding
+        run): the engine stands in for the vector leg's rank of their documents."""
         ...
 
 
@@ -220,6 +226,11 @@ class EmbeddedLeg:
         nearest = self._index.search(self._db.conn, self._signature_id, vector, limit, source_id)
         return [LegHit(cid, rank, cosine) for rank, (cid, cosine) in enumerate(nearest, start=1)]
 
+    def unembedded(self, chunk_ids: Sequence[int]) -> set[int]:
+        from kb_mcp.index.vectors import embedded_among
+
+        return set(chunk_ids) - embedded_among(self._db.conn, self._signature_id, chunk_ids)
+
 
 class UnusableLeg:
     """A configured vector leg that cannot run now; ``state`` says why."""
@@ -238,3 +249,6 @@ class UnusableLeg:
 
     def search(self, query: str, limit: int, source_id: int | None = None) -> list[LegHit]:
         raise RuntimeError("an unusable vector leg cannot search")
+
+    def unembedded(self, chunk_ids: Sequence[int]) -> set[int]:
+        raise RuntimeError("an unusable vector leg has no vectors to look up")
