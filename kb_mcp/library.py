@@ -274,7 +274,9 @@ class Library:
         resolved = check_readable(source_path, source_path.resolve().parent)
         data = readers.read_capped(resolved, readers.MAX_BYTES)
         try:
-            converted = readers.convert_bytes(data, readers.format_key(resolved))
+            converted = sync.convert_file_bytes(  # a PDF bounded, as pdf_mode says
+                data, readers.format_key(resolved), self.settings.pdf_mode
+            )
         except KbError as exc:
             raise type(exc)(
                 f"cannot read {source_path.name}: {exc.message}", hint=exc.hint
