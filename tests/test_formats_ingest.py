@@ -385,7 +385,7 @@ def test_pdfs_convert_in_bounded_processes_while_text_files_are_written(
     library.add_folder(folder)
     [report] = library.sync(progress=progress)
     assert (report.added, report.failed) == (6, 0)
-    assert running and running[0] == sync.BOUNDED_WORKERS
+    assert running and 1 <= running[0] <= sync.BOUNDED_WORKERS  # already converting
     assert {h.path for h in library.search("heliotrope report").hits} == set(pdfs)
 
 
