@@ -341,9 +341,21 @@ def apply_file(
         with db.write() as conn:
             rows.upsert_location(conn, source_id, found.rel, previous.document_id, **state)
         return "unchanged"
-    stored = store_document(
-        db, source_id, found.rel, work.doc, work.chunks, work.derived, pending, **state
-    )
+    if isinstance(work.chunks, (list, tuple)):
+        stored = store_document(
+            db, source_id, found.rel, work.doc, work.chunks, work.derived, pending, **state
+        )
+    else:  # chunks made as they are stored: a failure there is still this file's alone
+        if pending is not None:
+            pending.flush(db.conn)  # not inside the savepoint, which may roll back
+        try:
+            with db.write(), db.savepoint():
+                stored = store_document(
+                    db, source_id, found.rel, work.doc, work.chunks, work.derived, **state
+                )
+        except Exception as exc:
+            _record_failure(db, source_id, found, failure_reason(exc), work.now, pending)
+            return "failed"
     if previous is None or previous.document_id is None:
         return "added"
     return "unchanged" if stored.outcome == "unchanged" else "updated"

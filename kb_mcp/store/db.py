@@ -194,6 +194,23 @@ class Database:
         finally:
             self._local.depth = 0
 
+    @contextmanager
+    def savepoint(self) -> Iterator[apsw.Connection]:
+        """Inside ``write()``: a part of the transaction that an exception rolls back
+        alone (the exception still propagates). For a large file whose chunks are made
+        as they are stored (``ingest/sync``): a chunker failure there fails that file,
+        not the batch around it."""
+        conn = self.conn
+        conn.execute("SAVEPOINT kb_part")
+        try:
+            yield conn
+        except BaseException:
+            if not conn.getautocommit():
+                conn.execute("ROLLBACK TO kb_part")
+                conn.execute("RELEASE kb_part")
+            raise
+        conn.execute("RELEASE kb_part")
+
     def compact(self) -> None:
         """Rewrite the file from its live rows (``VACUUM``) and truncate the WAL.
 
