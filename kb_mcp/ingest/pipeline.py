@@ -32,7 +32,8 @@ from itertools import islice
 
 import apsw
 
-from kb_mcp.chunk import Chunk, split_document
+from kb_mcp.chunk import Chunk
+from kb_mcp.chunk.stream import iter_chunks
 from kb_mcp.index import fts, graph, vectors
 from kb_mcp.ingest.dedup import record_near_duplicates
 from kb_mcp.ingest.derive import Derived, derive, extractions_of, fts_rows_of
@@ -240,16 +241,17 @@ def rewrite_in_place(
     fts.remove_chunks(conn, old_ids)
     graph.remove_chunks(conn, old_ids)
     rows.delete_chunks(conn, old.id)
-    chunks = split_document(text, old.kind, old.language)
-    ids = rows.insert_chunks(conn, old.id, chunks)
     language = old.language if old.kind == "code" else None
-    pairs = zip(ids, chunks, strict=True)
-    fts.add_chunks(conn, ((cid, title, c.heading_path, c.text, language) for cid, c in pairs))
-    graph.add_chunks(
-        conn,
-        ((cid, c.heading_path, c.text) for cid, c in zip(ids, chunks, strict=True)),
-        code=old.kind == "code",
-    )
+    chunks = iter_chunks(text, old.kind, old.language)  # a large text: window by window
+    stored = 0
+    while part := list(islice(chunks, LARGE_SLICE_CHUNKS)):
+        ids = rows.insert_chunks(conn, old.id, part)[-len(part) :]
+        pairs = list(zip(ids, part, strict=True))
+        fts.add_chunks(conn, ((cid, title, c.heading_path, c.text, language) for cid, c in pairs))
+        graph.add_chunks(
+            conn, ((cid, c.heading_path, c.text) for cid, c in pairs), code=old.kind == "code"
+        )
+        stored += len(part)
     digest = text_hash(text)
     key = old.doc_key
     if key.startswith("f-") and rows.get_document(conn, "f-" + digest[:16]) is None:
@@ -257,4 +259,4 @@ def rewrite_in_place(
     rows.update_document_text(
         conn, old.id, doc_key=key, title=title, uri=uri, text=text, content_hash=digest, tags=tags
     )
-    return len(ids)
+    return stored
