@@ -26,7 +26,7 @@ from kb_mcp.ingest.pipeline import (
 )
 from kb_mcp.ingest.policy import check_readable
 from kb_mcp.ingest.status import classify_status
-from kb_mcp.ingest.sync import SyncReport, utc_now
+from kb_mcp.ingest.sync import SyncReport, convert_file_bytes, utc_now
 from kb_mcp.redact import redact
 from kb_mcp.results import AddResult, ReindexReport
 from kb_mcp.state import LibraryState
@@ -160,7 +160,9 @@ class Writing:
         resolved = check_readable(source_path, source_path.resolve().parent)
         data = readers.read_capped(resolved, readers.MAX_BYTES)
         try:
-            converted = readers.convert_bytes(data, readers.format_key(resolved))
+            converted = convert_file_bytes(  # a PDF bounded, as pdf_mode says
+                data, readers.format_key(resolved), self.settings.pdf_mode
+            )
         except KbError as exc:
             raise type(exc)(
                 f"cannot read {source_path.name}: {exc.message}", hint=exc.hint

@@ -363,6 +363,60 @@ def test_pdf_mode_text_indexes_the_plain_text_without_layout_analysis(
         assert library.read(hit.doc).text == "Quarterly overview.\n\nHeliotrope budgets rise.\n"
 
 
+def test_pdfs_convert_in_bounded_processes_while_text_files_are_written(
+    library: Library, folder: Path, pymupdf, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """issue 10 item 3: PDFs start converting (``BOUNDED_WORKERS`` bounded processes) when
+    the sync starts, so they run while the text files are written, not after; each is
+    indexed, and one a bound kills is that file's failure alone."""
+    import multiprocessing
+
+    running: list[int] = []
+
+    def progress(done: int, total: int, rel: str) -> None:
+        if rel.endswith(".md"):
+            running.append(
+                sum(p.name == "kb-mcp-bounded" for p in multiprocessing.active_children())
+            )
+
+    pdfs = {f"p{n}.pdf": text_pdf(pymupdf, [f"Heliotrope report number{n}."]) for n in range(3)}
+    notes = {f"n{n}.md": f"A heron note {n}.\n" for n in range(3)}
+    for rel, content in {**pdfs, **notes}.items():
+        path = folder / rel
+        path.write_bytes(content) if isinstance(content, bytes) else path.write_text(content)
+    library.add_folder(folder)
+    [report] = library.sync(progress=progress)
+    assert (report.added, report.failed) == (6, 0)
+    assert running and 1 <= running[0] <= sync.BOUNDED_WORKERS  # already converting
+    assert {h.path for h in library.search("heliotrope report").hits} == set(pdfs)
+
+
+@pytest.mark.parametrize("mode", ["layout", "text"])
+def test_pdf_upload_is_converted_under_the_bounds_and_honours_pdf_mode(
+    tmp_path: Path, pymupdf, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    """issue 10 item 3: ``import_file`` (``kb-mcp add FILE``) converts a PDF as a sync
+    does: in a bounded process, as ``pdf_mode`` says; past a bound it is refused with
+    the reason and nothing is stored."""
+    from kb_mcp.errors import Unreadable
+    from kb_mcp.settings import Settings
+
+    path = tmp_path / "budget.pdf"
+    path.write_bytes(text_pdf(pymupdf, ["Quarterly overview.", "Heliotrope budgets rise."]))
+    settings = Settings(home=tmp_path / "home", embedder="none", pdf_mode=mode)
+    with Library(settings) as library:
+        library.import_file(path)
+        # the text mode titles an untitled PDF by its first line, the layout mode by its
+        # first heading, else the file's name
+        expected = "Quarterly overview." if mode == "text" else "budget.pdf"
+        assert only_hit(library, "heliotrope").title == expected
+        monkeypatch.setattr(sync, "BOUNDED_SECONDS", 0.01)
+        (tmp_path / "late.pdf").write_bytes(text_pdf(pymupdf, ["Zephyrine late page."]))
+        with pytest.raises(Unreadable, match=r"took longer than 0\.01 s and was stopped"):
+            library.import_file(tmp_path / "late.pdf")
+        assert library.search("zephyrine").hits == ()
+
+
 # --- DOCX -------------------------------------------------------------------------------------
 
 

@@ -398,3 +398,20 @@ def test_write_waiting_long_gets_the_lock_within_milliseconds_of_its_release(
     finally:
         waiting.close()
     assert sorted(latencies)[2] < 0.02, latencies
+
+
+def test_savepoint_rolls_back_only_its_part_of_the_transaction(tmp_path: Path) -> None:
+    """issue 10: a large file's chunks are stored inside ``savepoint()`` (``ingest/sync``),
+    so a failure while they are made undoes that file's rows and keeps the batch's."""
+    db = Database(tmp_path / "kb.db")
+    with db.write() as conn:
+        conn.execute("CREATE TABLE t (n INTEGER)")
+    with db.write() as conn:
+        conn.execute("INSERT INTO t VALUES (1)")
+        with pytest.raises(ValueError), db.savepoint():
+            conn.execute("INSERT INTO t VALUES (2)")
+            raise ValueError("chunking failed")
+        with db.savepoint():
+            conn.execute("INSERT INTO t VALUES (3)")
+    assert [r[0] for r in db.conn.execute("SELECT n FROM t ORDER BY n")] == [1, 3]
+    db.close()

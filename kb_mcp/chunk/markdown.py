@@ -51,14 +51,14 @@ def split_markdown(
     if budget < 1 or overlap < 0:
         raise ValueError(f"budget must be ≥ 1 and overlap ≥ 0, got {budget} and {overlap}")
     index = index_lines(text)
-    blocks = _scan_blocks(index.lines, _body_start(index.lines))
+    blocks = scan_blocks(index.lines, body_start(index.lines))
     return chunk_blocks(text, index, blocks, budget, overlap)
 
 
 # --- blocks -------------------------------------------------------------------------------
 
 
-def _body_start(lines: list[str]) -> int:
+def body_start(lines: list[str]) -> int:
     """Index of the first line after a leading YAML frontmatter block, else 0.
 
     Trigger: ``---`` on line 1. Why the key check: a document that merely opens with a
@@ -75,7 +75,7 @@ def _body_start(lines: list[str]) -> int:
     return 0
 
 
-def _scan_blocks(lines: list[str], begin: int) -> list[Block]:
+def scan_blocks(lines: list[str], begin: int) -> list[Block]:
     """Every block from line ``begin`` on, in order; blank lines separate and belong to none."""
     blocks: list[Block] = []
     unclosed: dict[str, int] = {}
@@ -182,6 +182,16 @@ def _fence_end(lines: list[str], i: int, marker: str, unclosed: dict[str, int]) 
     while k < len(lines) and not _ATX.match(lines[k]):
         k += 1
     return trim_blank_tail(lines, i, k - 1)
+
+
+def unclosed_fence(lines: list[str], block: Block) -> bool:
+    """Whether ``block`` is a fence with no closing line (it may close past a window's end,
+    ``chunk.stream``; until then the lines after it read as headings)."""
+    marker = _fence_marker(lines[block.first]) if block.kind == "code" else None
+    if marker is None:
+        return False
+    closer = _FENCE.match(lines[block.last]) if block.last > block.first else None
+    return not (closer and closer[1].startswith(marker) and not closer[2].strip())
 
 
 def _indented_end(lines: list[str], i: int) -> int:

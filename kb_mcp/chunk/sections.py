@@ -63,11 +63,19 @@ class _Section:
 
 
 def chunk_blocks(
-    text: str, index: LineIndex, blocks: list[Block], budget: int, overlap: int
+    text: str,
+    index: LineIndex,
+    blocks: list[Block],
+    budget: int,
+    overlap: int,
+    outer: tuple[tuple[int, str], ...] = (),
 ) -> list[Chunk]:
-    """Chunks of ``text`` from its scanned ``blocks``, in document order."""
+    """Chunks of ``text`` from its scanned ``blocks``, in document order.
+
+    ``outer``: the ``(level, title)`` headings that enclose ``text`` (a window of a
+    larger document, ``chunk.stream``); their titles open every heading path."""
     spans: list[tuple[tuple[str, ...], int, int]] = []
-    for section in _sections(blocks):
+    for section in _sections(blocks, outer):
         units = _section_units(section, text, index, budget)
         spans.extend((section.path, *span) for span in pack_units(text, units, budget, overlap))
     return [
@@ -83,24 +91,25 @@ def trim_blank_tail(lines: list[str], first: int, last: int) -> int:
     return last
 
 
-def _bounded(title: str) -> str:
+def bounded_title(title: str) -> str:
+    """A heading title as heading paths hold it (``HEADING_PATH_CHARS`` at most)."""
     return title if len(title) <= HEADING_PATH_CHARS else title[: HEADING_PATH_CHARS - 1] + "…"
 
 
-def _sections(blocks: list[Block]) -> Iterator[_Section]:
+def _sections(blocks: list[Block], outer: tuple[tuple[int, str], ...] = ()) -> Iterator[_Section]:
     """Blocks grouped under their heading, minus bodiless headings that have subsections."""
     grouped: list[_Section] = []
-    stack: list[tuple[int, str]] = []
+    stack: list[tuple[int, str]] = list(outer)
     heading, body = None, []
     for block in [*blocks, Block("heading", -1, -1, level=0)]:
         if block.kind != "heading":
             body.append(block)
             continue
-        level = heading.level if heading else 0
+        level = heading.level if heading else (outer[-1][0] if outer else 0)
         grouped.append(_Section(tuple(t for _, t in stack), level, heading, tuple(body)))
         while stack and stack[-1][0] >= block.level:
             stack.pop()
-        stack.append((block.level, _bounded(block.title)))
+        stack.append((block.level, bounded_title(block.title)))
         heading, body = block, []
     for section, following in zip(grouped, [*grouped[1:], None], strict=True):
         has_children = following is not None and following.level > section.level

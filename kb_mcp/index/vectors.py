@@ -46,6 +46,7 @@ import json
 import re
 import threading
 import time
+from array import array
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -642,7 +643,9 @@ def _load_codes(
     if after_seq is not None:
         sql += " WHERE seq > ?"
         params = (after_seq,)
-    ids: list[int] = []
+    # ids in a typed array and the codes read in place: a list of Python ints and a
+    # bytes copy of the blob were 25 MB more at a 300k-code load (issue 10 memory).
+    ids = array("q")
     blob = bytearray()
     watermark = after_seq or 0
     for chunk_id, seq, code in conn.execute(sql, params):
@@ -650,8 +653,8 @@ def _load_codes(
         blob += code
         watermark = max(watermark, seq)
     width = -(-row.dims // 8)
-    codes = np.frombuffer(bytes(blob), dtype=np.uint8).reshape(len(ids), width)
-    return np.asarray(ids, dtype=np.int64), _code_words(codes), watermark
+    codes = np.frombuffer(blob, dtype=np.uint8).reshape(len(ids), width)
+    return np.array(ids, dtype=np.int64), _code_words(codes), watermark
 
 
 def _rescore(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from datetime import date
 
+from kb_mcp.ingest.decode import first_lines
 from kb_mcp.ingest.frontmatter import split_frontmatter
 
 DATE_LINES = 6  # non-blank body lines read for the document's own date
@@ -88,7 +89,7 @@ def document_date(text: str, kind: str) -> str | None:
     Date: <date>" line or an "Update, <date>:" head among its first lines, else a full
     date in its first line (a dated title or heading). None without a year."""
     body = split_frontmatter(text).body if kind == "markdown" else text
-    lines = [line for line in body.split("\n")[:40] if line.strip()][:DATE_LINES]
+    lines = [line for line in first_lines(body, 40) if line.strip()][:DATE_LINES]
     for line in lines:
         cue = _POSTED.match(line)
         if cue is not None:

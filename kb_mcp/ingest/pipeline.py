@@ -25,13 +25,15 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 from itertools import islice
 
 import apsw
 
-from kb_mcp.chunk import Chunk, split_document
+from kb_mcp.chunk import Chunk
+from kb_mcp.chunk.stream import iter_chunks
 from kb_mcp.index import fts, graph, vectors
 from kb_mcp.ingest.dedup import record_near_duplicates
 from kb_mcp.ingest.derive import Derived, derive, extractions_of, fts_rows_of
@@ -40,8 +42,8 @@ from kb_mcp.redact import redact
 from kb_mcp.store import documents as rows
 from kb_mcp.store.db import Database
 
-# A large file's entities are extracted and written this many chunks at a time, so they
-# never all exist at once (the graph rows are the same whatever the grouping).
+# A large file's chunks are stored, and their index copies and entities made and
+# written, this many at a time, so they never all exist at once.
 LARGE_SLICE_CHUNKS = 1_000
 
 
@@ -87,26 +89,41 @@ def redact_document(doc: rows.NewDocument) -> rows.NewDocument:
 def _index_document(
     conn: apsw.Connection,
     doc: rows.NewDocument,
-    chunks: list[Chunk],
+    chunks: Iterable[Chunk],
     derived: Derived,
     pending: graph.PendingMentions | None,
 ) -> int:
     document_id = rows.insert_document(conn, doc)
-    ids = rows.insert_chunks(conn, document_id, chunks)
-    copies = derived.fts_rows if derived.fts_rows is not None else fts_rows_of(doc, chunks)
-    fts.add_index_rows(
-        conn, ((cid, head, body) for cid, (head, body) in zip(ids, copies, strict=True))
-    )
-    if derived.extractions is None:  # a large file: its entities made and written in slices
-        found = zip(ids, extractions_of(doc, chunks), strict=True)
-        while part := list(islice(found, LARGE_SLICE_CHUNKS)):
-            graph.add_extracted(conn, part)
-    elif pending is None:
-        graph.add_extracted(conn, list(zip(ids, derived.extractions, strict=True)))
+    if derived.extractions is None:  # a large file: chunks made, stored, indexed in slices
+        _index_in_slices(conn, document_id, doc, iter(chunks))
     else:
-        pending.add(conn, list(zip(ids, derived.extractions, strict=True)))
+        chunks = list(chunks)
+        ids = rows.insert_chunks(conn, document_id, chunks)
+        copies = derived.fts_rows if derived.fts_rows is not None else fts_rows_of(doc, chunks)
+        fts.add_index_rows(
+            conn, ((cid, head, body) for cid, (head, body) in zip(ids, copies, strict=True))
+        )
+        if pending is None:
+            graph.add_extracted(conn, list(zip(ids, derived.extractions, strict=True)))
+        else:
+            pending.add(conn, list(zip(ids, derived.extractions, strict=True)))
     record_near_duplicates(conn, document_id, doc.title, doc.text)
     return document_id
+
+
+def _index_in_slices(
+    conn: apsw.Connection, document_id: int, doc: rows.NewDocument, chunks: Iterator[Chunk]
+) -> None:
+    """Store and index ``LARGE_SLICE_CHUNKS`` chunks at a time, as ``chunks`` (a lazy
+    ``chunk.stream.iter_chunks``) makes them: a large file's chunks, index copies and
+    entities never all exist at once (the rows are the same whatever the grouping)."""
+    while part := list(islice(chunks, LARGE_SLICE_CHUNKS)):
+        ids = rows.insert_chunks(conn, document_id, part)[-len(part) :]
+        copies = fts_rows_of(doc, part)
+        fts.add_index_rows(
+            conn, ((cid, head, body) for cid, (head, body) in zip(ids, copies, strict=True))
+        )
+        graph.add_extracted(conn, list(zip(ids, extractions_of(doc, part), strict=True)))
 
 
 def _unindex_chunks(conn: apsw.Connection, document_id: int) -> None:
@@ -142,7 +159,7 @@ def store_document(
     source_id: int,
     path: str,
     doc: rows.NewDocument,
-    chunks: list[Chunk],
+    chunks: Iterable[Chunk],
     derived: Derived | None = None,
     pending: graph.PendingMentions | None = None,
     **location: object,
@@ -152,7 +169,8 @@ def store_document(
     ``location`` carries the per-file state (size, mtime_ns, file_hash, seen_at). A
     document that other locations hold too keeps the metadata of its first holder (a
     deduplicated file is one document, whatever each copy's name or mtime). ``derived``
-    is ``derive(doc, chunks)`` when a reader process computed it already; ``pending``
+    is ``derive(doc, chunks)`` when a reader process computed it already (``chunks`` may
+    then be a lazy iterator when it was derived with ``eager=False``); ``pending``
     collects the entities of a batch of documents (the caller flushes it before commit).
     """
     with db.write() as conn:
@@ -177,7 +195,9 @@ def store_document(
             rows.delete_document(conn, existing.id)
             existing = None
         if existing is None:
-            derived = derived or derive(doc, chunks)
+            if derived is None:
+                chunks = list(chunks)
+                derived = derive(doc, chunks)
             document_id = _index_document(conn, doc, chunks, derived, pending)
         else:
             document_id = existing.id
@@ -221,16 +241,17 @@ def rewrite_in_place(
     fts.remove_chunks(conn, old_ids)
     graph.remove_chunks(conn, old_ids)
     rows.delete_chunks(conn, old.id)
-    chunks = split_document(text, old.kind, old.language)
-    ids = rows.insert_chunks(conn, old.id, chunks)
     language = old.language if old.kind == "code" else None
-    pairs = zip(ids, chunks, strict=True)
-    fts.add_chunks(conn, ((cid, title, c.heading_path, c.text, language) for cid, c in pairs))
-    graph.add_chunks(
-        conn,
-        ((cid, c.heading_path, c.text) for cid, c in zip(ids, chunks, strict=True)),
-        code=old.kind == "code",
-    )
+    chunks = iter_chunks(text, old.kind, old.language)  # a large text: window by window
+    stored = 0
+    while part := list(islice(chunks, LARGE_SLICE_CHUNKS)):
+        ids = rows.insert_chunks(conn, old.id, part)[-len(part) :]
+        pairs = list(zip(ids, part, strict=True))
+        fts.add_chunks(conn, ((cid, title, c.heading_path, c.text, language) for cid, c in pairs))
+        graph.add_chunks(
+            conn, ((cid, c.heading_path, c.text) for cid, c in pairs), code=old.kind == "code"
+        )
+        stored += len(part)
     digest = text_hash(text)
     key = old.doc_key
     if key.startswith("f-") and rows.get_document(conn, "f-" + digest[:16]) is None:
@@ -238,4 +259,4 @@ def rewrite_in_place(
     rows.update_document_text(
         conn, old.id, doc_key=key, title=title, uri=uri, text=text, content_hash=digest, tags=tags
     )
-    return len(ids)
+    return stored

@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kb_mcp.ingest.dates import parse_date, stated_date
+from kb_mcp.ingest.decode import first_lines
 from kb_mcp.ingest.frontmatter import meta_list, split_frontmatter
 from kb_mcp.ingest.references import DATED, content_words, normalize, parse_reference
 from kb_mcp.store.relations import Statement
@@ -222,7 +223,8 @@ def detect_relations(
     meta = front.meta if front else {}
     found = _from_frontmatter(meta, text, doc_date, supersedes)
     body_start = front.body_start_line if front else 1
-    lines = text.split("\n")
+    # Only the opening and the headings this far are read: never a list of every line.
+    lines = first_lines(text, max(HEADING_LINES, body_start - 1 + OPENING_LINES * 2))
     seen_title = False
     prose: list[Detected] = []
     for number, paragraph in _opening_paragraphs(lines, body_start):
@@ -358,7 +360,7 @@ def _frontmatter_date(meta: Mapping[str, Any]) -> str | None:
 
 
 def _field_line(text: str, field_name: str) -> int:
-    for number, line in enumerate(text.split("\n")[:200], start=1):
+    for number, line in enumerate(first_lines(text, 200), start=1):
         if line.startswith(f"{field_name}:"):
             return number
     return 1

@@ -18,24 +18,28 @@ is converted last, in a process of its own under a time and memory bound.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import hashlib
 import multiprocessing
 import os
 import re
+import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path, PurePosixPath
 
 from kb_mcp.chunk import Chunk, split_document
 from kb_mcp.chunk.markdown import DEFAULT_BUDGET_CHARS
-from kb_mcp.errors import KbError, Unavailable
+from kb_mcp.chunk.stream import iter_chunks
+from kb_mcp.errors import KbError, Unavailable, Unreadable
 from kb_mcp.index import graph
 from kb_mcp.ingest import readers
 from kb_mcp.ingest.dates import document_date, path_date
@@ -80,6 +84,12 @@ LARGE_FILE_BYTES = 4 * 1024 * 1024
 BOUNDED_FORMATS = frozenset({".pdf"})
 BOUNDED_SECONDS = 180.0
 BOUNDED_RSS_BYTES = 1024 * 1024 * 1024
+# Bounded conversions run this many at a time (one per core of the 2-core machine the
+# figures are from), from the start of a sync, so PDFs convert while the text files are
+# written; at most BOUNDED_AHEAD are started or done ahead of the writer, so finished
+# conversions waiting for their turn stay few.
+BOUNDED_WORKERS = 2
+BOUNDED_AHEAD = 4
 # A failure reason is one short line: it is stored, listed by ``list`` and printed per file.
 MAX_REASON_CHARS = 300
 
@@ -117,8 +127,14 @@ def _mtime_date(mtime_ns: int) -> str:
 
 
 def prepare_file(
-    rel: str, converted: readers.Converted, mtime_ns: int, now: str
-) -> tuple[rows.NewDocument, list[Chunk]]:
+    rel: str,
+    converted: readers.Converted,
+    mtime_ns: int,
+    now: str,
+    *,
+    stream: bool = False,
+    redacted: bool = False,
+) -> tuple[rows.NewDocument, Iterable[Chunk]]:
     """A converted file → the document row and chunks the ingestion path stores.
 
     The text is redacted first (line count kept), and everything below is derived from
@@ -128,12 +144,19 @@ def prepare_file(
     (``ingest/dates.py``: "Posted 12 March 2026", a dated title; not for code), else a
     date in the file name (``2026-01-05-notes.md``), else the file's mtime. Identity: the
     hash of the redacted text, so identical text in two sources is one document.
+    ``stream``: the chunks come as a lazy iterator (``chunk.stream.iter_chunks``), made
+    window by window as the writer stores them; else a list. ``redacted``: the caller
+    redacted ``converted.markdown`` already (a large file: its raw text could then be
+    dropped before the rest was made).
     """
-    text = redact_text(converted.markdown)
+    text = converted.markdown if redacted else redact_text(converted.markdown)
     meta = split_frontmatter(text).meta if converted.kind == "markdown" else {}
     raw_title = str(meta.get("title") or converted.title or PurePosixPath(rel).name)
     title = cap_title(redact_text(raw_title).strip())
-    chunks = split_document(text, converted.kind, converted.language)
+    if stream:
+        chunks: Iterable[Chunk] = iter_chunks(text, converted.kind, converted.language)
+    else:
+        chunks = split_document(text, converted.kind, converted.language)
     digest = text_hash(text)
     doc = rows.NewDocument(
         doc_key="f-" + digest[:16],
@@ -189,7 +212,8 @@ class FileWork:
     Computed without the database, so it can run in a worker process; ``failure`` is the
     reason when the file could not be read, ``doc`` is None when its hash is unchanged,
     ``derived`` its index rows (``ingest/derive``: FTS copies, entities, relations, so
-    the writer only writes), ``note`` what the reader ignored in a file it indexed
+    the writer only writes; for a large file only its relations, and ``chunks`` is then
+    a lazy iterator the writer consumes once), ``note`` what the reader ignored in a file it indexed
     (``Converted.notes``).
     """
 
@@ -198,7 +222,7 @@ class FileWork:
     file_hash: str | None = None
     failure: str | None = None
     doc: rows.NewDocument | None = None
-    chunks: tuple[Chunk, ...] = ()
+    chunks: Iterable[Chunk] = ()
     derived: Derived | None = None
     note: str | None = None
 
@@ -236,11 +260,19 @@ def note_text(notes: tuple[str, ...]) -> str | None:
 
 
 def read_file(
-    root: Path, found: FoundFile, previous_hash: str | None, now: str, pdf_mode: str = "layout"
+    root: Path,
+    found: FoundFile,
+    previous_hash: str | None,
+    now: str,
+    pdf_mode: str = "layout",
+    *,
+    stream: bool = True,
 ) -> FileWork:
     """Read one file (policy re-checked on the resolved path), hash it, convert and chunk it.
 
     ``pdf_mode`` (setting ``pdf_mode``) ``text`` reads a PDF without layout analysis.
+    A file over ``LARGE_FILE_BYTES`` is chunked lazily (``stream``; not when the work
+    must be pickled back from another process).
     Never raises for the file's sake: any exception becomes ``FileWork.failure``.
     """
     file_hash = None
@@ -258,15 +290,19 @@ def read_file(
         converted = _convert(data, readers.format_key(found.path), pdf_mode)
         del data  # one copy of a large file less while it is chunked
         notes = converted.notes
-        doc, chunks = prepare_file(found.rel, converted, found.mtime_ns, now)
+        large = found.size > LARGE_FILE_BYTES
+        if large:  # the raw text goes as soon as its redacted copy exists
+            converted = dataclasses.replace(converted, markdown=redact_text(converted.markdown))
+        doc, chunks = prepare_file(
+            found.rel, converted, found.mtime_ns, now, stream=large and stream, redacted=large
+        )
         del converted
-        derived = derive(doc, chunks, eager=found.size <= LARGE_FILE_BYTES)
+        chunks = chunks if large and stream else tuple(chunks)
+        derived = derive(doc, chunks, eager=not large)
     except Exception as exc:
         return FileWork(found, now, file_hash, failure=failure_reason(exc))
     note = note_text(notes)
-    return FileWork(
-        found, now, file_hash, doc=doc, chunks=tuple(chunks), derived=derived, note=note
-    )
+    return FileWork(found, now, file_hash, doc=doc, chunks=chunks, derived=derived, note=note)
 
 
 def _convert(data: bytes, key: str, pdf_mode: str) -> readers.Converted:
@@ -305,9 +341,21 @@ def apply_file(
         with db.write() as conn:
             rows.upsert_location(conn, source_id, found.rel, previous.document_id, **state)
         return "unchanged"
-    stored = store_document(
-        db, source_id, found.rel, work.doc, list(work.chunks), work.derived, pending, **state
-    )
+    if isinstance(work.chunks, (list, tuple)):
+        stored = store_document(
+            db, source_id, found.rel, work.doc, work.chunks, work.derived, pending, **state
+        )
+    else:  # chunks made as they are stored: a failure there is still this file's alone
+        if pending is not None:
+            pending.flush(db.conn)  # not inside the savepoint, which may roll back
+        try:
+            with db.write(), db.savepoint():
+                stored = store_document(
+                    db, source_id, found.rel, work.doc, work.chunks, work.derived, **state
+                )
+        except Exception as exc:
+            _record_failure(db, source_id, found, failure_reason(exc), work.now, pending)
+            return "failed"
     if previous is None or previous.document_id is None:
         return "added"
     return "unchanged" if stored.outcome == "unchanged" else "updated"
@@ -384,19 +432,103 @@ def is_bounded(found: FoundFile) -> bool:
 
 
 def read_bounded(
-    root: Path, found: FoundFile, previous_hash: str | None, now: str, pdf_mode: str = "layout"
+    root: Path,
+    found: FoundFile,
+    previous_hash: str | None,
+    now: str,
+    pdf_mode: str = "layout",
+    cancel: threading.Event | None = None,
 ) -> FileWork:
-    """``read_file`` in a child process killed past the time or memory bound; a file
-    that overran is a failure with that reason, and the sync goes on."""
+    """``read_file`` in a child process killed past the time or memory bound (or when
+    ``cancel`` is set); a file that overran is a failure with that reason, and the sync
+    goes on."""
     work, reason = run_bounded(
-        read_file,
+        partial(read_file, stream=False),  # the work is pickled back: no lazy chunks
         (root, found, previous_hash, now, pdf_mode),
         seconds=BOUNDED_SECONDS,
         max_rss_bytes=BOUNDED_RSS_BYTES,
+        cancel=cancel,
     )
     if work is None:
         return FileWork(found, now, failure=f"cannot read {found.path.name}: {reason}")
     return work
+
+
+class _BoundedReads:
+    """Bounded conversions (PDFs) started ahead of the writer, ``BOUNDED_WORKERS`` at a
+    time, each in its own process (``read_bounded``).
+
+    Trigger: PDFs were converted one after another when the writer reached them, so a
+    folder of PDFs took the sum of their times after the text files (issue 10). Outcome:
+    the first ``BOUNDED_AHEAD`` start with the sync, in threads that only wait on their
+    child process, and each ``take`` starts the next; a killed conversion is that file's
+    failure. ``close`` kills the conversions still running (a stopped or failed sync).
+    """
+
+    def __init__(self, root: Path, files: list[FoundFile], hashes: dict[str, str | None],
+                 pdf_mode: str) -> None:  # fmt: skip
+        self._args = [(root, f, hashes.get(f.rel), utc_now(), pdf_mode) for f in files]
+        self._cancel = threading.Event()
+        self._threads = ThreadPoolExecutor(BOUNDED_WORKERS, thread_name_prefix="kb-mcp-bounded")
+        self._futures: dict[str, Future[FileWork]] = {}
+        self._next = 0
+        while self._next < min(BOUNDED_AHEAD, len(self._args)):
+            self._start_next()
+
+    def _start_next(self) -> None:
+        args = self._args[self._next]
+        self._futures[args[1].rel] = self._threads.submit(read_bounded, *args, self._cancel)
+        self._next += 1
+
+    def take(self, found: FoundFile) -> Future[FileWork]:
+        """The conversion of ``found`` (started now if it was not yet), and the next one
+        started; files are taken in the order they were given."""
+        while found.rel not in self._futures and self._next < len(self._args):
+            self._start_next()
+        future = self._futures.pop(found.rel)
+        if self._next < len(self._args):
+            self._start_next()
+        return future
+
+    def close(self) -> None:
+        self._cancel.set()
+        self._threads.shutdown(wait=True, cancel_futures=True)
+
+
+def convert_file_bytes(data: bytes, key: str, pdf_mode: str = "layout") -> readers.Converted:
+    """Convert one file's bytes as a sync does: a PDF in a bounded process (the same
+    time and memory bounds) as ``pdf_mode`` says; others here.
+
+    For an upload (``kb-mcp add FILE``), which converted PDFs unbounded in the calling
+    process, always with the layout model (issue 10). Raises the reader's ``KbError``, or
+    ``Unreadable`` naming the bound that stopped the conversion.
+    """
+    if key not in BOUNDED_FORMATS:
+        return readers.convert_bytes(data, key)
+    outcome, reason = run_bounded(
+        _convert_outcome,
+        (data, key, pdf_mode),
+        seconds=BOUNDED_SECONDS,
+        max_rss_bytes=BOUNDED_RSS_BYTES,
+    )
+    if outcome is None:
+        raise Unreadable(reason or "the conversion process failed")
+    converted, error = outcome
+    if error is not None:
+        name, message, hint = error
+        raise (Unavailable if name == "Unavailable" else Unreadable)(message, hint=hint)
+    return converted
+
+
+def _convert_outcome(
+    data: bytes, key: str, pdf_mode: str
+) -> tuple[readers.Converted | None, tuple[str, str, str | None] | None]:
+    """``_convert`` in a bounded child: its result, or its ``KbError`` as plain values
+    (class name, message, hint), so the parent can raise it with the reader's reason."""
+    try:
+        return _convert(data, key, pdf_mode), None
+    except KbError as exc:
+        return None, (type(exc).__name__, exc.message, exc.hint)
 
 
 def _read_ahead(
@@ -418,26 +550,35 @@ def _read_ahead(
     now = utc_now()
     pending: deque[tuple[FoundFile, Future[FileWork] | _Later | None]] = deque()
     in_flight = 0
-    for found in files:
-        previous = known.get(found.rel)
-        args = (root, found, _indexed_hash(previous), now)
-        if stat_unchanged(found, previous):
-            pending.append((found, None))
-        elif is_bounded(found):
-            pending.append((found, (read_bounded, (*args, pdf_mode))))
-        elif pool is None or found.size > LARGE_FILE_BYTES:
-            pending.append((found, (read_file, args)))
-        else:
-            pending.append((found, pool.submit(read_file, *args)))
-            in_flight += found.size
-        while pending and (
-            pool is None or len(pending) > READ_AHEAD or in_flight > READ_AHEAD_BYTES
-        ):
-            item = pending.popleft()
-            if isinstance(item[1], Future):
-                in_flight -= item[0].size
-            yield _resolve(item)
-    yield from _drain(pending)
+    bounded = [f for f in files if is_bounded(f) and not stat_unchanged(f, known.get(f.rel))]
+    hashes = {f.rel: _indexed_hash(known.get(f.rel)) for f in bounded}
+    conversions = _BoundedReads(root, bounded, hashes, pdf_mode) if bounded else None
+    try:
+        for found in files:
+            previous = known.get(found.rel)
+            args = (root, found, _indexed_hash(previous), now)
+            pooled = False
+            if stat_unchanged(found, previous):
+                pending.append((found, None))
+            elif conversions is not None and is_bounded(found):
+                pending.append((found, conversions.take(found)))
+            elif pool is None or found.size > LARGE_FILE_BYTES:
+                pending.append((found, (read_file, args)))
+            else:
+                pending.append((found, pool.submit(read_file, *args)))
+                pooled = True
+            in_flight += found.size if pooled else 0
+            while pending and (
+                pool is None or len(pending) > READ_AHEAD or in_flight > READ_AHEAD_BYTES
+            ):
+                item = pending.popleft()
+                if pool is not None and isinstance(item[1], Future) and not is_bounded(item[0]):
+                    in_flight -= item[0].size
+                yield _resolve(item)
+        yield from _drain(pending)
+    finally:
+        if conversions is not None:
+            conversions.close()
 
 
 def _drain(

@@ -67,7 +67,12 @@ _POLL_S = 0.05  # how often the parent looks at a bounded child's clock and memo
 
 
 def run_bounded(
-    fn: Callable[..., T], args: tuple, *, seconds: float, max_rss_bytes: int
+    fn: Callable[..., T],
+    args: tuple,
+    *,
+    seconds: float,
+    max_rss_bytes: int,
+    cancel: threading.Event | None = None,
 ) -> tuple[T | None, str | None]:
     """``fn(*args)`` in a process of its own, killed past ``seconds`` or ``max_rss_bytes``.
 
@@ -76,7 +81,8 @@ def run_bounded(
     Outcome: it runs in a spawned child that exits with its parent; the parent waits
     for the result, reading the child's resident memory from ``/proc`` meanwhile (where
     there is none, only the time bound holds), and kills it when a bound is passed.
-    Returns ``(result, None)``, or ``(None, reason)`` when the child was killed or died.
+    Returns ``(result, None)``, or ``(None, reason)`` when the child was killed or died;
+    ``cancel`` set (a sync that stopped) kills it too.
     """
     context = multiprocessing.get_context("spawn")
     receiver, sender = context.Pipe(duplex=False)
@@ -86,7 +92,7 @@ def run_bounded(
     child.start()
     sender.close()
     try:
-        return _await_bounded(child, receiver, seconds, max_rss_bytes)
+        return _await_bounded(child, receiver, seconds, max_rss_bytes, cancel)
     finally:
         receiver.close()
         if child.is_alive():
@@ -99,9 +105,12 @@ def _await_bounded(
     receiver: multiprocessing.connection.Connection,
     seconds: float,
     max_rss_bytes: int,
+    cancel: threading.Event | None = None,
 ) -> tuple[object | None, str | None]:
     stop_at = time.monotonic() + seconds
     while not receiver.poll(_POLL_S):
+        if cancel is not None and cancel.is_set():
+            return None, "the sync stopped before the conversion ended"
         if not child.is_alive() and not receiver.poll(0):
             return None, f"the conversion process died (exit code {child.exitcode})"
         if time.monotonic() > stop_at:

@@ -60,10 +60,13 @@ class Gated:
     lower: bool = False
 
     def __call__(self, text: str, kinds: list[str]) -> str:
+        return self.rule(text, kinds) if self._present(text) else text
+
+    def _present(self, text: str) -> bool:
+        """Whether a needle occurs; the lower-cased copy is gone before the rule runs (it
+        doubled the peak memory of redacting a 50 MB file, issue 10)."""
         haystack = text.lower() if self.lower else text
-        if any(needle in haystack for needle in self.needles):
-            return self.rule(text, kinds)
-        return text
+        return any(needle in haystack for needle in self.needles)
 
 
 def replace_group(match: re.Match[str], group: str, kind: str) -> tuple[str, str]:

@@ -42,8 +42,13 @@ BUSY_TIMEOUT_MS = 10_000
 BUSY_RETRY_MS = (1.0, 4.0)
 # Reads through a memory map instead of a read() per page. Measured for issue 8: 400
 # float vectors fetched by id from a 100k-vector table in 1.3 ms mapped, 6–11 ms not.
-# Address space only; SQLite maps at most the file's size.
-MMAP_BYTES = 1 << 30
+# But every mapped page a search touches counts in the server's resident memory, once
+# per connection (each maps its own): at 300k chunks (1.1 GB kb.db, ``tests/server_rss.py``,
+# 200 searches, load ~15) a 1 GiB map peaked at 1,525 MB RSS (1,441 MB of it kb.db's
+# pages), 128 MiB at 310 MB, 32 MiB at 162 MB (84 MB anonymous), issue 10's bound being
+# 200 MB; the searches took 167, 155 and 131 s of wall time, so the map did not speed
+# keyword search there. Pages past the map are read into SQLite's page cache.
+MMAP_BYTES = 1 << 25
 _PROGRESS_STEPS = 1_000
 
 
@@ -193,6 +198,23 @@ class Database:
             raise
         finally:
             self._local.depth = 0
+
+    @contextmanager
+    def savepoint(self) -> Iterator[apsw.Connection]:
+        """Inside ``write()``: a part of the transaction that an exception rolls back
+        alone (the exception still propagates). For a large file whose chunks are made
+        as they are stored (``ingest/sync``): a chunker failure there fails that file,
+        not the batch around it."""
+        conn = self.conn
+        conn.execute("SAVEPOINT kb_part")
+        try:
+            yield conn
+        except BaseException:
+            if not conn.getautocommit():
+                conn.execute("ROLLBACK TO kb_part")
+                conn.execute("RELEASE kb_part")
+            raise
+        conn.execute("RELEASE kb_part")
 
     def compact(self) -> None:
         """Rewrite the file from its live rows (``VACUUM``) and truncate the WAL.

@@ -1,0 +1,158 @@
+"""Chunks of a large text, made window by window so memory does not grow with the file.
+
+Trigger: the chunkers index a whole document at once (``pack.index_lines``: a list of
+every line and of every line's offset, about three times the text), and return every
+chunk in one list (another copy). A 50 MB Markdown file peaked at 845 MB RSS in
+``kb-mcp add`` (issue 10, bound 250 MB). Outcome: ``iter_chunks`` yields the same chunks
+as ``split_document`` for a text of at most ``WINDOW_CHARS`` (the same call, in fact);
+a longer text is chunked one window of whole lines at a time, line numbers and ordinals
+carried across, and its chunks are yielded as they are made, so the caller can store
+them slice by slice (``ingest/pipeline``).
+
+Where a window ends:
+
+- Markdown (and every kind read as Markdown): before the last heading in the window's
+  second half, else before its last block. The block cut there may be incomplete (a
+  fence whose closer lies beyond the window), so it is scanned again at the start of the
+  next window. Cut at a heading, no section spans two windows and the heading path is
+  carried over (the enclosing headings' stack), so the chunks are those of the whole
+  text.
+- Code and reST: at the last blank line followed by a non-indented line in the window's
+  second half (a top-level definition or a section title starts there), else the last
+  line end. reST adornment levels are learnt again in each window, so a heading's level
+  (and so its path) may differ from the whole text's past the first window.
+
+A single block over a window (a fence of megabytes) is cut at the window's last line
+end; the next window reads on from there as Markdown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from kb_mcp.chunk import Chunk, split_document
+from kb_mcp.chunk.markdown import body_start, scan_blocks, unclosed_fence
+from kb_mcp.chunk.pack import DEFAULT_BUDGET_CHARS, DEFAULT_OVERLAP_CHARS, index_lines
+from kb_mcp.chunk.sections import Block, bounded_title, chunk_blocks
+
+# Characters of text chunked at once. 4 Mi characters is the size past which a folder
+# file is read in the writer process (``sync.LARGE_FILE_BYTES``, 4 MiB): files under it
+# are chunked whole, exactly as before. A window's line index is about 3× its text (12 Mi
+# characters, at most 48 MB for text of 4-byte characters).
+WINDOW_CHARS = 4 * 1024 * 1024
+
+
+def iter_chunks(
+    text: str,
+    kind: str,
+    language: str | None = None,
+    *,
+    window: int | None = None,
+) -> Iterator[Chunk]:
+    """``split_document(text, kind, language)``, one window of ``window`` characters
+    (default ``WINDOW_CHARS``) at a time for a longer text (see the module docstring for
+    where windows end)."""
+    window = window or WINDOW_CHARS
+    if len(text) <= window:
+        yield from split_document(text, kind, language)
+    elif kind in ("code", "rst"):
+        yield from _plain_windows(text, kind, language, window)
+    else:
+        yield from _markdown_windows(text, window)
+
+
+def _line_cut(text: str, start: int, end: int) -> int:
+    """Offset just past the last ``\\n`` in ``text[start:end]`` (``end`` when there is none)."""
+    return text.rfind("\n", start, end) + 1 or end
+
+
+def _plain_windows(text: str, kind: str, language: str | None, window: int) -> Iterator[Chunk]:
+    pos, line0, ordinal = 0, 0, 0
+    while pos < len(text):
+        end = len(text) if pos + window >= len(text) else _definition_cut(text, pos, window)
+        piece = text[pos:end]
+        chunks = split_document(piece, kind, language)
+        yield from (_shifted(c, ordinal, line0) for c in chunks)
+        ordinal += len(chunks)
+        line0 += piece.count("\n")
+        pos = end
+
+
+def _definition_cut(text: str, pos: int, window: int) -> int:
+    """Where a code / reST window ends: after a blank line that precedes a non-indented
+    line, in the window's second half; else after the last line end."""
+    limit = pos + window
+    floor = pos + window // 2
+    at = text.rfind("\n\n", floor, limit)
+    while at >= 0:
+        following = text[at + 2 : at + 3]
+        if following and not following.isspace():
+            return at + 2
+        at = text.rfind("\n\n", floor, at)
+    return _line_cut(text, pos, limit)
+
+
+def _markdown_windows(text: str, window: int) -> Iterator[Chunk]:
+    pos, line0, ordinal = 0, 0, 0
+    outer: tuple[tuple[int, str], ...] = ()
+    while pos < len(text):
+        last = pos + window >= len(text)
+        end = len(text) if last else _line_cut(text, pos, pos + window)
+        piece = text[pos:end]
+        index = index_lines(piece)
+        blocks = scan_blocks(index.lines, body_start(index.lines) if pos == 0 else 0)
+        keep = len(blocks) if last else _markdown_cut(blocks, index.lines)
+        cut = index.starts[blocks[keep].first] if keep < len(blocks) else len(piece)
+        chunks = chunk_blocks(
+            piece, index, blocks[:keep], DEFAULT_BUDGET_CHARS, DEFAULT_OVERLAP_CHARS, outer
+        )
+        yield from (_shifted(c, ordinal, line0) for c in chunks)
+        ordinal += len(chunks)
+        outer = _heading_stack(outer, blocks[:keep])
+        line0 += piece.count("\n", 0, cut)
+        pos += cut
+        del piece, index, blocks, chunks
+
+
+def _markdown_cut(blocks: list[Block], lines: list[str]) -> int:
+    """How many of a window's blocks to chunk now: those before its last heading in the
+    second half, else all but the last block (which may run on past the window). Never
+    past a fence without its closer: it may close beyond the window, and the "headings"
+    after it may be its own lines."""
+    if not blocks:
+        return 0
+    bound = next((k for k, b in enumerate(blocks) if unclosed_fence(lines, b)), len(blocks) - 1)
+    keep = max(1, bound)
+    for k in range(bound, 0, -1):
+        if blocks[k].first < len(lines) // 2:
+            break
+        if blocks[k].kind == "heading":
+            keep = k
+            break
+    while keep > 1 and blocks[keep - 1].kind == "heading":
+        keep -= 1  # a heading right above stays with what may be its subsections
+    return keep
+
+
+def _heading_stack(
+    outer: tuple[tuple[int, str], ...], blocks: list[Block]
+) -> tuple[tuple[int, str], ...]:
+    """The ``(level, title)`` headings enclosing what follows ``blocks`` (as
+    ``sections._sections`` keeps them)."""
+    stack = list(outer)
+    for block in blocks:
+        if block.kind == "heading":
+            while stack and stack[-1][0] >= block.level:
+                stack.pop()
+            stack.append((block.level, bounded_title(block.title)))
+    return tuple(stack)
+
+
+def _shifted(chunk: Chunk, ordinal: int, line0: int) -> Chunk:
+    return Chunk(
+        chunk.ordinal + ordinal,
+        chunk.heading_path,
+        chunk.start_line + line0,
+        chunk.end_line + line0,
+        chunk.text,
+    )
