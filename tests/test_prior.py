@@ -95,6 +95,12 @@ def test_classify_path_puts_fixtures_before_tests_and_vendored_before_all() -> N
             {"test"},
         ),
         ("check the output of my app from a pytest test", {"test", "fixture"}, set()),
+        (
+            "log a user in during a test without knowing the password",
+            {"test", "fixture"},
+            set(),
+        ),
+        ("how do I use a temporary database in the test", {"test", "fixture"}, set()),
         ("what changed in the 0.28 release", {"changelog"}, {"changelog"}),
         ("when did typer stop depending on click", {"changelog"}, {"changelog"}),
         ("this helper is deprecated, what should I use instead", {"changelog"}, set()),

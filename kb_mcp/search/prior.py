@@ -189,7 +189,12 @@ _ASKS = {
     ),
 }
 _WANTS = {
+    # "during a test" / "in the tests" is where the asker works, not what they look for:
+    # "log a user in during a test without the password" wants the test client's docs,
+    # and promoting test files put four of them first (Django's docs and code, tried by
+    # a new user).
     "test": re.compile(
+        r"(?<!during )(?<!\bin )(?<!inside )(?<!within )(?<!from )"
         r"\b(the|which|any|a|what) (unit )?tests?\b(?! (my|our|your|the|this|it)\b)"
         r"|\btests? (that|which|for|of|covering|cover)\b|\btest (files?|suite|cases?)\b"
         r"|\btest_\w+|\w+_test\b|\bTest[A-Z]\w*",
