@@ -27,6 +27,7 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import combinations
 from typing import NamedTuple
 
 from kb_mcp.graph.resolve import entity_key
@@ -200,7 +201,10 @@ class _Tally:
 
     def pairs(self, kept: list[Mention]) -> list[tuple[str, str]]:
         """Co-mention pairs among the kept mentions: within each unit, and heading ×
-        body. Deterministic, so re-extracting a chunk takes back exactly its pairs."""
+        body. Deterministic, so re-extracting a chunk takes back exactly its pairs.
+
+        A unit's pairs are ``combinations`` of its keys in key order (each pair then
+        comes ordered, with no Python call per pair)."""
         rank = {m.key: i for i, m in enumerate(kept)}
         by_rank = rank.__getitem__
         found: set[tuple[str, str]] = set()
@@ -209,17 +213,20 @@ class _Tally:
             top = [k for k in unit if k in rank]
             body.update(top)
             if len(top) > 1:
-                top.sort(key=by_rank)
-                del top[PAIR_ENTITIES:]
-                found.update((a, b) for a in top for b in top if a < b)
+                if len(top) > PAIR_ENTITIES:
+                    top.sort(key=by_rank)
+                    del top[PAIR_ENTITIES:]
+                top.sort()
+                found.update(combinations(top, 2))
         headings = sorted((k for k in self.heading if k in rank), key=by_rank)
         if headings:
             named = sorted(body - self.heading, key=by_rank)[:HEADING_PAIRS]
-            found.update(_ordered(h, b) for h in headings for b in named)
-            found.update((a, b) for a in headings for b in headings if a < b)
+            found.update((h, b) if h < b else (b, h) for h in headings for b in named)
+            found.update(combinations(sorted(headings), 2))
         if len(found) <= MAX_PAIRS:
             return sorted(found)
-        return sorted(sorted(found, key=lambda p: (rank[p[0]] + rank[p[1]], p))[:MAX_PAIRS])
+        heaviest = sorted([(by_rank(a) + by_rank(b), a, b) for a, b in found])[:MAX_PAIRS]
+        return sorted([(a, b) for _r, a, b in heaviest])
 
 
 def _clean(surface: str) -> tuple[str, str] | None:

@@ -19,8 +19,9 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
 
 import apsw
 
@@ -94,9 +95,13 @@ def _upsert_entities(conn: apsw.Connection, seen: dict[str, list[Mention]]) -> d
     for key, mentions in seen.items():
         if key in ids:
             continue
-        first = _first(mentions)
-        spellings = {m.surface for m in mentions} if len(mentions) > 1 else (first.surface,)
-        rows.append((key, first.surface, first.kind, _aliases_json(spellings), len(mentions)))
+        if len(mentions) == 1:  # most keys of a batch: no sorting, one spelling
+            (first,) = mentions
+            aliases = "[" + _quoted(first.surface) + "]"
+        else:
+            first = min(mentions, key=_rank)
+            aliases = _aliases_json({m.surface for m in mentions})
+        rows.append((key, first.surface, first.kind, aliases, len(mentions)))
     if rows:
         ids.update(
             (norm, entity_id)
@@ -118,7 +123,9 @@ def _rank(mention: Mention) -> tuple[int, str]:
     return (KIND_RANK[mention.kind], mention.surface)
 
 
-def _bump_relations(conn: apsw.Connection, counted: Counter[tuple[int, int]], sign: int) -> None:
+def _bump_relations(
+    conn: apsw.Connection, counted: Mapping[tuple[int, int], int], sign: int
+) -> None:
     ordered = [(a, b, n) if a < b else (b, a, n) for (a, b), n in counted.items()]
     if sign > 0:
         conn.executemany(
@@ -159,8 +166,9 @@ def add_extracted(conn: apsw.Connection, chunks: Sequence[tuple[int, Extraction]
             for key, surface, kind, weight in found.mentions
         ),
     )
-    pairs = Counter((ids[a], ids[b]) for _cid, found in chunks for a, b in found.pairs)
-    _bump_relations(conn, pairs, +1)
+    # Counted by keys first (in C), then each distinct pair resolved to ids once.
+    pairs = Counter(chain.from_iterable(found.pairs for _cid, found in chunks))
+    _bump_relations(conn, {(ids[a], ids[b]): n for (a, b), n in pairs.items()}, +1)
 
 
 class PendingMentions:
