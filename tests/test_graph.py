@@ -7,6 +7,7 @@ the service → team fact in one document, the team → channel fact in another.
 from __future__ import annotations
 
 import json
+import pickle
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,8 +15,16 @@ from pathlib import Path
 import pytest
 
 from kb_mcp.errors import InvalidInput
-from kb_mcp.graph.extract import EXTRACTOR_VERSION, MAX_MENTIONS, MAX_PAIRS, MAX_SURFACE, extract
+from kb_mcp.graph.extract import (
+    EXTRACTOR_VERSION,
+    MAX_MENTIONS,
+    MAX_PAIRS,
+    MAX_SURFACE,
+    Mention,
+    extract,
+)
 from kb_mcp.graph.resolve import best_fuzzy, entity_key
+from kb_mcp.index.graph import ALIASES_KEPT, _aliases_json
 from kb_mcp.library import Library
 from kb_mcp.settings import Settings
 
@@ -472,3 +481,25 @@ def test_extract_output_is_pinned_on_a_source_file_chunk() -> None:
     found = extract(PINNED_CODE, ["blob.py"], code=True)
     assert [(m.key, m.surface, m.kind, m.weight) for m in found.mentions] == PINNED_CODE_MENTIONS
     assert found.pairs == PINNED_CODE_PAIRS
+
+
+def test_extract_result_pickles_back_to_the_same_mentions_and_pairs() -> None:
+    """issue 9 Done-when (ingest cost): a reader process's extraction reaches the writer
+    pickled as plain tuples (``Extraction.__reduce__``) and comes back equal, as
+    ``Mention`` values whose fields read by name."""
+    found = extract(PINNED_PROSE, PINNED_PROSE_HEADINGS)
+    back = pickle.loads(pickle.dumps(found, protocol=pickle.HIGHEST_PROTOCOL))
+    assert back == found and back.pairs == PINNED_PROSE_PAIRS
+    assert all(type(m) is Mention for m in back.mentions)
+    assert [(m.key, m.surface, m.kind, m.weight) for m in back.mentions] == PINNED_PROSE_MENTIONS
+
+
+def test_graph_aliases_text_is_what_json_dumps_writes() -> None:
+    """issue 9 (ingest cost): the entities' ``aliases`` column, written without an
+    encoder per entity, is the text ``json.dumps`` gives (quotes, backslashes, control
+    and non-ASCII characters), so stored graphs compare equal whichever path wrote them."""
+    spellings = ['Blob "Store"', "blob\\store", "Blöb\nStore", "ブロブ", "\u2028x", "z" * 3]
+    spellings += [f"s{i:02d}" for i in range(20)]
+    expected = json.dumps(sorted(spellings)[:ALIASES_KEPT], ensure_ascii=False)
+    assert _aliases_json(spellings) == expected
+    assert json.loads(_aliases_json(["only"])) == ["only"]

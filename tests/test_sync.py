@@ -8,6 +8,7 @@ agent would see afterwards, through ``search``, ``grep``, ``list`` and ``read``,
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
@@ -23,7 +24,7 @@ from fastmcp.client.transports import StdioTransport
 
 from kb_mcp.errors import NotFound
 from kb_mcp.ingest.sources import REGISTRY_FILE
-from kb_mcp.ingest.sync import SyncReport
+from kb_mcp.ingest.sync import SyncReport, read_without_gc
 from kb_mcp.library import DB_FILE, Library
 from kb_mcp.settings import Settings
 from kb_mcp.store import documents as rows
@@ -661,3 +662,24 @@ def test_sync_reads_files_while_no_write_transaction_is_open(tmp_path: Path) -> 
         assert library.search("word5z").hits
     assert len(probes) >= 6
     assert set(probes) == {"free"}
+
+
+def test_sync_reader_pauses_the_collector_only_while_it_reads() -> None:
+    """issue 10 (ingest CPU): a reader worker reads a file with cyclic collection
+    paused (``read_without_gc``), hands back what the read returned, and leaves the
+    collector as it found it, enabled or not."""
+    seen: list[bool] = []
+
+    def read(*args: object) -> tuple[object, ...]:
+        seen.append(gc.isenabled())
+        return args
+
+    assert gc.isenabled()
+    assert read_without_gc(read, "root", 1) == ("root", 1)
+    assert seen == [False] and gc.isenabled()
+    gc.disable()
+    try:
+        read_without_gc(read)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
