@@ -68,6 +68,8 @@ def keyword_leg(
         return []
     matches = None
     if source_id is None:
+        matches = fts.segment_best_per_document(query.match_units(), documents)
+    if matches is None and source_id is None:
         plan = prune_plan(fts, query, prune_min_chunks)
         matches = pruned_matches(fts, plan, expression, documents) if plan else None
     if matches is None:

@@ -1,0 +1,509 @@
+"""A derived postings segment beside the FTS5 index, scored with numpy (issue 10).
+
+Trigger: at 100k chunks a keyword search spent most of its CPU inside FTS5: ``bm25()``
+costs 3–4.5 µs per passage it scores, and before the first row it counts every phrase's
+doclist for the idf (about 80 ns a posting), so a question naming a common word paid for
+that word's whole doclist however it was pruned (README, "Speed"). Outcome: a segment
+built in bulk from the chunk rows — per term, the packed positions of the passages that
+hold it and their per-column term frequencies — read with one indexed lookup per query
+term and scored by FTS5's own bm25 formula in numpy, so the ranking is the FTS5 path's.
+
+Tables (migration 7):
+
+- ``kw_postings(term, ids, head, body)``: ``ids`` are positions into the segment's
+  passage arrays (uint32), ``head`` / ``body`` the term's count in each column (uint16).
+  A CJK bigram (two one-character terms next to each other in one column, the phrase a
+  query's ``"机 器"`` matches) has a row of its own, keyed ``"机 器"``.
+- ``kw_segment``: one row, the passage arrays: chunk ids (ascending), document ids and
+  token counts (``head`` + ``body``, what bm25 calls the passage length).
+- ``kw_delta(chunk_id)``: chunks written or deleted since the segment was built
+  (``index/fts.py`` notes every insert and delete). The segment ignores them; the ones
+  that still exist are tokenized again at search time (once per data version) and scored
+  beside it by the same formula, so a search never sees a stale passage. An LSM-style
+  delta: ``refresh`` rebuilds the segment when it has grown past ``DELTA_SHARE``.
+
+The collection statistics are FTS5's own: the row count and total token count from its
+averages record, a phrase's document frequency as the segment's live postings plus the
+delta's. Chunk ids are reused by SQLite (``max(id) + 1``), which is why a delta id is
+excluded from the segment even when it is also a new chunk's id.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from itertools import islice
+from typing import TYPE_CHECKING
+
+import apsw
+
+from kb_mcp.index.textprep import CJK_RUN
+from kb_mcp.store.db import Database
+
+if TYPE_CHECKING:  # numpy loads on first use: opening a library never waits for it
+    import numpy as np
+
+# FTS5's bm25 constants (sqlite ext/fts5/fts5_aux.c): the score here is its own formula.
+BM25_K1 = 1.2
+BM25_B = 0.75
+# No segment below this many chunks: the FTS5 path answers a small library within a few
+# milliseconds already (bench perf at 10k chunks: 7–18 ms CPU p50), and a segment costs
+# a build and disk. The keyword leg's pruning starts at the same size.
+SEGMENT_MIN_CHUNKS = 30_000
+# Rebuild the segment once the delta holds this share of its passages: every delta chunk
+# is tokenized again whenever the data changes (about 0.1 ms a chunk).
+DELTA_SHARE = 0.02
+DELTA_MIN = 500
+# Rows per read while building (bounded memory for the chunk text; the postings
+# themselves are packed arrays, 8 bytes a posting).
+BUILD_BATCH = 2_000
+# Passages sorted per document wanted before the full sort is tried (``FtsIndex``'s
+# ``PASSAGES_PER_DOCUMENT`` reads 4 a document first; twice that covers SciFact's 1.2).
+PRESELECT = 8
+
+
+def bm25_idf(df: int, rows: int) -> float:
+    """FTS5's idf: ``log((N - n + 0.5) / (n + 0.5))``, clamped to 1e-6 when not positive."""
+    idf = math.log((rows - df + 0.5) / (df + 0.5))
+    return idf if idf > 0 else 1e-6
+
+
+def passage_terms(tokens: Sequence[str]) -> Counter[str]:
+    """A column's terms and counts as the segment keys them: each token, and each pair of
+    adjacent one-character CJK tokens as ``"a b"`` (the bigram phrases of a query)."""
+    counts = Counter(tokens)
+    cjk = [len(t) == 1 and CJK_RUN.match(t) is not None for t in tokens]
+    if any(cjk):
+        counts.update(
+            f"{a} {b}"
+            for a, b, ca, cb in zip(tokens, tokens[1:], cjk, cjk[1:], strict=False)
+            if ca and cb
+        )
+    return counts
+
+
+def segment_key(tokens: Sequence[str]) -> str | None:
+    """The postings key of a query phrase made of ``tokens``, or None when the segment
+    cannot answer it (a longer phrase, or two tokens that are not CJK characters)."""
+    if len(tokens) == 1:
+        return tokens[0]
+    if len(tokens) == 2 and all(len(t) == 1 and CJK_RUN.match(t) for t in tokens):
+        return f"{tokens[0]} {tokens[1]}"
+    return None
+
+
+# ---------------------------------------------------------------------------- writes
+
+
+def note_changed(conn: apsw.Connection, chunk_ids: Iterable[int]) -> None:
+    """Record chunks written or deleted since the segment was built (none without one).
+    Call inside ``db.write()``."""
+    if conn.execute("SELECT 1 FROM kw_segment").fetchone() is None:
+        return
+    conn.executemany(
+        "INSERT OR IGNORE INTO kw_delta(chunk_id) VALUES (?)", ((cid,) for cid in chunk_ids)
+    )
+
+
+def forget(conn: apsw.Connection) -> None:
+    """Drop the segment and its delta (the FTS index is being rebuilt). Inside a write."""
+    conn.execute("DELETE FROM kw_postings")
+    conn.execute("DELETE FROM kw_segment")
+    conn.execute("DELETE FROM kw_delta")
+
+
+def _chunk_rows(conn: apsw.Connection, where: str = "") -> apsw.Cursor:
+    return conn.execute(
+        "SELECT c.id, c.document_id, d.title, c.heading_path, c.text, "
+        "CASE WHEN d.kind = 'code' THEN d.language END FROM chunks c "
+        f"JOIN documents d ON d.id = c.document_id {where} ORDER BY c.id"
+    )
+
+
+@dataclass(slots=True)
+class _Tokenized:
+    chunk_id: int
+    document_id: int
+    length: int
+    head: Counter[str]
+    body: Counter[str]
+
+
+def _tokenize_rows(tokenizer: apsw.FTS5Tokenizer, rows: Iterable[tuple]) -> Iterable[_Tokenized]:
+    from kb_mcp.index.fts import index_row  # fts imports this module
+
+    for cid, doc, title, path_json, text, language in rows:
+        head, body = index_row(title, json.loads(path_json), text, language)
+        head_tokens = _tokens(tokenizer, head)
+        body_tokens = _tokens(tokenizer, body)
+        yield _Tokenized(
+            cid,
+            doc,
+            len(head_tokens) + len(body_tokens),
+            passage_terms(head_tokens),
+            passage_terms(body_tokens),
+        )
+
+
+def _tokens(tokenizer: apsw.FTS5Tokenizer, text: str) -> list[str]:
+    return tokenizer(
+        text.encode("utf-8"),
+        apsw.FTS5_TOKENIZE_DOCUMENT,
+        None,
+        include_offsets=False,
+        include_colocated=False,
+    )
+
+
+def build(db: Database, tokenizer: apsw.FTS5Tokenizer) -> int:
+    """Build the segment from every chunk row in one write; the number of passages.
+
+    Per term, three growing arrays (positions, head counts, body counts), so memory is
+    the postings' packed size plus one batch of chunk text.
+    """
+    import numpy as np
+
+    ids: list[int] = []
+    docs: list[int] = []
+    lengths: list[int] = []
+    postings: dict[str, tuple[bytearray, bytearray, bytearray]] = {}
+    with db.write() as conn:
+        last = conn.execute("SELECT generation FROM kw_segment").fetchone()
+        forget(conn)
+        cursor = _chunk_rows(conn)
+        while batch := list(islice(cursor, BUILD_BATCH)):
+            _add_batch(tokenizer, batch, ids, docs, lengths, postings)
+        conn.executemany(
+            "INSERT INTO kw_postings(term, ids, head, body) VALUES (?, ?, ?, ?)",
+            ((t, bytes(p), bytes(h), bytes(b)) for t, (p, h, b) in postings.items()),
+        )
+        conn.execute(
+            "INSERT INTO kw_segment(id, generation, chunk_ids, doc_ids, lengths) "
+            "VALUES (1, ?, ?, ?, ?)",
+            (
+                (last[0] if last else 0) + 1,
+                np.asarray(ids, dtype=np.int64).tobytes(),
+                np.asarray(docs, dtype=np.int64).tobytes(),
+                np.asarray(lengths, dtype=np.uint32).tobytes(),
+            ),
+        )
+    return len(ids)
+
+
+def _add_batch(
+    tokenizer: apsw.FTS5Tokenizer,
+    batch: Sequence[tuple],
+    ids: list[int],
+    docs: list[int],
+    lengths: list[int],
+    postings: dict[str, tuple[bytearray, bytearray, bytearray]],
+) -> None:
+    for row in _tokenize_rows(tokenizer, batch):
+        position = len(ids).to_bytes(4, "little")
+        ids.append(row.chunk_id)
+        docs.append(row.document_id)
+        lengths.append(row.length)
+        for term in row.head.keys() | row.body.keys():
+            entry = postings.get(term)
+            if entry is None:
+                entry = postings[term] = (bytearray(), bytearray(), bytearray())
+            at, head, body = entry  # bytearrays: += extends them in place
+            at += position
+            head += min(row.head.get(term, 0), 0xFFFF).to_bytes(2, "little")
+            body += min(row.body.get(term, 0), 0xFFFF).to_bytes(2, "little")
+
+
+def delta_size(conn: apsw.Connection) -> tuple[int, int] | None:
+    """``(segment passages, delta chunks)``, or None when there is no segment."""
+    row = conn.execute("SELECT length(lengths) / 4 FROM kw_segment").fetchone()
+    if row is None:
+        return None
+    return row[0], conn.execute("SELECT COUNT(*) FROM kw_delta").fetchone()[0]
+
+
+def refresh_due(
+    conn: apsw.Connection, min_chunks: int = SEGMENT_MIN_CHUNKS, delta_min: int = DELTA_MIN
+) -> bool:
+    """Whether ``build`` should run: a library of ``min_chunks`` or more without a
+    segment, or a delta past ``DELTA_SHARE`` of it (and past ``delta_min``)."""
+    size = delta_size(conn)
+    if size is None:
+        return conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0] >= min_chunks
+    passages, delta = size
+    return delta > max(delta_min, DELTA_SHARE * passages)
+
+
+def refresh(
+    db: Database, min_chunks: int = SEGMENT_MIN_CHUNKS, delta_min: int = DELTA_MIN
+) -> int | None:
+    """Build the segment when ``refresh_due``; the passages it holds, or None when it was
+    not due. Called after a sync (``ingest/sync.py``): a build is a bulk write."""
+    if not refresh_due(db.conn, min_chunks, delta_min):
+        return None
+    from kb_mcp.index.fts import FTS_TOKENIZER  # fts imports this module
+
+    name, *args = FTS_TOKENIZER.split()
+    return build(db, db.conn.fts5_tokenizer(name, args))
+
+
+# ---------------------------------------------------------------------------- reads
+
+
+def _varint(buf: bytes, at: int) -> tuple[int, int]:
+    """SQLite's varint (FTS5 records use it): the value and the next offset."""
+    value = 0
+    for _ in range(8):
+        byte = buf[at]
+        at += 1
+        value = (value << 7) | (byte & 0x7F)
+        if byte < 0x80:
+            return value, at
+    return (value << 8) | buf[at], at + 1
+
+
+def fts_totals(conn: apsw.Connection) -> tuple[int, int]:
+    """FTS5's own ``(rows, tokens)``, what its bm25 reads (the averages record, id 1)."""
+    row = conn.execute("SELECT block FROM chunks_fts_data WHERE id = 1").fetchone()
+    if row is None or not row[0]:
+        return 0, 0
+    buf = row[0]
+    rows, at = _varint(buf, 0)
+    tokens = 0
+    while at < len(buf):
+        size, at = _varint(buf, at)
+        tokens += size
+    return rows, tokens
+
+
+@dataclass(slots=True)
+class _Segment:
+    """The passage arrays of one built segment (read once per build)."""
+
+    key: int  # the segment's generation: each build adds one
+    chunk_ids: np.ndarray
+    doc_ids: np.ndarray
+    lengths: np.ndarray
+
+
+@dataclass(slots=True)
+class _State:
+    """What a search needs besides the postings, valid for one data version."""
+
+    stamp: tuple
+    rows: int
+    avgdl: float
+    norm: np.ndarray  # k1 * (1 - b + b * D / avgdl) per segment passage
+    live: np.ndarray  # bool per segment passage: not in the delta
+    all_live: bool
+    delta: list[_Tokenized]
+    delta_postings: dict[str, list[tuple[int, float]]]  # key → (delta index, weighted freq)
+    df: dict[str, int] = field(default_factory=dict)
+
+
+class Postings:
+    """The read side of the segment: ranked passages for a query's phrase keys."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._local = threading.local()  # a state belongs to a connection's data version
+
+    def _segment(self) -> _Segment | None:
+        """The built segment's arrays, read again only after a rebuild (a new generation)."""
+        import numpy as np
+
+        conn = self.db.conn
+        head = conn.execute("SELECT generation FROM kw_segment").fetchone()
+        if head is None:
+            return None
+        cached = getattr(self._local, "segment", None)
+        if cached is not None and cached.key == head[0]:
+            return cached
+        row = conn.execute("SELECT chunk_ids, doc_ids, lengths FROM kw_segment").fetchone()
+        if row is None:
+            return None
+        segment = _Segment(
+            head[0],
+            np.frombuffer(row[0], dtype=np.int64),
+            np.frombuffer(row[1], dtype=np.int64),
+            np.frombuffer(row[2], dtype=np.uint32).astype(np.float64),
+        )
+        self._local.segment = segment
+        return segment
+
+    def state(self, stamp: tuple, tokenizer: apsw.FTS5Tokenizer) -> tuple[_Segment, _State] | None:
+        """The segment and this data version's statistics and delta, or None without a
+        segment. ``stamp`` is ``FtsIndex``'s data-version stamp."""
+        import numpy as np
+
+        state = getattr(self._local, "state", None)
+        if state is not None and state.stamp == stamp:
+            return self._local.segment, state
+        segment = self._segment()
+        if segment is None:
+            return None
+        conn = self.db.conn
+        rows, tokens = fts_totals(conn)
+        if rows == 0:
+            return None
+        avgdl = tokens / rows
+        norm = BM25_K1 * ((1 - BM25_B) + (BM25_B * segment.lengths) / avgdl)
+        dirty = np.array(
+            [r[0] for r in conn.execute("SELECT chunk_id FROM kw_delta")], dtype=np.int64
+        )
+        live = np.ones(len(segment.chunk_ids), dtype=bool)
+        if len(dirty):
+            at = np.searchsorted(segment.chunk_ids, dirty)
+            inside = at < len(segment.chunk_ids)
+            hit = at[inside][segment.chunk_ids[at[inside]] == dirty[inside]]
+            live[hit] = False
+        where = "WHERE c.id IN (SELECT chunk_id FROM kw_delta)"
+        delta = list(_tokenize_rows(tokenizer, _chunk_rows(conn, where))) if len(dirty) else []
+        state = _State(
+            stamp,
+            rows,
+            avgdl,
+            norm,
+            live,
+            bool(live.all()),
+            delta,
+            _delta_postings(delta),
+        )
+        self._local.state = state
+        return segment, state
+
+    def _lists(self, keys: Sequence[str]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Each key's ``(positions, weighted frequency)``; absent keys are absent."""
+        import numpy as np
+
+        from kb_mcp.index.fts import BODY_WEIGHT, HEAD_WEIGHT
+
+        unique = sorted(set(keys))
+        marks = ",".join("?" * len(unique))
+        found = {}
+        for term, ids, head, body in self.db.conn.execute(
+            f"SELECT term, ids, head, body FROM kw_postings WHERE term IN ({marks})", unique
+        ):
+            freq = HEAD_WEIGHT * np.frombuffer(head, dtype=np.uint16) + BODY_WEIGHT * (
+                np.frombuffer(body, dtype=np.uint16)
+            )
+            found[term] = (np.frombuffer(ids, dtype=np.uint32), freq)
+        return found
+
+    def best_per_document(
+        self, stamp: tuple, tokenizer: apsw.FTS5Tokenizer, keys: Sequence[str], documents: int
+    ) -> list[tuple[int, float]] | None:
+        """``FtsIndex.best_per_document`` for the OR of the phrases ``keys`` (in query
+        order), or None without a segment. Scores are FTS5's bm25, summed phrase by phrase
+        in query order as its C code does, so they match to the last bits."""
+        import numpy as np
+
+        found = self.state(stamp, tokenizer)
+        if found is None:
+            return None
+        segment, state = found
+        lists = self._lists(keys)
+        scores = np.zeros(len(segment.chunk_ids), dtype=np.float64)
+        delta_scores = [0.0] * len(state.delta)
+        for key in keys:
+            idf = bm25_idf(self._df(state, lists, key), state.rows)
+            if key in lists:
+                at, freq = lists[key]
+                scores[at] += idf * ((freq * (BM25_K1 + 1.0)) / (freq + state.norm[at]))
+            for i, f in state.delta_postings.get(key, ()):
+                norm = BM25_K1 * ((1 - BM25_B) + (BM25_B * state.delta[i].length) / state.avgdl)
+                delta_scores[i] += idf * ((f * (BM25_K1 + 1.0)) / (f + norm))
+        scores[~state.live] = 0.0
+        at = np.flatnonzero(scores)
+        chunk_ids = segment.chunk_ids[at]
+        doc_ids = segment.doc_ids[at]
+        values = scores[at]
+        extra = [
+            (r.chunk_id, r.document_id, s)
+            for r, s in zip(state.delta, delta_scores, strict=True)
+            if s
+        ]
+        if extra:
+            chunk_ids = np.concatenate([chunk_ids, np.array([e[0] for e in extra], np.int64)])
+            doc_ids = np.concatenate([doc_ids, np.array([e[1] for e in extra], np.int64)])
+            values = np.concatenate([values, np.array([e[2] for e in extra], np.float64)])
+        return _best_per_document(chunk_ids, doc_ids, values, documents)
+
+    def _df(self, state: _State, lists: dict, key: str) -> int:
+        """Passages holding ``key`` now: the segment's live ones plus the delta's."""
+        import numpy as np
+
+        df = state.df.get(key)
+        if df is None:
+            df = 0
+            if key in lists:
+                at = lists[key][0]
+                df = len(at) if state.all_live else int(np.count_nonzero(state.live[at]))
+            df += len(state.delta_postings.get(key, ()))
+            state.df[key] = df
+        return df
+
+    def doc_frequencies(
+        self, stamp: tuple, tokenizer: apsw.FTS5Tokenizer, terms: Iterable[str]
+    ) -> dict[str, int] | None:
+        """How many chunks hold each term, from the segment and its delta; None without."""
+        found = self.state(stamp, tokenizer)
+        if found is None:
+            return None
+        _, state = found
+        unique = sorted(set(terms))
+        missing = [t for t in unique if t not in state.df]
+        if missing:
+            lists = self._lists(missing)
+            for t in missing:
+                self._df(state, lists, t)
+        return {t: state.df[t] for t in unique if state.df[t]}
+
+
+def _delta_postings(delta: Sequence[_Tokenized]) -> dict[str, list[tuple[int, float]]]:
+    """The delta's own small inverted index: key → (row index, weighted frequency)."""
+    from kb_mcp.index.fts import BODY_WEIGHT, HEAD_WEIGHT
+
+    found: dict[str, list[tuple[int, float]]] = {}
+    for i, row in enumerate(delta):
+        for key in row.head.keys() | row.body.keys():
+            f = HEAD_WEIGHT * row.head.get(key, 0) + BODY_WEIGHT * row.body.get(key, 0)
+            found.setdefault(key, []).append((i, f))
+    return found
+
+
+def _best_per_document(
+    chunk_ids: np.ndarray, doc_ids: np.ndarray, scores: np.ndarray, documents: int
+) -> list[tuple[int, float]]:
+    """The best passage of each of the first ``documents`` documents, in FTS5's order
+    (``round(-score, 9)``, then chunk id), as ``FtsIndex._ranked_passages`` sorts.
+
+    Only the best ``PRESELECT`` passages a document wanted are sorted (all of them when
+    those do not reach ``documents`` documents), with every passage tied at the cut.
+    """
+    import numpy as np
+
+    depth = documents * PRESELECT
+    if len(scores) > depth:
+        cut = -np.partition(-scores, depth)[depth]
+        keep = np.flatnonzero(scores >= cut - 1e-8)
+        found = _best_sorted(chunk_ids[keep], doc_ids[keep], scores[keep], documents)
+        if len(found) == documents:
+            return found
+    return _best_sorted(chunk_ids, doc_ids, scores, documents)
+
+
+def _best_sorted(
+    chunk_ids: np.ndarray, doc_ids: np.ndarray, scores: np.ndarray, documents: int
+) -> list[tuple[int, float]]:
+    import numpy as np
+
+    order = np.lexsort((chunk_ids, np.round(-scores, 9)))
+    docs = doc_ids[order]
+    _, first = np.unique(docs, return_index=True)
+    first.sort()
+    picked = order[first[:documents]]
+    return [(int(c), float(s)) for c, s in zip(chunk_ids[picked], scores[picked], strict=True)]
