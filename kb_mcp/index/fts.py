@@ -254,7 +254,7 @@ class FtsIndex:
         return cache
 
     def refresh_segment(
-        self, min_chunks: int = postings.SEGMENT_MIN_CHUNKS, delta_min: int = postings.DELTA_MIN
+        self, min_chunks: int | None = None, delta_min: int = postings.DELTA_MIN
     ) -> int | None:
         """Build the postings segment when it is due (``postings.refresh_due``); the
         passages it holds, or None when none was built. A write: call after a sync."""

@@ -226,20 +226,20 @@ def delta_size(conn: apsw.Connection) -> tuple[int, int] | None:
 
 
 def refresh_due(
-    conn: apsw.Connection, min_chunks: int = SEGMENT_MIN_CHUNKS, delta_min: int = DELTA_MIN
+    conn: apsw.Connection, min_chunks: int | None = None, delta_min: int = DELTA_MIN
 ) -> bool:
-    """Whether ``build`` should run: a library of ``min_chunks`` or more without a
-    segment, or a delta past ``DELTA_SHARE`` of it (and past ``delta_min``)."""
+    """Whether ``build`` should run: a library of ``min_chunks`` (default
+    ``SEGMENT_MIN_CHUNKS``) or more without a segment, or a delta past ``DELTA_SHARE`` of
+    it (and past ``delta_min``)."""
     size = delta_size(conn)
     if size is None:
-        return conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0] >= min_chunks
+        least = SEGMENT_MIN_CHUNKS if min_chunks is None else min_chunks
+        return conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0] >= least
     passages, delta = size
     return delta > max(delta_min, DELTA_SHARE * passages)
 
 
-def refresh(
-    db: Database, min_chunks: int = SEGMENT_MIN_CHUNKS, delta_min: int = DELTA_MIN
-) -> int | None:
+def refresh(db: Database, min_chunks: int | None = None, delta_min: int = DELTA_MIN) -> int | None:
     """Build the segment when ``refresh_due``; the passages it holds, or None when it was
     not due. Called after a sync (``ingest/sync.py``): a build is a bulk write."""
     if not refresh_due(db.conn, min_chunks, delta_min):
