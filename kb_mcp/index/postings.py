@@ -10,8 +10,9 @@ term and scored by FTS5's own bm25 formula in numpy, so the ranking is the FTS5 
 
 Tables (migration 7):
 
-- ``kw_postings(term, ids, head, body)``: ``ids`` are positions into the segment's
-  passage arrays (uint32), ``head`` / ``body`` the term's count in each column (uint16).
+- ``kw_postings(term, part, ids, head, body)``: ``ids`` are positions into the
+  segment's passage arrays (uint32, ascending), ``head`` / ``body`` the term's count in
+  each column (uint16); one row per ``PART_PASSAGES`` passages, read in part order.
   A CJK bigram (two one-character terms next to each other in one column, the phrase a
   query's ``"机 器"`` matches) has a row of its own, keyed ``"机 器"``.
 - ``kw_segment``: one row, the passage arrays: chunk ids (ascending), document ids and
@@ -61,6 +62,11 @@ DELTA_MIN = 500
 # Rows per read while building (bounded memory for the chunk text; the postings
 # themselves are packed arrays, 8 bytes a posting).
 BUILD_BATCH = 2_000
+# Passages per part: a term's postings are stored in one row per part (``kw_postings``'
+# key is ``(term, part)``), so a build holds only one part's postings in memory. At 100k
+# chunks one part for the whole segment held 550 MB (a dict entry per distinct term,
+# most of them rare), past the 250 MB ingest bound of issue 10.
+PART_PASSAGES = 10_000
 # Passages sorted per document wanted before the full sort is tried (``FtsIndex``'s
 # ``PASSAGES_PER_DOCUMENT`` reads 4 a document first; twice that covers SciFact's 1.2).
 PRESELECT = 8
@@ -159,14 +165,20 @@ def _tokens(tokenizer: apsw.FTS5Tokenizer, text: str) -> list[str]:
     )
 
 
-def build(db: Database, tokenizer: apsw.FTS5Tokenizer) -> int:
+def build(
+    db: Database,
+    tokenizer: apsw.FTS5Tokenizer | None = None,
+    part_passages: int = PART_PASSAGES,
+) -> int:
     """Build the segment from every chunk row in one write; the number of passages.
 
-    Per term, three growing arrays (positions, head counts, body counts), so memory is
-    the postings' packed size plus one batch of chunk text.
+    Per term, three growing arrays (positions, head counts, body counts), written out
+    as one row per ``PART_PASSAGES`` passages, so memory is one part's postings plus
+    one batch of chunk text.
     """
     import numpy as np
 
+    tokenizer = tokenizer or _tokenizer(db)
     ids: list[int] = []
     docs: list[int] = []
     lengths: list[int] = []
@@ -175,12 +187,13 @@ def build(db: Database, tokenizer: apsw.FTS5Tokenizer) -> int:
         last = conn.execute("SELECT generation FROM kw_segment").fetchone()
         forget(conn)
         cursor = _chunk_rows(conn)
-        while batch := list(islice(cursor, BUILD_BATCH)):
+        part = 0
+        while batch := list(islice(cursor, min(BUILD_BATCH, part_passages))):
             _add_batch(tokenizer, batch, ids, docs, lengths, postings)
-        conn.executemany(
-            "INSERT INTO kw_postings(term, ids, head, body) VALUES (?, ?, ?, ?)",
-            ((t, bytes(p), bytes(h), bytes(b)) for t, (p, h, b) in postings.items()),
-        )
+            if len(ids) >= (part + 1) * part_passages:
+                _write_part(conn, part, postings)
+                part += 1
+        _write_part(conn, part, postings)
         conn.execute(
             "INSERT INTO kw_segment(id, generation, chunk_ids, doc_ids, lengths) "
             "VALUES (1, ?, ?, ?, ?)",
@@ -192,6 +205,16 @@ def build(db: Database, tokenizer: apsw.FTS5Tokenizer) -> int:
             ),
         )
     return len(ids)
+
+
+def _write_part(
+    conn: apsw.Connection, part: int, postings: dict[str, tuple[bytearray, bytearray, bytearray]]
+) -> None:
+    conn.executemany(
+        "INSERT INTO kw_postings(term, part, ids, head, body) VALUES (?, ?, ?, ?, ?)",
+        ((t, part, bytes(p), bytes(h), bytes(b)) for t, (p, h, b) in postings.items()),
+    )
+    postings.clear()
 
 
 def _add_batch(
@@ -244,10 +267,15 @@ def refresh(db: Database, min_chunks: int | None = None, delta_min: int = DELTA_
     not due. Called after a sync (``ingest/sync.py``): a build is a bulk write."""
     if not refresh_due(db.conn, min_chunks, delta_min):
         return None
+    return build(db)
+
+
+def _tokenizer(db: Database) -> apsw.FTS5Tokenizer:
+    """The FTS table's own tokenizer, on ``db``'s connection."""
     from kb_mcp.index.fts import FTS_TOKENIZER  # fts imports this module
 
     name, *args = FTS_TOKENIZER.split()
-    return build(db, db.conn.fts5_tokenizer(name, args))
+    return db.conn.fts5_tokenizer(name, args)
 
 
 # ---------------------------------------------------------------------------- reads
@@ -383,10 +411,16 @@ class Postings:
 
         unique = sorted(set(keys))
         marks = ",".join("?" * len(unique))
-        found = {}
+        parts: dict[str, list[tuple[bytes, bytes, bytes]]] = {}
         for term, ids, head, body in self.db.conn.execute(
-            f"SELECT term, ids, head, body FROM kw_postings WHERE term IN ({marks})", unique
+            f"SELECT term, ids, head, body FROM kw_postings WHERE term IN ({marks}) "
+            "ORDER BY term, part",
+            unique,
         ):
+            parts.setdefault(term, []).append((ids, head, body))
+        found = {}
+        for term, rows in parts.items():
+            ids, head, body = (b"".join(column) for column in zip(*rows, strict=True))
             freq = HEAD_WEIGHT * np.frombuffer(head, dtype=np.uint16) + BODY_WEIGHT * (
                 np.frombuffer(body, dtype=np.uint16)
             )

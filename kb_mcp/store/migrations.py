@@ -227,10 +227,12 @@ CREATE INDEX doc_relations_to ON doc_relations(to_id);
 # rows, rebuilt in bulk; ``kw_delta`` lists the chunks written or deleted since.
 _V7_POSTINGS = """
 CREATE TABLE kw_postings (
-    term TEXT PRIMARY KEY,
+    term TEXT NOT NULL,
+    part INTEGER NOT NULL,
     ids  BLOB NOT NULL,
     head BLOB NOT NULL,
-    body BLOB NOT NULL
+    body BLOB NOT NULL,
+    PRIMARY KEY (term, part)
 ) WITHOUT ROWID;
 CREATE TABLE kw_segment (
     id         INTEGER PRIMARY KEY CHECK (id = 1),
