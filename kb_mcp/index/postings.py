@@ -33,7 +33,9 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import threading
+from array import array
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -78,17 +80,20 @@ def bm25_idf(df: int, rows: int) -> float:
     return idf if idf > 0 else 1e-6
 
 
-def passage_terms(tokens: Sequence[str]) -> Counter[str]:
+def passage_terms(tokens: Sequence[str], text: str) -> Counter[str]:
     """A column's terms and counts as the segment keys them: each token, and each pair of
-    adjacent one-character CJK tokens as ``"a b"`` (the bigram phrases of a query)."""
+    adjacent one-character CJK tokens as ``"a b"`` (the bigram phrases of a query).
+    ``text`` is the column's index copy: without a CJK character in it there is no pair
+    to look for."""
     counts = Counter(tokens)
+    if CJK_RUN.search(text) is None:
+        return counts
     cjk = [len(t) == 1 and CJK_RUN.match(t) is not None for t in tokens]
-    if any(cjk):
-        counts.update(
-            f"{a} {b}"
-            for a, b, ca, cb in zip(tokens, tokens[1:], cjk, cjk[1:], strict=False)
-            if ca and cb
-        )
+    counts.update(
+        f"{a} {b}"
+        for a, b, ca, cb in zip(tokens, tokens[1:], cjk, cjk[1:], strict=False)
+        if ca and cb
+    )
     return counts
 
 
@@ -150,8 +155,8 @@ def _tokenize_rows(tokenizer: apsw.FTS5Tokenizer, rows: Iterable[tuple]) -> Iter
             cid,
             doc,
             len(head_tokens) + len(body_tokens),
-            passage_terms(head_tokens),
-            passage_terms(body_tokens),
+            passage_terms(head_tokens, head),
+            passage_terms(body_tokens, body),
         )
 
 
@@ -182,7 +187,7 @@ def build(
     ids: list[int] = []
     docs: list[int] = []
     lengths: list[int] = []
-    postings: dict[str, tuple[bytearray, bytearray, bytearray]] = {}
+    postings: _Lists = {}
     with db.write() as conn:
         last = conn.execute("SELECT generation FROM kw_segment").fetchone()
         forget(conn)
@@ -207,14 +212,23 @@ def build(
     return len(ids)
 
 
-def _write_part(
-    conn: apsw.Connection, part: int, postings: dict[str, tuple[bytearray, bytearray, bytearray]]
-) -> None:
+_Lists = dict[str, tuple[array, array, array]]  # term → positions, head counts, body counts
+
+
+def _write_part(conn: apsw.Connection, part: int, postings: _Lists) -> None:
     conn.executemany(
         "INSERT INTO kw_postings(term, part, ids, head, body) VALUES (?, ?, ?, ?, ?)",
-        ((t, part, bytes(p), bytes(h), bytes(b)) for t, (p, h, b) in postings.items()),
+        ((t, part, _little(p), _little(h), _little(b)) for t, (p, h, b) in postings.items()),
     )
     postings.clear()
+
+
+def _little(values: array) -> bytes:
+    """The array's bytes little-endian, as the reader's numpy dtypes take them."""
+    if sys.byteorder == "big":
+        values = array(values.typecode, values)
+        values.byteswap()
+    return values.tobytes()
 
 
 def _add_batch(
@@ -223,21 +237,34 @@ def _add_batch(
     ids: list[int],
     docs: list[int],
     lengths: list[int],
-    postings: dict[str, tuple[bytearray, bytearray, bytearray]],
+    postings: _Lists,
 ) -> None:
+    """Append one batch of chunk rows to the part's postings (hot: ~150 terms a row)."""
     for row in _tokenize_rows(tokenizer, batch):
-        position = len(ids).to_bytes(4, "little")
+        position = len(ids)
         ids.append(row.chunk_id)
         docs.append(row.document_id)
         lengths.append(row.length)
-        for term in row.head.keys() | row.body.keys():
+        head, body = row.head, row.body
+        if row.length > 0xFFFF:  # a count must fit its uint16 (a chunk is ~1,800 chars)
+            head = Counter({t: min(n, 0xFFFF) for t, n in head.items()})
+            body = Counter({t: min(n, 0xFFFF) for t, n in body.items()})
+        for term, count in body.items():
             entry = postings.get(term)
             if entry is None:
-                entry = postings[term] = (bytearray(), bytearray(), bytearray())
-            at, head, body = entry  # bytearrays: += extends them in place
-            at += position
-            head += min(row.head.get(term, 0), 0xFFFF).to_bytes(2, "little")
-            body += min(row.body.get(term, 0), 0xFFFF).to_bytes(2, "little")
+                entry = postings[term] = (array("I"), array("H"), array("H"))
+            entry[0].append(position)
+            entry[1].append(head.get(term, 0))
+            entry[2].append(count)
+        for term, count in head.items():
+            if term in body:
+                continue
+            entry = postings.get(term)
+            if entry is None:
+                entry = postings[term] = (array("I"), array("H"), array("H"))
+            entry[0].append(position)
+            entry[1].append(count)
+            entry[2].append(0)
 
 
 def delta_size(conn: apsw.Connection) -> tuple[int, int] | None:
