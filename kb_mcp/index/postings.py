@@ -37,7 +37,8 @@ import sys
 import threading
 from array import array
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import TYPE_CHECKING
@@ -366,6 +367,22 @@ class Postings:
         self.db = db
         self._local = threading.local()  # a state belongs to a connection's data version
 
+    @contextmanager
+    def _snapshot(self) -> Iterator[None]:
+        """One read transaction around a search's segment reads, so the passage arrays,
+        the delta and the postings are all of one commit (a rebuild may land between two
+        statements otherwise, and its positions would index the old arrays). Inside a
+        transaction already (a search within a write), that one is the snapshot."""
+        conn = self.db.conn
+        if conn.in_transaction:
+            yield
+            return
+        conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            conn.execute("COMMIT")
+
     def _segment(self) -> _Segment | None:
         """The built segment's arrays, read again only after a rebuild (a new generation)."""
         import numpy as np
@@ -394,12 +411,12 @@ class Postings:
         segment. ``stamp`` is ``FtsIndex``'s data-version stamp."""
         import numpy as np
 
-        state = getattr(self._local, "state", None)
-        if state is not None and state.stamp == stamp:
-            return self._local.segment, state
-        segment = self._segment()
+        segment = self._segment()  # one small read: a rebuild may commit at any time
         if segment is None:
             return None
+        state = getattr(self._local, "state", None)
+        if state is not None and state.stamp == (stamp, segment.key):
+            return segment, state
         conn = self.db.conn
         rows, tokens = fts_totals(conn)
         if rows == 0:
@@ -418,7 +435,7 @@ class Postings:
         where = "WHERE c.id IN (SELECT chunk_id FROM kw_delta)"
         delta = list(_tokenize_rows(tokenizer, _chunk_rows(conn, where))) if len(dirty) else []
         state = _State(
-            stamp,
+            (stamp, segment.key),
             rows,
             avgdl,
             norm,
@@ -462,11 +479,12 @@ class Postings:
         in query order as its C code does, so they match to the last bits."""
         import numpy as np
 
-        found = self.state(stamp, tokenizer)
-        if found is None:
-            return None
-        segment, state = found
-        lists = self._lists(keys)
+        with self._snapshot():
+            found = self.state(stamp, tokenizer)
+            if found is None:
+                return None
+            segment, state = found
+            lists = self._lists(keys)
         scores = np.zeros(len(segment.chunk_ids), dtype=np.float64)
         delta_scores = [0.0] * len(state.delta)
         for key in keys:
@@ -511,16 +529,17 @@ class Postings:
         self, stamp: tuple, tokenizer: apsw.FTS5Tokenizer, terms: Iterable[str]
     ) -> dict[str, int] | None:
         """How many chunks hold each term, from the segment and its delta; None without."""
-        found = self.state(stamp, tokenizer)
-        if found is None:
-            return None
-        _, state = found
-        unique = sorted(set(terms))
-        missing = [t for t in unique if t not in state.df]
-        if missing:
-            lists = self._lists(missing)
-            for t in missing:
-                self._df(state, lists, t)
+        with self._snapshot():
+            found = self.state(stamp, tokenizer)
+            if found is None:
+                return None
+            _, state = found
+            unique = sorted(set(terms))
+            missing = [t for t in unique if t not in state.df]
+            if missing:
+                lists = self._lists(missing)
+                for t in missing:
+                    self._df(state, lists, t)
         return {t: state.df[t] for t in unique if state.df[t]}
 
 
