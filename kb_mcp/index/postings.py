@@ -114,15 +114,26 @@ def segment_key(tokens: Sequence[str]) -> str | None:
 def note_changed(conn: apsw.Connection, chunk_ids: Iterable[int]) -> None:
     """Record chunks written or deleted since the segment was built (none without one).
     Call inside ``db.write()``."""
-    if conn.execute("SELECT 1 FROM kw_segment").fetchone() is None:
+    if not _has_segment(conn):
         return
     conn.executemany(
         "INSERT OR IGNORE INTO kw_delta(chunk_id) VALUES (?)", ((cid,) for cid in chunk_ids)
     )
 
 
+def _has_segment(conn: apsw.Connection) -> bool:
+    """Whether a segment is built; False before migration 7 has run too (a migration or
+    an old database's writer indexes chunks through ``index/fts`` before it exists)."""
+    exists = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'kw_segment'"
+    ).fetchone()
+    return exists is not None and conn.execute("SELECT 1 FROM kw_segment").fetchone() is not None
+
+
 def forget(conn: apsw.Connection) -> None:
     """Drop the segment and its delta (the FTS index is being rebuilt). Inside a write."""
+    if not _has_segment(conn):
+        return
     conn.execute("DELETE FROM kw_postings")
     conn.execute("DELETE FROM kw_segment")
     conn.execute("DELETE FROM kw_delta")
