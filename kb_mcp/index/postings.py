@@ -366,6 +366,7 @@ class _State:
     norm: np.ndarray  # k1 * (1 - b + b * D / avgdl) per segment passage
     live: np.ndarray  # bool per segment passage: not in the delta
     all_live: bool
+    dead: np.ndarray  # positions of the segment passages in the delta
     delta: list[_Tokenized]
     delta_postings: dict[str, list[tuple[int, float]]]  # key → (delta index, weighted freq)
     df: dict[str, int] = field(default_factory=dict)
@@ -468,6 +469,7 @@ class Postings:
             norm,
             live,
             bool(live.all()),
+            np.flatnonzero(~live),
             delta,
             _delta_postings(delta),
         )
@@ -522,21 +524,26 @@ class Postings:
             for i, f in state.delta_postings.get(key, ()):
                 norm = BM25_K1 * ((1 - BM25_B) + (BM25_B * state.delta[i].length) / state.avgdl)
                 delta_scores[i] += idf * ((f * (BM25_K1 + 1.0)) / (f + norm))
-        scores[~state.live] = 0.0
-        at = np.flatnonzero(scores)
-        chunk_ids = segment.chunk_ids[at]
-        doc_ids = segment.doc_ids[at]
-        values = scores[at]
+        if not state.all_live:
+            scores[state.dead] = 0.0
         extra = [
             (r.chunk_id, r.document_id, s)
             for r, s in zip(state.delta, delta_scores, strict=True)
             if s
         ]
-        if extra:
-            chunk_ids = np.concatenate([chunk_ids, np.array([e[0] for e in extra], np.int64)])
-            doc_ids = np.concatenate([doc_ids, np.array([e[1] for e in extra], np.int64)])
-            values = np.concatenate([values, np.array([e[2] for e in extra], np.float64)])
-        return _best_per_document(chunk_ids, doc_ids, values, documents)
+        depth = documents * PRESELECT
+        while True:
+            cut = _cut(scores, depth)
+            at = np.flatnonzero(scores >= cut) if cut > 0 else np.flatnonzero(scores)
+            chunk_ids, doc_ids, values = segment.chunk_ids[at], segment.doc_ids[at], scores[at]
+            if extra:
+                chunk_ids = np.concatenate([chunk_ids, np.array([e[0] for e in extra], np.int64)])
+                doc_ids = np.concatenate([doc_ids, np.array([e[1] for e in extra], np.int64)])
+                values = np.concatenate([values, np.array([e[2] for e in extra], np.float64)])
+            found = _best_per_document(chunk_ids, doc_ids, values, documents)
+            if len(found) == documents or cut <= 0:
+                return found
+            depth *= 4  # the leading passages held too few documents: read deeper
 
     def _df(self, state: _State, lists: dict, key: str) -> int:
         """Passages holding ``key`` now: the segment's live ones plus the delta's."""
@@ -580,6 +587,20 @@ def _delta_postings(delta: Sequence[_Tokenized]) -> dict[str, list[tuple[int, fl
             f = HEAD_WEIGHT * row.head.get(key, 0) + BODY_WEIGHT * row.body.get(key, 0)
             found.setdefault(key, []).append((i, f))
     return found
+
+
+def _cut(scores: np.ndarray, depth: int) -> float:
+    """A score at which at least the best ``depth`` passages are kept, with every passage
+    tied with the last of them (the sort key is rounded to 9 decimals); 0 when there are
+    not that many. One partition of the matching passages' scores: cheaper than
+    gathering their ids and documents first (at 100k chunks a SciFact question matches
+    about half of them)."""
+    import numpy as np
+
+    positive = scores[scores > 0]  # a partition over many equal zeros degenerates
+    if len(positive) <= depth:
+        return 0.0
+    return float(np.partition(positive, len(positive) - depth)[len(positive) - depth]) - 1e-8
 
 
 def _best_per_document(
