@@ -19,8 +19,8 @@ Tables (migration 7):
   token counts (``head`` + ``body``, what bm25 calls the passage length).
 - ``kw_delta(chunk_id)``: chunks written or deleted since the segment was built
   (``index/fts.py`` notes every insert and delete). The segment ignores them; the ones
-  that still exist are tokenized again at search time (once per data version) and scored
-  beside it by the same formula, so a search never sees a stale passage. An LSM-style
+  that still exist are tokenized at search time (kept while their rows are unchanged) and
+  scored beside it by the same formula, so a search never sees a stale passage. An LSM-style
   delta: ``refresh`` rebuilds the segment when it has grown past ``DELTA_SHARE``.
 
 The collection statistics are FTS5's own: the row count and total token count from its
@@ -54,12 +54,14 @@ if TYPE_CHECKING:  # numpy loads on first use: opening a library never waits for
 # FTS5's bm25 constants (sqlite ext/fts5/fts5_aux.c): the score here is its own formula.
 BM25_K1 = 1.2
 BM25_B = 0.75
-# No segment below this many chunks: the FTS5 path answers a small library within a few
-# milliseconds already (bench perf at 10k chunks: 7–18 ms CPU p50), and a segment costs
-# a build and disk. The keyword leg's pruning starts at the same size.
+# No segment below this many chunks: it costs a build (about 1.3 ms of CPU a passage: 132
+# s at 100k chunks, bench perf corpus) and disk (126 MB of postings at 100k), while at
+# 10k chunks a whole FTS5-path search takes 7–18 ms CPU p50 (bench perf). The keyword
+# leg's pruning starts at the same size.
 SEGMENT_MIN_CHUNKS = 30_000
-# Rebuild the segment once the delta holds this share of its passages: every delta chunk
-# is tokenized again whenever the data changes (about 0.1 ms a chunk).
+# Rebuild the segment once the delta holds this share of its passages: a delta chunk is
+# tokenized at search time (about 0.5 ms, then kept while its row is unchanged) and its
+# score summed in Python.
 DELTA_SHARE = 0.02
 DELTA_MIN = 500
 # Rows per read while building (bounded memory for the chunk text; the postings
@@ -67,8 +69,8 @@ DELTA_MIN = 500
 BUILD_BATCH = 2_000
 # Passages per part: a term's postings are stored in one row per part (``kw_postings``'
 # key is ``(term, part)``), so a build holds only one part's postings in memory. At 100k
-# chunks one part for the whole segment held 550 MB (a dict entry per distinct term,
-# most of them rare), past the 250 MB ingest bound of issue 10.
+# chunks, holding them all reached 850 MB RSS (a dict entry per distinct term, most of
+# them rare); in parts of 10k the build peaked at 516 MB, most of it the mapped file.
 PART_PASSAGES = 10_000
 # Passages sorted per document wanted before the full sort is tried (``FtsIndex``'s
 # ``PASSAGES_PER_DOCUMENT`` reads 4 a document first; twice that covers SciFact's 1.2).
