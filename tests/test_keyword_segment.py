@@ -161,3 +161,23 @@ def test_keyword_segment_not_built_for_a_small_library(library: Library) -> None
     assert library.fts.chunk_count() < postings.SEGMENT_MIN_CHUNKS
     assert not postings.refresh_due(library.db.conn)
     assert postings.delta_size(library.db.conn) is None
+
+
+def test_keyword_segment_rebuilt_by_another_connection_is_read_anew(
+    library: Library, tmp_path: Path
+) -> None:
+    """issue 10: a segment rebuilt by another process (another connection) replaces the
+    arrays this one cached; its searches rank from the new build, as FTS5 does."""
+    library.fts.refresh_segment(min_chunks=0)
+    assert _mismatches(library) == []  # the first build's arrays are cached now
+    (tmp_path / "notes" / "README.md").unlink()
+    (tmp_path / "notes" / "zeppelin.md").write_text("# Airships\n\nA zeppelin search note.\n")
+    other = Library(Settings(home=tmp_path / "home", embedder="none"))
+    try:
+        other.sync()
+        assert other.fts.refresh_segment(min_chunks=0, delta_min=0) is not None
+    finally:
+        other.close()
+    assert _delta(library) == 0
+    assert _mismatches(library, (*QUERIES, "zeppelin search")) == []
+    assert library.search("zeppelin", mode="keyword").hits[0].title == "Airships"
