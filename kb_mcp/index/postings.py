@@ -416,12 +416,12 @@ class Postings:
 
     def _segment(self) -> _Segment | None:
         """The built segment's arrays, read again only after a rebuild (a new generation)."""
-        import numpy as np
-
         conn = self.db.conn
         head = conn.execute("SELECT generation FROM kw_segment").fetchone()
         if head is None:
-            return None
+            return None  # before numpy loads: a keyword-only library never imports it
+        import numpy as np
+
         cached = getattr(self._local, "segment", None)
         if cached is not None and cached.key == head[0]:
             return cached
@@ -440,11 +440,11 @@ class Postings:
     def state(self, stamp: tuple, tokenizer: apsw.FTS5Tokenizer) -> tuple[_Segment, _State] | None:
         """The segment and this data version's statistics and delta, or None without a
         segment. ``stamp`` is ``FtsIndex``'s data-version stamp."""
-        import numpy as np
-
         segment = self._segment()  # one small read: a rebuild may commit at any time
         if segment is None:
             return None
+        import numpy as np
+
         state = getattr(self._local, "state", None)
         if state is not None and state.stamp == (stamp, segment.key):
             return segment, state
@@ -508,14 +508,14 @@ class Postings:
         """``FtsIndex.best_per_document`` for the OR of the phrases ``keys`` (in query
         order), or None without a segment. Scores are FTS5's bm25, summed phrase by phrase
         in query order as its C code does, so they match to the last bits."""
-        import numpy as np
-
         with self._snapshot():
             found = self.state(stamp, tokenizer)
             if found is None:
                 return None
             segment, state = found
             lists = self._lists(keys)
+        import numpy as np
+
         scores = np.zeros(len(segment.chunk_ids), dtype=np.float64)
         delta_scores = [0.0] * len(state.delta)
         for key in keys:
