@@ -275,6 +275,7 @@ def measure_search(workdir: Path, data: Path = DATA_DIR) -> SizeReport:
     settings = Settings(home=home, max_files_per_source=10**7, embedder="none")
     with Library(settings) as library:
         library.fts.ensure_current()
+        library.fts.refresh_segment()  # a corpus kept from before the postings segment
         naive = NaiveIndex(naive_db)
         searches = keyword_rows(library, naive, sets, library.overview().chunks)
         naive.close()

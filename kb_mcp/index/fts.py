@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import apsw
 
+from kb_mcp.index import postings
 from kb_mcp.index.textprep import FTS_TOKENIZER, TEXTPREP_VERSION, index_copy
 from kb_mcp.store.db import Database
 
@@ -91,13 +92,19 @@ def add_chunks(
 
 
 def add_index_rows(conn: apsw.Connection, rows: Iterable[tuple[int, str, str]]) -> None:
-    """Index ``(chunk_id, head, body)`` rows made by ``index_row``. Call inside ``db.write()``."""
+    """Index ``(chunk_id, head, body)`` rows made by ``index_row``. Call inside ``db.write()``.
+
+    The postings segment hears of them (``index/postings.py``: they are its delta)."""
+    rows = list(rows)
     conn.executemany("INSERT INTO chunks_fts(rowid, head, body) VALUES (?, ?, ?)", rows)
+    postings.note_changed(conn, (row[0] for row in rows))
 
 
 def remove_chunks(conn: apsw.Connection, chunk_ids: Iterable[int]) -> None:
     """Drop chunks from the index. Call inside ``db.write()``, before deleting the rows."""
+    chunk_ids = list(chunk_ids)
     conn.executemany("DELETE FROM chunks_fts WHERE rowid = ?", ((cid,) for cid in chunk_ids))
+    postings.note_changed(conn, chunk_ids)
 
 
 def optimize(conn: apsw.Connection) -> None:
@@ -138,6 +145,7 @@ def rebuild(db: Database) -> int:
     with db.write() as conn:
         conn.execute("DROP TABLE IF EXISTS chunks_fts_vocab")
         conn.execute("DROP TABLE IF EXISTS chunks_fts")
+        postings.forget(conn)
         _create_table(conn)
         batch: list[tuple[int, str, list[str], str, str | None]] = []
         for row in _all_chunk_rows(db.conn):
@@ -162,6 +170,7 @@ class FtsIndex:
         self._lock = threading.Lock()
         self._local = threading.local()  # tokenizers belong to a connection, so per thread
         self._current = False
+        self.postings = postings.Postings(db)
 
     def ensure_current(self) -> bool:
         """Rebuild the index if it was written by another representation; True if it did.
@@ -244,9 +253,38 @@ class FtsIndex:
             cache = self._local.stats = _StatsCache(stamp)
         return cache
 
+    def refresh_segment(
+        self, min_chunks: int | None = None, delta_min: int = postings.DELTA_MIN
+    ) -> int | None:
+        """Build the postings segment when it is due (``postings.refresh_due``); the
+        passages it holds, or None when none was built. A write: call after a sync."""
+        self.ensure_current()
+        return postings.refresh(self.db, min_chunks, delta_min)
+
+    def segment_best_per_document(
+        self, units: Sequence[str], documents: int
+    ) -> list[tuple[int, float]] | None:
+        """``best_per_document`` of the OR of ``units`` from the postings segment, or None
+        when there is none or a unit is a phrase it does not key (``postings``)."""
+        keys = []
+        for unit in units:
+            key = postings.segment_key(self.query_tokens(unit))
+            if key is None:
+                return None
+            keys.append(key)
+        return self.postings.best_per_document(
+            self._stats().stamp, self._tokenizer(), keys, documents
+        )
+
     def doc_frequencies(self, terms: Iterable[str]) -> dict[str, int]:
-        """How many chunks hold each term (terms absent from the index are absent here)."""
+        """How many chunks hold each term (terms absent from the index are absent here).
+
+        From the postings segment when there is one (FTS5's vocabulary walks a term's
+        whole doclist to count it)."""
         cache = self._stats()
+        found = self.postings.doc_frequencies(cache.stamp, self._tokenizer(), terms)
+        if found is not None:
+            return found
         unique = sorted(set(terms))
         missing = [t for t in unique if t not in cache.df]
         if missing:

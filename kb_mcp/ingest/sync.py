@@ -40,7 +40,7 @@ from kb_mcp.chunk import Chunk, split_document
 from kb_mcp.chunk.markdown import DEFAULT_BUDGET_CHARS
 from kb_mcp.chunk.stream import iter_chunks
 from kb_mcp.errors import KbError, Unavailable, Unreadable
-from kb_mcp.index import graph
+from kb_mcp.index import graph, postings
 from kb_mcp.ingest import readers
 from kb_mcp.ingest.dates import document_date, path_date
 from kb_mcp.ingest.derive import Derived, derive
@@ -783,6 +783,7 @@ def sync_folder(
         for path in _vanished(known, found_paths, set(walk.beyond_cap), walk.unreadable_dirs):
             remove_location(db, source_id, path)
             report.removed += 1
+        postings.refresh(db)  # the keyword segment, once its delta has grown (issue 10)
     report.failures = rows.failed_locations(db.conn, source_id)
     report.seconds = time.monotonic() - started
     return report

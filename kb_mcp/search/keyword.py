@@ -1,5 +1,10 @@
 """The keyword leg: a prepared ``Query`` → ranked passages from the FTS5 index.
 
+**The postings segment (issue 10).** From 30k chunks a library has one
+(``index/postings.py``): the same bm25 ranking, scored with numpy from derived postings
+instead of by FTS5, so the leg asks it first. Without one (a small library, a scoped
+search, a phrase it does not key) the FTS5 path below answers.
+
 **Pruning (issue 10).** FTS5 scores every posting of an OR query, so a question's common
 words ("cells", "patients", a frequent Chinese character) make it score most of the
 index, while their idf is small. MaxScore's argument makes that avoidable: a phrase adds
@@ -24,16 +29,14 @@ each passage scored once (``index/fts.py``), took SciFact queries' CPU p95 from 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kb_mcp.index.fts import FtsIndex
+from kb_mcp.index.postings import BM25_K1, bm25_idf  # FTS5's bm25: the bound is its formula
 from kb_mcp.search.fuse import LegHit
 from kb_mcp.search.query import Query, or_expression
 
-# FTS5's bm25 constants (sqlite ext/fts5/fts5_aux.c): the bound below is its own formula.
-BM25_K1 = 1.2
 # A phrase is common, and left out of the essential set, when more than this share of the
 # passages hold it. From `kb-mcp bench perf` at 100k chunks (SciFact queries): 1% left the
 # bound unproved for most queries, 3% cut the leg's CPU time from 59 to 21 ms at the
@@ -68,6 +71,8 @@ def keyword_leg(
         return []
     matches = None
     if source_id is None:
+        matches = fts.segment_best_per_document(query.match_units(), documents)
+    if matches is None and source_id is None:
         plan = prune_plan(fts, query, prune_min_chunks)
         matches = pruned_matches(fts, plan, expression, documents) if plan else None
     if matches is None:
@@ -137,12 +142,6 @@ class PrunePlan:
             left_out = {u for u, _ in outside[:-1]}
         wider = tuple(u for u in self.units if u not in left_out)
         return None if len(wider) == len(self.units) else wider
-
-
-def bm25_idf(df: int, rows: int) -> float:
-    """FTS5's idf: ``log((N - n + 0.5) / (n + 0.5))``, clamped to 1e-6 when not positive."""
-    idf = math.log((rows - df + 0.5) / (df + 0.5))
-    return idf if idf > 0 else 1e-6
 
 
 def prune_plan(fts: FtsIndex, query: Query, min_chunks: int = PRUNE_MIN_CHUNKS) -> PrunePlan | None:

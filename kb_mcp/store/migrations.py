@@ -223,6 +223,27 @@ CREATE INDEX doc_relations_to ON doc_relations(to_id);
 """
 
 # A step is a SQL script, or a function of the connection for what SQL alone cannot say.
+# The keyword postings segment (``index/postings.py``, issue 10): derived from the chunk
+# rows, rebuilt in bulk; ``kw_delta`` lists the chunks written or deleted since.
+_V7_POSTINGS = """
+CREATE TABLE kw_postings (
+    term TEXT NOT NULL,
+    part INTEGER NOT NULL,
+    ids  BLOB NOT NULL,
+    head BLOB NOT NULL,
+    body BLOB NOT NULL,
+    PRIMARY KEY (term, part)
+) WITHOUT ROWID;
+CREATE TABLE kw_segment (
+    id         INTEGER PRIMARY KEY CHECK (id = 1),
+    generation INTEGER NOT NULL,
+    chunk_ids  BLOB NOT NULL,
+    doc_ids    BLOB NOT NULL,
+    lengths    BLOB NOT NULL
+);
+CREATE TABLE kw_delta (chunk_id INTEGER PRIMARY KEY);
+"""
+
 Migration = str | Callable[[apsw.Connection], None]
 MIGRATIONS: tuple[Migration, ...] = (
     _V1,
@@ -231,6 +252,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     _V4,
     _V5,
     _V6_RELATIONS,
+    _V7_POSTINGS,
 )
 # Steps that delete text which must not survive in the file: the database is compacted
 # (rewritten from its live rows) after them, see ``Database.compact``.

@@ -1,0 +1,639 @@
+"""A derived postings segment beside the FTS5 index, scored with numpy (issue 10).
+
+Trigger: at 100k chunks a keyword search spent most of its CPU inside FTS5: ``bm25()``
+costs 3–4.5 µs per passage it scores, and before the first row it counts every phrase's
+doclist for the idf (about 80 ns a posting), so a question naming a common word paid for
+that word's whole doclist however it was pruned (README, "Speed"). Outcome: a segment
+built in bulk from the chunk rows — per term, the packed positions of the passages that
+hold it and their per-column term frequencies — read with one indexed lookup per query
+term and scored by FTS5's own bm25 formula in numpy, so the ranking is the FTS5 path's.
+
+Tables (migration 7):
+
+- ``kw_postings(term, part, ids, head, body)``: ``ids`` are positions into the
+  segment's passage arrays (uint32, ascending), ``head`` / ``body`` the term's count in
+  each column (uint16); one row per ``PART_PASSAGES`` passages, read in part order.
+  A CJK bigram (two one-character terms next to each other in one column, the phrase a
+  query's ``"机 器"`` matches) has a row of its own, keyed ``"机 器"``.
+- ``kw_segment``: one row, the passage arrays: chunk ids (ascending), document ids and
+  token counts (``head`` + ``body``, what bm25 calls the passage length).
+- ``kw_delta(chunk_id)``: chunks written or deleted since the segment was built
+  (``index/fts.py`` notes every insert and delete). The segment ignores them; the ones
+  that still exist are tokenized at search time (kept while their rows are unchanged) and
+  scored beside it by the same formula, so a search never sees a stale passage. An LSM-style
+  delta: ``refresh`` rebuilds the segment when it has grown past ``DELTA_SHARE``.
+
+The collection statistics are FTS5's own: the row count and total token count from its
+averages record, a phrase's document frequency as the segment's live postings plus the
+delta's. Chunk ids are reused by SQLite (``max(id) + 1``), which is why a delta id is
+excluded from the segment even when it is also a new chunk's id.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import threading
+from array import array
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from itertools import islice
+from typing import TYPE_CHECKING
+
+import apsw
+
+from kb_mcp.index.textprep import CJK_RUN
+from kb_mcp.store.db import Database
+
+if TYPE_CHECKING:  # numpy loads on first use: opening a library never waits for it
+    import numpy as np
+
+# FTS5's bm25 constants (sqlite ext/fts5/fts5_aux.c): the score here is its own formula.
+BM25_K1 = 1.2
+BM25_B = 0.75
+# No segment below this many chunks: it costs a build (about 1.3 ms of CPU a passage: 132
+# s at 100k chunks, bench perf corpus) and disk (126 MB of postings at 100k), while at
+# 10k chunks a whole FTS5-path search takes 7–18 ms CPU p50 (bench perf). The keyword
+# leg's pruning starts at the same size.
+SEGMENT_MIN_CHUNKS = 30_000
+# Rebuild the segment once the delta holds this share of its passages: a delta chunk is
+# tokenized at search time (about 0.5 ms, then kept while its row is unchanged) and its
+# score summed in Python.
+DELTA_SHARE = 0.02
+DELTA_MIN = 500
+# Rows per read while building (bounded memory for the chunk text; the postings
+# themselves are packed arrays, 8 bytes a posting).
+BUILD_BATCH = 2_000
+# Passages per part: a term's postings are stored in one row per part (``kw_postings``'
+# key is ``(term, part)``), so a build holds only one part's postings in memory. At 100k
+# chunks, holding them all reached 850 MB RSS (a dict entry per distinct term, most of
+# them rare); in parts of 10k the build peaked at 516 MB, most of it the mapped file.
+PART_PASSAGES = 10_000
+# Passages sorted per document wanted before the full sort is tried (``FtsIndex``'s
+# ``PASSAGES_PER_DOCUMENT`` reads 4 a document first; twice that covers SciFact's 1.2).
+PRESELECT = 8
+
+
+def bm25_idf(df: int, rows: int) -> float:
+    """FTS5's idf: ``log((N - n + 0.5) / (n + 0.5))``, clamped to 1e-6 when not positive."""
+    idf = math.log((rows - df + 0.5) / (df + 0.5))
+    return idf if idf > 0 else 1e-6
+
+
+def passage_terms(tokens: Sequence[str], text: str) -> Counter[str]:
+    """A column's terms and counts as the segment keys them: each token, and each pair of
+    adjacent one-character CJK tokens as ``"a b"`` (the bigram phrases of a query).
+    ``text`` is the column's index copy: without a CJK character in it there is no pair
+    to look for."""
+    counts = Counter(tokens)
+    if CJK_RUN.search(text) is None:
+        return counts
+    cjk = [len(t) == 1 and CJK_RUN.match(t) is not None for t in tokens]
+    counts.update(
+        f"{a} {b}"
+        for a, b, ca, cb in zip(tokens, tokens[1:], cjk, cjk[1:], strict=False)
+        if ca and cb
+    )
+    return counts
+
+
+def segment_key(tokens: Sequence[str]) -> str | None:
+    """The postings key of a query phrase made of ``tokens``, or None when the segment
+    cannot answer it (a longer phrase, or two tokens that are not CJK characters)."""
+    if len(tokens) == 1:
+        return tokens[0]
+    if len(tokens) == 2 and all(len(t) == 1 and CJK_RUN.match(t) for t in tokens):
+        return f"{tokens[0]} {tokens[1]}"
+    return None
+
+
+# ---------------------------------------------------------------------------- writes
+
+
+def note_changed(conn: apsw.Connection, chunk_ids: Iterable[int]) -> None:
+    """Record chunks written or deleted since the segment was built (none without one).
+    Call inside ``db.write()``."""
+    if not _has_segment(conn):
+        return
+    conn.executemany(
+        "INSERT OR IGNORE INTO kw_delta(chunk_id) VALUES (?)", ((cid,) for cid in chunk_ids)
+    )
+
+
+def _has_segment(conn: apsw.Connection) -> bool:
+    """Whether a segment is built; False before migration 7 has run too (a migration or
+    an old database's writer indexes chunks through ``index/fts`` before it exists)."""
+    exists = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'kw_segment'"
+    ).fetchone()
+    return exists is not None and conn.execute("SELECT 1 FROM kw_segment").fetchone() is not None
+
+
+def forget(conn: apsw.Connection) -> None:
+    """Drop the segment and its delta (the FTS index is being rebuilt). Inside a write."""
+    if not _has_segment(conn):
+        return
+    conn.execute("DELETE FROM kw_postings")
+    conn.execute("DELETE FROM kw_segment")
+    conn.execute("DELETE FROM kw_delta")
+
+
+def _chunk_rows(conn: apsw.Connection, where: str = "") -> apsw.Cursor:
+    return conn.execute(
+        "SELECT c.id, c.document_id, d.title, c.heading_path, c.text, "
+        "CASE WHEN d.kind = 'code' THEN d.language END FROM chunks c "
+        f"JOIN documents d ON d.id = c.document_id {where} ORDER BY c.id"
+    )
+
+
+@dataclass(slots=True)
+class _Tokenized:
+    chunk_id: int
+    document_id: int
+    length: int
+    head: Counter[str]
+    body: Counter[str]
+
+
+def _tokenize_rows(tokenizer: apsw.FTS5Tokenizer, rows: Iterable[tuple]) -> Iterable[_Tokenized]:
+    from kb_mcp.index.fts import index_row  # fts imports this module
+
+    for cid, doc, title, path_json, text, language in rows:
+        head, body = index_row(title, json.loads(path_json), text, language)
+        head_tokens = _tokens(tokenizer, head)
+        body_tokens = _tokens(tokenizer, body)
+        yield _Tokenized(
+            cid,
+            doc,
+            len(head_tokens) + len(body_tokens),
+            passage_terms(head_tokens, head),
+            passage_terms(body_tokens, body),
+        )
+
+
+def _tokens(tokenizer: apsw.FTS5Tokenizer, text: str) -> list[str]:
+    return tokenizer(
+        text.encode("utf-8"),
+        apsw.FTS5_TOKENIZE_DOCUMENT,
+        None,
+        include_offsets=False,
+        include_colocated=False,
+    )
+
+
+def build(
+    db: Database,
+    tokenizer: apsw.FTS5Tokenizer | None = None,
+    part_passages: int = PART_PASSAGES,
+) -> int:
+    """Build the segment from every chunk row in one write; the number of passages.
+
+    Per term, three growing arrays (positions, head counts, body counts), written out
+    as one row per ``PART_PASSAGES`` passages, so memory is one part's postings plus
+    one batch of chunk text.
+    """
+    import numpy as np
+
+    tokenizer = tokenizer or _tokenizer(db)
+    ids: list[int] = []
+    docs: list[int] = []
+    lengths: list[int] = []
+    postings: _Lists = {}
+    with db.write() as conn:
+        last = conn.execute("SELECT generation FROM kw_segment").fetchone()
+        forget(conn)
+        cursor = _chunk_rows(conn)
+        part = 0
+        while batch := list(islice(cursor, min(BUILD_BATCH, part_passages))):
+            _add_batch(tokenizer, batch, ids, docs, lengths, postings)
+            if len(ids) >= (part + 1) * part_passages:
+                _write_part(conn, part, postings)
+                part += 1
+        _write_part(conn, part, postings)
+        conn.execute(
+            "INSERT INTO kw_segment(id, generation, chunk_ids, doc_ids, lengths) "
+            "VALUES (1, ?, ?, ?, ?)",
+            (
+                (last[0] if last else 0) + 1,
+                np.asarray(ids, dtype=np.int64).tobytes(),
+                np.asarray(docs, dtype=np.int64).tobytes(),
+                np.asarray(lengths, dtype=np.uint32).tobytes(),
+            ),
+        )
+    return len(ids)
+
+
+_Lists = dict[str, tuple[array, array, array]]  # term → positions, head counts, body counts
+
+
+def _write_part(conn: apsw.Connection, part: int, postings: _Lists) -> None:
+    conn.executemany(
+        "INSERT INTO kw_postings(term, part, ids, head, body) VALUES (?, ?, ?, ?, ?)",
+        ((t, part, _little(p), _little(h), _little(b)) for t, (p, h, b) in postings.items()),
+    )
+    postings.clear()
+
+
+def _little(values: array) -> bytes:
+    """The array's bytes little-endian, as the reader's numpy dtypes take them."""
+    if sys.byteorder == "big":
+        values = array(values.typecode, values)
+        values.byteswap()
+    return values.tobytes()
+
+
+def _add_batch(
+    tokenizer: apsw.FTS5Tokenizer,
+    batch: Sequence[tuple],
+    ids: list[int],
+    docs: list[int],
+    lengths: list[int],
+    postings: _Lists,
+) -> None:
+    """Append one batch of chunk rows to the part's postings (hot: ~150 terms a row)."""
+    for row in _tokenize_rows(tokenizer, batch):
+        position = len(ids)
+        ids.append(row.chunk_id)
+        docs.append(row.document_id)
+        lengths.append(row.length)
+        head, body = row.head, row.body
+        if row.length > 0xFFFF:  # a count must fit its uint16 (a chunk is ~1,800 chars)
+            head = Counter({t: min(n, 0xFFFF) for t, n in head.items()})
+            body = Counter({t: min(n, 0xFFFF) for t, n in body.items()})
+        for term, count in body.items():
+            entry = postings.get(term)
+            if entry is None:
+                entry = postings[term] = (array("I"), array("H"), array("H"))
+            entry[0].append(position)
+            entry[1].append(head.get(term, 0))
+            entry[2].append(count)
+        for term, count in head.items():
+            if term in body:
+                continue
+            entry = postings.get(term)
+            if entry is None:
+                entry = postings[term] = (array("I"), array("H"), array("H"))
+            entry[0].append(position)
+            entry[1].append(count)
+            entry[2].append(0)
+
+
+def delta_size(conn: apsw.Connection) -> tuple[int, int] | None:
+    """``(segment passages, delta chunks)``, or None when there is no segment."""
+    row = conn.execute("SELECT length(lengths) / 4 FROM kw_segment").fetchone()
+    if row is None:
+        return None
+    return row[0], conn.execute("SELECT COUNT(*) FROM kw_delta").fetchone()[0]
+
+
+def refresh_due(
+    conn: apsw.Connection, min_chunks: int | None = None, delta_min: int = DELTA_MIN
+) -> bool:
+    """Whether ``build`` should run: a library of ``min_chunks`` (default
+    ``SEGMENT_MIN_CHUNKS``) or more without a segment, or a delta past ``DELTA_SHARE`` of
+    it (and past ``delta_min``)."""
+    size = delta_size(conn)
+    if size is None:
+        least = SEGMENT_MIN_CHUNKS if min_chunks is None else min_chunks
+        return conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0] >= least
+    passages, delta = size
+    return delta > max(delta_min, DELTA_SHARE * passages)
+
+
+def refresh(db: Database, min_chunks: int | None = None, delta_min: int = DELTA_MIN) -> int | None:
+    """Build the segment when ``refresh_due``; the passages it holds, or None when it was
+    not due. Called after a sync (``ingest/sync.py``): a build is a bulk write."""
+    if not refresh_due(db.conn, min_chunks, delta_min):
+        return None
+    return build(db)
+
+
+def _tokenizer(db: Database) -> apsw.FTS5Tokenizer:
+    """The FTS table's own tokenizer, on ``db``'s connection."""
+    from kb_mcp.index.fts import FTS_TOKENIZER  # fts imports this module
+
+    name, *args = FTS_TOKENIZER.split()
+    return db.conn.fts5_tokenizer(name, args)
+
+
+# ---------------------------------------------------------------------------- reads
+
+
+def _varint(buf: bytes, at: int) -> tuple[int, int]:
+    """SQLite's varint (FTS5 records use it): the value and the next offset."""
+    value = 0
+    for _ in range(8):
+        byte = buf[at]
+        at += 1
+        value = (value << 7) | (byte & 0x7F)
+        if byte < 0x80:
+            return value, at
+    return (value << 8) | buf[at], at + 1
+
+
+def fts_totals(conn: apsw.Connection) -> tuple[int, int]:
+    """FTS5's own ``(rows, tokens)``, what its bm25 reads (the averages record, id 1)."""
+    row = conn.execute("SELECT block FROM chunks_fts_data WHERE id = 1").fetchone()
+    if row is None or not row[0]:
+        return 0, 0
+    buf = row[0]
+    rows, at = _varint(buf, 0)
+    tokens = 0
+    while at < len(buf):
+        size, at = _varint(buf, at)
+        tokens += size
+    return rows, tokens
+
+
+@dataclass(slots=True)
+class _Segment:
+    """The passage arrays of one built segment (read once per build)."""
+
+    key: int  # the segment's generation: each build adds one
+    chunk_ids: np.ndarray
+    doc_ids: np.ndarray
+    lengths: np.ndarray
+
+
+@dataclass(slots=True)
+class _State:
+    """What a search needs besides the postings, valid for one data version."""
+
+    stamp: tuple
+    rows: int
+    avgdl: float
+    norm: np.ndarray  # k1 * (1 - b + b * D / avgdl) per segment passage
+    live: np.ndarray  # bool per segment passage: not in the delta
+    all_live: bool
+    dead: np.ndarray  # positions of the segment passages in the delta
+    delta: list[_Tokenized]
+    delta_postings: dict[str, list[tuple[int, float]]]  # key → (delta index, weighted freq)
+    df: dict[str, int] = field(default_factory=dict)
+
+
+class Postings:
+    """The read side of the segment: ranked passages for a query's phrase keys."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._local = threading.local()  # a state belongs to a connection's data version
+
+    def _delta_rows(self, tokenizer: apsw.FTS5Tokenizer) -> list[_Tokenized]:
+        """The delta's chunks that exist, tokenized; a row tokenized for an earlier data
+        version is reused while its columns are the same (an agent writing document after
+        document changes the data version each time, and tokenizing costs ~0.7 ms a row)."""
+        where = "WHERE c.id IN (SELECT chunk_id FROM kw_delta)"
+        known: dict[tuple, _Tokenized] = getattr(self._local, "delta_rows", {})
+        kept: dict[tuple, _Tokenized] = {}
+        fresh = []
+        for row in _chunk_rows(self.db.conn, where):
+            if row in known:
+                kept[row] = known[row]
+            else:
+                fresh.append(row)
+        kept.update(zip(fresh, _tokenize_rows(tokenizer, fresh), strict=True))
+        self._local.delta_rows = kept
+        return sorted(kept.values(), key=lambda r: r.chunk_id)
+
+    @contextmanager
+    def _snapshot(self) -> Iterator[None]:
+        """One read transaction around a search's segment reads, so the passage arrays,
+        the delta and the postings are all of one commit (a rebuild may land between two
+        statements otherwise, and its positions would index the old arrays). Inside a
+        transaction already (a search within a write), that one is the snapshot."""
+        conn = self.db.conn
+        if conn.in_transaction:
+            yield
+            return
+        conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            conn.execute("COMMIT")
+
+    def _segment(self) -> _Segment | None:
+        """The built segment's arrays, read again only after a rebuild (a new generation)."""
+        conn = self.db.conn
+        head = conn.execute("SELECT generation FROM kw_segment").fetchone()
+        if head is None:
+            return None  # before numpy loads: a keyword-only library never imports it
+        import numpy as np
+
+        cached = getattr(self._local, "segment", None)
+        if cached is not None and cached.key == head[0]:
+            return cached
+        row = conn.execute("SELECT chunk_ids, doc_ids, lengths FROM kw_segment").fetchone()
+        if row is None:
+            return None
+        segment = _Segment(
+            head[0],
+            np.frombuffer(row[0], dtype=np.int64),
+            np.frombuffer(row[1], dtype=np.int64),
+            np.frombuffer(row[2], dtype=np.uint32).astype(np.float64),
+        )
+        self._local.segment = segment
+        return segment
+
+    def state(self, stamp: tuple, tokenizer: apsw.FTS5Tokenizer) -> tuple[_Segment, _State] | None:
+        """The segment and this data version's statistics and delta, or None without a
+        segment. ``stamp`` is ``FtsIndex``'s data-version stamp."""
+        segment = self._segment()  # one small read: a rebuild may commit at any time
+        if segment is None:
+            return None
+        import numpy as np
+
+        state = getattr(self._local, "state", None)
+        if state is not None and state.stamp == (stamp, segment.key):
+            return segment, state
+        conn = self.db.conn
+        rows, tokens = fts_totals(conn)
+        if rows == 0:
+            return None
+        avgdl = tokens / rows
+        norm = BM25_K1 * ((1 - BM25_B) + (BM25_B * segment.lengths) / avgdl)
+        dirty = np.array(
+            [r[0] for r in conn.execute("SELECT chunk_id FROM kw_delta")], dtype=np.int64
+        )
+        live = np.ones(len(segment.chunk_ids), dtype=bool)
+        if len(dirty):
+            at = np.searchsorted(segment.chunk_ids, dirty)
+            inside = at < len(segment.chunk_ids)
+            hit = at[inside][segment.chunk_ids[at[inside]] == dirty[inside]]
+            live[hit] = False
+        delta = self._delta_rows(tokenizer) if len(dirty) else []
+        state = _State(
+            (stamp, segment.key),
+            rows,
+            avgdl,
+            norm,
+            live,
+            bool(live.all()),
+            np.flatnonzero(~live),
+            delta,
+            _delta_postings(delta),
+        )
+        self._local.state = state
+        return segment, state
+
+    def _lists(self, keys: Sequence[str]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Each key's ``(positions, weighted frequency)``; absent keys are absent."""
+        import numpy as np
+
+        from kb_mcp.index.fts import BODY_WEIGHT, HEAD_WEIGHT
+
+        unique = sorted(set(keys))
+        marks = ",".join("?" * len(unique))
+        parts: dict[str, list[tuple[bytes, bytes, bytes]]] = {}
+        for term, ids, head, body in self.db.conn.execute(
+            f"SELECT term, ids, head, body FROM kw_postings WHERE term IN ({marks}) "
+            "ORDER BY term, part",
+            unique,
+        ):
+            parts.setdefault(term, []).append((ids, head, body))
+        found = {}
+        for term, rows in parts.items():
+            ids, head, body = (b"".join(column) for column in zip(*rows, strict=True))
+            freq = HEAD_WEIGHT * np.frombuffer(head, dtype=np.uint16) + BODY_WEIGHT * (
+                np.frombuffer(body, dtype=np.uint16)
+            )
+            found[term] = (np.frombuffer(ids, dtype=np.uint32), freq)
+        return found
+
+    def best_per_document(
+        self, stamp: tuple, tokenizer: apsw.FTS5Tokenizer, keys: Sequence[str], documents: int
+    ) -> list[tuple[int, float]] | None:
+        """``FtsIndex.best_per_document`` for the OR of the phrases ``keys`` (in query
+        order), or None without a segment. Scores are FTS5's bm25, summed phrase by phrase
+        in query order as its C code does, so they match to the last bits."""
+        with self._snapshot():
+            found = self.state(stamp, tokenizer)
+            if found is None:
+                return None
+            segment, state = found
+            lists = self._lists(keys)
+        import numpy as np
+
+        scores = np.zeros(len(segment.chunk_ids), dtype=np.float64)
+        delta_scores = [0.0] * len(state.delta)
+        for key in keys:
+            idf = bm25_idf(self._df(state, lists, key), state.rows)
+            if key in lists:
+                at, freq = lists[key]
+                scores[at] += idf * ((freq * (BM25_K1 + 1.0)) / (freq + state.norm[at]))
+            for i, f in state.delta_postings.get(key, ()):
+                norm = BM25_K1 * ((1 - BM25_B) + (BM25_B * state.delta[i].length) / state.avgdl)
+                delta_scores[i] += idf * ((f * (BM25_K1 + 1.0)) / (f + norm))
+        if not state.all_live:
+            scores[state.dead] = 0.0
+        extra = [
+            (r.chunk_id, r.document_id, s)
+            for r, s in zip(state.delta, delta_scores, strict=True)
+            if s
+        ]
+        depth = documents * PRESELECT
+        while True:
+            cut = _cut(scores, depth)
+            at = np.flatnonzero(scores >= cut) if cut > 0 else np.flatnonzero(scores)
+            chunk_ids, doc_ids, values = segment.chunk_ids[at], segment.doc_ids[at], scores[at]
+            if extra:
+                chunk_ids = np.concatenate([chunk_ids, np.array([e[0] for e in extra], np.int64)])
+                doc_ids = np.concatenate([doc_ids, np.array([e[1] for e in extra], np.int64)])
+                values = np.concatenate([values, np.array([e[2] for e in extra], np.float64)])
+            found = _best_per_document(chunk_ids, doc_ids, values, documents)
+            if len(found) == documents or cut <= 0:
+                return found
+            depth *= 4  # the leading passages held too few documents: read deeper
+
+    def _df(self, state: _State, lists: dict, key: str) -> int:
+        """Passages holding ``key`` now: the segment's live ones plus the delta's."""
+        import numpy as np
+
+        df = state.df.get(key)
+        if df is None:
+            df = 0
+            if key in lists:
+                at = lists[key][0]
+                df = len(at) if state.all_live else int(np.count_nonzero(state.live[at]))
+            df += len(state.delta_postings.get(key, ()))
+            state.df[key] = df
+        return df
+
+    def doc_frequencies(
+        self, stamp: tuple, tokenizer: apsw.FTS5Tokenizer, terms: Iterable[str]
+    ) -> dict[str, int] | None:
+        """How many chunks hold each term, from the segment and its delta; None without."""
+        with self._snapshot():
+            found = self.state(stamp, tokenizer)
+            if found is None:
+                return None
+            _, state = found
+            unique = sorted(set(terms))
+            missing = [t for t in unique if t not in state.df]
+            if missing:
+                lists = self._lists(missing)
+                for t in missing:
+                    self._df(state, lists, t)
+        return {t: state.df[t] for t in unique if state.df[t]}
+
+
+def _delta_postings(delta: Sequence[_Tokenized]) -> dict[str, list[tuple[int, float]]]:
+    """The delta's own small inverted index: key → (row index, weighted frequency)."""
+    from kb_mcp.index.fts import BODY_WEIGHT, HEAD_WEIGHT
+
+    found: dict[str, list[tuple[int, float]]] = {}
+    for i, row in enumerate(delta):
+        for key in row.head.keys() | row.body.keys():
+            f = HEAD_WEIGHT * row.head.get(key, 0) + BODY_WEIGHT * row.body.get(key, 0)
+            found.setdefault(key, []).append((i, f))
+    return found
+
+
+def _cut(scores: np.ndarray, depth: int) -> float:
+    """A score at which at least the best ``depth`` passages are kept, with every passage
+    tied with the last of them (the sort key is rounded to 9 decimals); 0 when there are
+    not that many. One partition of the matching passages' scores: cheaper than
+    gathering their ids and documents first (at 100k chunks a SciFact question matches
+    about half of them)."""
+    import numpy as np
+
+    positive = scores[scores > 0]  # a partition over many equal zeros degenerates
+    if len(positive) <= depth:
+        return 0.0
+    return float(np.partition(positive, len(positive) - depth)[len(positive) - depth]) - 1e-8
+
+
+def _best_per_document(
+    chunk_ids: np.ndarray, doc_ids: np.ndarray, scores: np.ndarray, documents: int
+) -> list[tuple[int, float]]:
+    """The best passage of each of the first ``documents`` documents, in FTS5's order
+    (``round(-score, 9)``, then chunk id), as ``FtsIndex._ranked_passages`` sorts.
+
+    Only the best ``PRESELECT`` passages a document wanted are sorted (all of them when
+    those do not reach ``documents`` documents), with every passage tied at the cut.
+    """
+    import numpy as np
+
+    depth = documents * PRESELECT
+    if len(scores) > depth:
+        cut = -np.partition(-scores, depth)[depth]
+        keep = np.flatnonzero(scores >= cut - 1e-8)
+        found = _best_sorted(chunk_ids[keep], doc_ids[keep], scores[keep], documents)
+        if len(found) == documents:
+            return found
+    return _best_sorted(chunk_ids, doc_ids, scores, documents)
+
+
+def _best_sorted(
+    chunk_ids: np.ndarray, doc_ids: np.ndarray, scores: np.ndarray, documents: int
+) -> list[tuple[int, float]]:
+    import numpy as np
+
+    order = np.lexsort((chunk_ids, np.round(-scores, 9)))
+    docs = doc_ids[order]
+    _, first = np.unique(docs, return_index=True)
+    first.sort()
+    picked = order[first[:documents]]
+    return [(int(c), float(s)) for c, s in zip(chunk_ids[picked], scores[picked], strict=True)]
