@@ -35,12 +35,12 @@ import json
 import math
 import sys
 import threading
+import uuid
 from array import array
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from itertools import islice
 from typing import TYPE_CHECKING
 
 import apsw
@@ -72,6 +72,12 @@ BUILD_BATCH = 2_000
 # chunks, holding them all reached 850 MB RSS (a dict entry per distinct term, most of
 # them rare); in parts of 10k the build peaked at 516 MB, most of it the mapped file.
 PART_PASSAGES = 10_000
+# Postings rows of an old generation deleted per write after a build: one short write
+# each, so another writer's wait stays far below the busy timeout.
+DROP_SLICE = 5_000
+# The ``meta`` key a build sets in its first write (value: the generation it writes) and
+# clears in its last: while set, ``note_changed`` records into the delta.
+BUILD_MARKER = "kw_building"
 # Passages sorted per document wanted before the full sort is tried (``FtsIndex``'s
 # ``PASSAGES_PER_DOCUMENT`` reads 4 a document first; twice that covers SciFact's 1.2).
 PRESELECT = 8
@@ -114,12 +120,16 @@ def segment_key(tokens: Sequence[str]) -> str | None:
 
 
 def note_changed(conn: apsw.Connection, chunk_ids: Iterable[int]) -> None:
-    """Record chunks written or deleted since the segment was built (none without one).
-    Call inside ``db.write()``."""
-    if not _has_segment(conn):
+    """Record chunks written or deleted since the segment was built, or since a build
+    began (none without either). One new ``seq`` a call: a chunk changed again moves
+    past the ``s0`` of a build under way. Call inside ``db.write()``."""
+    if not _has_segment(conn) and _building(conn) is None:
         return
+    seq = conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM kw_delta").fetchone()[0]
     conn.executemany(
-        "INSERT OR IGNORE INTO kw_delta(chunk_id) VALUES (?)", ((cid,) for cid in chunk_ids)
+        "INSERT INTO kw_delta(chunk_id, seq) VALUES (?, ?) "
+        "ON CONFLICT(chunk_id) DO UPDATE SET seq = excluded.seq",
+        ((cid, seq) for cid in chunk_ids),
     )
 
 
@@ -132,21 +142,54 @@ def _has_segment(conn: apsw.Connection) -> bool:
     return exists is not None and conn.execute("SELECT 1 FROM kw_segment").fetchone() is not None
 
 
+def _marker(conn: apsw.Connection) -> str | None:
+    """A build's marker, ``"<generation> <token>"``: the token tells two builds of one
+    generation apart (one started after a ``forget`` dropped the other's marker)."""
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (BUILD_MARKER,)).fetchone()
+    return row[0] if row else None
+
+
+def _building(conn: apsw.Connection) -> int | None:
+    """The generation a build under way (or a crashed one) is writing, from its marker."""
+    marker = _marker(conn)
+    return int(marker.split()[0]) if marker else None
+
+
 def forget(conn: apsw.Connection) -> None:
-    """Drop the segment and its delta (the FTS index is being rebuilt). Inside a write."""
-    if not _has_segment(conn):
+    """Drop the segment, its delta and a build's marker (the FTS index is being rebuilt
+    and renumbers chunks: a build under way finds its marker gone and stops). Inside a
+    write."""
+    conn.execute("DELETE FROM meta WHERE key = ?", (BUILD_MARKER,))
+    exists = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'kw_postings'"
+    ).fetchone()
+    if exists is None:
         return
     conn.execute("DELETE FROM kw_postings")
     conn.execute("DELETE FROM kw_segment")
     conn.execute("DELETE FROM kw_delta")
 
 
+_CHUNK_ROWS = (
+    "SELECT c.id, c.document_id, d.title, c.heading_path, c.text, "
+    "CASE WHEN d.kind = 'code' THEN d.language END FROM chunks c "
+    "JOIN documents d ON d.id = c.document_id"
+)
+
+
 def _chunk_rows(conn: apsw.Connection, where: str = "") -> apsw.Cursor:
-    return conn.execute(
-        "SELECT c.id, c.document_id, d.title, c.heading_path, c.text, "
-        "CASE WHEN d.kind = 'code' THEN d.language END FROM chunks c "
-        f"JOIN documents d ON d.id = c.document_id {where} ORDER BY c.id"
-    )
+    return conn.execute(f"{_CHUNK_ROWS} {where} ORDER BY c.id")
+
+
+def _chunk_batches(conn: apsw.Connection, size: int) -> Iterator[list[tuple]]:
+    """Every chunk row in id order, ``size`` at a time by keyset (``id > last``): each
+    batch is fetched whole, so no read cursor stays open across the build's writes."""
+    last = 0
+    while batch := conn.execute(
+        f"{_CHUNK_ROWS} WHERE c.id > ? ORDER BY c.id LIMIT ?", (last, size)
+    ).fetchall():
+        yield batch
+        last = batch[-1][0]
 
 
 @dataclass(slots=True)
@@ -184,57 +227,136 @@ def _tokens(tokenizer: apsw.FTS5Tokenizer, text: str) -> list[str]:
     )
 
 
+class _Superseded(Exception):
+    """Another build (or a rebuild of the FTS index) took the marker: this one stops."""
+
+
 def build(
     db: Database,
     tokenizer: apsw.FTS5Tokenizer | None = None,
     part_passages: int = PART_PASSAGES,
-) -> int:
-    """Build the segment from every chunk row in one write; the number of passages.
+    on_part: Callable[[int], None] | None = None,
+) -> int | None:
+    """Build a new generation of the segment beside the live one; the number of
+    passages, or None when another build took over meanwhile.
 
-    Per term, three growing arrays (positions, head counts, body counts), written out
-    as one row per ``PART_PASSAGES`` passages, so memory is one part's postings plus
-    one batch of chunk text.
+    No write lock is held while it tokenizes (about 1.3 ms a passage: minutes at 100k
+    chunks, and every other writer waits at most the 10 s busy timeout): (a) one short
+    write sets the marker, takes ``s0`` (the delta's highest seq) and the generation;
+    (b) chunks are read by keyset, and each part's rows are written in a write of their
+    own under the new generation (readers still read the live one); (c) one short write
+    switches ``kw_segment`` to it, drops the delta up to ``s0`` and clears the marker;
+    (d) the old generation's rows are deleted a slice per write. ``on_part`` hears of
+    each part once its write has committed (progress).
     """
     import numpy as np
 
     tokenizer = tokenizer or _tokenizer(db)
+    s0, gen, live, marker = _begin(db)
+    _drop_older(db, gen, keep=live)  # a crashed build's half generation
     ids: list[int] = []
     docs: list[int] = []
     lengths: list[int] = []
     postings: _Lists = {}
-    with db.write() as conn:
-        last = conn.execute("SELECT generation FROM kw_segment").fetchone()
-        forget(conn)
-        cursor = _chunk_rows(conn)
-        part = 0
-        while batch := list(islice(cursor, min(BUILD_BATCH, part_passages))):
+    part = 0
+    try:
+        for batch in _chunk_batches(db.conn, min(BUILD_BATCH, part_passages)):
             _add_batch(tokenizer, batch, ids, docs, lengths, postings)
             if len(ids) >= (part + 1) * part_passages:
-                _write_part(conn, part, postings)
+                _write_part(db, (gen, marker), part, postings, on_part)
                 part += 1
-        _write_part(conn, part, postings)
-        conn.execute(
-            "INSERT INTO kw_segment(id, generation, chunk_ids, doc_ids, lengths) "
-            "VALUES (1, ?, ?, ?, ?)",
-            (
-                (last[0] if last else 0) + 1,
-                np.asarray(ids, dtype=np.int64).tobytes(),
-                np.asarray(docs, dtype=np.int64).tobytes(),
-                np.asarray(lengths, dtype=np.uint32).tobytes(),
-            ),
-        )
+        _write_part(db, (gen, marker), part, postings, on_part)
+        with db.write() as conn:
+            _check_marker(conn, marker)
+            conn.execute(
+                "INSERT OR REPLACE INTO kw_segment(id, generation, chunk_ids, doc_ids, lengths) "
+                "VALUES (1, ?, ?, ?, ?)",
+                (
+                    gen,
+                    np.asarray(ids, dtype=np.int64).tobytes(),
+                    np.asarray(docs, dtype=np.int64).tobytes(),
+                    np.asarray(lengths, dtype=np.uint32).tobytes(),
+                ),
+            )
+            conn.execute("DELETE FROM kw_delta WHERE seq <= ?", (s0,))
+            conn.execute("DELETE FROM meta WHERE key = ?", (BUILD_MARKER,))
+    except _Superseded:
+        return None
+    _drop_older(db, gen)  # the generation it replaced
     return len(ids)
+
+
+def _begin(db: Database) -> tuple[int, int, int, str]:
+    """Step (a), one short write: ``(s0, new generation, live generation, marker)``. The new
+    generation is past a crashed or running build's too, so one that is still running
+    finds the marker changed at its next write and stops."""
+    with db.write() as conn:
+        row = conn.execute("SELECT generation FROM kw_segment").fetchone()
+        live = row[0] if row else 0
+        gen = max(live, _building(conn) or 0) + 1
+        marker = f"{gen} {uuid.uuid4().hex}"
+        conn.execute(
+            "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (BUILD_MARKER, marker)
+        )
+        s0 = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM kw_delta").fetchone()[0]
+    return s0, gen, live, marker
+
+
+def _check_marker(conn: apsw.Connection, marker: str) -> None:
+    if _marker(conn) != marker:
+        raise _Superseded
+
+
+def _drop_older(db: Database, below: int, keep: int | None = None) -> None:
+    """Delete the rows of every generation older than ``below`` but ``keep``,
+    ``DROP_SLICE`` rows a write (the key leads with ``gen``: a slice is one range of the
+    b-tree). Only older ones: a build started after this one writes a newer generation."""
+    gen = -1
+    while True:
+        row = db.conn.execute(
+            "SELECT MIN(gen) FROM kw_postings WHERE gen > ? AND gen < ?", (gen, below)
+        ).fetchone()
+        if row[0] is None:
+            return
+        gen = row[0]
+        if gen == keep:
+            continue
+        while True:
+            with db.write() as conn:
+                cut = conn.execute(
+                    "SELECT term FROM kw_postings WHERE gen = ? ORDER BY term LIMIT 1 OFFSET ?",
+                    (gen, DROP_SLICE),
+                ).fetchone()
+                if cut is None:
+                    conn.execute("DELETE FROM kw_postings WHERE gen = ?", (gen,))
+                    break
+                conn.execute("DELETE FROM kw_postings WHERE gen = ? AND term < ?", (gen, cut[0]))
 
 
 _Lists = dict[str, tuple[array, array, array]]  # term → positions, head counts, body counts
 
 
-def _write_part(conn: apsw.Connection, part: int, postings: _Lists) -> None:
-    conn.executemany(
-        "INSERT INTO kw_postings(term, part, ids, head, body) VALUES (?, ?, ?, ?, ?)",
-        ((t, part, _little(p), _little(h), _little(b)) for t, (p, h, b) in postings.items()),
-    )
+def _write_part(
+    db: Database,
+    build: tuple[int, str],
+    part: int,
+    postings: _Lists,
+    on_part: Callable[[int], None] | None,
+) -> None:
+    """Step (b): one part's rows under the new generation, in a write of its own."""
+    gen, marker = build
+    with db.write() as conn:
+        _check_marker(conn, marker)
+        conn.executemany(
+            "INSERT INTO kw_postings(gen, term, part, ids, head, body) VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                (gen, t, part, _little(p), _little(h), _little(b))
+                for t, (p, h, b) in postings.items()
+            ),
+        )
     postings.clear()
+    if on_part is not None:
+        on_part(part)
 
 
 def _little(values: array) -> bytes:
@@ -478,8 +600,9 @@ class Postings:
         self._local.state = state
         return segment, state
 
-    def _lists(self, keys: Sequence[str]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        """Each key's ``(positions, weighted frequency)``; absent keys are absent."""
+    def _lists(self, gen: int, keys: Sequence[str]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Each key's ``(positions, weighted frequency)`` in generation ``gen`` (the live
+        one, read in the same snapshot); absent keys are absent."""
         import numpy as np
 
         from kb_mcp.index.fts import BODY_WEIGHT, HEAD_WEIGHT
@@ -488,9 +611,9 @@ class Postings:
         marks = ",".join("?" * len(unique))
         parts: dict[str, list[tuple[bytes, bytes, bytes]]] = {}
         for term, ids, head, body in self.db.conn.execute(
-            f"SELECT term, ids, head, body FROM kw_postings WHERE term IN ({marks}) "
+            f"SELECT term, ids, head, body FROM kw_postings WHERE gen = ? AND term IN ({marks}) "
             "ORDER BY term, part",
-            unique,
+            (gen, *unique),
         ):
             parts.setdefault(term, []).append((ids, head, body))
         found = {}
@@ -513,7 +636,7 @@ class Postings:
             if found is None:
                 return None
             segment, state = found
-            lists = self._lists(keys)
+            lists = self._lists(segment.key, keys)
         import numpy as np
 
         scores = np.zeros(len(segment.chunk_ids), dtype=np.float64)
@@ -569,11 +692,11 @@ class Postings:
             found = self.state(stamp, tokenizer)
             if found is None:
                 return None
-            _, state = found
+            segment, state = found
             unique = sorted(set(terms))
             missing = [t for t in unique if t not in state.df]
             if missing:
-                lists = self._lists(missing)
+                lists = self._lists(segment.key, missing)
                 for t in missing:
                     self._df(state, lists, t)
         return {t: state.df[t] for t in unique if state.df[t]}
