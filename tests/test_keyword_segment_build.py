@@ -11,6 +11,9 @@ cleans its rows up; a build overtaken by a newer one stops without a trace.
 from __future__ import annotations
 
 import shutil
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -150,25 +153,48 @@ def test_keyword_segment_build_sees_chunks_changed_mid_build(
     assert all(not (h.path or "").endswith("cli.md") for h in gone.hits)
 
 
-class _Killed(Exception):
-    """Stands for the process dying between two parts of a build."""
+# A child process builds, says so once its third part has committed, and waits to be
+# killed: a build dying between two of its writes, as a power cut or kill -9 leaves it.
+BUILD_UNTIL_KILLED = """
+import sys, time
+from pathlib import Path
+from kb_mcp.index import postings
+from kb_mcp.library import Library
+from kb_mcp.settings import Settings
+
+home, flag = Path(sys.argv[1]), Path(sys.argv[2])
+library = Library(Settings(home=home, embedder="none"))
+
+def stop(part):
+    if part == 2:
+        flag.write_text("part 2")
+        time.sleep(120)
+
+postings.build(library.db, part_passages=int(sys.argv[3]), on_part=stop)
+"""
 
 
 def test_keyword_segment_build_killed_midway_leaves_the_old_one(
-    library: Library, tmp_path: Path
+    library: Library, tmp_path: Path, child_env: dict[str, str]
 ) -> None:
-    """issue 11: a build that dies half-way leaves the old segment serving correct
-    results (changes after it still reach the delta), and the next build deletes the
-    half-written generation."""
+    """issue 11: a build killed half-way (kill -9 of the process running it) leaves the
+    old segment serving correct results (changes after it still reach the delta), and
+    the next build deletes the half-written generation."""
     library.fts.refresh_segment(min_chunks=0)
     live = _live(library)
-
-    def die(part: int) -> None:
-        if part == 2:
-            raise _Killed
-
-    with pytest.raises(_Killed):
-        postings.build(library.db, part_passages=PART, on_part=die)
+    flag = tmp_path / "flag"
+    child = subprocess.Popen(
+        [sys.executable, "-c", BUILD_UNTIL_KILLED, str(tmp_path / "home"), str(flag), str(PART)],
+        env=child_env,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not flag.exists() and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert flag.exists()
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
     assert _live(library) == live
     assert _generations(library) == [live, live + 1]  # the half generation is left behind
     _edit_notes(tmp_path / "notes")
@@ -177,7 +203,10 @@ def test_keyword_segment_build_killed_midway_leaves_the_old_one(
     assert library.search("zeppelin", mode="keyword").hits[0].title == "Airships"
     assert postings.build(library.db, part_passages=PART) == library.fts.chunk_count()
     assert _generations(library) == [_live(library)]
-    assert postings._building(library.db.conn) is None
+    assert _live(library) == live + 2  # past the dead build's generation
+    assert (
+        library.db.conn.execute("SELECT 1 FROM meta WHERE key = 'kw_building'").fetchone() is None
+    )
     assert _mismatches(library) == []
 
 

@@ -10,18 +10,33 @@ term and scored by FTS5's own bm25 formula in numpy, so the ranking is the FTS5 
 
 Tables (migration 7):
 
-- ``kw_postings(term, part, ids, head, body)``: ``ids`` are positions into the
+- ``kw_postings(gen, term, part, ids, head, body)``: ``ids`` are positions into the
   segment's passage arrays (uint32, ascending), ``head`` / ``body`` the term's count in
   each column (uint16); one row per ``PART_PASSAGES`` passages, read in part order.
-  A CJK bigram (two one-character terms next to each other in one column, the phrase a
-  query's ``"机 器"`` matches) has a row of its own, keyed ``"机 器"``.
-- ``kw_segment``: one row, the passage arrays: chunk ids (ascending), document ids and
-  token counts (``head`` + ``body``, what bm25 calls the passage length).
-- ``kw_delta(chunk_id)``: chunks written or deleted since the segment was built
-  (``index/fts.py`` notes every insert and delete). The segment ignores them; the ones
-  that still exist are tokenized at search time (kept while their rows are unchanged) and
-  scored beside it by the same formula, so a search never sees a stale passage. An LSM-style
-  delta: ``refresh`` rebuilds the segment when it has grown past ``DELTA_SHARE``.
+  ``gen`` is the build that wrote the row: readers read only the generation
+  ``kw_segment`` names, so a build writes the next one beside it. A CJK bigram (two
+  one-character terms next to each other in one column, the phrase a query's ``"机 器"``
+  matches) has a row of its own, keyed ``"机 器"``.
+- ``kw_segment``: one row, the live generation and its passage arrays: chunk ids
+  (ascending), document ids and token counts (``head`` + ``body``, what bm25 calls the
+  passage length).
+- ``kw_delta(chunk_id, seq)``: chunks written or deleted since the segment was built or
+  a build began (``index/fts.py`` notes every insert and delete; each call takes the next
+  ``seq``). The segment ignores them; the ones that still exist are tokenized at search
+  time (kept while their rows are unchanged) and scored beside it by the same formula,
+  so a search never sees a stale passage. An LSM-style delta: ``refresh`` rebuilds the
+  segment when it has grown past ``DELTA_SHARE``.
+
+A build never holds the write lock for long (issue 11: at 100k chunks it tokenizes for
+about 132 s of CPU, and another writer waits at most the 10 s busy timeout before
+"database is locked"): it marks itself in ``meta`` (``BUILD_MARKER``) in one short write,
+writes each part in a write of its own, switches ``kw_segment`` in one more and deletes
+the old generation a slice at a time. It reads the chunks in several snapshots, which is
+sound because every chunk written or deleted after its first write is in the delta with a
+``seq`` past the one it noted (``build`` says why). A search reads ``kw_segment``, the
+delta and that generation's postings in one read transaction (a WAL snapshot), so a
+switch or a cleanup landing mid-search cannot mix generations. A build that dies leaves
+the old segment serving and its half generation behind; the next build deletes it.
 
 The collection statistics are FTS5's own: the row count and total token count from its
 averages record, a phrase's document frequency as the segment's live postings plus the
@@ -247,7 +262,17 @@ def build(
     own under the new generation (readers still read the live one); (c) one short write
     switches ``kw_segment`` to it, drops the delta up to ``s0`` and clears the marker;
     (d) the old generation's rows are deleted a slice per write. ``on_part`` hears of
-    each part once its write has committed (progress).
+    each part once its write has committed (progress). A build started meanwhile (a
+    second sync) takes a newer generation and the marker: this one stops at its next
+    write and returns None.
+
+    Why the parts need no one snapshot: a chunk's row read in (b) is its state at some
+    moment after (a). Every chunk written or deleted after (a) committed is in the delta
+    with a seq above ``s0`` (the marker makes ``note_changed`` record it, and a chunk
+    changed again takes a new seq), and (c) keeps those. A delta chunk is ignored in the
+    segment and scored from its current row, so a part built from a chunk that changed
+    mid-build never shows its stale text, and a chunk id reused by a new row is not
+    confused with the old. Chunks changed before (a) are read as they are after it.
     """
     import numpy as np
 
