@@ -355,7 +355,7 @@ def _drop_older(db: Database, below: int, keep: int | None = None) -> None:
                 if cut is None:
                     conn.execute("DELETE FROM kw_postings WHERE gen = ?", (gen,))
                     break
-                conn.execute("DELETE FROM kw_postings WHERE gen = ? AND term < ?", (gen, cut[0]))
+                conn.execute("DELETE FROM kw_postings WHERE gen = ? AND term <= ?", (gen, cut[0]))
 
 
 _Lists = dict[str, tuple[array, array, array]]  # term → positions, head counts, body counts
@@ -452,7 +452,8 @@ def refresh_due(
 
 def refresh(db: Database, min_chunks: int | None = None, delta_min: int = DELTA_MIN) -> int | None:
     """Build the segment when ``refresh_due``; the passages it holds, or None when it was
-    not due. Called after a sync (``ingest/sync.py``): a build is a bulk write."""
+    not due or another build overtook it. Called after a sync (``ingest/sync.py``): a
+    build is a bulk write, in short transactions (``build``)."""
     if not refresh_due(db.conn, min_chunks, delta_min):
         return None
     return build(db)
