@@ -229,3 +229,36 @@ def test_keyword_segment_build_overtaken_by_a_newer_one_stops(
     assert outcome == [library.fts.chunk_count()]
     assert _generations(library) == [_live(library)]
     assert _mismatches(library) == []
+
+
+def test_keyword_segment_build_under_way_is_not_started_again(
+    library: Library, tmp_path: Path
+) -> None:
+    """issue 11: a sync ending while another process builds leaves that build be (it
+    would overtake it, and builds restarted by every sync might never finish); a marker
+    left by a dead build, not written for ``BUILD_STALE_S``, is built over."""
+    other = Library(_settings(tmp_path))
+    due: list[bool] = []
+
+    def sync_ends(part: int) -> None:
+        if part == 1:
+            due.append(postings.refresh_due(other.db.conn, min_chunks=0))
+            assert other.fts.refresh_segment(min_chunks=0) is None
+
+    try:
+        assert postings.build(library.db, part_passages=PART, on_part=sync_ends) is not None
+        assert due == [False]  # without a segment, and 0 chunks asked for: due but for it
+        library.reindex(rebuild=True)  # no segment again
+        with other.db.write() as conn:  # a dead build's marker, long unwritten
+            old = time.time() - postings.BUILD_STALE_S - 1
+            conn.execute(
+                "INSERT INTO meta(key, value) VALUES (?, ?)",
+                (postings.BUILD_MARKER, f"7 dead {old}"),
+            )
+        assert postings.refresh_due(other.db.conn, min_chunks=0)
+        assert other.fts.refresh_segment(min_chunks=0) == library.fts.chunk_count()
+        assert _live(library) == 8  # past the dead build's generation
+    finally:
+        other.close()
+    assert _generations(library) == [_live(library)]
+    assert _mismatches(library) == []

@@ -36,7 +36,10 @@ sound because every chunk written or deleted after its first write is in the del
 ``seq`` past the one it noted (``build`` says why). A search reads ``kw_segment``, the
 delta and that generation's postings in one read transaction (a WAL snapshot), so a
 switch or a cleanup landing mid-search cannot mix generations. A build that dies leaves
-the old segment serving and its half generation behind; the next build deletes it.
+the old segment serving and its half generation behind; the next build deletes it. Each
+write of a build refreshes its marker's time: ``refresh`` starts no second build while
+one is alive (a build started anyway takes the marker, and the older one stops), and
+builds over a marker unwritten for ``BUILD_STALE_S`` (a dead build's).
 
 The collection statistics are FTS5's own: the row count and total token count from its
 averages record, a phrase's document frequency as the segment's live postings plus the
@@ -50,6 +53,7 @@ import json
 import math
 import sys
 import threading
+import time
 import uuid
 from array import array
 from collections import Counter
@@ -93,6 +97,10 @@ DROP_SLICE = 5_000
 # The ``meta`` key a build sets in its first write (value: the generation it writes) and
 # clears in its last: while set, ``note_changed`` records into the delta.
 BUILD_MARKER = "kw_building"
+# A marker not refreshed for this long is a dead build's (each part's write refreshes it;
+# a part is ``PART_PASSAGES`` × ~1.3 ms ≈ 13 s of CPU, bench perf corpus, so ten times
+# that on a busy machine): ``refresh`` starts a build over it, and leaves a live one be.
+BUILD_STALE_S = 120.0
 # Passages sorted per document wanted before the full sort is tried (``FtsIndex``'s
 # ``PASSAGES_PER_DOCUMENT`` reads 4 a document first; twice that covers SciFact's 1.2).
 PRESELECT = 8
@@ -159,9 +167,23 @@ def _has_segment(conn: apsw.Connection) -> bool:
 
 def _marker(conn: apsw.Connection) -> str | None:
     """A build's marker, ``"<generation> <token>"``: the token tells two builds of one
-    generation apart (one started after a ``forget`` dropped the other's marker)."""
+    generation apart (one started after a ``forget`` dropped the other's marker). The
+    stored value adds the time of the build's last write (``_marker_age``)."""
     row = conn.execute("SELECT value FROM meta WHERE key = ?", (BUILD_MARKER,)).fetchone()
-    return row[0] if row else None
+    return " ".join(row[0].split()[:2]) if row else None
+
+
+def _marker_age(conn: apsw.Connection) -> float | None:
+    """Seconds since a build under way last wrote, or None without a marker."""
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (BUILD_MARKER,)).fetchone()
+    return time.time() - float(row[0].split()[2]) if row else None
+
+
+def _set_marker(conn: apsw.Connection, marker: str) -> None:
+    conn.execute(
+        "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+        (BUILD_MARKER, f"{marker} {time.time():.3f}"),
+    )
 
 
 def _building(conn: apsw.Connection) -> int | None:
@@ -320,9 +342,7 @@ def _begin(db: Database) -> tuple[int, int, int, str]:
         live = row[0] if row else 0
         gen = max(live, _building(conn) or 0) + 1
         marker = f"{gen} {uuid.uuid4().hex}"
-        conn.execute(
-            "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (BUILD_MARKER, marker)
-        )
+        _set_marker(conn, marker)
         s0 = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM kw_delta").fetchone()[0]
     return s0, gen, live, marker
 
@@ -372,6 +392,7 @@ def _write_part(
     gen, marker = build
     with db.write() as conn:
         _check_marker(conn, marker)
+        _set_marker(conn, marker)  # alive: ``refresh`` leaves it be
         conn.executemany(
             "INSERT INTO kw_postings(gen, term, part, ids, head, body) VALUES (?, ?, ?, ?, ?, ?)",
             (
@@ -441,7 +462,11 @@ def refresh_due(
 ) -> bool:
     """Whether ``build`` should run: a library of ``min_chunks`` (default
     ``SEGMENT_MIN_CHUNKS``) or more without a segment, or a delta past ``DELTA_SHARE`` of
-    it (and past ``delta_min``)."""
+    it (and past ``delta_min``); never while another build is under way (its marker
+    written within ``BUILD_STALE_S``): two syncs ending together build once."""
+    age = _marker_age(conn)
+    if age is not None and age < BUILD_STALE_S:
+        return False
     size = delta_size(conn)
     if size is None:
         least = SEGMENT_MIN_CHUNKS if min_chunks is None else min_chunks
