@@ -10,18 +10,36 @@ term and scored by FTS5's own bm25 formula in numpy, so the ranking is the FTS5 
 
 Tables (migration 7):
 
-- ``kw_postings(term, part, ids, head, body)``: ``ids`` are positions into the
+- ``kw_postings(gen, term, part, ids, head, body)``: ``ids`` are positions into the
   segment's passage arrays (uint32, ascending), ``head`` / ``body`` the term's count in
   each column (uint16); one row per ``PART_PASSAGES`` passages, read in part order.
-  A CJK bigram (two one-character terms next to each other in one column, the phrase a
-  query's ``"机 器"`` matches) has a row of its own, keyed ``"机 器"``.
-- ``kw_segment``: one row, the passage arrays: chunk ids (ascending), document ids and
-  token counts (``head`` + ``body``, what bm25 calls the passage length).
-- ``kw_delta(chunk_id)``: chunks written or deleted since the segment was built
-  (``index/fts.py`` notes every insert and delete). The segment ignores them; the ones
-  that still exist are tokenized at search time (kept while their rows are unchanged) and
-  scored beside it by the same formula, so a search never sees a stale passage. An LSM-style
-  delta: ``refresh`` rebuilds the segment when it has grown past ``DELTA_SHARE``.
+  ``gen`` is the build that wrote the row: readers read only the generation
+  ``kw_segment`` names, so a build writes the next one beside it. A CJK bigram (two
+  one-character terms next to each other in one column, the phrase a query's ``"机 器"``
+  matches) has a row of its own, keyed ``"机 器"``.
+- ``kw_segment``: one row, the live generation and its passage arrays: chunk ids
+  (ascending), document ids and token counts (``head`` + ``body``, what bm25 calls the
+  passage length).
+- ``kw_delta(chunk_id, seq)``: chunks written or deleted since the segment was built or
+  a build began (``index/fts.py`` notes every insert and delete; each call takes the next
+  ``seq``). The segment ignores them; the ones that still exist are tokenized at search
+  time (kept while their rows are unchanged) and scored beside it by the same formula,
+  so a search never sees a stale passage. An LSM-style delta: ``refresh`` rebuilds the
+  segment when it has grown past ``DELTA_SHARE``.
+
+A build never holds the write lock for long (issue 11: at 100k chunks it tokenizes for
+about 132 s of CPU, and another writer waits at most the 10 s busy timeout before
+"database is locked"): it marks itself in ``meta`` (``BUILD_MARKER``) in one short write,
+writes each part in a write of its own, switches ``kw_segment`` in one more and deletes
+the old generation a slice at a time. It reads the chunks in several snapshots, which is
+sound because every chunk written or deleted after its first write is in the delta with a
+``seq`` past the one it noted (``build`` says why). A search reads ``kw_segment``, the
+delta and that generation's postings in one read transaction (a WAL snapshot), so a
+switch or a cleanup landing mid-search cannot mix generations. A build that dies leaves
+the old segment serving and its half generation behind; the next build deletes it. Each
+write of a build refreshes its marker's time: ``refresh`` starts no second build while
+one is alive (a build started anyway takes the marker, and the older one stops), and
+builds over a marker unwritten for ``BUILD_STALE_S`` (a dead build's).
 
 The collection statistics are FTS5's own: the row count and total token count from its
 averages record, a phrase's document frequency as the segment's live postings plus the
@@ -35,12 +53,13 @@ import json
 import math
 import sys
 import threading
+import time
+import uuid
 from array import array
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from itertools import islice
 from typing import TYPE_CHECKING
 
 import apsw
@@ -72,6 +91,16 @@ BUILD_BATCH = 2_000
 # chunks, holding them all reached 850 MB RSS (a dict entry per distinct term, most of
 # them rare); in parts of 10k the build peaked at 516 MB, most of it the mapped file.
 PART_PASSAGES = 10_000
+# Postings rows of an old generation deleted per write after a build: one short write
+# each, so another writer's wait stays far below the busy timeout.
+DROP_SLICE = 5_000
+# The ``meta`` key a build sets in its first write (value: the generation it writes) and
+# clears in its last: while set, ``note_changed`` records into the delta.
+BUILD_MARKER = "kw_building"
+# A marker not refreshed for this long is a dead build's (each part's write refreshes it;
+# a part is ``PART_PASSAGES`` × ~1.3 ms ≈ 13 s of CPU, bench perf corpus, so ten times
+# that on a busy machine): ``refresh`` starts a build over it, and leaves a live one be.
+BUILD_STALE_S = 120.0
 # Passages sorted per document wanted before the full sort is tried (``FtsIndex``'s
 # ``PASSAGES_PER_DOCUMENT`` reads 4 a document first; twice that covers SciFact's 1.2).
 PRESELECT = 8
@@ -114,12 +143,16 @@ def segment_key(tokens: Sequence[str]) -> str | None:
 
 
 def note_changed(conn: apsw.Connection, chunk_ids: Iterable[int]) -> None:
-    """Record chunks written or deleted since the segment was built (none without one).
-    Call inside ``db.write()``."""
-    if not _has_segment(conn):
+    """Record chunks written or deleted since the segment was built, or since a build
+    began (none without either). One new ``seq`` a call: a chunk changed again moves
+    past the ``s0`` of a build under way. Call inside ``db.write()``."""
+    if not _has_segment(conn) and _building(conn) is None:
         return
+    seq = conn.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM kw_delta").fetchone()[0]
     conn.executemany(
-        "INSERT OR IGNORE INTO kw_delta(chunk_id) VALUES (?)", ((cid,) for cid in chunk_ids)
+        "INSERT INTO kw_delta(chunk_id, seq) VALUES (?, ?) "
+        "ON CONFLICT(chunk_id) DO UPDATE SET seq = excluded.seq",
+        ((cid, seq) for cid in chunk_ids),
     )
 
 
@@ -132,21 +165,68 @@ def _has_segment(conn: apsw.Connection) -> bool:
     return exists is not None and conn.execute("SELECT 1 FROM kw_segment").fetchone() is not None
 
 
+def _marker(conn: apsw.Connection) -> str | None:
+    """A build's marker, ``"<generation> <token>"``: the token tells two builds of one
+    generation apart (one started after a ``forget`` dropped the other's marker). The
+    stored value adds the time of the build's last write (``_marker_age``)."""
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (BUILD_MARKER,)).fetchone()
+    return " ".join(row[0].split()[:2]) if row else None
+
+
+def _marker_age(conn: apsw.Connection) -> float | None:
+    """Seconds since a build under way last wrote, or None without a marker."""
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (BUILD_MARKER,)).fetchone()
+    return time.time() - float(row[0].split()[2]) if row else None
+
+
+def _set_marker(conn: apsw.Connection, marker: str) -> None:
+    conn.execute(
+        "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+        (BUILD_MARKER, f"{marker} {time.time():.3f}"),
+    )
+
+
+def _building(conn: apsw.Connection) -> int | None:
+    """The generation a build under way (or a crashed one) is writing, from its marker."""
+    marker = _marker(conn)
+    return int(marker.split()[0]) if marker else None
+
+
 def forget(conn: apsw.Connection) -> None:
-    """Drop the segment and its delta (the FTS index is being rebuilt). Inside a write."""
-    if not _has_segment(conn):
+    """Drop the segment, its delta and a build's marker (the FTS index is being rebuilt
+    and renumbers chunks: a build under way finds its marker gone and stops). Inside a
+    write."""
+    conn.execute("DELETE FROM meta WHERE key = ?", (BUILD_MARKER,))
+    exists = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'kw_postings'"
+    ).fetchone()
+    if exists is None:
         return
     conn.execute("DELETE FROM kw_postings")
     conn.execute("DELETE FROM kw_segment")
     conn.execute("DELETE FROM kw_delta")
 
 
+_CHUNK_ROWS = (
+    "SELECT c.id, c.document_id, d.title, c.heading_path, c.text, "
+    "CASE WHEN d.kind = 'code' THEN d.language END FROM chunks c "
+    "JOIN documents d ON d.id = c.document_id"
+)
+
+
 def _chunk_rows(conn: apsw.Connection, where: str = "") -> apsw.Cursor:
-    return conn.execute(
-        "SELECT c.id, c.document_id, d.title, c.heading_path, c.text, "
-        "CASE WHEN d.kind = 'code' THEN d.language END FROM chunks c "
-        f"JOIN documents d ON d.id = c.document_id {where} ORDER BY c.id"
-    )
+    return conn.execute(f"{_CHUNK_ROWS} {where} ORDER BY c.id")
+
+
+def _chunk_batches(conn: apsw.Connection, size: int) -> Iterator[list[tuple]]:
+    """Every chunk row in id order, ``size`` at a time by keyset (``id > last``): each
+    batch is fetched whole, so no read cursor stays open across the build's writes."""
+    last = 0
+    while batch := conn.execute(
+        f"{_CHUNK_ROWS} WHERE c.id > ? ORDER BY c.id LIMIT ?", (last, size)
+    ).fetchall():
+        yield batch
+        last = batch[-1][0]
 
 
 @dataclass(slots=True)
@@ -184,57 +264,145 @@ def _tokens(tokenizer: apsw.FTS5Tokenizer, text: str) -> list[str]:
     )
 
 
+class _Superseded(Exception):
+    """Another build (or a rebuild of the FTS index) took the marker: this one stops."""
+
+
 def build(
     db: Database,
     tokenizer: apsw.FTS5Tokenizer | None = None,
     part_passages: int = PART_PASSAGES,
-) -> int:
-    """Build the segment from every chunk row in one write; the number of passages.
+    on_part: Callable[[int], None] | None = None,
+) -> int | None:
+    """Build a new generation of the segment beside the live one; the number of
+    passages, or None when another build took over meanwhile.
 
-    Per term, three growing arrays (positions, head counts, body counts), written out
-    as one row per ``PART_PASSAGES`` passages, so memory is one part's postings plus
-    one batch of chunk text.
+    No write lock is held while it tokenizes (about 1.3 ms a passage: minutes at 100k
+    chunks, and every other writer waits at most the 10 s busy timeout): (a) one short
+    write sets the marker, takes ``s0`` (the delta's highest seq) and the generation;
+    (b) chunks are read by keyset, and each part's rows are written in a write of their
+    own under the new generation (readers still read the live one); (c) one short write
+    switches ``kw_segment`` to it, drops the delta up to ``s0`` and clears the marker;
+    (d) the old generation's rows are deleted a slice per write. ``on_part`` hears of
+    each part once its write has committed (progress). A build started meanwhile (a
+    second sync) takes a newer generation and the marker: this one stops at its next
+    write and returns None.
+
+    Why the parts need no one snapshot: a chunk's row read in (b) is its state at some
+    moment after (a). Every chunk written or deleted after (a) committed is in the delta
+    with a seq above ``s0`` (the marker makes ``note_changed`` record it, and a chunk
+    changed again takes a new seq), and (c) keeps those. A delta chunk is ignored in the
+    segment and scored from its current row, so a part built from a chunk that changed
+    mid-build never shows its stale text, and a chunk id reused by a new row is not
+    confused with the old. Chunks changed before (a) are read as they are after it.
     """
     import numpy as np
 
     tokenizer = tokenizer or _tokenizer(db)
+    s0, gen, live, marker = _begin(db)
+    _drop_older(db, gen, keep=live)  # a crashed build's half generation
     ids: list[int] = []
     docs: list[int] = []
     lengths: list[int] = []
     postings: _Lists = {}
-    with db.write() as conn:
-        last = conn.execute("SELECT generation FROM kw_segment").fetchone()
-        forget(conn)
-        cursor = _chunk_rows(conn)
-        part = 0
-        while batch := list(islice(cursor, min(BUILD_BATCH, part_passages))):
+    part = 0
+    try:
+        for batch in _chunk_batches(db.conn, min(BUILD_BATCH, part_passages)):
             _add_batch(tokenizer, batch, ids, docs, lengths, postings)
             if len(ids) >= (part + 1) * part_passages:
-                _write_part(conn, part, postings)
+                _write_part(db, (gen, marker), part, postings, on_part)
                 part += 1
-        _write_part(conn, part, postings)
-        conn.execute(
-            "INSERT INTO kw_segment(id, generation, chunk_ids, doc_ids, lengths) "
-            "VALUES (1, ?, ?, ?, ?)",
-            (
-                (last[0] if last else 0) + 1,
-                np.asarray(ids, dtype=np.int64).tobytes(),
-                np.asarray(docs, dtype=np.int64).tobytes(),
-                np.asarray(lengths, dtype=np.uint32).tobytes(),
-            ),
-        )
+        _write_part(db, (gen, marker), part, postings, on_part)
+        with db.write() as conn:
+            _check_marker(conn, marker)
+            conn.execute(
+                "INSERT OR REPLACE INTO kw_segment(id, generation, chunk_ids, doc_ids, lengths) "
+                "VALUES (1, ?, ?, ?, ?)",
+                (
+                    gen,
+                    np.asarray(ids, dtype=np.int64).tobytes(),
+                    np.asarray(docs, dtype=np.int64).tobytes(),
+                    np.asarray(lengths, dtype=np.uint32).tobytes(),
+                ),
+            )
+            conn.execute("DELETE FROM kw_delta WHERE seq <= ?", (s0,))
+            conn.execute("DELETE FROM meta WHERE key = ?", (BUILD_MARKER,))
+    except _Superseded:
+        return None
+    _drop_older(db, gen)  # the generation it replaced
     return len(ids)
+
+
+def _begin(db: Database) -> tuple[int, int, int, str]:
+    """Step (a), one short write: ``(s0, new generation, live generation, marker)``. The new
+    generation is past a crashed or running build's too, so one that is still running
+    finds the marker changed at its next write and stops."""
+    with db.write() as conn:
+        row = conn.execute("SELECT generation FROM kw_segment").fetchone()
+        live = row[0] if row else 0
+        gen = max(live, _building(conn) or 0) + 1
+        marker = f"{gen} {uuid.uuid4().hex}"
+        _set_marker(conn, marker)
+        s0 = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM kw_delta").fetchone()[0]
+    return s0, gen, live, marker
+
+
+def _check_marker(conn: apsw.Connection, marker: str) -> None:
+    if _marker(conn) != marker:
+        raise _Superseded
+
+
+def _drop_older(db: Database, below: int, keep: int | None = None) -> None:
+    """Delete the rows of every generation older than ``below`` but ``keep``,
+    ``DROP_SLICE`` rows a write (the key leads with ``gen``: a slice is one range of the
+    b-tree). Only older ones: a build started after this one writes a newer generation."""
+    gen = -1
+    while True:
+        row = db.conn.execute(
+            "SELECT MIN(gen) FROM kw_postings WHERE gen > ? AND gen < ?", (gen, below)
+        ).fetchone()
+        if row[0] is None:
+            return
+        gen = row[0]
+        if gen == keep:
+            continue
+        while True:
+            with db.write() as conn:
+                cut = conn.execute(
+                    "SELECT term FROM kw_postings WHERE gen = ? ORDER BY term LIMIT 1 OFFSET ?",
+                    (gen, DROP_SLICE),
+                ).fetchone()
+                if cut is None:
+                    conn.execute("DELETE FROM kw_postings WHERE gen = ?", (gen,))
+                    break
+                conn.execute("DELETE FROM kw_postings WHERE gen = ? AND term <= ?", (gen, cut[0]))
 
 
 _Lists = dict[str, tuple[array, array, array]]  # term → positions, head counts, body counts
 
 
-def _write_part(conn: apsw.Connection, part: int, postings: _Lists) -> None:
-    conn.executemany(
-        "INSERT INTO kw_postings(term, part, ids, head, body) VALUES (?, ?, ?, ?, ?)",
-        ((t, part, _little(p), _little(h), _little(b)) for t, (p, h, b) in postings.items()),
-    )
+def _write_part(
+    db: Database,
+    build: tuple[int, str],
+    part: int,
+    postings: _Lists,
+    on_part: Callable[[int], None] | None,
+) -> None:
+    """Step (b): one part's rows under the new generation, in a write of its own."""
+    gen, marker = build
+    with db.write() as conn:
+        _check_marker(conn, marker)
+        _set_marker(conn, marker)  # alive: ``refresh`` leaves it be
+        conn.executemany(
+            "INSERT INTO kw_postings(gen, term, part, ids, head, body) VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                (gen, t, part, _little(p), _little(h), _little(b))
+                for t, (p, h, b) in postings.items()
+            ),
+        )
     postings.clear()
+    if on_part is not None:
+        on_part(part)
 
 
 def _little(values: array) -> bytes:
@@ -294,7 +462,11 @@ def refresh_due(
 ) -> bool:
     """Whether ``build`` should run: a library of ``min_chunks`` (default
     ``SEGMENT_MIN_CHUNKS``) or more without a segment, or a delta past ``DELTA_SHARE`` of
-    it (and past ``delta_min``)."""
+    it (and past ``delta_min``); never while another build is under way (its marker
+    written within ``BUILD_STALE_S``): two syncs ending together build once."""
+    age = _marker_age(conn)
+    if age is not None and age < BUILD_STALE_S:
+        return False
     size = delta_size(conn)
     if size is None:
         least = SEGMENT_MIN_CHUNKS if min_chunks is None else min_chunks
@@ -305,7 +477,8 @@ def refresh_due(
 
 def refresh(db: Database, min_chunks: int | None = None, delta_min: int = DELTA_MIN) -> int | None:
     """Build the segment when ``refresh_due``; the passages it holds, or None when it was
-    not due. Called after a sync (``ingest/sync.py``): a build is a bulk write."""
+    not due or another build overtook it. Called after a sync (``ingest/sync.py``): a
+    build is a bulk write, in short transactions (``build``)."""
     if not refresh_due(db.conn, min_chunks, delta_min):
         return None
     return build(db)
@@ -478,8 +651,9 @@ class Postings:
         self._local.state = state
         return segment, state
 
-    def _lists(self, keys: Sequence[str]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        """Each key's ``(positions, weighted frequency)``; absent keys are absent."""
+    def _lists(self, gen: int, keys: Sequence[str]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Each key's ``(positions, weighted frequency)`` in generation ``gen`` (the live
+        one, read in the same snapshot); absent keys are absent."""
         import numpy as np
 
         from kb_mcp.index.fts import BODY_WEIGHT, HEAD_WEIGHT
@@ -488,9 +662,9 @@ class Postings:
         marks = ",".join("?" * len(unique))
         parts: dict[str, list[tuple[bytes, bytes, bytes]]] = {}
         for term, ids, head, body in self.db.conn.execute(
-            f"SELECT term, ids, head, body FROM kw_postings WHERE term IN ({marks}) "
+            f"SELECT term, ids, head, body FROM kw_postings WHERE gen = ? AND term IN ({marks}) "
             "ORDER BY term, part",
-            unique,
+            (gen, *unique),
         ):
             parts.setdefault(term, []).append((ids, head, body))
         found = {}
@@ -513,7 +687,7 @@ class Postings:
             if found is None:
                 return None
             segment, state = found
-            lists = self._lists(keys)
+            lists = self._lists(segment.key, keys)
         import numpy as np
 
         scores = np.zeros(len(segment.chunk_ids), dtype=np.float64)
@@ -569,11 +743,11 @@ class Postings:
             found = self.state(stamp, tokenizer)
             if found is None:
                 return None
-            _, state = found
+            segment, state = found
             unique = sorted(set(terms))
             missing = [t for t in unique if t not in state.df]
             if missing:
-                lists = self._lists(missing)
+                lists = self._lists(segment.key, missing)
                 for t in missing:
                     self._df(state, lists, t)
         return {t: state.df[t] for t in unique if state.df[t]}

@@ -224,15 +224,18 @@ CREATE INDEX doc_relations_to ON doc_relations(to_id);
 
 # A step is a SQL script, or a function of the connection for what SQL alone cannot say.
 # The keyword postings segment (``index/postings.py``, issue 10): derived from the chunk
-# rows, rebuilt in bulk; ``kw_delta`` lists the chunks written or deleted since.
+# rows, rebuilt in short transactions beside the live one (``gen``: readers read the
+# generation ``kw_segment`` names); ``kw_delta`` lists the chunks written or deleted since,
+# ``seq`` ordering them so a build drops only what it has seen.
 _V7_POSTINGS = """
 CREATE TABLE kw_postings (
+    gen  INTEGER NOT NULL,
     term TEXT NOT NULL,
     part INTEGER NOT NULL,
     ids  BLOB NOT NULL,
     head BLOB NOT NULL,
     body BLOB NOT NULL,
-    PRIMARY KEY (term, part)
+    PRIMARY KEY (gen, term, part)
 ) WITHOUT ROWID;
 CREATE TABLE kw_segment (
     id         INTEGER PRIMARY KEY CHECK (id = 1),
@@ -241,7 +244,8 @@ CREATE TABLE kw_segment (
     doc_ids    BLOB NOT NULL,
     lengths    BLOB NOT NULL
 );
-CREATE TABLE kw_delta (chunk_id INTEGER PRIMARY KEY);
+CREATE TABLE kw_delta (chunk_id INTEGER PRIMARY KEY, seq INTEGER NOT NULL);
+CREATE INDEX kw_delta_seq ON kw_delta(seq);
 """
 
 Migration = str | Callable[[apsw.Connection], None]
