@@ -146,7 +146,9 @@ def test_bench_counts_a_search_past_the_deadline_as_a_miss(tmp_path: Path) -> No
     folder = tmp_path / "slow"
     (folder / "qrels").mkdir(parents=True)
     docs = [
-        {"_id": f"d{i}", "title": f"Doc {i}", "text": " ".join(rng.choices(words, k=120))}
+        # 1,000 words a document: with 120 the whole search took 17 ms on an idle core,
+        # too close to the deadline to be stopped every time (once it was not, in CI).
+        {"_id": f"d{i}", "title": f"Doc {i}", "text": " ".join(rng.choices(words, k=1000))}
         for i in range(150)
     ]
     queries = [{"_id": "q0", "text": "w1 w2"}, {"_id": "q1", "text": " ".join(words)}]
