@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from kb_mcp.bench.embed_perf import Doc, _sentences, standin_vectors
+from kb_mcp.home import DB_FILE
 
 if TYPE_CHECKING:
     from kb_mcp.embed.base import Embedder, EmbeddingSignature
@@ -136,7 +137,7 @@ def from_library(
 
     if not db_file.is_file():
         return None
-    copy = workdir / "reused" / "kb.db"
+    copy = workdir / "reused" / DB_FILE
     copy.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(db_file, copy)
     db = Database(copy)

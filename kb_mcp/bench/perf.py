@@ -37,6 +37,7 @@ from pathlib import Path
 
 from kb_mcp.bench.metrics import percentile
 from kb_mcp.errors import InvalidInput, NotFound, Unavailable
+from kb_mcp.home import DB_FILE
 
 SEED = 7
 SEARCHES = 200  # per query set
@@ -266,7 +267,7 @@ def measure_search(workdir: Path, data: Path = DATA_DIR) -> SizeReport:
     from kb_mcp.settings import Settings
 
     home, naive_db = workdir / "home", workdir / "naive.db"
-    if not (home / "kb.db").is_file() or not naive_db.is_file():
+    if not (home / DB_FILE).is_file() or not naive_db.is_file():
         raise NotFound(
             f"no built corpus in {workdir}",
             hint="run `kb-mcp bench perf --sizes N --workdir DIR` once to build it",
@@ -385,7 +386,7 @@ def run_perf_bench(
     reports = []
     for chunks in sizes:
         kept = workdir / str(chunks) if workdir is not None else None
-        if only is not None and kept is not None and not (kept / "home" / "kb.db").is_file():
+        if only is not None and kept is not None and not (kept / "home" / DB_FILE).is_file():
             raise NotFound(f"no built corpus in {kept}", hint="run once without --only first")
         if kept is not None and only is None:
             shutil.rmtree(kept, ignore_errors=True)  # a full run builds afresh

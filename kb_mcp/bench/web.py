@@ -27,6 +27,7 @@ from urllib.parse import quote
 
 from kb_mcp.bench import perf
 from kb_mcp.errors import Unavailable
+from kb_mcp.home import DB_FILE
 
 ROUNDS = 20
 WARMUP = 3
@@ -141,7 +142,7 @@ def run(chunks: int, workdir: Path) -> tuple[int, list[tuple[str, PageRow]]]:
     from kb_mcp.web.guard import Policy
 
     home = workdir / "home"
-    if not (home / "kb.db").exists():  # a library kept by an earlier --keep is reused
+    if not (home / DB_FILE).exists():  # a library kept by an earlier --keep is reused
         home = build(chunks, workdir)
     with Library(Settings(home=home, embedder="none")) as library:
         app = build_app(library, Policy("127.0.0.1", None))
@@ -149,7 +150,7 @@ def run(chunks: int, workdir: Path) -> tuple[int, list[tuple[str, PageRow]]]:
             # The library page first, on a library just opened: its first request is
             # the uncached one (`kb-mcp web` itself counts before printing its URL).
             rows = [("library", time_page(client, "/"))]
-            rows.append(("library (after a change)", time_after_change(client, home / "kb.db")))
+            rows.append(("library (after a change)", time_after_change(client, home / DB_FILE)))
             rows += [(kind, time_page(client, url)) for kind, url in page_urls(library)[1:]]
         indexed = library.overview().chunks
     return indexed, rows
