@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
@@ -24,6 +24,9 @@ import apsw
 
 from kb_mcp.fsutil import is_atomic_temp
 from kb_mcp.index.fts import FTS_VERSION
+from kb_mcp.library import Library
+from kb_mcp.search.engine import CANDIDATE_DOCUMENTS
+from kb_mcp.search.query import parse_query
 
 # Tables whose rows hang off a chunk: (table name or LIKE pattern, its chunk id column).
 DERIVED_FROM_CHUNKS: tuple[tuple[str, str], ...] = (
@@ -261,3 +264,20 @@ def kill_group(pgid: int) -> None:
     """Clean up after a failed orphan check, so one failure does not leak into the next."""
     with suppress(ProcessLookupError):
         os.killpg(pgid, signal.SIGKILL)
+
+
+def segment_mismatches(library: Library, queries: Sequence[str]) -> list[str]:
+    """Queries whose postings-segment ranking differs from FTS5's full OR (ids or scores):
+    the segment must rank exactly as the FTS5 path does (``index/postings.py``)."""
+    wrong = []
+    for text in queries:
+        query = parse_query(text)
+        expression = query.match_expression()
+        assert expression is not None
+        full = library.fts.best_per_document(expression, CANDIDATE_DOCUMENTS)
+        seg = library.fts.segment_best_per_document(query.match_units(), CANDIDATE_DOCUMENTS)
+        assert seg is not None, text
+        same_ids = [c for c, _ in seg] == [c for c, _ in full]
+        if not same_ids or any(abs(a - b) > 1e-9 for (_, a), (_, b) in zip(seg, full, strict=True)):
+            wrong.append(text)
+    return wrong

@@ -14,10 +14,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from library_checks import segment_mismatches
 
 from kb_mcp.index import postings
 from kb_mcp.library import Library
-from kb_mcp.search.engine import CANDIDATE_DOCUMENTS
 from kb_mcp.search.query import parse_query
 from kb_mcp.settings import Settings
 
@@ -61,22 +61,6 @@ def library(tmp_path: Path) -> Iterator[Library]:
     lib.close()
 
 
-def _mismatches(lib: Library, queries: tuple[str, ...] = QUERIES) -> list[str]:
-    """Queries whose segment ranking differs from FTS5's full OR (ids or scores)."""
-    wrong = []
-    for text in queries:
-        query = parse_query(text)
-        expression = query.match_expression()
-        assert expression is not None
-        full = lib.fts.best_per_document(expression, CANDIDATE_DOCUMENTS)
-        seg = lib.fts.segment_best_per_document(query.match_units(), CANDIDATE_DOCUMENTS)
-        assert seg is not None, text
-        same_ids = [c for c, _ in seg] == [c for c, _ in full]
-        if not same_ids or any(abs(a - b) > 1e-9 for (_, a), (_, b) in zip(seg, full, strict=True)):
-            wrong.append(text)
-    return wrong
-
-
 def _delta(lib: Library) -> int:
     size = postings.delta_size(lib.db.conn)
     assert size is not None
@@ -88,7 +72,7 @@ def test_keyword_segment_ranks_as_fts5_on_a_real_corpus(library: Library) -> Non
     assert library.fts.segment_best_per_document(["search"], 10) is None  # not built yet
     built = library.fts.refresh_segment(min_chunks=0)
     assert built is not None and built == library.fts.chunk_count()
-    assert _mismatches(library) == []
+    assert segment_mismatches(library, QUERIES) == []
     top = library.fts.segment_best_per_document(parse_query("倒排索引").match_units(), 3)
     assert top  # the bigram phrases are keyed, so CJK queries take the segment too
     assert library.search("倒排索引", mode="keyword").hits[0].title == "索引"
@@ -110,7 +94,7 @@ def test_keyword_segment_in_parts_ranks_the_same(library: Library) -> None:
     built = postings.build(library.db, part_passages=16)
     parts = library.db.conn.execute("SELECT MAX(part) FROM kw_postings").fetchone()[0]
     assert parts >= built // 16 - 1 > 1
-    assert _mismatches(library) == []
+    assert segment_mismatches(library, QUERIES) == []
 
 
 def test_keyword_segment_sees_added_deleted_and_replaced_chunks(
@@ -127,7 +111,7 @@ def test_keyword_segment_sees_added_deleted_and_replaced_chunks(
     library.sync()
     assert _delta(library) > 0
     extra = ("zeppelin search", "缓存策略", "quokka 飞艇", "飞艇")
-    assert _mismatches(library, QUERIES + extra) == []
+    assert segment_mismatches(library, QUERIES + extra) == []
     assert library.search("zeppelin", mode="keyword").hits[0].title == "Airships"
     assert library.fts.segment_best_per_document(parse_query("缓存").match_units(), 5) == []
     assert library.search("quokka", mode="keyword").hits[0].title == "索引"
@@ -143,7 +127,7 @@ def test_keyword_segment_rebuilds_when_the_delta_grows(library: Library, tmp_pat
     assert library.fts.refresh_segment(min_chunks=0, delta_min=delta) is None  # not due
     assert library.fts.refresh_segment(min_chunks=0, delta_min=0) == library.fts.chunk_count()
     assert _delta(library) == 0
-    assert _mismatches(library) == []
+    assert segment_mismatches(library, QUERIES) == []
 
 
 def test_keyword_segment_dropped_by_a_rebuild_of_the_index(library: Library) -> None:
@@ -169,7 +153,7 @@ def test_keyword_segment_rebuilt_by_another_connection_is_read_anew(
     """issue 10: a segment rebuilt by another process (another connection) replaces the
     arrays this one cached; its searches rank from the new build, as FTS5 does."""
     library.fts.refresh_segment(min_chunks=0)
-    assert _mismatches(library) == []  # the first build's arrays are cached now
+    assert segment_mismatches(library, QUERIES) == []  # the first build's arrays are cached now
     (tmp_path / "notes" / "README.md").unlink()
     (tmp_path / "notes" / "zeppelin.md").write_text("# Airships\n\nA zeppelin search note.\n")
     other = Library(Settings(home=tmp_path / "home", embedder="none"))
@@ -179,5 +163,5 @@ def test_keyword_segment_rebuilt_by_another_connection_is_read_anew(
     finally:
         other.close()
     assert _delta(library) == 0
-    assert _mismatches(library, (*QUERIES, "zeppelin search")) == []
+    assert segment_mismatches(library, (*QUERIES, "zeppelin search")) == []
     assert library.search("zeppelin", mode="keyword").hits[0].title == "Airships"

@@ -20,11 +20,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from library_checks import segment_mismatches
 
 from kb_mcp.index import postings
 from kb_mcp.library import Library
-from kb_mcp.search.engine import CANDIDATE_DOCUMENTS
-from kb_mcp.search.query import parse_query
 from kb_mcp.settings import Settings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -57,22 +56,6 @@ def library(tmp_path: Path) -> Iterator[Library]:
     lib.fts.ensure_current()
     yield lib
     lib.close()
-
-
-def _mismatches(lib: Library) -> list[str]:
-    """Queries whose segment ranking differs from FTS5's full OR (ids or scores)."""
-    wrong = []
-    for text in QUERIES:
-        query = parse_query(text)
-        expression = query.match_expression()
-        assert expression is not None
-        full = lib.fts.best_per_document(expression, CANDIDATE_DOCUMENTS)
-        seg = lib.fts.segment_best_per_document(query.match_units(), CANDIDATE_DOCUMENTS)
-        assert seg is not None, text
-        same_ids = [c for c, _ in seg] == [c for c, _ in full]
-        if not same_ids or any(abs(a - b) > 1e-9 for (_, a), (_, b) in zip(seg, full, strict=True)):
-            wrong.append(text)
-    return wrong
 
 
 def _generations(lib: Library) -> list[int]:
@@ -122,7 +105,7 @@ def test_keyword_segment_build_lets_another_writer_commit(library: Library, tmp_
     assert not switched  # the write committed while the build was still under way
     assert waited < library.db.busy_timeout_ms / 1000 / 2
     assert built and built[0] is not None
-    assert _mismatches(library) == []
+    assert segment_mismatches(library, QUERIES) == []
     assert library.search("zeppelin", mode="keyword").hits[0].title == "Airships"
 
 
@@ -146,7 +129,7 @@ def test_keyword_segment_build_sees_chunks_changed_mid_build(
     finally:
         other.close()
     assert postings.delta_size(library.db.conn)[1] > 0  # what changed after the build began
-    assert _mismatches(library) == []
+    assert segment_mismatches(library, QUERIES) == []
     assert library.search("zeppelin", mode="keyword").hits[0].title == "Airships"
     assert library.search("quokka", mode="keyword").hits[0].path.endswith("configuration.md")
     gone = library.search("cli.md kb-mcp command reference", mode="keyword", top_k=10)
@@ -199,7 +182,7 @@ def test_keyword_segment_build_killed_midway_leaves_the_old_one(
     assert _generations(library) == [live, live + 1]  # the half generation is left behind
     _edit_notes(tmp_path / "notes")
     library.sync()
-    assert _mismatches(library) == []
+    assert segment_mismatches(library, QUERIES) == []
     assert library.search("zeppelin", mode="keyword").hits[0].title == "Airships"
     assert postings.build(library.db, part_passages=PART) == library.fts.chunk_count()
     assert _generations(library) == [_live(library)]
@@ -207,7 +190,7 @@ def test_keyword_segment_build_killed_midway_leaves_the_old_one(
     assert (
         library.db.conn.execute("SELECT 1 FROM meta WHERE key = 'kw_building'").fetchone() is None
     )
-    assert _mismatches(library) == []
+    assert segment_mismatches(library, QUERIES) == []
 
 
 def test_keyword_segment_build_overtaken_by_a_newer_one_stops(
@@ -228,7 +211,7 @@ def test_keyword_segment_build_overtaken_by_a_newer_one_stops(
         other.close()
     assert outcome == [library.fts.chunk_count()]
     assert _generations(library) == [_live(library)]
-    assert _mismatches(library) == []
+    assert segment_mismatches(library, QUERIES) == []
 
 
 def test_keyword_segment_build_under_way_is_not_started_again(
@@ -261,4 +244,4 @@ def test_keyword_segment_build_under_way_is_not_started_again(
     finally:
         other.close()
     assert _generations(library) == [_live(library)]
-    assert _mismatches(library) == []
+    assert segment_mismatches(library, QUERIES) == []
