@@ -16,17 +16,20 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import Any
 
 import apsw
 
+from kb_mcp.embed.base import Embedder
 from kb_mcp.fsutil import is_atomic_temp
 from kb_mcp.index.fts import FTS_VERSION
 from kb_mcp.library import Library
 from kb_mcp.search.engine import CANDIDATE_DOCUMENTS
 from kb_mcp.search.query import parse_query
+from kb_mcp.settings import Settings
 
 # Tables whose rows hang off a chunk: (table name or LIKE pattern, its chunk id column).
 DERIVED_FROM_CHUNKS: tuple[tuple[str, str], ...] = (
@@ -281,3 +284,20 @@ def segment_mismatches(library: Library, queries: Sequence[str]) -> list[str]:
         if not same_ids or any(abs(a - b) > 1e-9 for (_, a), (_, b) in zip(seg, full, strict=True)):
             wrong.append(text)
     return wrong
+
+
+def embedded_library(
+    root: Path, notes: Mapping[str, str], embedder: Embedder, **settings: Any
+) -> Library:
+    """A library under ``root`` over a folder of ``notes`` (name → text), synced and fully
+    embedded by ``embedder`` (the caller closes it); ``settings`` go to ``Settings``."""
+    folder = root / "notes"
+    folder.mkdir()
+    for name, text in notes.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    config = Settings(home=root / "home", embedder="local", **settings)
+    library = Library(config, make_embedder=lambda provider, model: embedder)
+    library.add_folder(folder)
+    library.sync()
+    library.embed_pending()
+    return library

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from library_checks import embedded_library
+
 from kb_mcp.library import Library
 from kb_mcp.search.engine import UNEMBEDDED_LEG
-from kb_mcp.settings import Settings
 from tests.hash_embedder import HashEmbedder
 
 # Three notes about turbo modes in general, all embedded: each shares the question's
@@ -35,17 +36,7 @@ NOTE = "# Zorblax\n\nZorblax turbo mode is switched on with `zorblax --turbo`.\n
 
 
 def _library(tmp_path: Path) -> Library:
-    folder = tmp_path / "notes"
-    folder.mkdir()
-    for name, text in NOTES.items():
-        (folder / name).write_text(text, encoding="utf-8")
-    embedder = HashEmbedder()
-    settings = Settings(home=tmp_path / "home", embedder="local", allow_agent_writes=True)
-    library = Library(settings, make_embedder=lambda provider, model: embedder)
-    library.add_folder(folder)
-    library.sync()
-    library.embed_pending()
-    return library
+    return embedded_library(tmp_path, NOTES, HashEmbedder(), allow_agent_writes=True)
 
 
 def test_search_just_added_note_ranks_first_before_it_has_a_vector(tmp_path: Path) -> None:

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from library_checks import embedded_library
 
 from kb_mcp.embed.base import Availability, EmbeddingSignature, EmbedKind
 from kb_mcp.library import Library
 from kb_mcp.search.vector import MAX_QUESTION_EMBEDDINGS
-from kb_mcp.settings import Settings
 from tests.hash_embedder import HashEmbedder
 
 DEADLINE_MS = 200
@@ -61,16 +61,8 @@ class SlowQuestions:
 @pytest.fixture
 def slow(tmp_path: Path) -> Iterator[tuple[Library, SlowQuestions]]:
     """A library over real notes with vectors, searched under a 200 ms deadline."""
-    folder = tmp_path / "notes"
-    folder.mkdir()
-    for name, text in NOTES.items():
-        (folder / name).write_text(text, encoding="utf-8")
     embedder = SlowQuestions()
-    settings = Settings(home=tmp_path / "home", embedder="local", search_timeout_ms=DEADLINE_MS)
-    lib = Library(settings, make_embedder=lambda provider, model: embedder)
-    lib.add_folder(folder)
-    lib.sync()
-    lib.embed_pending()
+    lib = embedded_library(tmp_path, NOTES, embedder, search_timeout_ms=DEADLINE_MS)
     yield lib, embedder
     lib.close()
     _wait_for_question_threads()  # an embedding past its budget still holds its slot
@@ -144,16 +136,8 @@ def test_question_embedding_stuck_embedder_costs_a_bounded_number_of_threads(
     """issue 8 ("never a hang") and issue 11 (resources): an embedder that stops answering
     keeps at most ``MAX_QUESTION_EMBEDDINGS`` threads; later searches answer from keywords
     at once, with the reason, and hybrid comes back when the embedder answers again."""
-    folder = tmp_path / "notes"
-    folder.mkdir()
-    for name, text in NOTES.items():
-        (folder / name).write_text(text, encoding="utf-8")
     embedder = StuckQuestions()
-    settings = Settings(home=tmp_path / "home", embedder="local", search_timeout_ms=DEADLINE_MS)
-    with Library(settings, make_embedder=lambda provider, model: embedder) as lib:
-        lib.add_folder(folder)
-        lib.sync()
-        lib.embed_pending()
+    with embedded_library(tmp_path, NOTES, embedder, search_timeout_ms=DEADLINE_MS) as lib:
         try:
             reasons = [lib.search("undo the last release", mode="hybrid").reason for _ in range(4)]
             assert embedder.started == MAX_QUESTION_EMBEDDINGS
