@@ -3,11 +3,11 @@
 "get_object_or_404 implementation" over Django's docs and code matched every call site
 and every page that mentions the shortcut, and the passage that defines it
 (``def get_object_or_404`` in ``django/shortcuts.py``) came ninth (a new user's trial).
-An agent that types an identifier most often wants its definition: the engine scales the
-fused score of a passage whose code section defines a name the question spells as an
-identifier (``definition_rule`` in ``search/engine.py``). Only identifier-shaped words
-count (``snake_case``, ``camelCase``, ``PascalCase`` with an inner capital, a ``dotted.name``
-or a word written as a call ``load()`` or in backticks): "how does load work" is prose.
+An agent that types an identifier most often wants its definition: ``definition_rule``,
+which the engine applies after fusion, scales the fused score of a passage whose code
+defines a name the question spells as an identifier. Only identifier-shaped words count
+(``snake_case``, ``camelCase``, ``PascalCase`` with an inner capital, a ``dotted.name`` or
+a word written as a call ``load()`` or in backticks): "how does load work" is prose.
 
 The code chunker names a definition's section ``def name`` / ``class name`` /
 ``function name`` (``chunk/code.py``); the section is the candidate's ``topic``.
@@ -16,6 +16,9 @@ The code chunker names a definition's section ``def name`` / ``class name`` /
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+
+from kb_mcp.search.adjust import Adjustment, Candidate, Rule
 
 # The factor on a defining passage. PROMOTE's (search/prior.py): on the fused (RRF)
 # score ×2 moves a passage about 60 ranks at the head, enough for the definition to pass
@@ -56,3 +59,18 @@ def defined_names(topic: str, text: str) -> frozenset[str]:
     passage with no label)."""
     found = _DEFINITION_LABEL.findall(topic) + _DEFINITION_LINE.findall(text)
     return frozenset(name.lower() for name in found)
+
+
+def definition_rule(query: str, text_of: Callable[[str], str]) -> Rule:
+    """The factor rule the engine applies after fusion: a candidate whose passage defines
+    a name the question spells is scaled by ``DEFINITION_FACTOR``; ``text_of`` gives a
+    candidate's passage text by its key."""
+    names = named_identifiers(query)
+
+    def by_definition(candidate: Candidate) -> Adjustment | None:
+        if not names or not names & defined_names(candidate.topic, text_of(candidate.key)):
+            return None
+        reason = "promoted: defines a name the question asks about"
+        return Adjustment(reason, DEFINITION_FACTOR)
+
+    return by_definition

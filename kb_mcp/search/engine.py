@@ -514,23 +514,6 @@ def prior_rule(query: str) -> Rule:
     return by_path
 
 
-def definition_rule(query: str, text_of: Callable[[str], str]) -> Rule:
-    """The passage defining a code identifier the question names first
-    (``search/definition.py``: a new user's "get_object_or_404 implementation");
-    ``text_of`` gives a candidate's passage text by its key."""
-    names = definition.named_identifiers(query)
-
-    def by_definition(candidate: Candidate) -> Adjustment | None:
-        if not names or not names & definition.defined_names(
-            candidate.topic, text_of(candidate.key)
-        ):
-            return None
-        reason = "promoted: defines a name the question asks about"
-        return Adjustment(reason, definition.DEFINITION_FACTOR)
-
-    return by_definition
-
-
 def _passage_tokens(
     fts: FtsIndex, fused: Mapping[str, FusedHit], found: Mapping[int, rows.PassageRow]
 ) -> Callable[[str], set[str] | None]:
@@ -595,7 +578,7 @@ def _rank(
             demotion_rule(as_of),
             relation_rule(acting, as_of, past, position),
             prior_rule(query),
-            definition_rule(query, lambda key: found[fused[key].chunk_id].text),
+            definition.definition_rule(query, lambda key: found[fused[key].chunk_id].text),
             *rules,
         ),
     )
