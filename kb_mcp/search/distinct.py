@@ -1,0 +1,177 @@
+"""The distinguishing-words floor: the names a passage must hold to answer a question. Pure.
+
+An absent answer whose every word is stored ("which gRPC port does arrivals-api listen
+on", "who manages the Service Desk" in a library without either) is close to passages
+about its neighbours: another service's gRPC port, the Service Desk's opening hours.
+What tells the question from those neighbours is its names: the capitalised words,
+identifiers and numbers it spells ("arrivals-api", "gRPC", "Kafka", "v7"). A passage that
+answers it holds all of them, or a passage and the one a hop away do (a register names
+the team that runs a system, the team's page its channel); when none of the answer's
+leading passages, alone or as a pair, holds them all, the question is about something
+the library does not say, and the search answers with nothing.
+
+Plain words are not held to it: an answer paraphrases them ("calls" answered by
+"requests", "new starters" by "new joiners"), and the rare ones are as often incidental
+("whoever looks after", "I don't pass a limit") as specific (issue 9, docs/retrieval.md:
+a rare-word rule emptied 5-40 % of golden and golden2 dev's answerable questions).
+Dates are not held to it either: "as of October 2025" names when, not what, and the
+version true then is often dated another way (a changelog heading, a file name).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from itertools import combinations
+
+from kb_mcp.index.fts import head_text
+from kb_mcp.search.hop import asks_for_someone
+from kb_mcp.store.documents import PassageRow
+
+# The answer's leading passages read (and the keyword leg's best): chosen on golden2 dev
+# and golden, keyword (docs/retrieval.md, "The distinguishing-words floor").
+DISTINCT_PASSAGES = 10
+
+_WORD = re.compile(r"[\w][\w'.+#-]*[\w+#]|[\w]")
+_IDENTIFIER = re.compile(r"[A-Za-z0-9]+(?:[-_.][A-Za-z0-9]+)+|[a-z]+[A-Z]\w*")
+_MONTHS = frozenset(
+    "january february march april may june july august september october november december "
+    "jan feb mar apr jun jul aug sep sept oct nov dec".split()
+)
+_WEEKDAYS = frozenset("monday tuesday wednesday thursday friday saturday sunday".split())
+_DATE = re.compile(r"(?:mid|early|late)?-?(?:19|20)\d\d(?:-\d\d(?:-\d\d)?)?|\d\d?(?:st|nd|rd|th)")
+# Function words a sentence may start with, and the pronoun "I": capitalised, never names.
+_NOT_NAMES = frozenset(
+    "a an and are as at be but by for if in into is it no not of on or such that the their "
+    "then there these they this to was will with what which who whom whose when where why "
+    "how do does did done can could should would i you we he she them me my our your its "
+    "been being have has had about from than so any all".split()
+)
+
+
+def _is_date(word: str) -> bool:
+    lowered = word.lower()
+    return lowered in _MONTHS or lowered in _WEEKDAYS or _DATE.fullmatch(lowered) is not None
+
+
+def _words(question: str) -> list[tuple[str, bool]]:
+    """The question's words, each with whether it starts a sentence."""
+    found, start = [], True
+    for match in _WORD.finditer(question):
+        found.append((match.group(0), start))
+        start = re.match(r"\s*[?.!:]", question[match.end() : match.end() + 2]) is not None
+    return found
+
+
+def written_as_name(word: str, texts: Sequence[str]) -> bool:
+    """Whether one of ``texts`` writes ``word`` capitalised inside a sentence ("Team
+    Bastion", "pays through Brightpay"): a question's first word is capitalised
+    whatever it is, and this tells "Bastion product owner" from "Find the runbook"."""
+    pattern = re.compile(rf"(?<![\w-]){re.escape(word)}(?![\w-])")
+    for text in texts:
+        for line in text.splitlines():
+            for match in pattern.finditer(line):
+                if _SENTENCE_START.search(line[: match.start()]) is None:
+                    return True
+    return False
+
+
+def _written(word: str, texts: Sequence[str]) -> bool:
+    """Whether one of ``texts`` spells ``word`` as it is (any case)."""
+    pattern = re.compile(rf"(?<![\w-]){re.escape(word)}(?![\w-])", re.I)
+    return any(pattern.search(text) for text in texts)
+
+
+# What may stand before a sentence's first word: list and heading marks, table bars, a
+# number, the end of the sentence before.
+_SENTENCE_START = re.compile(r"(?:^|[.!?:|]\s)[\s#>*|\d.)-]*$|^[\s#>*|\d.)-]*$")
+
+
+def distinguishing_words(question: str, texts: Sequence[str] = ()) -> tuple[str, ...]:
+    """The names ``question`` spells: identifiers, versions, words with a digit or an
+    inner capital, capitalised words inside a sentence, and a sentence's capitalised
+    first word when one of ``texts`` (the closest passages) writes it as a name; no dates.
+    A Title Case question ("How Long to Detox From Fish?", NFCorpus) names nothing by
+    its capitals: only its identifiers."""
+    words = _words(question)
+    title_case = sum(w[:1].isupper() for w, _ in words) * 2 > len(words)
+    found = []
+    for word, starts in words:
+        word = word.removesuffix("'s").removesuffix("'")
+        if word.lower() in _NOT_NAMES or _is_date(word):
+            continue
+        # "fare-engine" is a name where the library writes it so; "end-of-year" is words.
+        identifier = _IDENTIFIER.fullmatch(word) is not None and _written(word, texts)
+        capital = word[:1].isupper() and not title_case
+        named = re.search(r"\d|[a-z][A-Z]", word) is not None and not title_case
+        if capital and starts:
+            capital = written_as_name(word, texts)
+        if identifier or named or capital:
+            found.append(word)
+    return tuple(dict.fromkeys(found))
+
+
+# A version the question names ("2.3.2", "v4.3.0", "5.4"). The index splits it into its
+# numbers, and every passage holds a 2 and a 3; so it is looked for as written, with a
+# "v" before it or a later part after it ("2.3" is held by "v2.3.1", "2.3.2" is not).
+_VERSION = re.compile(r"[vV]?\d+(?:\.\d+)+")
+
+
+def _holds_version(version: str, text: str) -> bool:
+    bare = version.lstrip("vV")
+    return re.search(rf"(?<![\w.])[vV]?{re.escape(bare)}(?![\w]|\.[^\d\s])", text) is not None
+
+
+# A question answered across two passages: one naming the thing, the other a hop away
+# (the team that owns it, "whoever looks after", "the service that renders invoices").
+# Only these may have their names held by two passages; the hop leg runs for them.
+_RELATIVE = re.compile(r"\b(?:the|a|an)\s+[\w-]+\s+(?:that|who|which)\b|\bwhoever\b", re.I)
+
+
+def _hops(question: str) -> bool:
+    return asks_for_someone(question) or _RELATIVE.search(question) is not None
+
+
+def _held(
+    required: Mapping[str, Sequence[str]], versions: Sequence[str], terms: set[str], text: str
+) -> bool:
+    return all(all(t in terms for t in toks) for toks in required.values()) and all(
+        _holds_version(v, text) for v in versions
+    )
+
+
+def distinct_reason(
+    question: str,
+    tokens: Callable[[str], list[str]],
+    passages: Sequence[PassageRow],
+) -> str | None:
+    """Why ``question`` gets nothing, or None when one of ``passages`` (the answer's
+    leading ones) holds every distinguishing word, or two of them do for a question
+    answered a hop away.
+
+    ``tokens`` is the index's tokenizer: a word counts as held when all its index tokens
+    are in the passage's title, headings or text (a version: when it is written there).
+    Words the index does not store at all are left to the coverage floor
+    (``search/floor.py``).
+    """
+    if not passages:
+        return None
+    texts = [f"{head_text(p.title, p.heading_path)}\n{p.text}" for p in passages]
+    words = distinguishing_words(question, texts)
+    versions = [w for w in words if _VERSION.fullmatch(w)]
+    required = {w: toks for w in words if w not in versions and (toks := tokens(w))}
+    if not required and not versions:
+        return None
+    terms = [set(tokens(text)) for text in texts]
+    held = [_held(required, versions, t, x) for t, x in zip(terms, texts, strict=True)]
+    if any(held):
+        return None
+    if _hops(question):
+        pairs = combinations(zip(terms, texts, strict=True), 2)
+        if any(_held(required, versions, a | b, f"{x}\n{y}") for (a, x), (b, y) in pairs):
+            return None
+    names = ", ".join(repr(w) for w in (*required, *versions))
+    return (
+        f"nothing answers it: none of the {len(passages)} closest passages names {names} "
+        "together; the answer is probably not stored"
+    )
