@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from itertools import combinations
+from itertools import combinations, pairwise
 
 from kb_mcp.index.fts import head_text
 from kb_mcp.search.hop import asks_for_someone
@@ -140,6 +140,57 @@ def _held(
     )
 
 
+# The noun phrase a question asks about: "what is fare-engine's ADMIN PORT", "who is the
+# PRODUCT OWNER for …", up to its preposition or verb; or a short query that names
+# something and then what about it ("Brightpay TRANSACTION FEE", "Bastion PRODUCT OWNER").
+_QUESTION = re.compile(r"\?|^\s*(?:who|whom|whose|which|what|where|when|how)\b", re.I)
+_ASKED = re.compile(
+    r"^\s*(?:what|which|who)(?:'s|\s+is|\s+are|\s+was|\s+were)\s+(?:(?:the|a|an|our|my)\s+)?"
+    r"(.+?)(?=\s+(?:of|for|in|on|at|to|from|with|by|does|do|did|that|when|if)\b|\?|$)",
+    re.I,
+)
+SHORT_QUERY = 5  # words: "student monthly ticket price" is a lookup, not a sentence
+
+
+def asked_phrase(question: str, names: Sequence[str]) -> list[str]:
+    """The words of the noun phrase ``question`` asks about, after its last possessive
+    ("fare-engine's admin port" → admin, port); [] when it has none."""
+    if found := _ASKED.search(question):
+        phrase = found.group(1)
+    elif names and not _QUESTION.search(question) and len(question.split()) <= SHORT_QUERY:
+        phrase = question
+    else:
+        return []
+    phrase = re.split(r"'s?\s+", phrase)[-1]
+    return [word for word, _ in _words(phrase)]
+
+
+def asked_terms(
+    question: str,
+    names: Sequence[str],
+    streams: Sequence[Sequence[str]],
+    tokens: Callable[[str], list[str]],
+) -> dict[str, list[str]]:
+    """The two-word terms of the asked phrase that the library writes as one ("product
+    owner", "transaction fee", "admin port": adjacent in one of ``streams``, the closest
+    passages' tokens in order), each with its two tokens. A pair no passage writes
+    together ("admin interface") is the question's own wording and is not held to it;
+    neither are names (held anyway) and stopwords."""
+    words = asked_phrase(question, names)
+    found: dict[str, list[str]] = {}
+    for first, second in pairwise(words):
+        if {first, second} & set(names) or {first.lower(), second.lower()} & _NOT_NAMES:
+            continue
+        pair = tokens(first) + tokens(second)
+        if len(pair) == 2 and any(_adjacent(pair, stream) for stream in streams):
+            found[f"{first} {second}"] = pair
+    return found
+
+
+def _adjacent(pair: Sequence[str], stream: Sequence[str]) -> bool:
+    return any(a == pair[0] and b == pair[1] for a, b in pairwise(stream))
+
+
 def distinct_reason(
     question: str,
     tokens: Callable[[str], list[str]],
@@ -160,9 +211,11 @@ def distinct_reason(
     words = distinguishing_words(question, texts)
     versions = [w for w in words if _VERSION.fullmatch(w)]
     required = {w: toks for w in words if w not in versions and (toks := tokens(w))}
+    streams = [tokens(text) for text in texts]
+    required |= asked_terms(question, words, streams, tokens)
     if not required and not versions:
         return None
-    terms = [set(tokens(text)) for text in texts]
+    terms = [set(stream) for stream in streams]
     held = [_held(required, versions, t, x) for t, x in zip(terms, texts, strict=True)]
     if any(held):
         return None
