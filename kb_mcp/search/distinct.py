@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from itertools import combinations, pairwise
 
 from kb_mcp.index.fts import head_text
+from kb_mcp.index.textprep import CJK_RUN
 from kb_mcp.search.hop import asks_for_someone
 from kb_mcp.store.documents import PassageRow
 
@@ -57,6 +58,9 @@ def _is_date(word: str) -> bool:
 def _words(question: str) -> list[tuple[str, bool]]:
     """The question's words, each with whether it starts a sentence."""
     found, start = [], True
+    # Chinese and Japanese are not written with capitals: their runs are left to the
+    # coverage floor, and a number inside one ("2008年") is its own word.
+    question = CJK_RUN.sub(" ", question)
     for match in _WORD.finditer(question):
         found.append((match.group(0), start))
         start = re.match(r"\s*[?.!:]", question[match.end() : match.end() + 2]) is not None
@@ -67,7 +71,7 @@ def written_as_name(word: str, texts: Sequence[str]) -> bool:
     """Whether one of ``texts`` writes ``word`` capitalised inside a sentence ("Team
     Bastion", "pays through Brightpay"): a question's first word is capitalised
     whatever it is, and this tells "Bastion product owner" from "Find the runbook"."""
-    pattern = re.compile(rf"(?<![\w-]){re.escape(word)}(?![\w-])")
+    pattern = re.compile(rf"(?<![A-Za-z0-9_-]){re.escape(word)}(?![A-Za-z0-9_-])")
     for text in texts:
         for line in text.splitlines():
             for match in pattern.finditer(line):
@@ -78,7 +82,7 @@ def written_as_name(word: str, texts: Sequence[str]) -> bool:
 
 def _written(word: str, texts: Sequence[str]) -> bool:
     """Whether one of ``texts`` spells ``word`` as it is (any case)."""
-    pattern = re.compile(rf"(?<![\w-]){re.escape(word)}(?![\w-])", re.I)
+    pattern = re.compile(rf"(?<![A-Za-z0-9_-]){re.escape(word)}(?![A-Za-z0-9_-])", re.I)
     return any(pattern.search(text) for text in texts)
 
 
@@ -119,7 +123,8 @@ _VERSION = re.compile(r"[vV]?\d+(?:\.\d+)+")
 
 def _holds_version(version: str, text: str) -> bool:
     bare = version.lstrip("vV")
-    return re.search(rf"(?<![\w.])[vV]?{re.escape(bare)}(?![\w]|\.[^\d\s])", text) is not None
+    found = re.search(rf"(?<![A-Za-z0-9_.])[vV]?{re.escape(bare)}(?![A-Za-z0-9_]|\.[^\d\s])", text)
+    return found is not None
 
 
 # A question answered across two passages: one naming the thing, the other a hop away
