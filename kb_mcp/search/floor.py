@@ -383,10 +383,15 @@ def answer_type_reason(
 # "Who is the manager of the IT Service Desk?" is answered by a passage naming someone
 # beside the role ("Engineering manager: **Rafael Duarte**"). When the closest passages
 # hold the role and the thing but no one's name next to the role ("ask your manager",
-# "the Service Desk for IT problems"), the person is not stored.
+# "the Service Desk for IT problems"), the person is not stored. "author" and
+# "designer" joined with golden2's enlarged dev: "Who is the author of ADR-0012?" (an
+# ADR with no author line; ADR-0007's "Author:" does not name 0012) is caught, "Who is
+# the author of ADR-0007?" and "Who is the designer for Team Lantern?" still answer.
+_ROLES = (
+    "manager|owner|lead|head|director|commander|officer|maintainer|approver|chair|author|designer"
+)
 _ASKS_FOR_PERSON = re.compile(
-    r"\bwho(?:'s|\s+is|\s+was)\s+(?:the|our|your)\s+(?:[\w-]+\s+){0,2}?"
-    r"(manager|owner|lead|head|director|commander|officer|maintainer|approver|chair)\b",
+    rf"\bwho(?:'s|\s+is|\s+was)\s+(?:the|our|your)\s+(?:[\w-]+\s+){{0,2}}?({_ROLES})\b",
     re.I,
 )
 _PERSON = re.compile(r"(?<![\w.#@/-])[A-Z][a-z]+(?:[ \t]+[A-Z][a-z'-]+){1,2}(?![\w-])")
