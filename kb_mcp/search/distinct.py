@@ -137,11 +137,34 @@ def _hops(question: str) -> bool:
     return asks_for_someone(question) or _RELATIVE.search(question) is not None
 
 
+# "When was Northline Go 3.0 released?", "On what date was … removed?": a date, written
+# as one ("22 July 2025", "March 2024", "2025-07-22"), must be held with the names. A
+# page naming 3.0 without a date says that 3.0 exists, not when it shipped. Tuned on
+# golden2's enlarged dev: catches "When was Northline Go 3.0 released?" and "On what
+# date was the old HMAC signing path removed…?"; "When was Northline Go 2.3.1
+# released?" still answers ("Released 22 July 2025"). "When will / when is / when
+# does" are left out: their answers are as often words ("after the freeze").
+_ASKS_DATE = re.compile(r"\bwhen\s+(?:was|were|did)\b|\bwhat\s+date\b", re.I)
+_MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
+_DATE_SHAPED = re.compile(
+    rf"\b\d{{1,2}}(?:st|nd|rd|th)?\s+{_MONTH}(?:\s+\d{{4}})?\b"
+    rf"|\b{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+\d{{4}}\b|\b{_MONTH}\s+(?:19|20)\d\d\b"
+    r"|\b(?:19|20)\d\d-\d\d-\d\d\b",
+    re.I,
+)
+
+
 def _held(
-    required: Mapping[str, Sequence[str]], versions: Sequence[str], terms: set[str], text: str
+    required: Mapping[str, Sequence[str]],
+    versions: Sequence[str],
+    terms: set[str],
+    text: str,
+    dated: bool = False,
 ) -> bool:
-    return all(all(t in terms for t in toks) for toks in required.values()) and all(
-        _holds_version(v, text) for v in versions
+    return (
+        all(all(t in terms for t in toks) for toks in required.values())
+        and all(_holds_version(v, text) for v in versions)
+        and (not dated or _DATE_SHAPED.search(text) is not None)
     )
 
 
@@ -221,15 +244,16 @@ def distinct_reason(
     if not required and not versions:
         return None
     terms = [set(stream) for stream in streams]
-    held = [_held(required, versions, t, x) for t, x in zip(terms, texts, strict=True)]
-    if any(held):
+    dated = _ASKS_DATE.search(question) is not None
+    if any(_held(required, versions, t, x, dated) for t, x in zip(terms, texts, strict=True)):
         return None
     if _hops(question):
         pairs = combinations(zip(terms, texts, strict=True), 2)
-        if any(_held(required, versions, a | b, f"{x}\n{y}") for (a, x), (b, y) in pairs):
+        if any(_held(required, versions, a | b, f"{x}\n{y}", dated) for (a, x), (b, y) in pairs):
             return None
     names = ", ".join(repr(w) for w in (*required, *versions))
+    value = " with a date" if dated else ""
     return (
         f"nothing answers it: none of the {len(passages)} closest passages names {names} "
-        "together; the answer is probably not stored"
+        f"together{value}; the answer is probably not stored"
     )
