@@ -20,7 +20,6 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from kb_mcp.index.textprep import CJK_RUN
 from kb_mcp.search.calibration import VectorCalibration
 
 # The best passage must cover this share of the query's IDF weight, or the search returns
@@ -45,11 +44,10 @@ def coverage(
     """Share of the units' IDF weight covered by ``present`` tokens (1.0 for no units).
 
     A unit is a query term (one token, or several for a phrase); it counts as covered when
-    all its tokens are present, and weighs the IDF of its rarest token. Each question
-    word counts once (``counted_once``).
+    all its tokens are present, and weighs the IDF of its rarest token.
     """
     total = covered = 0.0
-    for unit in counted_once(units):
+    for unit in units:
         if not unit:
             continue
         weight = max(idf(df.get(token, 0), documents) for token in unit)
@@ -57,27 +55,6 @@ def coverage(
         if all(token in present for token in unit):
             covered += weight
     return covered / total if total else 1.0
-
-
-def counted_once(units: Sequence[Sequence[str]]) -> list[Sequence[str]]:
-    """``units`` with each question word once: a unit repeating another's tokens goes,
-    and so does a lone CJK character that is part of one of the question's CJK phrases.
-
-    The keyword leg searches a CJK run as its two-character phrases and their single
-    characters (``search/query.cjk_phrases``): good for recall, but counted in coverage
-    that weighs 部署 three times (部署, 部, 署), and a Chinese absent answer whose one
-    stored word is repeated so covered its question (issue 9).
-    """
-    in_phrases = {t for unit in units if len(unit) > 1 for t in unit if CJK_RUN.fullmatch(t)}
-    seen: set[tuple[str, ...]] = set()
-    kept = []
-    for unit in units:
-        key = tuple(unit)
-        if key in seen or (len(unit) == 1 and unit[0] in in_phrases):
-            continue
-        seen.add(key)
-        kept.append(unit)
-    return kept
 
 
 def floor_reason(
