@@ -131,7 +131,7 @@ def distinguishing_words(question: str, texts: Sequence[str] = ()) -> tuple[str,
 _VERSION = re.compile(r"[vV]?\d+(?:\.\d+)+")
 
 
-def _holds_version(version: str, text: str) -> bool:
+def holds_version(version: str, text: str) -> bool:
     bare = version.lstrip("vV")
     found = re.search(rf"(?<![A-Za-z0-9_.])[vV]?{re.escape(bare)}(?![A-Za-z0-9_]|\.[^\d\s])", text)
     return found is not None
@@ -173,7 +173,7 @@ def _held(
 ) -> bool:
     return (
         all(all(t in terms for t in toks) for toks in required.values())
-        and all(_holds_version(v, text) for v in versions)
+        and all(holds_version(v, text) for v in versions)
         and (not dated or _DATE_SHAPED.search(text) is not None)
     )
 
