@@ -104,8 +104,16 @@ def test_distinct_hop_question_may_have_its_names_in_two_passages(library: Libra
     assert {"register.md", "semaphore.md"} <= set(docs)
 
 
+def test_distinct_two_passages_linked_by_a_name_answer_together(library: Library) -> None:
+    """A question answered across a hop though not phrased as one: the register writes
+    "Team Semaphore" beside tap-gateway, and the team's page holds Slack."""
+    docs = _docs(library, "Where does tap-gateway post to Slack?")
+    assert {"register.md", "semaphore.md"} <= set(docs)
+
+
 def test_distinct_names_spread_over_two_passages_answer_nothing(library: Library) -> None:
-    """Northline Go's journey history and a CSV file are stored, never together."""
+    """Northline Go's journey history and a CSV file are stored, never together, and no
+    name links their passages ("The", "A": a sentence's first word links nothing)."""
     question = "How do I export my journey history from Northline Go as a CSV file?"
     assert library.search(question, mode="keyword").hits == ()
 
