@@ -23,6 +23,7 @@ version true then is often dated another way (a changelog heading, a file name).
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
@@ -77,7 +78,7 @@ def written_as_name(word: str, texts: Sequence[str]) -> bool:
     """Whether one of ``texts`` writes ``word`` capitalised inside a sentence ("Team
     Bastion", "pays through Brightpay"): a question's first word is capitalised
     whatever it is, and this tells "Bastion product owner" from "Find the runbook"."""
-    pattern = re.compile(rf"(?<![A-Za-z0-9_-]){re.escape(word)}(?![A-Za-z0-9_-])")
+    pattern = _bounded(word, 0)
     for text in texts:
         for line in text.splitlines():
             for match in pattern.finditer(line):
@@ -88,7 +89,7 @@ def written_as_name(word: str, texts: Sequence[str]) -> bool:
 
 def _written(word: str, texts: Sequence[str]) -> bool:
     """Whether one of ``texts`` spells ``word`` as it is (any case)."""
-    pattern = re.compile(rf"(?<![A-Za-z0-9_-]){re.escape(word)}(?![A-Za-z0-9_-])", re.I)
+    pattern = _bounded(word, re.I)
     return any(pattern.search(text) for text in texts)
 
 
@@ -140,8 +141,18 @@ _VERSION = re.compile(r"[vV]?\d+(?:\.\d+)+")
 
 def holds_version(version: str, text: str) -> bool:
     bare = version.lstrip("vV")
-    found = re.search(rf"(?<![A-Za-z0-9_.])[vV]?{re.escape(bare)}(?![A-Za-z0-9_]|\.[^\d\s])", text)
-    return found is not None
+    return _version_pattern(bare).search(text) is not None
+
+
+@functools.lru_cache(maxsize=256)
+def _version_pattern(bare: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<![A-Za-z0-9_.])[vV]?{re.escape(bare)}(?![A-Za-z0-9_]|\.[^\d\s])")
+
+
+@functools.lru_cache(maxsize=256)
+def _bounded(word: str, flags: int) -> re.Pattern[str]:
+    """``word`` as a whole word on ASCII bounds (CJK may touch it: "23.5米")."""
+    return re.compile(rf"(?<![A-Za-z0-9_-]){re.escape(word)}(?![A-Za-z0-9_-])", flags)
 
 
 # A question answered across two passages: one naming the thing, the other a hop away
@@ -311,6 +322,8 @@ def distinct_reason(
     words = distinguishing_words(question, texts)
     versions = [w for w in words if _VERSION.fullmatch(w)]
     required = {w: toks for w in words if w not in versions and (toks := tokens(w))}
+    if not required and not versions and len(asked_phrase(question, words)) < 2:
+        return None  # nothing to hold: the passages are not tokenized
     streams = [tokens(text) for text in texts]
     required |= asked_terms(question, words, streams, tokens)
     if not required and not versions:
@@ -320,12 +333,19 @@ def distinct_reason(
     if any(_held(required, versions, t, x, dated) for t, x in zip(terms, texts, strict=True)):
         return None
     spelled = {t for toks in required.values() for t in toks}
-    links = [_links(text, spelled, tokens, question) for text in texts]
+    hops = _hops(question)
+    links: dict[int, set[str]] = {}  # read only for pairs that hold the names
+
+    def linked(i: int, j: int) -> bool:
+        if i not in links:
+            links[i] = _links(texts[i], spelled, tokens, question)
+        return bool(links[i] & _keys(texts[j]))
+
     for i, j in combinations(range(len(texts)), 2):
         both = f"{texts[i]}\n{texts[j]}"
         if not _held(required, versions, terms[i] | terms[j], both, dated):
             continue
-        if _hops(question) or links[i] & _keys(texts[j]) or links[j] & _keys(texts[i]):
+        if hops or linked(i, j) or linked(j, i):
             return None
     names = ", ".join(repr(w) for w in (*required, *versions))
     value = " with a date" if dated else ""
