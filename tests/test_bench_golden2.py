@@ -42,7 +42,7 @@ SPLITS = ("dev", "test")
 MIN_PER_CLASS = 8
 DOC_KEYS = {"date", "path", "supersedes", "frontmatter", "note"}
 """Informative metadata only: ``retracted`` / ``speculative`` would make the bench act."""
-QUERY_KEYS = {"class", "as_of", "evidence", "expect", "split", "stale", "corrects"}
+QUERY_KEYS = {"class", "as_of", "evidence", "expect", "split", "stale", "corrects", "note"}
 
 
 @pytest.fixture(scope="module")

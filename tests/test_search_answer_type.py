@@ -157,7 +157,7 @@ def test_answer_type_applies_in_hybrid_not_in_vector_mode(without_version: Libra
         ("How long are Slack messages kept?", "a duration or an age"),
         ("Which gRPC port does arrivals-api listen on?", "a port or number"),
         ("What PostgreSQL major version is the ledger on?", "a version"),
-        ("What's the phone number of the duty office?", "a port or number"),
+        ("What's the phone number of the duty office?", "a phone number"),
         ("What is the mobile number of Helena?", "a port or number"),
         ("How often do the boards poll?", None),  # answered in words as often as digits
         ("When does the summer timetable start?", None),
@@ -312,9 +312,28 @@ def test_answer_type_duration_must_carry_its_unit() -> None:
         assert answer_type_reason(question, units, [held], df, 100) is None, written
 
 
+def test_answer_type_phone_question_needs_a_phone_number() -> None:
+    """issue 9 (golden2 dev, enlarged): "what's the phone number for Semaphore's standup
+    video link" is not answered by the team page's standup time; an extension or a
+    grouped number is a phone number."""
+    units = {"phone": ["phone"], "number": ["number"], "Semaphore": ["semaphor"]}
+    units |= {"standup": ["standup"]}
+    df = {"phone": 3, "number": 5, "semaphor": 4, "standup": 4}
+    body = ("semaphor", "standup", "09", "15", "video", "link")
+    clock = PassageTerms(frozenset(), body, "Semaphore standup 09:15 on the video link.")
+    question = "What's the phone number for Semaphore's standup?"
+    assert asks_for_number(question) == "a phone number"
+    assert answer_type_reason(question, units, [clock], df, 100) is not None
+    for written in ("extension 4400", "ext. 4400", "x4400", "0161 555 0440"):
+        held = PassageTerms(frozenset(), body, f"Semaphore standup 09:15; phone {written}.")
+        assert answer_type_reason(question, units, [held], df, 100) is None, written
+
+
 @pytest.mark.parametrize(
     ("question", "role"),
     [
+        ("Who is the author of ADR-0012?", "author"),
+        ("Who is the designer for Team Lantern?", "designer"),
         ("Who is the manager of the IT Service Desk?", "manager"),
         ("Who's the engineering manager for whoever looks after the board renderer?", "manager"),
         ("who is our data protection officer and how do I reach them", "officer"),

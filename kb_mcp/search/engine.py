@@ -25,6 +25,7 @@ from kb_mcp.search import definition, hop
 from kb_mcp.search import prior as path_prior
 from kb_mcp.search.adjust import Adjustment, Candidate, Rule, apply_rules
 from kb_mcp.search.calibration import UNCALIBRATED, VectorCalibration, calibration_for, has_cjk
+from kb_mcp.search.distinct import DISTINCT_PASSAGES, distinct_reason
 from kb_mcp.search.floor import (
     ANSWER_PASSAGES,
     PERSON_PASSAGES,
@@ -681,6 +682,8 @@ def _search(
     reason = floor_reason(lexical if "keyword" in plan.legs else None, nearest, calibration)
     if reason is None and "keyword" in plan.legs:
         reason = _answer_type(fts, stats, request.query, ranking)
+        leading = ranking.leading(DISTINCT_PASSAGES)  # issue 9: search/distinct.py
+        reason = reason or distinct_reason(request.query, fts.tokens, leading)
     if reason is not None:
         return SearchResult(request.query, plan.mode, (), plan.fallback, _with(reason, plan))
     shown = ranking.order[: request.top_k]

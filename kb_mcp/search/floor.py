@@ -106,6 +106,7 @@ def floor_reason(
 # "when" too ("next spring", "after the freeze"): it cost a golden2 dev false empty, no catch.
 VERSION_KIND = "a version"
 DURATION_KIND = "a duration or an age"
+PHONE_KIND = "a phone number"
 _ASKS_FOR_NUMBER: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("a count or an amount", re.compile(r"\bhow\s+(?:many|much)\b", re.I)),
     (DURATION_KIND, re.compile(r"\bhow\s+(?:long|old)\b", re.I)),
@@ -114,6 +115,14 @@ _ASKS_FOR_NUMBER: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.compile(
             r"\b(?:which|what)(?:'s|\s+is|\s+are)?\s+(?:the\s+|our\s+|a\s+)?(?:[\w.-]+\s+){0,2}"
             r"(?:major\s+|minor\s+)?version\b",
+            re.I,
+        ),
+    ),
+    (
+        PHONE_KIND,
+        re.compile(
+            r"\b(?:which|what)(?:'s|\s+is|\s+are)?\s+(?:the\s+|our\s+|a\s+)?(?:[\w.-]+\s+){0,2}"
+            r"(?:phone(?:\s+number)?|extension)\b",
             re.I,
         ),
     ),
@@ -156,6 +165,18 @@ _DURATION_SHAPED = re.compile(
     r"twelve|fifteen|twenty|thirty|forty|fifty|sixty|ninety|hundred)[\s-]*"
     r"(?:working\s+|business\s+|calendar\s+)?(?:s|secs?|seconds?|mins?|minutes?|h|hrs?|"
     r"hours?|days?|weeks?|months?|years?|yrs?|nights?|d|w|y)\b|\b(?:forever|indefinitely)\b",
+    re.I,
+)
+# A phone number is written as one: an extension ("extension **4400**", "ext. 4400",
+# "x4400") or a number in groups ("0161 555 0440", "+44 161 555 0440"). A passage whose
+# numbers near the question's words are times, counts or e-mail-only contacts ("standup
+# 09:15", "security@…, 24x7") does not say which number to call. Caught: golden2 dev
+# (enlarged) "What's the phone number for reporting a security vulnerability to
+# Bastion?" and "… for Semaphore's standup video link?"; the answered phone questions
+# of golden2 dev ("What phone extension reaches the people who own the laptop image
+# build?": extension 4400) still hold one.
+_PHONE_SHAPED = re.compile(
+    r"\b(?:ext(?:ension)?|x)\.?\s*\**\d{3,5}\b|(?<![\d.])\+?\d{2,5}[ -]\d{3,4}[ -]\d{3,4}\b",
     re.I,
 )
 # The word after "how" that asks for the number: a passage answers "how many" with "4",
@@ -321,6 +342,8 @@ def answer_type_reason(
             continue
         if kind == DURATION_KIND and _DURATION_SHAPED.search(passage.text) is None:
             continue
+        if kind == PHONE_KIND and _PHONE_SHAPED.search(passage.text) is None:
+            continue
         if holds_number_near(passage.body, words & present, ANSWER_WINDOW):
             return None
     value = "a version" if kind == VERSION_KIND else "a number"
@@ -337,10 +360,15 @@ def answer_type_reason(
 # "Who is the manager of the IT Service Desk?" is answered by a passage naming someone
 # beside the role ("Engineering manager: **Rafael Duarte**"). When the closest passages
 # hold the role and the thing but no one's name next to the role ("ask your manager",
-# "the Service Desk for IT problems"), the person is not stored.
+# "the Service Desk for IT problems"), the person is not stored. "author" and
+# "designer" joined with golden2's enlarged dev: "Who is the author of ADR-0012?" (an
+# ADR with no author line; ADR-0007's "Author:" does not name 0012) is caught, "Who is
+# the author of ADR-0007?" and "Who is the designer for Team Lantern?" still answer.
+_ROLES = (
+    "manager|owner|lead|head|director|commander|officer|maintainer|approver|chair|author|designer"
+)
 _ASKS_FOR_PERSON = re.compile(
-    r"\bwho(?:'s|\s+is|\s+was)\s+(?:the|our|your)\s+(?:[\w-]+\s+){0,2}?"
-    r"(manager|owner|lead|head|director|commander|officer|maintainer|approver|chair)\b",
+    rf"\bwho(?:'s|\s+is|\s+was)\s+(?:the|our|your)\s+(?:[\w-]+\s+){{0,2}}?({_ROLES})\b",
     re.I,
 )
 _PERSON = re.compile(r"(?<![\w.#@/-])[A-Z][a-z]+(?:[ \t]+[A-Z][a-z'-]+){1,2}(?![\w-])")

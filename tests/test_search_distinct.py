@@ -1,0 +1,176 @@
+"""The distinguishing-words floor: a question's names must be held by one leading passage.
+
+Pins issue 9's abstention class ("absent answers whose words all appear in the
+library"): the question names something the library mentions, and asks about a neighbour
+of what it says ("Brightpay transaction fee" where only Paystream's fee is stored, "what's
+new in 2.3.2" where only 2.3.1 has notes). Guards against: abstaining when one passage
+holds the names, on a question answered across a hop, on claims and code searches, on
+numbers and dates, and reading a version as the numbers it is made of.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kb_mcp.library import Library
+from kb_mcp.search.distinct import distinguishing_words, holds_version, is_lookup
+from kb_mcp.settings import Settings
+
+DOCS = {
+    "go-2-3-1.md": (
+        "# Northline Go v2.3.1\n\nReleased 22 July 2025. A small release.\n\n"
+        "- Fixed: the group ticket price did not update after removing a person.\n"
+    ),
+    "go-ios.md": (
+        "# Which iPhones run Northline Go\n\nNorthline Go 3.0 runs on iOS 15 and later. "
+        "The earliest iPhone that can install the app is the iPhone 6s.\n"
+    ),
+    "adr-0010.md": (
+        "# ADR-0010: card acquirer\n\nWe choose Paystream. Paystream charges a transaction "
+        "fee of 0.9 % per payment, settled daily.\n"
+    ),
+    "minutes.md": (
+        "# Minutes, 19 March\n\nWe will look at Brightpay again next quarter; nobody has "
+        "asked them for a quote yet.\n"
+    ),
+    "register.md": (
+        "# Passenger systems register\n\n| System | Owned by |\n|---|---|\n"
+        "| tap-gateway | Team Semaphore |\n| board-renderer | Team Lantern |\n"
+    ),
+    "semaphore.md": (
+        "# Team Semaphore\n\nWe run ticketing. Questions go to Slack `#semaphore-help`; "
+        "incidents to `#semaphore-incidents`.\n"
+    ),
+    "rostering.md": (
+        "# Rostering export\n\nThe nightly rostering export is a CSV file with one row per duty.\n"
+    ),
+    "support.md": (
+        "# Northline Go support handbook\n\nA passenger's journey history moves with the "
+        "account when two accounts are merged.\n"
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Library]:
+    base = tmp_path_factory.mktemp("distinct")
+    folder = base / "notes"
+    folder.mkdir()
+    for name, text in DOCS.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    opened = Library(Settings(home=base / "home", embedder="none"))
+    opened.add_folder(Path(folder))
+    opened.sync()
+    yield opened
+    opened.close()
+
+
+def _docs(library: Library, question: str) -> list[str]:
+    return [Path(hit.path or "").name for hit in library.search(question, mode="keyword").hits]
+
+
+@pytest.mark.parametrize(
+    ("answered", "absent"),
+    [
+        ("Paystream transaction fee", "Brightpay transaction fee"),
+        ("What was fixed in Northline Go 2.3.1?", "What's new in Northline Go 2.3.2?"),
+        ("When was Northline Go 2.3.1 released?", "When was Northline Go 3.0 released?"),
+    ],
+)
+def test_distinct_absent_neighbour_answers_nothing_and_its_sibling_answers(
+    library: Library, answered: str, absent: str
+) -> None:
+    """The sibling whose names one passage holds is answered; the absent one is empty
+    and says which names no passage holds together (issue 9, abstention)."""
+    assert _docs(library, answered)
+    result = library.search(absent, mode="keyword")
+    assert result.hits == ()
+    assert result.reason is not None and "together" in result.reason
+
+
+def test_distinct_undated_version_is_not_a_release_date(library: Library) -> None:
+    """A page naming 3.0 without a date says 3.0 exists, not when it shipped."""
+    result = library.search("When was Northline Go 3.0 released?", mode="keyword")
+    assert result.reason is not None and "'3.0'" in result.reason and "date" in result.reason
+
+
+def test_distinct_hop_question_may_have_its_names_in_two_passages(library: Library) -> None:
+    """ "The team that runs tap-gateway" is in the register, its Slack channel on the
+    team's page: a question answered a hop away is not emptied for that."""
+    docs = _docs(library, "Which Slack channel does the team that runs tap-gateway use?")
+    assert {"register.md", "semaphore.md"} <= set(docs)
+
+
+def test_distinct_two_passages_linked_by_a_name_answer_together(library: Library) -> None:
+    """A question answered across a hop though not phrased as one: the register writes
+    "Team Semaphore" beside tap-gateway, and the team's page holds Slack."""
+    docs = _docs(library, "Where does tap-gateway post to Slack?")
+    assert {"register.md", "semaphore.md"} <= set(docs)
+
+
+def test_distinct_names_spread_over_two_passages_answer_nothing(library: Library) -> None:
+    """Northline Go's journey history and a CSV file are stored, never together, and no
+    name links their passages ("The", "A": a sentence's first word links nothing)."""
+    question = "How do I export my journey history from Northline Go as a CSV file?"
+    assert library.search(question, mode="keyword").hits == ()
+
+
+def test_distinct_claims_and_code_searches_are_not_read() -> None:
+    """SciFact claims and CoSQA code searches name things they do not ask about."""
+    assert is_lookup("Which Slack channel does Semaphore use?")
+    assert is_lookup("Brightpay transaction fee")
+    assert is_lookup("恒达 V7 固件 4.3.0 有哪些主要变更？")
+    assert not is_lookup("DUSP4 decreases apoptosis.")
+    assert not is_lookup("Active Ly49Q induces neutrophil polarization in the lung tissue.")
+
+
+@pytest.mark.parametrize(
+    ("question", "texts", "expected"),
+    [
+        (
+            "Which gRPC port does arrivals-api listen on?",
+            ["arrivals-api"],
+            ("gRPC", "arrivals-api"),
+        ),
+        (
+            "As of October 2025, could I drop by the Quarry Lane desk on a Saturday?",
+            [],
+            ("Quarry", "Lane"),
+        ),
+        ("python dataset get first 50 rows", [], ()),
+        ("how to read file from aws s3 using python3", [], ()),
+        ("What changed in 恒达 V7 firmware 4.3.0?", [], ("4.3.0",)),
+        ("Is vitamin D3 preferable to D2 in V8 juice?", [], ()),
+        ("Caloric Restriction vs. Plant-Based Diets", ["plant-based diets"], ()),
+        ("When does the end-of-year code freeze start?", ["the end of year freeze"], ()),
+        ("How Long to Detox From Fish Before Pregnancy?", [], ()),
+        ("Bastion product owner", ["It is run by Team Bastion."], ("Bastion",)),
+        ("Find the runbook for restarting tap-gateway", ["Find the runbook."], ()),
+    ],
+)
+def test_distinct_words_are_names_versions_and_identifiers(
+    question: str, texts: list[str], expected: tuple[str, ...]
+) -> None:
+    """Names, versions and the identifiers the library writes so; not dates, numbers,
+    words with a digit, Title Case capitals and compounds, or a first word the library
+    writes only at a sentence start."""
+    assert distinguishing_words(question, texts) == expected
+
+
+@pytest.mark.parametrize(
+    ("version", "text", "held"),
+    [
+        ("2.3", "Northline Go v2.3.1", True),
+        ("2.3.1", "Northline Go v2.3.1", True),
+        ("2.3.2", "Northline Go v2.3.1", False),
+        ("3.0", "Correction to the v2.3.0 notes.", False),
+        ("23.5", "塔身高23.5米", True),
+    ],
+)
+def test_distinct_version_is_held_only_as_written(version: str, text: str, held: bool) -> None:
+    """The index splits "2.3.2" into numbers every release note holds; the floor reads
+    the version as written, a later part allowed ("2.3" in "v2.3.1")."""
+    assert holds_version(version, text) is held
