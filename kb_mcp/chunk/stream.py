@@ -35,10 +35,11 @@ from kb_mcp.chunk.markdown import body_start, scan_blocks, unclosed_fence
 from kb_mcp.chunk.pack import DEFAULT_BUDGET_CHARS, DEFAULT_OVERLAP_CHARS, index_lines
 from kb_mcp.chunk.sections import Block, bounded_title, chunk_blocks
 
-# Characters of text chunked at once. 4 Mi characters is the size past which a folder
-# file is read in the writer process (``sync.LARGE_FILE_BYTES``, 4 MiB): files under it
-# are chunked whole, exactly as before. A window's line index is about 3× its text (12 Mi
-# characters, at most 48 MB for text of 4-byte characters).
+# Characters of text chunked at once (bytes, for ``iter_utf8_chunks``; a window is cut
+# in the UTF-8 of the text). 4 Mi is the size past which a folder file is read in the
+# writer process (``sync.LARGE_FILE_BYTES``, 4 MiB): files under it are chunked whole,
+# exactly as before. A window's line index is about 3× its text (12 Mi characters, at
+# most 48 MB for text of 4-byte characters).
 WINDOW_CHARS = 4 * 1024 * 1024
 
 
@@ -55,22 +56,47 @@ def iter_chunks(
     window = window or WINDOW_CHARS
     if len(text) <= window:
         yield from split_document(text, kind, language)
-    elif kind in ("code", "rst"):
-        yield from _plain_windows(text, kind, language, window)
     else:
-        yield from _markdown_windows(text, window)
+        yield from iter_utf8_chunks(text.encode("utf-8"), kind, language, window=window)
 
 
-def _line_cut(text: str, start: int, end: int) -> int:
-    """Offset just past the last ``\\n`` in ``text[start:end]`` (``end`` when there is none)."""
-    return text.rfind("\n", start, end) + 1 or end
+def iter_utf8_chunks(
+    data: bytes | bytearray,
+    kind: str,
+    language: str | None = None,
+    *,
+    window: int | None = None,
+) -> Iterator[Chunk]:
+    """``iter_chunks(data.decode("utf-8"), …)`` with windows of ``window`` bytes, decoding
+    one window at a time: a large file's redacted text is kept as UTF-8 (``ingest/large``),
+    a quarter of the string it makes when it holds one emoji."""
+    window = window or WINDOW_CHARS
+    if len(data) <= window:
+        yield from split_document(data.decode("utf-8"), kind, language)
+    elif kind in ("code", "rst"):
+        yield from _plain_windows(data, kind, language, window)
+    else:
+        yield from _markdown_windows(data, window)
 
 
-def _plain_windows(text: str, kind: str, language: str | None, window: int) -> Iterator[Chunk]:
+def _line_cut(data: bytes | bytearray, start: int, end: int) -> int:
+    """Offset just past the last newline in ``data[start:end]``; without one, ``end`` moved
+    back to a character boundary (a line longer than the window is cut inside)."""
+    at = data.rfind(b"\n", start, end) + 1
+    if at:
+        return at
+    while start < end < len(data) and data[end] & 0xC0 == 0x80:
+        end -= 1  # a UTF-8 continuation byte: not where a character starts
+    return end
+
+
+def _plain_windows(
+    data: bytes | bytearray, kind: str, language: str | None, window: int
+) -> Iterator[Chunk]:
     pos, line0, ordinal = 0, 0, 0
-    while pos < len(text):
-        end = len(text) if pos + window >= len(text) else _definition_cut(text, pos, window)
-        piece = text[pos:end]
+    while pos < len(data):
+        end = len(data) if pos + window >= len(data) else _definition_cut(data, pos, window)
+        piece = data[pos:end].decode("utf-8")
         chunks = split_document(piece, kind, language)
         yield from (_shifted(c, ordinal, line0) for c in chunks)
         ordinal += len(chunks)
@@ -78,27 +104,27 @@ def _plain_windows(text: str, kind: str, language: str | None, window: int) -> I
         pos = end
 
 
-def _definition_cut(text: str, pos: int, window: int) -> int:
+def _definition_cut(data: bytes | bytearray, pos: int, window: int) -> int:
     """Where a code / reST window ends: after a blank line that precedes a non-indented
     line, in the window's second half; else after the last line end."""
     limit = pos + window
     floor = pos + window // 2
-    at = text.rfind("\n\n", floor, limit)
+    at = data.rfind(b"\n\n", floor, limit)
     while at >= 0:
-        following = text[at + 2 : at + 3]
+        following = data[at + 2 : at + 3]
         if following and not following.isspace():
             return at + 2
-        at = text.rfind("\n\n", floor, at)
-    return _line_cut(text, pos, limit)
+        at = data.rfind(b"\n\n", floor, at)
+    return _line_cut(data, pos, limit)
 
 
-def _markdown_windows(text: str, window: int) -> Iterator[Chunk]:
+def _markdown_windows(data: bytes | bytearray, window: int) -> Iterator[Chunk]:
     pos, line0, ordinal = 0, 0, 0
     outer: tuple[tuple[int, str], ...] = ()
-    while pos < len(text):
-        last = pos + window >= len(text)
-        end = len(text) if last else _line_cut(text, pos, pos + window)
-        piece = text[pos:end]
+    while pos < len(data):
+        last = pos + window >= len(data)
+        end = len(data) if last else _line_cut(data, pos, pos + window)
+        piece = data[pos:end].decode("utf-8")
         index = index_lines(piece)
         blocks = scan_blocks(index.lines, body_start(index.lines) if pos == 0 else 0)
         keep = len(blocks) if last else _markdown_cut(blocks, index.lines)
@@ -110,7 +136,7 @@ def _markdown_windows(text: str, window: int) -> Iterator[Chunk]:
         ordinal += len(chunks)
         outer = _heading_stack(outer, blocks[:keep])
         line0 += piece.count("\n", 0, cut)
-        pos += cut
+        pos = end if cut == len(piece) else pos + len(piece[:cut].encode("utf-8"))
         del piece, index, blocks, chunks
 
 
