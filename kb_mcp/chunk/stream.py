@@ -56,8 +56,10 @@ def iter_chunks(
     window = window or WINDOW_CHARS
     if len(text) <= window:
         yield from split_document(text, kind, language)
+    elif kind in ("code", "rst"):
+        yield from _plain_windows(text, kind, language, window)
     else:
-        yield from iter_utf8_chunks(text.encode("utf-8"), kind, language, window=window)
+        yield from _markdown_windows(text, window)
 
 
 def iter_utf8_chunks(
@@ -79,24 +81,41 @@ def iter_utf8_chunks(
         yield from _markdown_windows(data, window)
 
 
-def _line_cut(data: bytes | bytearray, start: int, end: int) -> int:
-    """Offset just past the last newline in ``data[start:end]``; without one, ``end`` moved
-    back to a character boundary (a line longer than the window is cut inside)."""
-    at = data.rfind(b"\n", start, end) + 1
+# The text a window loop walks: a string, or its UTF-8 (offsets are then in bytes).
+_Text = str | bytes | bytearray
+
+
+def _nl(data: _Text, count: int = 1) -> str | bytes:
+    return "\n" * count if isinstance(data, str) else b"\n" * count
+
+
+def _piece(data: _Text, start: int, end: int) -> str:
+    piece = data[start:end]
+    return piece if isinstance(piece, str) else piece.decode("utf-8")
+
+
+def _offset(data: _Text, piece: str, cut: int) -> int:
+    """``cut`` characters into ``piece`` as an offset of ``data``'s units."""
+    return cut if isinstance(data, str) else len(piece[:cut].encode("utf-8"))
+
+
+def _line_cut(data: _Text, start: int, end: int) -> int:
+    """Offset just past the last newline in ``data[start:end]``; without one, ``end`` (in
+    UTF-8 moved back to a character boundary: a line over the window is cut inside)."""
+    at = data.rfind(_nl(data), start, end) + 1
     if at:
         return at
-    while start < end < len(data) and data[end] & 0xC0 == 0x80:
-        end -= 1  # a UTF-8 continuation byte: not where a character starts
+    if not isinstance(data, str):
+        while start < end < len(data) and data[end] & 0xC0 == 0x80:
+            end -= 1  # a continuation byte: not where a character starts
     return end
 
 
-def _plain_windows(
-    data: bytes | bytearray, kind: str, language: str | None, window: int
-) -> Iterator[Chunk]:
+def _plain_windows(data: _Text, kind: str, language: str | None, window: int) -> Iterator[Chunk]:
     pos, line0, ordinal = 0, 0, 0
     while pos < len(data):
         end = len(data) if pos + window >= len(data) else _definition_cut(data, pos, window)
-        piece = data[pos:end].decode("utf-8")
+        piece = _piece(data, pos, end)
         chunks = split_document(piece, kind, language)
         yield from (_shifted(c, ordinal, line0) for c in chunks)
         ordinal += len(chunks)
@@ -104,27 +123,27 @@ def _plain_windows(
         pos = end
 
 
-def _definition_cut(data: bytes | bytearray, pos: int, window: int) -> int:
+def _definition_cut(data: _Text, pos: int, window: int) -> int:
     """Where a code / reST window ends: after a blank line that precedes a non-indented
     line, in the window's second half; else after the last line end."""
     limit = pos + window
     floor = pos + window // 2
-    at = data.rfind(b"\n\n", floor, limit)
+    at = data.rfind(_nl(data, 2), floor, limit)
     while at >= 0:
         following = data[at + 2 : at + 3]
         if following and not following.isspace():
             return at + 2
-        at = data.rfind(b"\n\n", floor, at)
+        at = data.rfind(_nl(data, 2), floor, at)
     return _line_cut(data, pos, limit)
 
 
-def _markdown_windows(data: bytes | bytearray, window: int) -> Iterator[Chunk]:
+def _markdown_windows(data: _Text, window: int) -> Iterator[Chunk]:
     pos, line0, ordinal = 0, 0, 0
     outer: tuple[tuple[int, str], ...] = ()
     while pos < len(data):
         last = pos + window >= len(data)
         end = len(data) if last else _line_cut(data, pos, pos + window)
-        piece = data[pos:end].decode("utf-8")
+        piece = _piece(data, pos, end)
         index = index_lines(piece)
         blocks = scan_blocks(index.lines, body_start(index.lines) if pos == 0 else 0)
         keep = len(blocks) if last else _markdown_cut(blocks, index.lines)
@@ -136,7 +155,7 @@ def _markdown_windows(data: bytes | bytearray, window: int) -> Iterator[Chunk]:
         ordinal += len(chunks)
         outer = _heading_stack(outer, blocks[:keep])
         line0 += piece.count("\n", 0, cut)
-        pos = end if cut == len(piece) else pos + len(piece[:cut].encode("utf-8"))
+        pos = end if cut == len(piece) else pos + _offset(data, piece, cut)
         del piece, index, blocks, chunks
 
 
