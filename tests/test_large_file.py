@@ -13,8 +13,10 @@ import pytest
 
 from kb_mcp.chunk import split_document
 from kb_mcp.chunk import stream as chunk_stream
+from kb_mcp.errors import Unreadable
 from kb_mcp.ingest import large, sync
 from kb_mcp.ingest.large import read_large
+from kb_mcp.ingest.readers.generated import check_not_generated
 from kb_mcp.library import Library
 from kb_mcp.redact import redact
 from kb_mcp.redact import stream as redact_stream
@@ -119,3 +121,14 @@ def test_sync_of_a_large_file_stores_what_the_whole_path_stores(
     whole, whole_chunks, library = _stored(tmp_path / "whole", folder)
     library.close()
     assert (windowed, chunks) == (whole, whole_chunks)
+
+
+def test_read_large_refuses_a_minified_file_as_the_reader_does() -> None:
+    """Issue 10: the minified check is the whole file's, summed over the windows."""
+    line = "a=1;b=[2,3];" * 3_000 + "\n"
+    data = (line * 200).encode("utf-8")
+    with pytest.raises(Unreadable) as whole:
+        check_not_generated(data.decode("utf-8"))
+    with pytest.raises(Unreadable) as windowed:
+        read_large(data, ".js")
+    assert windowed.value.message == whole.value.message

@@ -11,6 +11,7 @@ import random
 import pytest
 
 from kb_mcp.redact import redact
+from kb_mcp.redact import stream as redact_stream
 from kb_mcp.redact.stream import redact_pieces
 
 
@@ -92,3 +93,16 @@ def test_redact_pieces_of_nothing() -> None:
     """The empty text yields nothing; a text without a newline comes back whole."""
     assert list(redact_pieces([])) == []
     assert "".join(redact_pieces(["no newline ", "here"], window=4)) == "no newline here"
+
+
+def test_redact_pieces_bounds_a_begin_line_without_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 10 item 2: a BEGIN line in prose whose END never comes is carried at most
+    ``MAX_CARRY_CHARS``, not to the end of the file, and the text is still redacted as
+    a whole (a truncated key: its BEGIN line only)."""
+    monkeypatch.setattr(redact_stream, "MAX_CARRY_CHARS", 1_000)
+    prose = "".join(f"Line {i} of a guide to keys, in prose.\n" for i in range(600))
+    text = "A key file starts with -----BEGIN RSA PRIVATE KEY----- and so on.\n" + prose
+    out = list(redact_pieces(_pieces(text, 100), window=100))
+    assert "".join(out) == redact(text).text
+    assert out[0].startswith("A key file starts with [REDACTED:private_key]\nLine 0")
+    assert max(map(len, out)) < 1_000 + 200
