@@ -45,6 +45,15 @@ _SECTIONS = [
     "the password is S3cr3t!Value and that is that.\n",
     f"AKIA{_alnum(16).upper()} {_alnum(40)}\n",
     "\n\n",
+    # TSV, a ragged row, a header naming no secret, JSON escaped in a string, kubeconfig,
+    # a key word in disguise (Cyrillic а, zero-width space)
+    "user\tSecret access key\n"
+    + "".join(f"u{i}\tK{i}x{_alnum(30)}\n" for i in range(6))
+    + "\nid,name,api_token\n1,Smith, John,Tk9{_alnum(20)}\n2,Ann,Tk8{_alnum(20)}\n\n",
+    "id,name,size\n1,a,2\n2,b,3\n",
+    f'"{{\\"password\\": \\"{_alnum(12)}\\"}}"\n',
+    f"    client-key-data: {_alnum(40)}==\n",
+    f"p\u0430ssword = {_alnum(14)}\npass\u200bword: {_alnum(14)}\n",
 ]
 
 
