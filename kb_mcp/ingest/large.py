@@ -47,6 +47,10 @@ from kb_mcp.store.documents import NewDocument
 # Bytes of the file decoded at once: as many as ``redact.stream.WINDOW_CHARS`` characters
 # of ASCII, fewer of CJK; see there for the measured cost of the window size.
 WINDOW_BYTES = 256 * 1024
+# The least of the redacted text kept as the row's ``text`` (a window may be cut short
+# above a carried key block): the readers of an opening take 40 lines, 4,000 characters
+# (near-duplicates) and the frontmatter.
+HEAD_CHARS = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,10 +93,10 @@ def read_large(data: bytes, key: str) -> Large | None:
                 raw_head.append(piece)
             yield piece
 
-    utf8, digest, head = bytearray(), hashlib.sha256(), None
+    utf8, digest, head = bytearray(), hashlib.sha256(), ""
     try:
         for piece in redact_pieces(raw()):
-            head = piece if head is None else head
+            head += piece if len(head) < HEAD_CHARS else ""
             encoded = piece.encode("utf-8")
             utf8 += encoded
             digest.update(encoded)
@@ -101,7 +105,7 @@ def read_large(data: bytes, key: str) -> Large | None:
         return None
     check.check()
     return Large(
-        _converted(head or "", raw_head[0] if raw_head else "", kind, language, inlined[0]),
+        _converted(head, raw_head[0] if raw_head else "", kind, language, inlined[0]),
         utf8,
         digest.hexdigest(),
     )
