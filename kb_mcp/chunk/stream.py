@@ -7,7 +7,10 @@ chunk in one list (another copy). A 50 MB Markdown file peaked at 845 MB RSS in
 as ``split_document`` for a text of at most ``WINDOW_CHARS`` (the same call, in fact);
 a longer text is chunked one window of whole lines at a time, line numbers and ordinals
 carried across, and its chunks are yielded as they are made, so the caller can store
-them slice by slice (``ingest/pipeline``).
+them slice by slice (``ingest/pipeline``). ``iter_utf8_chunks`` does the same over a
+text's UTF-8, windows counted in bytes and decoded one at a time: a large file's text
+is kept that way, never as one string (``ingest/large``; 4 bytes a character once it
+holds one emoji).
 
 Where a window ends:
 
