@@ -89,3 +89,26 @@ def test_sync_of_a_large_file_cites_a_late_line_exactly(
         assert hit.section == ("Handbook", "Coda")
         assert library.read(hit.cite).text == hit.text
         assert library.overview().chunks == len(split_document(text, "markdown"))
+
+
+@pytest.mark.parametrize(("kind", "language"), [("markdown", None), ("code", "python")])
+@pytest.mark.parametrize("long_line", [False, True])
+def test_iter_utf8_chunks_keeps_exact_lines(
+    kind: str, language: str | None, long_line: bool
+) -> None:
+    """issue 10 item 2: chunks made from the UTF-8 of a text with CJK and emoji (windows
+    cut in bytes, never inside a character, also inside a line longer than the window)
+    sit on the lines they cite; Markdown cut at headings gives the whole text's chunks."""
+    text = handbook(200) if kind == "markdown" else code_file(1_000)
+    text = text.replace("estuary", "河口 🚀").replace("Handle", "处理 ✅")
+    if long_line:
+        text += "长" * 5_000 + "\n"
+    window = len(text.encode("utf-8")) // 9
+    chunks = list(stream.iter_utf8_chunks(text.encode("utf-8"), kind, language, window=window))
+    lines = text.split("\n")
+    assert [c.ordinal for c in chunks] == list(range(len(chunks)))
+    for c in chunks:
+        assert c.text in "\n".join(lines[c.start_line - 1 : c.end_line])
+    assert chunks[-1].end_line == len(text.rstrip("\n").split("\n"))
+    if kind == "markdown" and not long_line:
+        assert chunks == split_document(text, kind)

@@ -7,7 +7,10 @@ chunk in one list (another copy). A 50 MB Markdown file peaked at 845 MB RSS in
 as ``split_document`` for a text of at most ``WINDOW_CHARS`` (the same call, in fact);
 a longer text is chunked one window of whole lines at a time, line numbers and ordinals
 carried across, and its chunks are yielded as they are made, so the caller can store
-them slice by slice (``ingest/pipeline``).
+them slice by slice (``ingest/pipeline``). ``iter_utf8_chunks`` does the same over a
+text's UTF-8, windows counted in bytes and decoded one at a time: a large file's text
+is kept that way, never as one string (``ingest/large``; 4 bytes a character once it
+holds one emoji).
 
 Where a window ends:
 
@@ -35,10 +38,11 @@ from kb_mcp.chunk.markdown import body_start, scan_blocks, unclosed_fence
 from kb_mcp.chunk.pack import DEFAULT_BUDGET_CHARS, DEFAULT_OVERLAP_CHARS, index_lines
 from kb_mcp.chunk.sections import Block, bounded_title, chunk_blocks
 
-# Characters of text chunked at once. 4 Mi characters is the size past which a folder
-# file is read in the writer process (``sync.LARGE_FILE_BYTES``, 4 MiB): files under it
-# are chunked whole, exactly as before. A window's line index is about 3× its text (12 Mi
-# characters, at most 48 MB for text of 4-byte characters).
+# Characters of text chunked at once (bytes, for ``iter_utf8_chunks``; a window is cut
+# in the UTF-8 of the text). 4 Mi is the size past which a folder file is read in the
+# writer process (``sync.LARGE_FILE_BYTES``, 4 MiB): files under it are chunked whole,
+# exactly as before. A window's line index is about 3× its text (12 Mi characters, at
+# most 48 MB for text of 4-byte characters).
 WINDOW_CHARS = 4 * 1024 * 1024
 
 
@@ -61,16 +65,60 @@ def iter_chunks(
         yield from _markdown_windows(text, window)
 
 
-def _line_cut(text: str, start: int, end: int) -> int:
-    """Offset just past the last ``\\n`` in ``text[start:end]`` (``end`` when there is none)."""
-    return text.rfind("\n", start, end) + 1 or end
+def iter_utf8_chunks(
+    data: bytes | bytearray,
+    kind: str,
+    language: str | None = None,
+    *,
+    window: int | None = None,
+) -> Iterator[Chunk]:
+    """``iter_chunks(data.decode("utf-8"), …)`` with windows of ``window`` bytes, decoding
+    one window at a time: a large file's redacted text is kept as UTF-8 (``ingest/large``),
+    a quarter of the string it makes when it holds one emoji."""
+    window = window or WINDOW_CHARS
+    if len(data) <= window:
+        yield from split_document(data.decode("utf-8"), kind, language)
+    elif kind in ("code", "rst"):
+        yield from _plain_windows(data, kind, language, window)
+    else:
+        yield from _markdown_windows(data, window)
 
 
-def _plain_windows(text: str, kind: str, language: str | None, window: int) -> Iterator[Chunk]:
+# The text a window loop walks: a string, or its UTF-8 (offsets are then in bytes).
+_Text = str | bytes | bytearray
+
+
+def _nl(data: _Text, count: int = 1) -> str | bytes:
+    return "\n" * count if isinstance(data, str) else b"\n" * count
+
+
+def _piece(data: _Text, start: int, end: int) -> str:
+    piece = data[start:end]
+    return piece if isinstance(piece, str) else piece.decode("utf-8")
+
+
+def _offset(data: _Text, piece: str, cut: int) -> int:
+    """``cut`` characters into ``piece`` as an offset of ``data``'s units."""
+    return cut if isinstance(data, str) else len(piece[:cut].encode("utf-8"))
+
+
+def _line_cut(data: _Text, start: int, end: int) -> int:
+    """Offset just past the last newline in ``data[start:end]``; without one, ``end`` (in
+    UTF-8 moved back to a character boundary: a line over the window is cut inside)."""
+    at = data.rfind(_nl(data), start, end) + 1
+    if at:
+        return at
+    if not isinstance(data, str):
+        while start < end < len(data) and data[end] & 0xC0 == 0x80:
+            end -= 1  # a continuation byte: not where a character starts
+    return end
+
+
+def _plain_windows(data: _Text, kind: str, language: str | None, window: int) -> Iterator[Chunk]:
     pos, line0, ordinal = 0, 0, 0
-    while pos < len(text):
-        end = len(text) if pos + window >= len(text) else _definition_cut(text, pos, window)
-        piece = text[pos:end]
+    while pos < len(data):
+        end = len(data) if pos + window >= len(data) else _definition_cut(data, pos, window)
+        piece = _piece(data, pos, end)
         chunks = split_document(piece, kind, language)
         yield from (_shifted(c, ordinal, line0) for c in chunks)
         ordinal += len(chunks)
@@ -78,27 +126,27 @@ def _plain_windows(text: str, kind: str, language: str | None, window: int) -> I
         pos = end
 
 
-def _definition_cut(text: str, pos: int, window: int) -> int:
+def _definition_cut(data: _Text, pos: int, window: int) -> int:
     """Where a code / reST window ends: after a blank line that precedes a non-indented
     line, in the window's second half; else after the last line end."""
     limit = pos + window
     floor = pos + window // 2
-    at = text.rfind("\n\n", floor, limit)
+    at = data.rfind(_nl(data, 2), floor, limit)
     while at >= 0:
-        following = text[at + 2 : at + 3]
+        following = data[at + 2 : at + 3]
         if following and not following.isspace():
             return at + 2
-        at = text.rfind("\n\n", floor, at)
-    return _line_cut(text, pos, limit)
+        at = data.rfind(_nl(data, 2), floor, at)
+    return _line_cut(data, pos, limit)
 
 
-def _markdown_windows(text: str, window: int) -> Iterator[Chunk]:
+def _markdown_windows(data: _Text, window: int) -> Iterator[Chunk]:
     pos, line0, ordinal = 0, 0, 0
     outer: tuple[tuple[int, str], ...] = ()
-    while pos < len(text):
-        last = pos + window >= len(text)
-        end = len(text) if last else _line_cut(text, pos, pos + window)
-        piece = text[pos:end]
+    while pos < len(data):
+        last = pos + window >= len(data)
+        end = len(data) if last else _line_cut(data, pos, pos + window)
+        piece = _piece(data, pos, end)
         index = index_lines(piece)
         blocks = scan_blocks(index.lines, body_start(index.lines) if pos == 0 else 0)
         keep = len(blocks) if last else _markdown_cut(blocks, index.lines)
@@ -110,7 +158,7 @@ def _markdown_windows(text: str, window: int) -> Iterator[Chunk]:
         ordinal += len(chunks)
         outer = _heading_stack(outer, blocks[:keep])
         line0 += piece.count("\n", 0, cut)
-        pos += cut
+        pos = end if cut == len(piece) else pos + _offset(data, piece, cut)
         del piece, index, blocks, chunks
 
 

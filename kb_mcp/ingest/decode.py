@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import codecs
 import re
+from collections.abc import Iterator
 
 from kb_mcp.errors import Unreadable
 
@@ -191,3 +192,40 @@ def first_lines(text: str, count: int) -> list[str]:
         if end < 0:
             return text.split("\n")[:count]
     return text[:end].split("\n")
+
+
+def utf8_windows(data: bytes, window: int) -> Iterator[str]:
+    """``decode_bytes(data)`` in pieces of about ``window`` bytes, each ending at a line
+    end (a longer line at a character boundary), for a large file that must never exist
+    as one string (``ingest/large``, issue 10).
+
+    UTF-8 only, with or without its BOM: raises ``UnicodeDecodeError`` when ``data`` is
+    not (the caller then decodes the whole, with every other rule of this module), and
+    ``Unreadable`` when the first piece is control-heavy, as ``decode_bytes`` does.
+    """
+    first = pos = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
+    if not first and (any(data.startswith(bom) for bom, _ in _BOMS) or b"\x00" in data):
+        raise UnicodeDecodeError("utf-8", b"", 0, 1, "UTF-16/32 or binary, not UTF-8")
+    while pos < len(data):
+        end = _piece_end(data, pos, window)
+        text = data[pos:end].decode("utf-8")
+        if pos == first:
+            _reject_control_heavy(text)
+        yield text.replace("\r\n", "\n").replace("\r", "\n")
+        pos = end
+
+
+def _piece_end(data: bytes, pos: int, window: int) -> int:
+    """After the last newline in ``data[pos:pos+window]``; without one, the last character
+    boundary there, and never between a ``\\r`` and the ``\\n`` after it."""
+    limit = pos + window
+    if limit >= len(data):
+        return len(data)
+    end = data.rfind(b"\n", pos, limit) + 1
+    if not end:
+        end = limit
+        while end > pos + 1 and data[end] & 0xC0 == 0x80:
+            end -= 1
+        if data[end - 1 : end] == b"\r" and data[end : end + 1] == b"\n":
+            end += 1  # the \n after it comes along
+    return end

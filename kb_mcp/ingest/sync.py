@@ -45,6 +45,7 @@ from kb_mcp.ingest import readers
 from kb_mcp.ingest.dates import document_date, path_date
 from kb_mcp.ingest.derive import Derived, derive
 from kb_mcp.ingest.frontmatter import cap_title, meta_date, meta_list, split_frontmatter
+from kb_mcp.ingest.large import read_large
 from kb_mcp.ingest.pipeline import redact_text, remove_location, store_document, text_hash
 from kb_mcp.ingest.policy import check_readable
 from kb_mcp.ingest.sources import FolderSource
@@ -287,10 +288,21 @@ def read_file(
         file_hash = hashlib.sha256(data).hexdigest()
         if file_hash == previous_hash:
             return FileWork(found, now, file_hash)
-        converted = _convert(data, readers.format_key(found.path), pdf_mode)
+        large = found.size > LARGE_FILE_BYTES
+        key = readers.format_key(found.path)
+        if large and stream and (windowed := read_large(data, key)) is not None:
+            del data  # decoded, redacted and hashed window by window (ingest/large)
+            head, _ = prepare_file(
+                found.rel, windowed.head, found.mtime_ns, now, stream=True, redacted=True
+            )
+            doc, chunks, derived = windowed.document(head)
+            note = note_text(windowed.head.notes)
+            return FileWork(
+                found, now, file_hash, doc=doc, chunks=chunks, derived=derived, note=note
+            )
+        converted = _convert(data, key, pdf_mode)
         del data  # one copy of a large file less while it is chunked
         notes = converted.notes
-        large = found.size > LARGE_FILE_BYTES
         if large:  # the raw text goes as soon as its redacted copy exists
             converted = dataclasses.replace(converted, markdown=redact_text(converted.markdown))
         doc, chunks = prepare_file(

@@ -93,3 +93,27 @@ def redact_pem(text: str, kinds: list[str]) -> str:
         kinds.append("private_key")
         pos = match.end()
     return "".join([*out, text[pos:]])
+
+
+_BEGIN = re.compile(rf"-----BEGIN{_LABEL}")
+
+
+def safe_cut(text: str, cut: int) -> int:
+    """The latest line start at or before ``cut`` where ``text`` may be split and each
+    part redacted alone as the whole would be (``redact.stream``); 0 when there is none.
+
+    Not inside a block whose END may lie beyond (the last BEGIN in ``text[:cut]`` with
+    no END after it), and not below a run of lines an END further down could take as
+    its body (``_body_start``: the line right above END, and the 40+ column ones above
+    it)."""
+    begins = list(_BEGIN.finditer(text, 0, cut))
+    if begins and _END.search(text, begins[-1].end(), cut) is None:
+        cut = text.rfind("\n", 0, begins[-1].start()) + 1
+    first = True
+    while cut > 0:
+        above = text.rfind("\n", 0, cut - 1) + 1
+        line = text[above : cut - 1].strip()
+        if not _BODY.fullmatch(line) or (not first and len(line) < 40):
+            break
+        cut, first = above, False
+    return cut

@@ -408,3 +408,24 @@ def _secret_cells(
         if not ragged or (len(value) >= 8 and looks_random(value)):
             spans.append((a, b))
     return spans
+
+
+def open_table(text: str) -> int | None:
+    """Where the header line of a secret-naming table starts when the table's rows may
+    go on past the end of ``text`` (every line after the header is one of its rows), so
+    text that follows is redacted under that header (``redact.stream``); else None.
+
+    Only the last such header can be open: a table ends at the next one."""
+    tables = _tables(text)
+    if not tables:
+        return None
+    start = max(tables)
+    table = tables[start]
+    row_end = table.end
+    while row_end < len(text):
+        line_start, row_end = line_span(text, row_end + 1)
+        if line_start == len(text):
+            break  # text ends with the newline after a row: the next line is unseen
+        if table.delimiter not in text[line_start:row_end]:
+            return None
+    return start

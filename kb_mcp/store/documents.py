@@ -62,6 +62,9 @@ class NewDocument:
     updated_at: str
     supersedes: tuple[str, ...] = ()
     status: str = "current"
+    # A large file's whole text as UTF-8, stored in place of ``text``, which then holds
+    # only its opening (``ingest/large``: the text is never one string, issue 10).
+    utf8: bytes | bytearray | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,14 +191,14 @@ def insert_document(conn: apsw.Connection, doc: NewDocument) -> int:
     conn.execute(
         "INSERT INTO documents(doc_key, title, uri, kind, language, text, content_hash, "
         "doc_date, tags, created_at, updated_at, status) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "VALUES (?, ?, ?, ?, ?, CAST(? AS TEXT), ?, ?, ?, ?, ?, ?)",
         (
             doc.doc_key,
             doc.title,
             doc.uri,
             doc.kind,
             doc.language,
-            doc.text,
+            doc.text if doc.utf8 is None else doc.utf8,  # bytes: CAST makes them TEXT
             doc.content_hash,
             doc.doc_date,
             json.dumps(list(doc.tags), ensure_ascii=False),

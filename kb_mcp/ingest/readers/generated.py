@@ -27,6 +27,7 @@ node_modules, the Rust toolchain docs, /usr/share; see the commit that added thi
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from kb_mcp.errors import Unreadable
 
@@ -48,14 +49,41 @@ def check_not_generated(text: str) -> None:
     if len(text) < MIN_DENSE_CHARS:
         return
     dense, longest = _dense_long_lines(text)
-    if dense >= MIN_DENSE_CHARS and dense >= _DENSE_SHARE * len(text):
+    _verdict(len(text), dense, longest, text[:_HEADER_CHARS])
+
+
+@dataclass(slots=True)
+class PieceCheck:
+    """``check_not_generated`` over a text read in pieces that end at line ends (a large
+    file, ``ingest/large``): each piece's counts are added, the verdict is the whole's."""
+
+    length: int = 0
+    dense: int = 0
+    longest: int = 0
+    header: str = ""
+
+    def add(self, piece: str) -> None:
+        if not self.length:
+            self.header = piece[:_HEADER_CHARS]
+        self.length += len(piece)
+        dense, longest = _dense_long_lines(piece)
+        self.dense += dense
+        self.longest = max(self.longest, longest)
+
+    def check(self) -> None:
+        if self.length >= MIN_DENSE_CHARS:
+            _verdict(self.length, self.dense, self.longest, self.header)
+
+
+def _verdict(length: int, dense: int, longest: int, header: str) -> None:
+    if dense >= MIN_DENSE_CHARS and dense >= _DENSE_SHARE * length:
         raise Unreadable(
             f"minified or generated file (longest line {_size(longest)}); not indexed",
             hint=_HINT,
         )
-    if len(text) >= GENERATED_MIN_CHARS and _GENERATED.search(text, 0, _HEADER_CHARS):
+    if length >= GENERATED_MIN_CHARS and _GENERATED.search(header):
         raise Unreadable(
-            f"generated file ({_size(len(text))}, marked generated in its header); not indexed",
+            f"generated file ({_size(length)}, marked generated in its header); not indexed",
             hint=_HINT,
         )
 
