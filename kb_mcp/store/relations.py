@@ -197,6 +197,17 @@ def views_for(conn: apsw.Connection, doc_keys: Sequence[str]) -> list[RelationVi
     return [RelationView(*r) for r in rows]
 
 
+def related_chunk_ids(conn: apsw.Connection) -> frozenset[int]:
+    """The chunks of every document on either side of a resolved relation (what
+    ``views_for`` can find, and a few more: the search reads relations only for these)."""
+    rows = conn.execute(
+        "SELECT c.id FROM chunks c WHERE c.document_id IN ("
+        "SELECT from_id FROM doc_relations WHERE state = 'resolved' UNION "
+        "SELECT to_id FROM doc_relations WHERE state = 'resolved')"
+    )
+    return frozenset(r[0] for r in rows)
+
+
 def snapshot(conn: apsw.Connection) -> list[tuple]:
     """Every row by document keys, sorted: equal before and after a rebuild."""
     rows: Iterable[tuple] = conn.execute(
