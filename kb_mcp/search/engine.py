@@ -469,8 +469,9 @@ def _search(
     unembedded: set[int] = set()
     if "vector" in legs and legs.get("keyword") and vectors is not None:
         unembedded = vectors.unembedded([hit.chunk_id for hit in legs["keyword"]])
+    head = max(request.top_k, ANSWER_PASSAGES, PERSON_PASSAGES)
     inputs = RankInputs(
-        request.query, _weights(calibration), rules, request.relations, stats, unembedded
+        request.query, _weights(calibration), rules, request.relations, stats, unembedded, head
     )
     ranking = rank(db, fts, legs, inputs)
     if not ranking.order:

@@ -207,6 +207,16 @@ def _standing(c: Candidate) -> float:
     return product
 
 
+def may_pass(upper: Candidate, lower: Candidate) -> bool:
+    """Whether the recency pass moves ``lower`` above ``upper`` when they are neighbours in
+    equal standing: newer, about as good a match, on a similar topic."""
+    return (
+        _day(lower.date) > _day(upper.date)
+        and near_tied(upper, lower)
+        and same_topic(upper.topic, lower.topic)
+    )
+
+
 def _recency_pass(ranked: list[Candidate]) -> list[Candidate]:
     """Move newer near-tied documents above older ones (only upward, so it terminates).
 
@@ -221,12 +231,7 @@ def _recency_pass(ranked: list[Candidate]) -> list[Candidate]:
         moved = False
         for i in range(len(ranked) - 1):
             upper, lower = ranked[i], ranked[i + 1]
-            if (
-                _day(lower.date) > _day(upper.date)
-                and standing[lower.key] >= standing[upper.key]
-                and near_tied(upper, lower)
-                and same_topic(upper.topic, lower.topic)
-            ):
+            if standing[lower.key] >= standing[upper.key] and may_pass(upper, lower):
                 reason = f"newer version of {upper.key}: moved above it"
                 ranked[i], ranked[i + 1] = lower.moved_to(upper.score, reason), upper
                 moved = True

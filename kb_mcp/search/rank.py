@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from kb_mcp.index.fts import FtsIndex, head_text
 from kb_mcp.limits import TOP_K
-from kb_mcp.search import definition
+from kb_mcp.search import definition, shortlist
 from kb_mcp.search import prior as path_prior
 from kb_mcp.search.adjust import Adjustment, Candidate, Rule, apply_rules
 from kb_mcp.search.freshness import as_of_date, demotion_rule, reorder, section_date
@@ -87,6 +87,7 @@ class RankInputs:
     use_relations: bool = True
     stats: UnitStats | None = None  # with it, relations act only when they concern the question
     unembedded: Collection[int] = ()  # keyword candidates without a vector yet
+    head: int = CANDIDATE_DOCUMENTS  # leading documents the caller reads (answer, floors)
 
 
 def documents_ranked(hits: Sequence[LegHit], found: Mapping[int, rows.PassageRow]) -> list[LegHit]:
@@ -202,7 +203,28 @@ def rank(
     """Legs → per-document ranks → weighted RRF → factor rules → order passes.
 
     With ``inputs.stats``, a correction or update acts only when it concerns what the
-    question asks (``relations.concerned_only``); results still say what they are."""
+    question asks (``relations.concerned_only``); results still say what they are. Only
+    the keyword leg's first documents are ranked when that proves the head of the whole
+    ranking (``search/shortlist.py``)."""
+    chunk_ids = {h.chunk_id for hits in legs.values() for h in hits}
+    related = inputs.use_relations and not related_chunks(db, fts).isdisjoint(chunk_ids)
+    plain = not inputs.rules and not inputs.unembedded
+    size = shortlist.shortlist_size(legs, inputs.query, inputs.head, plain, related)
+    if size is not None:
+        keyword = legs["keyword"]
+        ranking, lowest = _rank_all(db, fts, {"keyword": keyword[:size]}, inputs)
+        heads = rows.passage_heads(db.conn, shortlist.exposed(keyword, size))
+        weight = inputs.weights.get("keyword", 1.0)
+        if shortlist.proves(ranking.order, lowest, keyword, size, weight, heads):
+            return ranking
+    return _rank_all(db, fts, legs, inputs)[0]
+
+
+def _rank_all(
+    db: Database, fts: FtsIndex, legs: Mapping[str, Sequence[LegHit]], inputs: RankInputs
+) -> tuple[Ranking, float]:
+    """``rank`` over every passage of ``legs``, and the lowest score a candidate had after
+    the factor rules (before the order passes: ``shortlist.proves`` bounds with it)."""
     chunk_ids = list(dict.fromkeys(h.chunk_id for hits in legs.values() for h in hits))
     found = rows.passages(db.conn, chunk_ids, superseded=has_supersessions(db, fts))
     ranked = {name: documents_ranked(hits, found) for name, hits in legs.items()}
@@ -239,9 +261,10 @@ def rank(
         (_candidate(f, found[f.chunk_id], superseders, dated) for f in fused.values()),
         (*rules, *inputs.rules),
     )
+    lowest = min((c.score for c in order), default=float("inf"))
     order = reorder(order, as_of)
     if acting:
         order = order_pass(order, acting, as_of, past, position)
     keyword = ranked.get("keyword")
     top = keyword[0].chunk_id if keyword else None
-    return Ranking(order, fused, found, top, changes)
+    return Ranking(order, fused, found, top, changes), lowest

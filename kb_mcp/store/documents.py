@@ -379,6 +379,31 @@ def passages(
     return {r[0]: PassageRow(*r[:5], tuple(json.loads(r[5])), *r[6:]) for r in rows}
 
 
+@dataclass(frozen=True, slots=True)
+class PassageHead:
+    """What names and dates a passage, without its text or citation: its document's title
+    and dates and its section's headings."""
+
+    chunk_id: int
+    title: str
+    heading_path: tuple[str, ...]
+    doc_date: str | None
+    updated_at: str
+
+
+def passage_heads(conn: apsw.Connection, ids: Sequence[int]) -> dict[int, PassageHead]:
+    """Chunk id → its ``PassageHead``, for the ids given (missing ids are absent)."""
+    if not ids:
+        return {}
+    marks = ",".join("?" * len(ids))
+    rows = conn.execute(
+        "SELECT c.id, d.title, c.heading_path, d.doc_date, d.updated_at FROM chunks c "
+        f"JOIN documents d ON d.id = c.document_id WHERE c.id IN ({marks})",
+        tuple(ids),
+    )
+    return {r[0]: PassageHead(r[0], r[1], tuple(json.loads(r[2])), r[3], r[4]) for r in rows}
+
+
 def has_supersessions(conn: apsw.Connection) -> bool:
     """Whether any document says it supersedes another (``supersessions`` has a row)."""
     return conn.execute("SELECT 1 FROM supersessions LIMIT 1").fetchone() is not None

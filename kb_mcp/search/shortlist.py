@@ -1,0 +1,110 @@
+"""Rank only the keyword leg's first documents when its scores prove the rest cannot reach
+the head of the answer (issue 10: ranking all 100 candidates cost 6–10 ms a search).
+
+The ranking stage (``search/rank.py``) turns each candidate into a fused score, applies
+factor rules, then order passes. Ranked alone, the first ``size`` documents of a lone
+keyword leg keep exactly the order and scores they have among all 100 when nothing below
+them can climb into them:
+
+- **Scores.** One leg: a document's fused score is ``weight / (RRF_K + rank)``, whoever
+  else is ranked. A document below the shortlist scores at most the first one below's,
+  and no rule can raise it when no rule can promote (no file class the question asks for,
+  no identifier it names, no relation in play: those are preconditions). So when every
+  shortlisted document still scores above that after its rules, all of them stay above
+  every document below.
+- **Order passes.** The as-of pass reads dates across the whole list (precondition: no
+  as-of date). The recency pass moves a newer near-tied document on a similar topic one
+  place up at a time; it can carry a document from below into the shortlist only by
+  passing a shortlisted one. ``proves`` checks every pair that could (``may_pass``,
+  whatever the two documents' standing): the document below must score at least
+  ``LEG_TIE`` of the other's bm25, so only the first few below are read, by their titles,
+  headings and dates.
+- **Relations.** Read when a candidate's document has one; the shortlist runs only when
+  none of the 100 has any (``rank.related_chunks``), so no relation or order pass acts.
+
+When a check fails the stage ranks all 100 as before: the result is the same either way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from kb_mcp.index.fts import head_text
+from kb_mcp.search import definition
+from kb_mcp.search import prior as path_prior
+from kb_mcp.search.adjust import Candidate
+from kb_mcp.search.freshness import LEG_TIE, as_of_date, may_pass
+from kb_mcp.search.fuse import RRF_K, LegHit
+from kb_mcp.store import documents as rows
+
+# Documents ranked when the shortlist may prove the head. From `kb-mcp bench perf` at 100k
+# chunks (200 SciFact / NFCorpus / CMRC2018 queries, top_k 10): see the README's speed
+# section for the proof rate and the time.
+SHORTLIST_DOCUMENTS = 20
+
+
+def shortlist_size(
+    legs: Mapping[str, Sequence[LegHit]],
+    query: str,
+    head: int,
+    plain: bool,
+    related: bool,
+) -> int | None:
+    """How many of the keyword leg's documents to rank, or None to rank all of them.
+
+    ``head``: the leading documents the caller reads (its ``top_k``, the floors');
+    ``plain``: no extra rules and no not-yet-embedded stand-ins; ``related``: whether a
+    candidate's document has a relation. None unless the keyword leg is the only leg, and
+    no rule can promote or look across candidates."""
+    keyword = legs.get("keyword")
+    size = max(SHORTLIST_DOCUMENTS, head)
+    if set(legs) != {"keyword"} or keyword is None or len(keyword) <= size:
+        return None
+    if not plain or related or as_of_date(query) is not None:
+        return None
+    if path_prior.wanted_classes(query) or definition.named_identifiers(query):
+        return None  # a promotion could lift a document from below
+    return size
+
+
+def proves(
+    order: Sequence[Candidate],
+    lowest: float,
+    keyword: Sequence[LegHit],
+    size: int,
+    weight: float,
+    heads: Mapping[int, rows.PassageHead],
+) -> bool:
+    """Whether ``order`` (the first ``size`` documents ranked alone, ``lowest`` their lowest
+    score before the order passes) is the head of ranking all of ``keyword``.
+
+    ``heads`` are the passage heads of ``exposed(keyword, size)``."""
+    if len(order) != size or lowest <= weight / (RRF_K + size + 1):
+        return False
+    for chunk_id, score in _exposed(keyword, size):
+        found = heads.get(chunk_id)
+        if found is None:
+            continue  # deleted since the leg ran: the full ranking drops it too
+        below = Candidate(
+            key=str(chunk_id),
+            score=0.0,
+            date=found.doc_date or found.updated_at,
+            topic=head_text(found.title, found.heading_path),
+            evidence={"keyword": score},
+        )
+        if any(may_pass(c, below) for c in order):
+            return False
+    return True
+
+
+def exposed(keyword: Sequence[LegHit], size: int) -> list[int]:
+    """The chunks below the shortlist scoring at least ``LEG_TIE`` of its lowest bm25: the
+    only ones the recency pass could move into it (``near_tied``)."""
+    return [chunk_id for chunk_id, _score in _exposed(keyword, size)]
+
+
+def _exposed(keyword: Sequence[LegHit], size: int) -> list[tuple[int, float]]:
+    if len(keyword) <= size:
+        return []
+    floor = LEG_TIE["keyword"] * min(hit.score for hit in keyword[:size])
+    return [(hit.chunk_id, hit.score) for hit in keyword[size:] if hit.score >= floor]
