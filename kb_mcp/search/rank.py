@@ -88,6 +88,7 @@ class RankInputs:
     stats: UnitStats | None = None  # with it, relations act only when they concern the question
     unembedded: Collection[int] = ()  # keyword candidates without a vector yet
     head: int = CANDIDATE_DOCUMENTS  # leading documents the caller reads (answer, floors)
+    shortlist: bool = True  # off: rank every candidate (to check the shortlist changes nothing)
 
 
 def documents_ranked(hits: Sequence[LegHit], found: Mapping[int, rows.PassageRow]) -> list[LegHit]:
@@ -210,12 +211,15 @@ def rank(
     related = inputs.use_relations and not related_chunks(db, fts).isdisjoint(chunk_ids)
     plain = not inputs.rules and not inputs.unembedded
     size = shortlist.shortlist_size(legs, inputs.query, inputs.head, plain, related)
-    if size is not None:
+    if size is not None and inputs.shortlist:
         keyword = legs["keyword"]
         ranking, lowest = _rank_all(db, fts, {"keyword": keyword[:size]}, inputs)
-        heads = rows.passage_heads(db.conn, shortlist.exposed(keyword, size))
         weight = inputs.weights.get("keyword", 1.0)
-        if shortlist.proves(ranking.order, lowest, keyword, size, weight, heads):
+        read = shortlist.PassageReads(
+            lambda ids: rows.passage_dates(db.conn, ids),
+            lambda ids: rows.passage_heads(db.conn, ids),
+        )
+        if shortlist.proves(ranking.order, lowest, keyword, size, weight, read):
             return ranking
     return _rank_all(db, fts, legs, inputs)[0]
 

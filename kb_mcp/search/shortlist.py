@@ -27,13 +27,14 @@ When a check fails the stage ranks all 100 as before: the result is the same eit
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from kb_mcp.index.fts import head_text
 from kb_mcp.search import definition
 from kb_mcp.search import prior as path_prior
 from kb_mcp.search.adjust import Candidate
-from kb_mcp.search.freshness import LEG_TIE, as_of_date, may_pass
+from kb_mcp.search.freshness import LEG_TIE, as_of_date, day, may_pass
 from kb_mcp.search.fuse import RRF_K, LegHit
 from kb_mcp.store import documents as rows
 
@@ -73,15 +74,21 @@ def proves(
     keyword: Sequence[LegHit],
     size: int,
     weight: float,
-    heads: Mapping[int, rows.PassageHead],
+    read: PassageReads,
 ) -> bool:
     """Whether ``order`` (the first ``size`` documents ranked alone, ``lowest`` their lowest
     score before the order passes) is the head of ranking all of ``keyword``.
 
-    ``heads`` are the passage heads of ``exposed(keyword, size)``."""
+    ``read`` reads what the recency check needs of the documents below, dates first:
+    only those newer than the oldest shortlisted one can pass it."""
     if len(order) != size or lowest <= weight / (RRF_K + size + 1):
         return False
-    for chunk_id, score in _exposed(keyword, size):
+    exposed = _exposed(keyword, size)
+    dates = read.dates([chunk_id for chunk_id, _score in exposed])
+    oldest = min(day(c.date) for c in order)
+    newer = [(cid, score) for cid, score in exposed if day(dates.get(cid)) > oldest]
+    heads = read.heads([chunk_id for chunk_id, _score in newer])
+    for chunk_id, score in newer:
         found = heads.get(chunk_id)
         if found is None:
             continue  # deleted since the leg ran: the full ranking drops it too
@@ -97,14 +104,16 @@ def proves(
     return True
 
 
-def exposed(keyword: Sequence[LegHit], size: int) -> list[int]:
-    """The chunks below the shortlist scoring at least ``LEG_TIE`` of its lowest bm25: the
-    only ones the recency pass could move into it (``near_tied``)."""
-    return [chunk_id for chunk_id, _score in _exposed(keyword, size)]
+@dataclass(frozen=True, slots=True)
+class PassageReads:
+    """The store reads ``proves`` needs: chunk ids → dates, chunk ids → passage heads."""
+
+    dates: Callable[[Sequence[int]], Mapping[int, str]]
+    heads: Callable[[Sequence[int]], Mapping[int, rows.PassageHead]]
 
 
 def _exposed(keyword: Sequence[LegHit], size: int) -> list[tuple[int, float]]:
-    if len(keyword) <= size:
-        return []
+    """The chunks below the shortlist scoring at least ``LEG_TIE`` of its lowest bm25: the
+    only ones the recency pass could move into it (``near_tied``)."""
     floor = LEG_TIE["keyword"] * min(hit.score for hit in keyword[:size])
     return [(hit.chunk_id, hit.score) for hit in keyword[size:] if hit.score >= floor]

@@ -404,6 +404,20 @@ def passage_heads(conn: apsw.Connection, ids: Sequence[int]) -> dict[int, Passag
     return {r[0]: PassageHead(r[0], r[1], tuple(json.loads(r[2])), r[3], r[4]) for r in rows}
 
 
+def passage_dates(conn: apsw.Connection, ids: Sequence[int]) -> dict[int, str]:
+    """Chunk id → its document's date (``doc_date``, else ``updated_at``)."""
+    if not ids:
+        return {}
+    marks = ",".join("?" * len(ids))
+    return dict(
+        conn.execute(
+            "SELECT c.id, COALESCE(d.doc_date, d.updated_at) FROM chunks c "
+            f"JOIN documents d ON d.id = c.document_id WHERE c.id IN ({marks})",
+            tuple(ids),
+        ).fetchall()
+    )
+
+
 def has_supersessions(conn: apsw.Connection) -> bool:
     """Whether any document says it supersedes another (``supersessions`` has a row)."""
     return conn.execute("SELECT 1 FROM supersessions LIMIT 1").fetchone() is not None
