@@ -100,7 +100,8 @@ def _note(title: str, day: int, word: str, repeats: int) -> str:
 def versions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Library]:
     """30 notes on impellers, all titled alike, each newer and matching a little less than
     the one before; 30 on gaskets with distinct titles, the same way, and 30 on valves
-    with the third in ``tests/``; 40 unrelated notes."""
+    with the third in ``tests/``; 30 on rotors calling ``spinRotor()``, the third defining
+    it; 40 unrelated notes."""
     base = tmp_path_factory.mktemp("shortlist-versions")
     folder = base / "notes"
     folder.mkdir()
@@ -112,6 +113,10 @@ def versions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Library]:
         sub = folder / "tests" if n == 3 else folder  # the prior demotes a test file
         sub.mkdir(exist_ok=True)
         (sub / f"valve-{n:02d}.md").write_text(valve, encoding="utf-8")
+        rotor = _note(TITLES[n], n, "rotor", 40 - n) + "Then call spinRotor() again.\n"
+        if n == 2:  # the one note that defines what all of them call (long: ranked low)
+            rotor += "\n    def spinRotor():\n        return 1\n\n" + "lorem ipsum " * 100
+        (folder / f"rotor-{n:02d}.md").write_text(rotor, encoding="utf-8")
     for n in range(40):
         (folder / f"garden-{n:02d}.md").write_text(f"# Garden {n}\n\ntomato bed {n} watered.\n")
     library = Library(Settings(home=base / "home", embedder="none"))
@@ -148,5 +153,15 @@ def test_shortlist_ranks_all_when_a_rule_sinks_a_shortlisted_document(versions) 
     is ranked."""
     short, full = _both(versions, "valve")
     assert any(c.adjustments for c in full.order[SHORTLIST_DOCUMENTS:])
+    assert len(short.order) == len(full.order) > SHORTLIST_DOCUMENTS
+    assert _same_head(short, full)
+
+
+def test_shortlist_ranks_all_when_a_document_below_defines_a_name_asked_for(versions) -> None:
+    """The note defining ``spinRotor`` ranks below the shortlist by bm25, and the
+    definition rule promotes it into the head: every candidate is ranked."""
+    short, full = _both(versions, "spinRotor rotor")
+    promoted = [c for c in full.order[:HEAD] if c.adjustments]
+    assert promoted and full.order.index(promoted[0]) < SHORTLIST_DOCUMENTS
     assert len(short.order) == len(full.order) > SHORTLIST_DOCUMENTS
     assert _same_head(short, full)

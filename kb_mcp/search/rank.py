@@ -218,8 +218,10 @@ def rank(
         read = shortlist.PassageReads(
             lambda ids: rows.passage_dates(db.conn, ids),
             lambda ids: rows.passage_heads(db.conn, ids),
+            lambda ids: rows.passage_heads(db.conn, ids, with_text=True),
         )
-        if shortlist.proves(ranking.order, lowest, keyword, size, weight, read):
+        names = definition.named_identifiers(inputs.query)
+        if shortlist.proves(ranking.order, lowest, keyword, size, weight, read, names):
             return ranking
     return _rank_all(db, fts, legs, inputs)[0]
 

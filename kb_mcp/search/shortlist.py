@@ -8,8 +8,9 @@ them can climb into them:
 
 - **Scores.** One leg: a document's fused score is ``weight / (RRF_K + rank)``, whoever
   else is ranked. A document below the shortlist scores at most the first one below's,
-  and no rule can raise it when no rule can promote (no file class the question asks for,
-  no identifier it names, no relation in play: those are preconditions). So when every
+  and no rule can raise it when no rule can promote (no file class the question asks for
+  and no relation in play are preconditions; a document below that defines an identifier
+  the question names fails the proof). So when every
   shortlisted document still scores above that after its rules, all of them stay above
   every document below.
 - **Order passes.** The as-of pass reads dates across the whole list (precondition: no
@@ -56,14 +57,15 @@ def shortlist_size(
     ``head``: the leading documents the caller reads (its ``top_k``, the floors');
     ``plain``: no extra rules and no not-yet-embedded stand-ins; ``related``: whether a
     candidate's document has a relation. None unless the keyword leg is the only leg, and
-    no rule can promote or look across candidates."""
+    no rule but the definition rule (``proves`` checks it) can promote or look across
+    candidates."""
     keyword = legs.get("keyword")
     size = max(SHORTLIST_DOCUMENTS, head)
     if set(legs) != {"keyword"} or keyword is None or len(keyword) <= size:
         return None
     if not plain or related or as_of_date(query) is not None:
         return None
-    if path_prior.wanted_classes(query) or definition.named_identifiers(query):
+    if path_prior.wanted_classes(query):
         return None  # a promotion could lift a document from below
     return size
 
@@ -75,13 +77,18 @@ def proves(
     size: int,
     weight: float,
     read: PassageReads,
+    names: frozenset[str] = frozenset(),
 ) -> bool:
     """Whether ``order`` (the first ``size`` documents ranked alone, ``lowest`` their lowest
     score before the order passes) is the head of ranking all of ``keyword``.
 
     ``read`` reads what the recency check needs of the documents below, dates first:
-    only those newer than the oldest shortlisted one can pass it."""
+    only those newer than the oldest shortlisted one can pass it. ``names``: the
+    identifiers the question spells (``definition.named_identifiers``); a document below
+    defining one would be promoted, so none may."""
     if len(order) != size or lowest <= weight / (RRF_K + size + 1):
+        return False
+    if names and not _none_defines(names, [hit.chunk_id for hit in keyword[size:]], read):
         return False
     exposed = _exposed(keyword, size)
     dates = read.dates([chunk_id for chunk_id, _score in exposed])
@@ -104,12 +111,24 @@ def proves(
     return True
 
 
+def _none_defines(names: frozenset[str], chunk_ids: Sequence[int], read: PassageReads) -> bool:
+    """Whether no passage of ``chunk_ids`` defines one of ``names`` (the definition rule
+    would promote it). Questions naming a camelCase word ("mRNA", "siRNA") are common in
+    SciFact, and code definitions rare in most passages."""
+    for found in read.texts(chunk_ids).values():
+        topic = head_text(found.title, found.heading_path)
+        if names & definition.defined_names(topic, found.text):
+            return False
+    return True
+
+
 @dataclass(frozen=True, slots=True)
 class PassageReads:
     """The store reads ``proves`` needs: chunk ids → dates, chunk ids → passage heads."""
 
     dates: Callable[[Sequence[int]], Mapping[int, str]]
     heads: Callable[[Sequence[int]], Mapping[int, rows.PassageHead]]
+    texts: Callable[[Sequence[int]], Mapping[int, rows.PassageHead]]  # heads with their text
 
 
 def _exposed(keyword: Sequence[LegHit], size: int) -> list[tuple[int, float]]:

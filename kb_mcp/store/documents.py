@@ -389,19 +389,23 @@ class PassageHead:
     heading_path: tuple[str, ...]
     doc_date: str | None
     updated_at: str
+    text: str = ""  # only when asked for (``passage_heads(with_text=True)``)
 
 
-def passage_heads(conn: apsw.Connection, ids: Sequence[int]) -> dict[int, PassageHead]:
+def passage_heads(
+    conn: apsw.Connection, ids: Sequence[int], with_text: bool = False
+) -> dict[int, PassageHead]:
     """Chunk id → its ``PassageHead``, for the ids given (missing ids are absent)."""
     if not ids:
         return {}
     marks = ",".join("?" * len(ids))
+    text = "c.text" if with_text else "''"
     rows = conn.execute(
-        "SELECT c.id, d.title, c.heading_path, d.doc_date, d.updated_at FROM chunks c "
+        f"SELECT c.id, d.title, c.heading_path, d.doc_date, d.updated_at, {text} FROM chunks c "
         f"JOIN documents d ON d.id = c.document_id WHERE c.id IN ({marks})",
         tuple(ids),
     )
-    return {r[0]: PassageHead(r[0], r[1], tuple(json.loads(r[2])), r[3], r[4]) for r in rows}
+    return {r[0]: PassageHead(r[0], r[1], tuple(json.loads(r[2])), *r[3:]) for r in rows}
 
 
 def passage_dates(conn: apsw.Connection, ids: Sequence[int]) -> dict[int, str]:
