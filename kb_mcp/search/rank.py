@@ -187,10 +187,21 @@ def _passage_tokens(
     return present
 
 
-def related_chunks(db: Database, fts: FtsIndex) -> frozenset[int]:
-    """The chunks of the documents with a resolved relation, per data version: a search
-    whose candidates hold none of them reads no relations (most libraries have a few)."""
-    return fts.per_version("related_chunks", lambda: relation_rows.related_chunk_ids(db.conn))
+def related_chunks(db: Database, fts: FtsIndex) -> dict[int, str]:
+    """Chunk id → document key for the documents with a resolved relation, per data
+    version: a search whose candidates hold none of them reads no relations."""
+    return fts.per_version("related_chunks", lambda: relation_rows.related_chunks(db.conn))
+
+
+def linked(db: Database, fts: FtsIndex, chunk_ids: Collection[int]) -> bool:
+    """Whether a resolved relation links two of the documents of ``chunk_ids``: only then
+    can it move one relative to the other (``search/shortlist.py``)."""
+    related = related_chunks(db, fts)
+    keys = {related[c] for c in chunk_ids if c in related}
+    if not keys:
+        return False
+    partners = fts.per_version("partners", lambda: relation_rows.partners(db.conn))
+    return any(not partners.get(key, frozenset()).isdisjoint(keys) for key in keys)
 
 
 def has_supersessions(db: Database, fts: FtsIndex) -> bool:
@@ -208,7 +219,7 @@ def rank(
     the keyword leg's first documents are ranked when that proves the head of the whole
     ranking (``search/shortlist.py``)."""
     chunk_ids = {h.chunk_id for hits in legs.values() for h in hits}
-    related = inputs.use_relations and not related_chunks(db, fts).isdisjoint(chunk_ids)
+    related = inputs.use_relations and linked(db, fts, chunk_ids)
     plain = not inputs.rules and not inputs.unembedded
     size = shortlist.shortlist_size(legs, inputs.query, inputs.head, plain, related)
     if size is not None and inputs.shortlist:
@@ -245,7 +256,7 @@ def _rank_all(
     query = inputs.query
     as_of = as_of_date(query)
     changes: dict[str, list[Change]] = {}
-    if inputs.use_relations and not related_chunks(db, fts).isdisjoint(chunk_ids):
+    if inputs.use_relations and not related_chunks(db, fts).keys().isdisjoint(chunk_ids):
         changes = changes_for(db.conn, list(fused))
     past = asks_about_past(query)
     position = {key: i for i, key in enumerate(fused)}

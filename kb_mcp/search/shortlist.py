@@ -20,8 +20,12 @@ them can climb into them:
   whatever the two documents' standing): the document below must score at least
   ``LEG_TIE`` of the other's bm25, so only the first few below are read, by their titles,
   headings and dates.
-- **Relations.** Read when a candidate's document has one; the shortlist runs only when
-  none of the 100 has any (``rank.related_chunks``), so no relation or order pass acts.
+- **Relations.** A relation moves a document relative to the other one it links (the
+  relation rule's match, the order pass, ``concerned_only``) only when both are ranked;
+  a withdrawal or supersession demotes its document whatever else is ranked, which the
+  score check covers. So the shortlist runs only when no relation links two of the 100
+  candidates (``rank.linked``); each shortlisted document still reads its relations, for
+  the demotion and the relations its hit reports.
 
 When a check fails the stage ranks all 100 as before: the result is the same either way.
 """
