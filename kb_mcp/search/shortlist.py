@@ -120,8 +120,7 @@ def _none_defines(names: frozenset[str], chunk_ids: Sequence[int], read: Passage
     would promote it). Questions naming a camelCase word ("mRNA", "siRNA") are common in
     SciFact, and code definitions rare in most passages."""
     for found in read.texts(chunk_ids).values():
-        topic = head_text(found.title, found.heading_path)
-        if names & definition.defined_names(topic, found.text):
+        if definition.defines_any(names, head_text(found.title, found.heading_path), found.text):
             return False
     return True
 
