@@ -43,9 +43,11 @@ from kb_mcp.search.freshness import LEG_TIE, as_of_date, day, may_pass
 from kb_mcp.search.fuse import RRF_K, LegHit
 from kb_mcp.store import documents as rows
 
-# Documents ranked when the shortlist may prove the head. From `kb-mcp bench perf` at 100k
-# chunks (200 SciFact / NFCorpus / CMRC2018 queries, top_k 10): see the README's speed
-# section for the proof rate and the time.
+# Documents ranked when the shortlist may prove the head (at least the ``head`` the caller
+# reads). Over the bench perf 100k index (200 SciFact / NFCorpus / CMRC2018 queries, top_k
+# 10, thread CPU, load 6-8): proved for 192 / 182 / 192 queries at 12, 192 / 178 / 192
+# at 20, 192 / 169 / 192 at 30; CPU p50 / p95 within noise of each other (SciFact 11.2 /
+# 19.5 ms at 12, 12.0 / 18.9 at 20, 13.0 / 20.3 at 30). 20 keeps room above the head.
 SHORTLIST_DOCUMENTS = 20
 
 
