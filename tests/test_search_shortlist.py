@@ -8,6 +8,7 @@ and a folder built so that a newer near-tied version sits just below the shortli
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -166,3 +167,30 @@ def test_shortlist_ranks_all_when_a_document_below_defines_a_name_asked_for(vers
     assert promoted and full.order.index(promoted[0]) < SHORTLIST_DOCUMENTS
     assert len(short.order) == len(full.order) > SHORTLIST_DOCUMENTS
     assert _same_head(short, full)
+
+
+def test_rank_sees_a_supersession_written_after_a_search(tmp_path) -> None:
+    """The ranking stage keeps "does any document supersede another" per data version;
+    a folder file that supersedes another, synced after a search, demotes it at once."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    old = "# Pump runbook\n\nRestart the pump with the red lever.\n"
+    (folder / "runbook-v1.md").write_text(old, encoding="utf-8")
+    library = Library(Settings(home=tmp_path / "home", embedder="none"))
+    try:
+        library.add_folder(folder)
+        library.sync()
+        assert not library.search("restart the pump lever", mode="keyword").hits[0].adjustments
+        new = "---\nsupersedes: runbook-v1.md\n---\n# Pump runbook v2\n\nRestart the pump.\n"
+        (folder / "runbook-v2.md").write_text(new, encoding="utf-8")
+        library.sync()
+        hits = library.search("restart the pump lever", mode="keyword").hits
+        demoted = [h for h in hits if h.path == "runbook-v1.md"]
+        # the frontmatter's demotion (``freshness.demotion_rule``: by whom, since when), not
+        # only the relation's, which holds without the supersession read
+        assert demoted
+        assert re.fullmatch(
+            r"superseded by f-\w+ on \d{4}-\d{2}-\d{2}", demoted[0].adjustments[0].reason
+        )
+    finally:
+        library.close()

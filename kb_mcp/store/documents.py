@@ -369,7 +369,7 @@ def passages(
     marks = ",".join("?" * len(ids))
     rows = conn.execute(
         "SELECT c.id, d.doc_key, d.title, COALESCE(d.uri, l.path), s.name, c.heading_path, "
-        f"c.start_line, c.end_line, c.text, d.doc_date, d.updated_at, "
+        "c.start_line, c.end_line, c.text, d.doc_date, d.updated_at, "
         f"{_SUPERSEDED_ON if superseded else 'NULL'}, "
         "d.status FROM chunks c JOIN documents d ON d.id = c.document_id "
         "LEFT JOIN locations l ON l.id = (SELECT MIN(id) FROM locations WHERE document_id = d.id) "
