@@ -194,3 +194,32 @@ def test_rank_sees_a_supersession_written_after_a_search(tmp_path) -> None:
         )
     finally:
         library.close()
+
+
+def test_rank_sees_a_relation_written_after_a_search(tmp_path) -> None:
+    """The documents with relations are kept per data version too: an errata synced
+    after a search corrects the old policy in the next one."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    policy = (
+        "---\ntitle: Audit log retention policy\ndate: 2026-01-10\n---\n"
+        "# Audit log retention policy\n\nAudit logs are kept for 90 days in the archive bucket.\n"
+    )
+    (folder / "retention.md").write_text(policy, encoding="utf-8")
+    library = Library(Settings(home=tmp_path / "home", embedder="none"))
+    question = "how many days are audit logs kept in the archive bucket"
+    try:
+        library.add_folder(folder)
+        library.sync()
+        assert library.search(question, mode="keyword").hits[0].relations == ()
+        errata = (
+            "---\ndate: 2026-02-03\n---\n# Errata for the audit log retention policy\n\n"
+            "Effective 3 February: audit logs are kept for 30 days in the archive bucket, "
+            "not 90 days.\n"
+        )
+        (folder / "errata.md").write_text(errata, encoding="utf-8")
+        library.sync()
+        old = [h for h in library.search(question, mode="keyword").hits if h.path == "retention.md"]
+        assert old and old[0].relations[0].startswith("corrected by")
+    finally:
+        library.close()
