@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kb_mcp.library import Library
-from kb_mcp.search.definition import defined_names, named_identifiers
+from kb_mcp.search.definition import defined_names, defines_any, named_identifiers
 from kb_mcp.settings import Settings
 
 SHORTCUTS = '''"""Shortcuts for views."""
@@ -88,3 +88,22 @@ def test_search_puts_the_definition_before_the_call_sites(tmp_path: Path) -> Non
         "promoted: defines a name the question asks about"
     ]
     assert all(not hit.adjustments for hit in result.hits[1:])
+
+
+@pytest.mark.parametrize(
+    ("topic", "text"),
+    [
+        ("", "def spinRotor():\n    return 1"),
+        ("", "x = spinRotor()  # a call, not a definition"),
+        ("", "    class Load(Base):"),
+        ("", "export default function load() {}"),
+        ("", "async def load_all():"),
+        ("", "a class of load-bearing walls"),
+        ("pump.py / def load", "return cached"),
+        ("", "pub fn LOAD$x() {}"),
+    ],
+)
+def test_defines_any_agrees_with_defined_names(topic: str, text: str) -> None:
+    """issue 10: the shortlist's one-scan check says what ``defined_names`` would."""
+    names = frozenset({"spinrotor", "load", "load$x"})
+    assert defines_any(names, topic, text) == bool(names & defined_names(topic, text))

@@ -20,14 +20,17 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import apsw
 
 from kb_mcp.index import postings
 from kb_mcp.index.textprep import FTS_TOKENIZER, TEXTPREP_VERSION, index_copy
 from kb_mcp.store.db import Database
+
+T = TypeVar("T")
 
 # The layout of the index tables themselves; 2 added the fts5vocab table.
 FTS_LAYOUT = 2
@@ -253,6 +256,15 @@ class FtsIndex:
             cache = self._local.stats = _StatsCache(stamp)
         return cache
 
+    def per_version(self, name: str, build: Callable[[], T]) -> T:
+        """``build()``, kept under ``name`` until the database changes (the statistics
+        cache's stamp): for what the search derives from the data and would otherwise
+        read again per search (``search/rank.py``)."""
+        derived = self._stats().derived
+        if name not in derived:
+            derived[name] = build()
+        return derived[name]  # type: ignore[return-value]
+
     def refresh_segment(
         self, min_chunks: int | None = None, delta_min: int = postings.DELTA_MIN
     ) -> int | None:
@@ -413,3 +425,4 @@ class _StatsCache:
     stamp: tuple[int, int, int]
     df: dict[str, int] = field(default_factory=dict)
     chunks: int | None = None
+    derived: dict[str, object] = field(default_factory=dict)  # ``FtsIndex.per_version``

@@ -68,6 +68,7 @@ from typing import TYPE_CHECKING
 
 import apsw
 
+from kb_mcp.index import term_lists, topk
 from kb_mcp.index.textprep import CJK_RUN
 from kb_mcp.store.db import Database
 
@@ -557,6 +558,7 @@ class Postings:
     def __init__(self, db: Database) -> None:
         self.db = db
         self._local = threading.local()  # a state belongs to a connection's data version
+        self._kept = term_lists.TermLists()
 
     def _delta_rows(self, tokenizer: apsw.FTS5Tokenizer) -> list[_Tokenized]:
         """The delta's chunks that exist, tokenized; a row tokenized for an earlier data
@@ -657,7 +659,11 @@ class Postings:
 
     def _lists(self, gen: int, keys: Sequence[str]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """Each key's ``(positions, weighted frequency)`` in generation ``gen`` (the live
-        one, read in the same snapshot); absent keys are absent."""
+        one, read in the same snapshot); absent keys are absent. Kept between searches
+        (``index/term_lists.py``)."""
+        return self._kept.lists(gen, keys, lambda missing: self._read_lists(gen, missing))
+
+    def _read_lists(self, gen: int, keys: Sequence[str]) -> term_lists.Lists:
         import numpy as np
 
         from kb_mcp.index.fts import BODY_WEIGHT, HEAD_WEIGHT
@@ -713,14 +719,14 @@ class Postings:
         ]
         depth = documents * PRESELECT
         while True:
-            cut = _cut(scores, depth)
+            cut = topk.cut(scores, depth)
             at = np.flatnonzero(scores >= cut) if cut > 0 else np.flatnonzero(scores)
             chunk_ids, doc_ids, values = segment.chunk_ids[at], segment.doc_ids[at], scores[at]
             if extra:
                 chunk_ids = np.concatenate([chunk_ids, np.array([e[0] for e in extra], np.int64)])
                 doc_ids = np.concatenate([doc_ids, np.array([e[1] for e in extra], np.int64)])
                 values = np.concatenate([values, np.array([e[2] for e in extra], np.float64)])
-            found = _best_per_document(chunk_ids, doc_ids, values, documents)
+            found = topk.best_per_document(chunk_ids, doc_ids, values, documents, PRESELECT)
             if len(found) == documents or cut <= 0:
                 return found
             depth *= 4  # the leading passages held too few documents: read deeper
@@ -767,51 +773,3 @@ def _delta_postings(delta: Sequence[_Tokenized]) -> dict[str, list[tuple[int, fl
             f = HEAD_WEIGHT * row.head.get(key, 0) + BODY_WEIGHT * row.body.get(key, 0)
             found.setdefault(key, []).append((i, f))
     return found
-
-
-def _cut(scores: np.ndarray, depth: int) -> float:
-    """A score at which at least the best ``depth`` passages are kept, with every passage
-    tied with the last of them (the sort key is rounded to 9 decimals); 0 when there are
-    not that many. One partition of the matching passages' scores: cheaper than
-    gathering their ids and documents first (at 100k chunks a SciFact question matches
-    about half of them)."""
-    import numpy as np
-
-    positive = scores[scores > 0]  # a partition over many equal zeros degenerates
-    if len(positive) <= depth:
-        return 0.0
-    return float(np.partition(positive, len(positive) - depth)[len(positive) - depth]) - 1e-8
-
-
-def _best_per_document(
-    chunk_ids: np.ndarray, doc_ids: np.ndarray, scores: np.ndarray, documents: int
-) -> list[tuple[int, float]]:
-    """The best passage of each of the first ``documents`` documents, in FTS5's order
-    (``round(-score, 9)``, then chunk id), as ``FtsIndex._ranked_passages`` sorts.
-
-    Only the best ``PRESELECT`` passages a document wanted are sorted (all of them when
-    those do not reach ``documents`` documents), with every passage tied at the cut.
-    """
-    import numpy as np
-
-    depth = documents * PRESELECT
-    if len(scores) > depth:
-        cut = -np.partition(-scores, depth)[depth]
-        keep = np.flatnonzero(scores >= cut - 1e-8)
-        found = _best_sorted(chunk_ids[keep], doc_ids[keep], scores[keep], documents)
-        if len(found) == documents:
-            return found
-    return _best_sorted(chunk_ids, doc_ids, scores, documents)
-
-
-def _best_sorted(
-    chunk_ids: np.ndarray, doc_ids: np.ndarray, scores: np.ndarray, documents: int
-) -> list[tuple[int, float]]:
-    import numpy as np
-
-    order = np.lexsort((chunk_ids, np.round(-scores, 9)))
-    docs = doc_ids[order]
-    _, first = np.unique(docs, return_index=True)
-    first.sort()
-    picked = order[first[:documents]]
-    return [(int(c), float(s)) for c, s in zip(chunk_ids[picked], scores[picked], strict=True)]

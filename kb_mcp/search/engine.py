@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from kb_mcp.cite import format_cite
@@ -21,9 +21,8 @@ from kb_mcp.errors import InvalidInput, Unavailable
 from kb_mcp.index.fts import FtsIndex, head_text
 from kb_mcp.index.graph import GraphIndex
 from kb_mcp.limits import TOP_K
-from kb_mcp.search import definition, hop
-from kb_mcp.search import prior as path_prior
-from kb_mcp.search.adjust import Adjustment, Candidate, Rule, apply_rules
+from kb_mcp.search import hop
+from kb_mcp.search.adjust import Adjustment, Candidate, Rule
 from kb_mcp.search.calibration import UNCALIBRATED, VectorCalibration, calibration_for, has_cjk
 from kb_mcp.search.distinct import DISTINCT_PASSAGES, distinct_reason
 from kb_mcp.search.floor import (
@@ -39,36 +38,21 @@ from kb_mcp.search.floor import (
     person_reason,
     slot_words,
 )
-from kb_mcp.search.freshness import as_of_date, demotion_rule, reorder, section_date
-from kb_mcp.search.fuse import FusedHit, LegHit, fuse_rankings
+from kb_mcp.search.fuse import FusedHit, LegHit
 from kb_mcp.search.graph import expands, graph_leg
 from kb_mcp.search.graph import seeds as graph_seeds
 from kb_mcp.search.hop import asks_for_someone
 from kb_mcp.search.keyword import keyword_leg
 from kb_mcp.search.query import Query, or_expression, parse_query, without_common_units
-from kb_mcp.search.related import changes_for
-from kb_mcp.search.relations import (
-    Change,
-    annotations,
-    asks_about_past,
-    concerned_only,
-    order_pass,
-    relation_rule,
-    without_past_phrase,
-)
+from kb_mcp.search.rank import CANDIDATE_DOCUMENTS, UNEMBEDDED_LEG, Ranking, RankInputs, rank
+from kb_mcp.search.relations import annotations, without_past_phrase
+from kb_mcp.search.stats import UnitStats, unit_stats
 from kb_mcp.search.vector import NO_EMBEDDER, VectorLeg, VectorState
 from kb_mcp.store import documents as rows
 from kb_mcp.store.db import Database
 
 MODES = ("auto", "keyword", "vector", "hybrid")
 LEGS = ("keyword", "vector", "graph", "hop")
-# Not a leg one can ask for: it stands in for the vector leg's rank of a keyword result
-# whose passage has no vector yet (``_not_yet_embedded``).
-UNEMBEDDED_LEG = "not yet embedded"
-# Documents each leg ranks, whatever ``top_k`` is: the adjustments reorder this fixed set
-# and the answer is its head, so a document's rank never depends on ``top_k`` (issue 7
-# item 12: the candidate set used to grow with top_k, and so could the ranking).
-CANDIDATE_DOCUMENTS = TOP_K.maximum
 # Passages the vector leg reads (it ranks passages; the engine keeps each document's best).
 # As many as the documents each leg ranks: reading 4x as many scored the same to the
 # fourth digit on SciFact train, CoSQA dev and the golden set (hybrid nDCG@10 0.6944 /
@@ -322,82 +306,6 @@ def _hop_leg(
     return [LegHit(cid, rank, score) for rank, (cid, score) in enumerate(found, start=1)]
 
 
-def _documents_ranked(hits: Sequence[LegHit], found: Mapping[int, rows.PassageRow]) -> list[LegHit]:
-    """A leg's best passage per document, re-ranked 1.. by document (RRF ranks documents)."""
-    seen: set[str] = set()
-    kept = []
-    for hit in hits:
-        passage = found.get(hit.chunk_id)
-        if passage is None or passage.doc_key in seen:
-            continue
-        seen.add(passage.doc_key)
-        kept.append(LegHit(hit.chunk_id, len(kept) + 1, hit.score))
-        if len(kept) == CANDIDATE_DOCUMENTS:
-            break
-    return kept
-
-
-def _not_yet_embedded(
-    legs: Mapping[str, Sequence[LegHit]],
-    unembedded: Collection[int],
-    found: Mapping[int, rows.PassageRow],
-) -> list[LegHit]:
-    """The keyword leg's documents whose passage has no vector yet and that the vector
-    leg did not find through another passage, at their keyword rank.
-
-    A document an agent just added, or a file saved a moment ago, is searchable by
-    keywords at once but has no vector until the background embedding reaches it. Fused
-    without one it lost to every document both legs found: first in the keyword leg it
-    scored 1/61 against 2/65 for a document fourth in both (seen by a user trying
-    kb-mcp on a real folder). Its vector rank is unknown, so it stands in as its keyword
-    rank, at the vector leg's weight, under a leg name of its own so a result says so.
-    """
-    by_vector = {found[h.chunk_id].doc_key for h in legs.get("vector", ()) if h.chunk_id in found}
-    return [
-        hit
-        for hit in legs.get("keyword", ())
-        if hit.chunk_id in unembedded and found[hit.chunk_id].doc_key not in by_vector
-    ]
-
-
-def _candidate(
-    fused: FusedHit, passage: rows.PassageRow, superseders: Mapping[str, str]
-) -> Candidate:
-    return Candidate(
-        key=passage.doc_key,
-        score=fused.score,
-        date=passage.doc_date or passage.updated_at,
-        section_date=section_date(passage.heading_path, passage.doc_date),
-        superseded_on=passage.superseded_on,
-        superseded_by=superseders.get(passage.doc_key),
-        status=passage.status,
-        topic=head_text(passage.title, passage.heading_path),
-        path=passage.path,
-        evidence={c.leg: c.leg_score for c in fused.contributions},
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class UnitStats:
-    """The index's view of a query: each term's tokens, their frequencies, the chunk count."""
-
-    tokens: dict[str, list[str]]
-    df: dict[str, int]
-    chunks: int
-
-    def unit_df(self) -> dict[str, int]:
-        """A term's frequency is its rarest token's (0 when a token is not indexed at all)."""
-        return {
-            u: min((self.df.get(t, 0) for t in toks), default=0) for u, toks in self.tokens.items()
-        }
-
-
-def _unit_stats(fts: FtsIndex, query: Query) -> UnitStats:
-    tokens = {unit: fts.tokens(unit) for unit in (*query.phrases, *query.terms)}
-    df = fts.doc_frequencies(t for toks in tokens.values() for t in toks)
-    return UnitStats(tokens, df, fts.chunk_count())
-
-
 def _query_coverage(fts: FtsIndex, stats: UnitStats, passage: rows.PassageRow) -> float:
     """Share of the query's IDF weight present in ``passage`` (see ``search/floor.py``)."""
     present = set(fts.tokens(f"{head_text(passage.title, passage.heading_path)}\n{passage.text}"))
@@ -468,125 +376,15 @@ def _with(reason: str | None, plan: Plan) -> str | None:
     return "; ".join(parts) if parts else None
 
 
-@dataclass(frozen=True, slots=True)
-class Ranking:
-    """Candidates in their final order, with the fused hits and passages behind them."""
-
-    order: list[Candidate]
-    fused: dict[str, FusedHit]
-    found: dict[int, rows.PassageRow]
-    keyword_top: int | None  # chunk id of the keyword leg's best passage
-    changes: dict[str, list[Change]] = field(default_factory=dict)
-
-    def passage(self, key: str) -> rows.PassageRow:
-        return self.found[self.fused[key].chunk_id]
-
-    def tops(self) -> list[rows.PassageRow]:
-        """The passages the lexical floor reads: the answer's first, and the keyword leg's
-        best (in hybrid they can differ, and the floor asks whether the words exist)."""
-        first = [self.passage(self.order[0].key)] if self.order else []
-        if self.keyword_top is not None:
-            first.append(self.found[self.keyword_top])
-        return first
-
-    def leading(self, count: int) -> list[rows.PassageRow]:
-        """The answer's first ``count`` passages, then the keyword leg's best if not among them."""
-        first = [self.passage(c.key) for c in self.order[:count]]
-        if self.keyword_top is not None and all(p.chunk_id != self.keyword_top for p in first):
-            first.append(self.found[self.keyword_top])
-        return first
-
-
-def prior_rule(query: str) -> Rule:
-    """The path prior (``search/prior.py``: docs and code above tests, fixtures, vendored
-    and generated files and changelogs, unless the question asks for them) as a factor
-    rule on the fused score."""
-    requested = path_prior.requested_classes(query)
-    wanted = path_prior.wanted_classes(query)
-
-    def by_path(candidate: Candidate) -> Adjustment | None:
-        found = path_prior.path_adjustment(candidate.path, requested, wanted)
-        if found is None:
-            return None
-        what = path_prior.REASONS[found.path_class]
-        reason = f"promoted: {what}, asked for" if found.factor > 1 else f"demoted: {what}"
-        return Adjustment(reason, found.factor)
-
-    return by_path
-
-
-def _passage_tokens(
-    fts: FtsIndex, fused: Mapping[str, FusedHit], found: Mapping[int, rows.PassageRow]
-) -> Callable[[str], set[str] | None]:
-    """Document key → the index tokens of its passage in this ranking (cached), or None."""
-    cache: dict[str, set[str]] = {}
-
-    def present(key: str) -> set[str] | None:
-        if key not in fused:
-            return None
-        if key not in cache:
-            p = found[fused[key].chunk_id]
-            cache[key] = set(fts.tokens(f"{head_text(p.title, p.heading_path)}\n{p.text}"))
-        return cache[key]
-
-    return present
-
-
-def _rank(
-    db: Database,
-    legs: dict[str, list[LegHit]],
-    calibration: VectorCalibration,
-    query: str,
-    rules: Sequence[Rule],
-    use_relations: bool = True,
-    fts: FtsIndex | None = None,
-    stats: UnitStats | None = None,
-    unembedded: Collection[int] = (),
-) -> Ranking:
-    """Legs → per-document ranks → weighted RRF → factor rules → order passes.
-
-    With ``fts`` and ``stats``, a correction or update acts only when it concerns what
-    the question asks (``relations.concerned_only``); results still say what they are.
-    ``unembedded``: keyword candidates without a vector yet (``_not_yet_embedded``)."""
-    found = rows.passages(db.conn, [h.chunk_id for hits in legs.values() for h in hits])
-    legs = {name: _documents_ranked(hits, found) for name, hits in legs.items()}
-    if unembedded:
-        legs[UNEMBEDDED_LEG] = _not_yet_embedded(legs, unembedded, found)
-    group = {cid: p.doc_key for cid, p in found.items()}
-    recency = {p.doc_key: p.doc_date or p.updated_at for p in found.values()}
-    weights = {
+def _weights(calibration: VectorCalibration) -> dict[str, float]:
+    """Each leg's RRF weight: a vector leg's is its model's calibration."""
+    return {
         "keyword": KEYWORD_WEIGHT,
         "vector": calibration.weight,
         "graph": GRAPH_WEIGHT,
         "hop": HOP_WEIGHT,
         UNEMBEDDED_LEG: calibration.weight,
     }
-    fused = {str(f.key): f for f in fuse_rankings(legs, weights, recency=recency, group=group)}
-    superseded = [k for k, f in fused.items() if found[f.chunk_id].superseded_on]
-    superseders = rows.superseders(db.conn, superseded)
-    as_of = as_of_date(query)
-    changes = changes_for(db.conn, list(fused)) if use_relations else {}
-    past = asks_about_past(query)
-    position = {key: i for i, key in enumerate(fused)}
-    acting = changes
-    if changes and fts is not None and stats is not None:
-        present = _passage_tokens(fts, fused, found)
-        units = list(stats.tokens.values())
-        acting = concerned_only(changes, units, present, stats.df, stats.chunks)
-    order = apply_rules(
-        (_candidate(f, found[f.chunk_id], superseders) for f in fused.values()),
-        (
-            demotion_rule(as_of),
-            relation_rule(acting, as_of, past, position),
-            prior_rule(query),
-            definition.definition_rule(query, lambda key: found[fused[key].chunk_id].text),
-            *rules,
-        ),
-    )
-    order = order_pass(reorder(order, as_of), acting, as_of, past, position)
-    keyword = legs.get("keyword")
-    top = keyword[0].chunk_id if keyword else None
-    return Ranking(order, fused, found, top, changes)
 
 
 def _annotations(ranking: Ranking, shown: Sequence[Candidate]) -> dict[str, tuple[str, ...]]:
@@ -659,7 +457,7 @@ def _search(
         reason = _with("the query has no searchable words", plan)
         return SearchResult(request.query, plan.mode, (), plan.fallback, reason)
     fts.ensure_current()
-    stats = _unit_stats(fts, query)
+    stats = unit_stats(fts, query)
     if stats.chunks == 0:
         return SearchResult(request.query, plan.mode, (), plan.fallback, _with(EMPTY_LIBRARY, plan))
     matched = without_common_units(query, stats.unit_df(), stats.chunks)
@@ -672,9 +470,11 @@ def _search(
     unembedded: set[int] = set()
     if "vector" in legs and legs.get("keyword") and vectors is not None:
         unembedded = vectors.unembedded([hit.chunk_id for hit in legs["keyword"]])
-    ranking = _rank(
-        db, legs, calibration, request.query, rules, request.relations, fts, stats, unembedded
+    head = max(request.top_k, ANSWER_PASSAGES, PERSON_PASSAGES)
+    inputs = RankInputs(
+        request.query, _weights(calibration), rules, request.relations, stats, unembedded, head
     )
+    ranking = rank(db, fts, legs, inputs)
     if not ranking.order:
         reason = _with("no passage matches the query", plan)
         return SearchResult(request.query, plan.mode, (), plan.fallback, reason)

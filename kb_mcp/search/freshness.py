@@ -161,7 +161,8 @@ def _month_end(year: int, month: int) -> str:
     return date.fromordinal(following.toordinal() - 1).isoformat()
 
 
-def _day(value: str | None) -> str:
+def day(value: str | None) -> str:
+    """An ISO date or timestamp's day (``YYYY-MM-DD``); "" for none, older than any."""
     return (value or "")[:10]
 
 
@@ -170,9 +171,9 @@ def demotion_rule(as_of: str | None) -> Rule:
     even when several apply: a superseded draft is not twice as wrong)."""
 
     def demote(c: Candidate) -> Adjustment | None:
-        if c.superseded_on is not None and (as_of is None or _day(c.superseded_on) <= as_of):
+        if c.superseded_on is not None and (as_of is None or day(c.superseded_on) <= as_of):
             by = f" by {c.superseded_by}" if c.superseded_by else ""
-            return Adjustment(f"superseded{by} on {_day(c.superseded_on)}", DEMOTION)
+            return Adjustment(f"superseded{by} on {day(c.superseded_on)}", DEMOTION)
         if c.status == OBSOLETE:
             return Adjustment("obsolete: its status says it no longer holds", DEMOTION)
         if c.status != CURRENT:
@@ -207,6 +208,16 @@ def _standing(c: Candidate) -> float:
     return product
 
 
+def may_pass(upper: Candidate, lower: Candidate) -> bool:
+    """Whether the recency pass moves ``lower`` above ``upper`` when they are neighbours in
+    equal standing: newer, about as good a match, on a similar topic."""
+    return (
+        day(lower.date) > day(upper.date)
+        and near_tied(upper, lower)
+        and same_topic(upper.topic, lower.topic)
+    )
+
+
 def _recency_pass(ranked: list[Candidate]) -> list[Candidate]:
     """Move newer near-tied documents above older ones (only upward, so it terminates).
 
@@ -221,12 +232,7 @@ def _recency_pass(ranked: list[Candidate]) -> list[Candidate]:
         moved = False
         for i in range(len(ranked) - 1):
             upper, lower = ranked[i], ranked[i + 1]
-            if (
-                _day(lower.date) > _day(upper.date)
-                and standing[lower.key] >= standing[upper.key]
-                and near_tied(upper, lower)
-                and same_topic(upper.topic, lower.topic)
-            ):
+            if standing[lower.key] >= standing[upper.key] and may_pass(upper, lower):
                 reason = f"newer version of {upper.key}: moved above it"
                 ranked[i], ranked[i + 1] = lower.moved_to(upper.score, reason), upper
                 moved = True
@@ -242,7 +248,7 @@ def _after_as_of(future: list[Candidate], floor: float, as_of: str) -> list[Cand
     return [
         c.adjusted(
             Adjustment(
-                f"dated {_day(_dated(c))}, after the asked date {as_of}: placed below the "
+                f"dated {day(_dated(c))}, after the asked date {as_of}: placed below the "
                 "documents of that time",
                 factor,
             )
@@ -260,8 +266,8 @@ def reorder(ranked: list[Candidate], as_of: str | None) -> list[Candidate]:
     """The order passes over best-first candidates: the as-of cut, then recency."""
     if as_of is None:
         return _recency_pass(ranked)
-    present = [c for c in ranked if not _dated(c) or _day(_dated(c)) <= as_of]
-    future = [c for c in ranked if _dated(c) and _day(_dated(c)) > as_of]
+    present = [c for c in ranked if not _dated(c) or day(_dated(c)) <= as_of]
+    future = [c for c in ranked if _dated(c) and day(_dated(c)) > as_of]
     present = _recency_pass(present)
     floor = present[-1].score if present else float("inf")
     return present + _after_as_of(future, floor, as_of)

@@ -197,6 +197,30 @@ def views_for(conn: apsw.Connection, doc_keys: Sequence[str]) -> list[RelationVi
     return [RelationView(*r) for r in rows]
 
 
+def related_chunks(conn: apsw.Connection) -> dict[int, str]:
+    """Chunk id → document key, for the chunks of every document on either side of a
+    resolved relation (what ``views_for`` can find, and a few more)."""
+    return dict(
+        conn.execute(
+            "SELECT c.id, d.doc_key FROM chunks c JOIN documents d ON d.id = c.document_id "
+            "WHERE d.id IN (SELECT from_id FROM doc_relations WHERE state = 'resolved' UNION "
+            "SELECT to_id FROM doc_relations WHERE state = 'resolved')"
+        ).fetchall()
+    )
+
+
+def partners(conn: apsw.Connection) -> dict[str, frozenset[str]]:
+    """Document key → the keys of the documents a resolved relation links it to."""
+    found: dict[str, set[str]] = {}
+    for one, other in conn.execute(
+        "SELECT f.doc_key, t.doc_key FROM doc_relations r JOIN documents f ON f.id = r.from_id "
+        "JOIN documents t ON t.id = r.to_id WHERE r.state = 'resolved'"
+    ):
+        found.setdefault(one, set()).add(other)
+        found.setdefault(other, set()).add(one)
+    return {key: frozenset(keys) for key, keys in found.items()}
+
+
 def snapshot(conn: apsw.Connection) -> list[tuple]:
     """Every row by document keys, sorted: equal before and after a rebuild."""
     rows: Iterable[tuple] = conn.execute(
