@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kb_mcp.ingest import pipeline, sync
+from kb_mcp.ingest import filework, pipeline, readahead
 from kb_mcp.library import Library
 from kb_mcp.settings import Settings
 
@@ -45,10 +45,10 @@ def test_sync_stores_the_same_whether_files_are_read_serially_or_in_workers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     make_notes(tmp_path / "notes", 30)
-    monkeypatch.setattr(sync, "PARALLEL_MIN_FILES", 10**9)
+    monkeypatch.setattr(readahead, "PARALLEL_MIN_FILES", 10**9)
     serial = synced_snapshot(tmp_path, "serial")
-    monkeypatch.setattr(sync, "PARALLEL_MIN_FILES", 1)
-    monkeypatch.setattr(sync, "READ_AHEAD", 4)  # more files than the window: order kept
+    monkeypatch.setattr(readahead, "PARALLEL_MIN_FILES", 1)
+    monkeypatch.setattr(readahead, "READ_AHEAD", 4)  # more files than the window: order kept
     parallel = synced_snapshot(tmp_path, "parallel")
     assert parallel == serial
     assert serial[0] == 31 and serial[2][0][0] == "part1/note7.md"
@@ -78,7 +78,7 @@ def test_sync_batched_graph_writes_equal_a_rebuild_after_adds_and_edits(
     folder = tmp_path / "notes"
     folder.mkdir()
     _entity_notes(folder, 24, "first")
-    monkeypatch.setattr(sync, "PARALLEL_MIN_FILES", 1)
+    monkeypatch.setattr(readahead, "PARALLEL_MIN_FILES", 1)
     with Library(Settings(home=tmp_path / "home", embedder="none")) as library:
         library.add_folder(folder, "notes")
         [report] = library.sync("notes")
@@ -108,7 +108,7 @@ def test_sync_large_files_read_here_and_indexed_in_slices_store_the_same(
     hits, the graph) is what the eager path, through the workers, stores."""
     make_notes(tmp_path / "notes", 30)
     _entity_notes(tmp_path / "notes", 12, "big")
-    monkeypatch.setattr(sync, "PARALLEL_MIN_FILES", 1)
+    monkeypatch.setattr(readahead, "PARALLEL_MIN_FILES", 1)
 
     def synced(name: str) -> tuple:
         with Library(Settings(home=tmp_path / name, embedder="none")) as library:
@@ -117,7 +117,7 @@ def test_sync_large_files_read_here_and_indexed_in_slices_store_the_same(
             return snapshot(library), library.graph.snapshot()
 
     eager = synced("eager")
-    monkeypatch.setattr(sync, "LARGE_FILE_BYTES", 0)  # every file is "large"
+    monkeypatch.setattr(filework, "LARGE_FILE_BYTES", 0)  # every file is "large"
     monkeypatch.setattr(pipeline, "LARGE_SLICE_CHUNKS", 1)
     lazy = synced("lazy")
     assert lazy == eager

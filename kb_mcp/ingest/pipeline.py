@@ -232,7 +232,7 @@ def rewrite_in_place(
 
     For text whose lines did not move (``redact`` keeps every line where it was): a chunk
     of the new text covers the same lines as the old text's would. A folder file's key
-    follows its text (``f-`` + hash, as ``sync.prepare_file`` makes it), so the next
+    follows its text (``f-`` + hash, as ``filework.prepare_file`` makes it), so the next
     sync of the file finds it unchanged instead of storing it again; when another
     document has that key already, the old key stays and that sync merges the two. An
     agent document's key is its uri's and stays. Call inside ``db.write()``.
