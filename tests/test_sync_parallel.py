@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import apsw
 import pytest
 
 from kb_mcp.ingest import filework, pipeline, readahead
-from kb_mcp.library import Library
+from kb_mcp.library import DB_FILE, Library
 from kb_mcp.settings import Settings
 
 
@@ -97,6 +98,53 @@ def test_sync_batched_graph_writes_equal_a_rebuild_after_adds_and_edits(
         edited = library.graph.snapshot()
         library.reindex(rebuild=True)
         assert library.graph.snapshot() == edited
+
+
+def _keyword_index(home: Path) -> tuple[list[tuple], int, int]:
+    """The FTS index's terms with their row and occurrence counts, its rows, the chunks."""
+    conn = apsw.Connection(str(home / DB_FILE), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        terms = conn.execute("SELECT term, doc, cnt FROM chunks_fts_vocab ORDER BY term").fetchall()
+        (indexed,) = conn.execute("SELECT COUNT(*) FROM chunks_fts").fetchone()
+        (chunks,) = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()
+        return terms, indexed, chunks
+    finally:
+        conn.close()
+
+
+def test_sync_batched_keyword_rows_equal_a_rebuild_after_adds_and_edits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """issue 10 (ingest speed): a sync writes the FTS rows of a whole batch at once
+    (``pipeline.PendingRows``), flushed before anything in the batch is removed; the
+    keyword index it leaves, after a first sync and after one that replaces half the
+    files (removals and adds in one batch), holds the terms a rebuild gives, one row
+    per chunk, and nothing of the replaced text."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    _entity_notes(folder, 24, "first")
+    monkeypatch.setattr(readahead, "PARALLEL_MIN_FILES", 1)
+    home = tmp_path / "home"
+    with Library(Settings(home=home, embedder="none")) as library:
+        library.add_folder(folder, "notes")
+        [report] = library.sync("notes")
+        assert report.added == 24
+        batched = _keyword_index(home)
+        first = {term: docs for term, docs, _cnt in batched[0]}["first"]
+        assert batched[1] == batched[2] and first == 24
+        library.reindex(rebuild=True)
+        assert _keyword_index(home) == batched
+        for n in range(0, 24, 2):
+            (folder / f"n{n:02d}.md").write_text(
+                f"# Edited {n}\n\nOnly the Blob Store now, and `cache_{n}`.\n", encoding="utf-8"
+            )
+        [report] = library.sync("notes")
+        assert report.updated == 12
+        edited = _keyword_index(home)
+        first = {term: docs for term, docs, _cnt in edited[0]}["first"]
+        assert edited[1] == edited[2] and first == 12  # the replaced text is gone
+        library.reindex(rebuild=True)
+        assert _keyword_index(home) == edited
 
 
 def test_sync_large_files_read_here_and_indexed_in_slices_store_the_same(

@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kb_mcp.chunk.markdown import DEFAULT_BUDGET_CHARS
-from kb_mcp.index import graph, postings
+from kb_mcp.index import postings
 from kb_mcp.ingest import filework, readers
 from kb_mcp.ingest.filework import FileWork, failure_reason, gc_paused, is_bounded, utc_now
-from kb_mcp.ingest.pipeline import remove_location, store_document
+from kb_mcp.ingest.pipeline import PendingRows, remove_location, store_document
 from kb_mcp.ingest.readahead import indexed_hash, read_ahead, reader_pool, stat_unchanged
 from kb_mcp.ingest.sources import FolderSource
 from kb_mcp.ingest.walk import FoundFile, walk_folder
@@ -77,7 +77,7 @@ def _record_failure(
     found: FoundFile,
     reason: str,
     now: str,
-    pending: graph.PendingMentions | None = None,
+    pending: PendingRows | None = None,
 ) -> None:
     """Keep the failure visible; any document the file held before is unlinked."""
     if pending is not None:
@@ -102,11 +102,11 @@ def apply_file(
     source_id: int,
     work: FileWork,
     previous: rows.LocationState | None,
-    pending: graph.PendingMentions | None = None,
+    pending: PendingRows | None = None,
 ) -> str:
     """Write what ``filework.read_file`` found; returns added / updated / unchanged / failed.
 
-    ``pending``: the batch's entities, written when the caller flushes it (inside the
+    ``pending``: the batch's FTS rows and entities, written when the caller flushes it (inside the
     same transaction, before it commits)."""
     found = work.found
     if work.failure is not None:
@@ -190,7 +190,7 @@ def _apply(
     found: FoundFile,
     work: FileWork | None,
     previous: rows.LocationState | None,
-    pending: graph.PendingMentions,
+    pending: PendingRows,
 ) -> str:
     if work is None:  # size and mtime as recorded; a failed file stays failed until it changes
         return "failed" if previous and previous.state == "failed" else "unchanged"
@@ -290,7 +290,7 @@ def sync_folder(
             # process, the reader pool or a bounded PDF process) before it began, so other
             # writers never wait on a reader, only on the rows themselves (issue 11).
             with db.write() as conn:
-                pending = graph.PendingMentions()
+                pending = PendingRows()
                 for found, work in batch:
                     outcome = _apply(db, source_id, found, work, known.get(found.rel), pending)
                     setattr(report, outcome, getattr(report, outcome) + 1)
