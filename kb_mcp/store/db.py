@@ -210,11 +210,10 @@ class Database:
         writes its batches, then SQLite's default again (the pages beyond it freed).
 
         Trigger: a batch (up to 500 files, 8 MB of text, its FTS segments and graph
-        rows) dirtied more pages than the default 2 MiB cache holds, so SQLite spilled
-        them to the WAL mid-transaction and read them back (figures at ``BULK_CACHE_KIB``).
-        Only while a sync runs: a server's
-        readers would otherwise keep up to that much cache per connection (issue 10's
-        memory bound).
+        rows) touches far more pages than SQLite's default 2 MiB cache holds, and the
+        writer's CPU fell with a larger one (figures at ``BULK_CACHE_KIB``). Only while
+        a sync runs: a server's readers would otherwise keep up to that much cache per
+        connection (issue 10's memory bound).
         """
         conn = self.conn
         before = conn.execute("PRAGMA cache_size").fetchone()[0]
