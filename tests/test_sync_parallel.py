@@ -8,9 +8,11 @@ from pathlib import Path
 import apsw
 import pytest
 
-from kb_mcp.ingest import filework, pipeline, readahead
+from kb_mcp.ingest import filework, pipeline, readahead, sync
+from kb_mcp.ingest.walk import FoundFile
 from kb_mcp.library import DB_FILE, Library
 from kb_mcp.settings import Settings
+from kb_mcp.store.db import BULK_CACHE_KIB, Database
 
 
 def make_notes(folder: Path, count: int) -> None:
@@ -170,3 +172,25 @@ def test_sync_large_files_read_here_and_indexed_in_slices_store_the_same(
     lazy = synced("lazy")
     assert lazy == eager
     assert eager[0][0] == 43 and eager[1][0]
+
+
+def test_sync_batch_page_cache_is_large_for_small_files_and_default_for_a_large_one(
+    tmp_path: Path,
+) -> None:
+    """issue 10: a batch of small files is written with ``Database.bulk_cache`` (fewer
+    CPU seconds), a batch holding a large file with SQLite's default cache, so that file
+    does not add ``BULK_CACHE_KIB`` of resident memory to the 250 MB bound."""
+    db = Database(tmp_path / DB_FILE)
+    default = db.conn.execute("PRAGMA cache_size").fetchone()[0]
+    now = filework.utc_now()
+
+    def batch(size: int) -> list:
+        found = FoundFile(tmp_path / "a.md", "a.md", size, 0)
+        return [(found, filework.FileWork(found, now))]
+
+    with sync._page_cache(db, batch(100)):
+        assert db.conn.execute("PRAGMA cache_size").fetchone()[0] == -BULK_CACHE_KIB
+    with sync._page_cache(db, batch(filework.LARGE_FILE_BYTES + 1)):
+        assert db.conn.execute("PRAGMA cache_size").fetchone()[0] == default
+    assert db.conn.execute("PRAGMA cache_size").fetchone()[0] == default
+    db.close()

@@ -23,6 +23,7 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -253,6 +254,17 @@ def _next_batch(
     return batch, False
 
 
+def _page_cache(
+    db: Database, batch: list[tuple[FoundFile, FileWork | None]]
+) -> AbstractContextManager[None]:
+    """The larger page cache (``Database.bulk_cache``) for a batch of small files;
+    SQLite's default for a batch holding a large file (written alone, ``_next_batch``):
+    its pages would fill the cache, ``BULK_CACHE_KIB`` more resident memory on top of
+    the file's text, which issue 10 bounds at 250 MB."""
+    large = any(f.size > filework.LARGE_FILE_BYTES for f, work in batch if work is not None)
+    return nullcontext() if large else db.bulk_cache()
+
+
 def sync_folder(
     db: Database,
     source: FolderSource,
@@ -280,7 +292,7 @@ def sync_folder(
     root = root.resolve()
     done = len(walk.files) - len(stale)
     stopped = False
-    with reader_pool(len(stale)) as pool, gc_paused(), db.bulk_cache():
+    with reader_pool(len(stale)) as pool, gc_paused():
         items = read_ahead(root, tuple(stale), known, pool, pdf_mode)
         while not stopped:
             batch, stopped = _next_batch(items, should_stop)
@@ -289,7 +301,7 @@ def sync_folder(
             # Only writing happens inside the transaction: the batch was read (in this
             # process, the reader pool or a bounded PDF process) before it began, so other
             # writers never wait on a reader, only on the rows themselves (issue 11).
-            with db.write() as conn:
+            with _page_cache(db, batch), db.write() as conn:
                 pending = PendingRows()
                 for found, work in batch:
                     outcome = _apply(db, source_id, found, work, known.get(found.rel), pending)

@@ -207,7 +207,8 @@ class Database:
     @contextmanager
     def bulk_cache(self) -> Iterator[None]:
         """This thread's connection with a page cache of ``BULK_CACHE_KIB`` while a sync
-        writes its batches, then SQLite's default again (the pages beyond it freed).
+        writes a batch of small files (``sync._page_cache``), then SQLite's default again
+        (the pages beyond it freed).
 
         Trigger: a batch (up to 500 files, 8 MB of text, its FTS segments and graph
         rows) touches far more pages than SQLite's default 2 MiB cache holds, and the
