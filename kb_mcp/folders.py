@@ -13,8 +13,8 @@ from pathlib import Path
 
 from kb_mcp.errors import InvalidInput, NotFound, Refused
 from kb_mcp.ingest import agent, sources, sync, synclock
+from kb_mcp.ingest.filework import failure_reason, utc_now
 from kb_mcp.ingest.pipeline import remove_location
-from kb_mcp.ingest.sync import utc_now
 from kb_mcp.state import LibraryState
 from kb_mcp.store import documents as rows
 
@@ -139,7 +139,7 @@ class Folders:
                 state, error, synced_at = "idle", None, utc_now()
                 return report
             except Exception as exc:
-                error = sync.failure_reason(exc)
+                error = failure_reason(exc)
                 raise
             finally:
                 with self.db.write() as conn:

@@ -8,7 +8,7 @@ import pytest
 
 from kb_mcp.chunk import split_document, stream
 from kb_mcp.chunk.stream import iter_chunks
-from kb_mcp.ingest import sync
+from kb_mcp.ingest import filework
 from kb_mcp.library import Library
 from kb_mcp.settings import Settings
 
@@ -73,7 +73,7 @@ def test_sync_of_a_large_file_cites_a_late_line_exactly(
     """issue 10 item 2: a file over ``LARGE_FILE_BYTES`` is chunked in windows and
     stored slice by slice; a word on one of its last lines is found with the cite of
     that line, and ``read`` returns it."""
-    monkeypatch.setattr(sync, "LARGE_FILE_BYTES", 10_000)
+    monkeypatch.setattr(filework, "LARGE_FILE_BYTES", 10_000)
     monkeypatch.setattr(stream, "WINDOW_CHARS", 20_000)
     folder = tmp_path / "notes"
     folder.mkdir()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kb_mcp.ingest import sync
+from kb_mcp.ingest import filework, readahead
 from kb_mcp.ingest.readers.text import looks_like_rst, read_plain
 from kb_mcp.ingest.sync import SyncReport
 from kb_mcp.library import Library
@@ -334,7 +334,7 @@ def test_pdf_over_its_time_or_memory_bound_is_killed_failed_and_the_rest_syncs(
     other file of the folder is indexed."""
     if bound == "BOUNDED_RSS_BYTES" and not Path("/proc/self/statm").exists():
         pytest.skip("the memory bound reads /proc")
-    monkeypatch.setattr(sync, bound, value)
+    monkeypatch.setattr(filework, bound, value)
     data = text_pdf(pymupdf, ["Heliotrope budgets rise in spring."])
     report = ingest(library, folder, {"big.pdf": data, "keep.md": "A heron note.\n"})
     assert (report.added, report.failed) == (1, 1)
@@ -387,7 +387,7 @@ def test_pdfs_convert_in_bounded_processes_while_text_files_are_written(
     library.add_folder(folder)
     [report] = library.sync(progress=progress)
     assert (report.added, report.failed) == (6, 0)
-    assert running and 1 <= running[0] <= sync.BOUNDED_WORKERS  # already converting
+    assert running and 1 <= running[0] <= readahead.BOUNDED_WORKERS  # already converting
     assert {h.path for h in library.search("heliotrope report").hits} == set(pdfs)
 
 
@@ -410,7 +410,7 @@ def test_pdf_upload_is_converted_under_the_bounds_and_honours_pdf_mode(
         # first heading, else the file's name
         expected = "Quarterly overview." if mode == "text" else "budget.pdf"
         assert only_hit(library, "heliotrope").title == expected
-        monkeypatch.setattr(sync, "BOUNDED_SECONDS", 0.01)
+        monkeypatch.setattr(filework, "BOUNDED_SECONDS", 0.01)
         (tmp_path / "late.pdf").write_bytes(text_pdf(pymupdf, ["Zephyrine late page."]))
         with pytest.raises(Unreadable, match=r"took longer than 0\.01 s and was stopped"):
             library.import_file(tmp_path / "late.pdf")

@@ -197,6 +197,29 @@ def test_rebuild_gives_the_same_graph_as_incremental_ingest(tmp_path: Path) -> N
         assert library.graph.snapshot() == before
 
 
+def test_aliases_of_an_entity_mentioned_again_equal_a_rebuild_whatever_their_spelling(
+    tmp_path: Path,
+) -> None:
+    """issue 10 (ingest speed): an entity mentioned again is checked against its stored
+    aliases without parsing them (``graph._all_listed``); spellings holding ``", "``, a
+    quote or a backslash take the slow path, and the aliases, names and counts left
+    after each later sync are what a rebuild gives."""
+    spellings = ["`run(a, b)`", '`say "hi"`', "`C:\\temp`", "`plain_name`"]
+    folder = tmp_path / "notes"
+    text = "# Calls\n\nWe use " + " and ".join(spellings) + ".\n"
+    library = _library(tmp_path / "home", folder, {"a.md": text})
+    with library:
+        (folder / "b.md").write_text(text + "\nAgain: " + spellings[0] + ".\n")
+        library.sync()
+        (folder / "c.md").write_text("# More\n\n`Run(a, B)` and " + spellings[1] + ".\n")
+        library.sync()
+        before = library.graph.snapshot()
+        aliases = {json.dumps(json.loads(e[3])) for e in before[0]}
+        assert any("run(a, b)" in a.lower() for a in aliases)
+        library.reindex(rebuild=True)
+        assert library.graph.snapshot() == before
+
+
 def test_cjk_terms_are_entities_and_seed_the_graph(tmp_path: Path) -> None:
     """issue 9: CJK terms (headings, bold, quotes) are entities; a CJK question's
     sub-runs resolve to them."""

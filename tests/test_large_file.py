@@ -14,7 +14,7 @@ import pytest
 from kb_mcp.chunk import split_document
 from kb_mcp.chunk import stream as chunk_stream
 from kb_mcp.errors import Unreadable
-from kb_mcp.ingest import large, sync
+from kb_mcp.ingest import filework, large
 from kb_mcp.ingest.large import read_large
 from kb_mcp.ingest.readers.generated import check_not_generated
 from kb_mcp.library import Library
@@ -51,7 +51,7 @@ def _notes(sections: int) -> str:
 
 @pytest.fixture
 def small_windows(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sync, "LARGE_FILE_BYTES", 10_000)
+    monkeypatch.setattr(filework, "LARGE_FILE_BYTES", 10_000)
     monkeypatch.setattr(large, "WINDOW_BYTES", 997)
     monkeypatch.setattr(redact_stream, "WINDOW_CHARS", 613)
     monkeypatch.setattr(chunk_stream, "WINDOW_CHARS", 20_000)
@@ -102,7 +102,7 @@ def test_sync_of_a_large_file_stores_what_the_whole_path_stores(
         calls.append(key)
         return read_large(data, key)
 
-    monkeypatch.setattr(sync, "read_large", recorded)
+    monkeypatch.setattr(filework, "read_large", recorded)
     folder = tmp_path / "notes"
     folder.mkdir()
     text = _notes(300)
@@ -117,7 +117,7 @@ def test_sync_of_a_large_file_stores_what_the_whole_path_stores(
         [hit] = library.search("zephyrine kestrel").hits
         assert (hit.start_line, hit.end_line) == (late - 2, late)
         assert library.read(hit.cite).text == hit.text
-    monkeypatch.setattr(sync, "LARGE_FILE_BYTES", 10 * len(text))  # the whole-file path
+    monkeypatch.setattr(filework, "LARGE_FILE_BYTES", 10 * len(text))  # the whole-file path
     whole, whole_chunks, library = _stored(tmp_path / "whole", folder)
     library.close()
     assert (windowed, chunks) == (whole, whole_chunks)

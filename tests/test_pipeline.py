@@ -20,8 +20,8 @@ from kb_mcp.chunk.markdown import split_markdown
 from kb_mcp.chunk.pack import DEFAULT_BUDGET_CHARS
 from kb_mcp.index import fts
 from kb_mcp.ingest import readers
+from kb_mcp.ingest.filework import prepare_file
 from kb_mcp.ingest.pipeline import text_hash
-from kb_mcp.ingest.sync import prepare_file
 from kb_mcp.library import DB_FILE, Library
 from kb_mcp.settings import Settings
 from kb_mcp.store import documents as rows

@@ -18,7 +18,7 @@ import pytest
 from inline_snapshot import snapshot
 
 from kb_mcp.errors import Conflict, Unavailable
-from kb_mcp.store.db import Database, QueryTimeout
+from kb_mcp.store.db import BULK_CACHE_KIB, Database, QueryTimeout
 from kb_mcp.store.migrations import MIGRATIONS, Migrated, migrate, schema_version
 
 T = TypeVar("T")
@@ -111,6 +111,22 @@ def test_migrate_creates_schema_at_latest_version(db: Database, db_path: Path) -
 def test_database_connection_pragmas(db: Database) -> None:
     assert db.query("PRAGMA journal_mode") == [("wal",)]
     assert db.query("PRAGMA foreign_keys") == [(1,)]
+
+
+def test_bulk_cache_grows_the_page_cache_while_a_sync_writes_then_restores_it(
+    db: Database,
+) -> None:
+    """issue 10 (ingest speed): a sync's writer connection gets a larger page cache for
+    its batches (``Database.bulk_cache``), and SQLite's default again afterwards, even
+    when the sync fails, so a server's connections do not keep it."""
+    default = db.conn.execute("PRAGMA cache_size").fetchone()[0]
+    with db.bulk_cache():
+        assert db.conn.execute("PRAGMA cache_size").fetchone()[0] == -BULK_CACHE_KIB
+    assert db.conn.execute("PRAGMA cache_size").fetchone()[0] == default
+    with pytest.raises(RuntimeError), db.bulk_cache():
+        raise RuntimeError("the sync failed")
+    assert db.conn.execute("PRAGMA cache_size").fetchone()[0] == default
+    assert default != -BULK_CACHE_KIB
 
 
 def test_migrate_on_reopen_is_a_no_op(db_path: Path) -> None:

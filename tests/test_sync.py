@@ -23,8 +23,9 @@ from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 
 from kb_mcp.errors import NotFound
+from kb_mcp.ingest.filework import read_without_gc
 from kb_mcp.ingest.sources import REGISTRY_FILE
-from kb_mcp.ingest.sync import SyncReport, read_without_gc
+from kb_mcp.ingest.sync import SyncReport
 from kb_mcp.library import DB_FILE, Library
 from kb_mcp.settings import Settings
 from kb_mcp.store import documents as rows

@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import apsw
 import pytest
 
-from kb_mcp.ingest import pipeline, sync
-from kb_mcp.library import Library
+from kb_mcp.ingest import filework, pipeline, readahead, sync
+from kb_mcp.ingest.walk import FoundFile
+from kb_mcp.library import DB_FILE, Library
 from kb_mcp.settings import Settings
+from kb_mcp.store.db import BULK_CACHE_KIB, Database
 
 
 def make_notes(folder: Path, count: int) -> None:
@@ -45,10 +48,10 @@ def test_sync_stores_the_same_whether_files_are_read_serially_or_in_workers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     make_notes(tmp_path / "notes", 30)
-    monkeypatch.setattr(sync, "PARALLEL_MIN_FILES", 10**9)
+    monkeypatch.setattr(readahead, "PARALLEL_MIN_FILES", 10**9)
     serial = synced_snapshot(tmp_path, "serial")
-    monkeypatch.setattr(sync, "PARALLEL_MIN_FILES", 1)
-    monkeypatch.setattr(sync, "READ_AHEAD", 4)  # more files than the window: order kept
+    monkeypatch.setattr(readahead, "PARALLEL_MIN_FILES", 1)
+    monkeypatch.setattr(readahead, "READ_AHEAD", 4)  # more files than the window: order kept
     parallel = synced_snapshot(tmp_path, "parallel")
     assert parallel == serial
     assert serial[0] == 31 and serial[2][0][0] == "part1/note7.md"
@@ -78,7 +81,7 @@ def test_sync_batched_graph_writes_equal_a_rebuild_after_adds_and_edits(
     folder = tmp_path / "notes"
     folder.mkdir()
     _entity_notes(folder, 24, "first")
-    monkeypatch.setattr(sync, "PARALLEL_MIN_FILES", 1)
+    monkeypatch.setattr(readahead, "PARALLEL_MIN_FILES", 1)
     with Library(Settings(home=tmp_path / "home", embedder="none")) as library:
         library.add_folder(folder, "notes")
         [report] = library.sync("notes")
@@ -99,6 +102,53 @@ def test_sync_batched_graph_writes_equal_a_rebuild_after_adds_and_edits(
         assert library.graph.snapshot() == edited
 
 
+def _keyword_index(home: Path) -> tuple[list[tuple], int, int]:
+    """The FTS index's terms with their row and occurrence counts, its rows, the chunks."""
+    conn = apsw.Connection(str(home / DB_FILE), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        terms = conn.execute("SELECT term, doc, cnt FROM chunks_fts_vocab ORDER BY term").fetchall()
+        (indexed,) = conn.execute("SELECT COUNT(*) FROM chunks_fts").fetchone()
+        (chunks,) = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()
+        return terms, indexed, chunks
+    finally:
+        conn.close()
+
+
+def test_sync_batched_keyword_rows_equal_a_rebuild_after_adds_and_edits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """issue 10 (ingest speed): a sync writes the FTS rows of a whole batch at once
+    (``pipeline.PendingRows``), flushed before anything in the batch is removed; the
+    keyword index it leaves, after a first sync and after one that replaces half the
+    files (removals and adds in one batch), holds the terms a rebuild gives, one row
+    per chunk, and nothing of the replaced text."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    _entity_notes(folder, 24, "first")
+    monkeypatch.setattr(readahead, "PARALLEL_MIN_FILES", 1)
+    home = tmp_path / "home"
+    with Library(Settings(home=home, embedder="none")) as library:
+        library.add_folder(folder, "notes")
+        [report] = library.sync("notes")
+        assert report.added == 24
+        batched = _keyword_index(home)
+        first = {term: docs for term, docs, _cnt in batched[0]}["first"]
+        assert batched[1] == batched[2] and first == 24
+        library.reindex(rebuild=True)
+        assert _keyword_index(home) == batched
+        for n in range(0, 24, 2):
+            (folder / f"n{n:02d}.md").write_text(
+                f"# Edited {n}\n\nOnly the Blob Store now, and `cache_{n}`.\n", encoding="utf-8"
+            )
+        [report] = library.sync("notes")
+        assert report.updated == 12
+        edited = _keyword_index(home)
+        first = {term: docs for term, docs, _cnt in edited[0]}["first"]
+        assert edited[1] == edited[2] and first == 12  # the replaced text is gone
+        library.reindex(rebuild=True)
+        assert _keyword_index(home) == edited
+
+
 def test_sync_large_files_read_here_and_indexed_in_slices_store_the_same(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -108,7 +158,7 @@ def test_sync_large_files_read_here_and_indexed_in_slices_store_the_same(
     hits, the graph) is what the eager path, through the workers, stores."""
     make_notes(tmp_path / "notes", 30)
     _entity_notes(tmp_path / "notes", 12, "big")
-    monkeypatch.setattr(sync, "PARALLEL_MIN_FILES", 1)
+    monkeypatch.setattr(readahead, "PARALLEL_MIN_FILES", 1)
 
     def synced(name: str) -> tuple:
         with Library(Settings(home=tmp_path / name, embedder="none")) as library:
@@ -117,8 +167,30 @@ def test_sync_large_files_read_here_and_indexed_in_slices_store_the_same(
             return snapshot(library), library.graph.snapshot()
 
     eager = synced("eager")
-    monkeypatch.setattr(sync, "LARGE_FILE_BYTES", 0)  # every file is "large"
+    monkeypatch.setattr(filework, "LARGE_FILE_BYTES", 0)  # every file is "large"
     monkeypatch.setattr(pipeline, "LARGE_SLICE_CHUNKS", 1)
     lazy = synced("lazy")
     assert lazy == eager
     assert eager[0][0] == 43 and eager[1][0]
+
+
+def test_sync_batch_page_cache_is_large_for_small_files_and_default_for_a_large_one(
+    tmp_path: Path,
+) -> None:
+    """issue 10: a batch of small files is written with ``Database.bulk_cache`` (fewer
+    CPU seconds), a batch holding a large file with SQLite's default cache, so that file
+    does not add ``BULK_CACHE_KIB`` of resident memory to the 250 MB bound."""
+    db = Database(tmp_path / DB_FILE)
+    default = db.conn.execute("PRAGMA cache_size").fetchone()[0]
+    now = filework.utc_now()
+
+    def batch(size: int) -> list:
+        found = FoundFile(tmp_path / "a.md", "a.md", size, 0)
+        return [(found, filework.FileWork(found, now))]
+
+    with sync._page_cache(db, batch(100)):
+        assert db.conn.execute("PRAGMA cache_size").fetchone()[0] == -BULK_CACHE_KIB
+    with sync._page_cache(db, batch(filework.LARGE_FILE_BYTES + 1)):
+        assert db.conn.execute("PRAGMA cache_size").fetchone()[0] == default
+    assert db.conn.execute("PRAGMA cache_size").fetchone()[0] == default
+    db.close()

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from kb_mcp.fsutil import atomic_write
-from kb_mcp.ingest import sync, synclock
+from kb_mcp.ingest import filework, readahead, synclock
 from kb_mcp.ingest.agent import DOCS_DIR
 from kb_mcp.library import Library
 from kb_mcp.settings import Settings
@@ -165,7 +165,7 @@ def test_sync_hostile_file_never_stops_a_folder(
     assert (name in failed) != (name in indexed(library))
     if name in failed:  # one short line that says why
         assert failed[name].strip() and "\n" not in failed[name]
-        assert len(failed[name]) <= sync.MAX_REASON_CHARS
+        assert len(failed[name]) <= filework.MAX_REASON_CHARS
     assert report.failed == len(failed)
 
 
@@ -173,7 +173,7 @@ def test_sync_reader_crash_in_a_worker_process_is_recorded_failed(
     home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """issue 7 item 9: an exception inside a reader worker process used to end the sync."""
-    monkeypatch.setattr(sync, "PARALLEL_MIN_FILES", 1)
+    monkeypatch.setattr(readahead, "PARALLEL_MIN_FILES", 1)
     notes = tmp_path / "notes"
     files = {f"n{i}.md": f"# N{i}\n\nosprey{i}\n".encode() for i in range(6)}
     write_folder(notes, {**files, "bad.html": b"<![ x ]]>"})
@@ -349,7 +349,7 @@ def test_kill_9_of_cli_sync_takes_its_reader_workers_with_it_and_the_sync_resume
 ) -> None:
     """issue 7 items 9 and 15: workers outlived `kill -9`; the source stayed `syncing`."""
     notes = tmp_path / "notes"
-    count = sync.PARALLEL_MIN_FILES + 200
+    count = readahead.PARALLEL_MIN_FILES + 200
     make_big_folder(notes, count)
     with open_library(home) as library:
         library.add_folder(notes)

@@ -10,7 +10,7 @@ with heuristic extraction stay within 25 % of ingest without it.
 
 The graph step is switched off here by handing the reader pool a reading function of this
 module (``_read_file_without_graph``, imported by name in each spawned worker) that
-replaces the extractor around each read, and restoring ``sync.read_file`` after the round:
+replaces the extractor around each read, and restoring ``filework.read_file`` after the round:
 a measurement, never a product setting (the graph is derived data every search leg may
 rely on).
 """
@@ -26,19 +26,19 @@ import time
 from pathlib import Path
 
 from kb_mcp.graph.extract import Extraction
-from kb_mcp.ingest import derive, sync
+from kb_mcp.ingest import derive, filework
 from kb_mcp.library import Library
 from kb_mcp.settings import Settings
 
-_READ_FILE = sync.read_file  # the real one, whichever process imports this module
+_READ_FILE = filework.read_file  # the real one, whichever process imports this module
 
 
 def _no_entities(text: str, heading_path: object = (), *, code: bool = False) -> Extraction:
     return Extraction([], [])
 
 
-def _read_file_without_graph(*args: object) -> sync.FileWork:
-    """``sync.read_file`` with an extractor that finds nothing (in a worker or here)."""
+def _read_file_without_graph(*args: object) -> filework.FileWork:
+    """``filework.read_file`` with an extractor that finds nothing (in a worker or here)."""
     original = derive.extract
     derive.extract = _no_entities  # type: ignore[assignment]
     try:
@@ -58,7 +58,7 @@ def _sync_seconds(folder: Path, *, with_graph: bool) -> tuple[float, float, floa
     home = Path(tempfile.mkdtemp(prefix="kb-mcp-graph-cost-"))
     try:
         if not with_graph:
-            sync.read_file = _read_file_without_graph  # type: ignore[assignment]
+            filework.read_file = _read_file_without_graph  # type: ignore[assignment]
         with Library(Settings(home=home, embedder="none", max_files_per_source=100_000)) as lib:
             lib.add_folder(folder)
             started, cpu, readers = time.perf_counter(), time.process_time(), _children_cpu()
@@ -66,7 +66,7 @@ def _sync_seconds(folder: Path, *, with_graph: bool) -> tuple[float, float, floa
             wall, writer = time.perf_counter() - started, time.process_time() - cpu
             return wall, writer, _children_cpu() - readers, report.added
     finally:
-        sync.read_file = _READ_FILE
+        filework.read_file = _READ_FILE
         shutil.rmtree(home, ignore_errors=True)
 
 

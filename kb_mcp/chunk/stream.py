@@ -40,7 +40,7 @@ from kb_mcp.chunk.sections import Block, bounded_title, chunk_blocks
 
 # Characters of text chunked at once (bytes, for ``iter_utf8_chunks``; a window is cut
 # in the UTF-8 of the text). 4 Mi is the size past which a folder file is read in the
-# writer process (``sync.LARGE_FILE_BYTES``, 4 MiB): files under it are chunked whole,
+# writer process (``filework.LARGE_FILE_BYTES``, 4 MiB): files under it are chunked whole,
 # exactly as before. A window's line index is about 3× its text (12 Mi characters, at
 # most 48 MB for text of 4-byte characters).
 WINDOW_CHARS = 4 * 1024 * 1024

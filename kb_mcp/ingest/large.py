@@ -3,7 +3,7 @@
 Trigger: a 50 MB Markdown file holding Chinese and emoji is a 145–200 MB Python string
 (4 bytes a character, whatever the rest of it holds), and decoding, redacting and
 storing it whole peaked at 700 MB RSS in ``kb-mcp add`` (issue 10, bound 250 MB).
-Outcome: a file over ``sync.LARGE_FILE_BYTES`` in a pass-through format (Markdown, plain
+Outcome: a file over ``filework.LARGE_FILE_BYTES`` in a pass-through format (Markdown, plain
 text, reST, data, code) and in UTF-8 is decoded in windows of bytes
 (``decode.utf8_windows``), redacted window by window (``redact.stream``), and its
 redacted text kept as UTF-8 (a quarter of that string, or as much as the file for ASCII),

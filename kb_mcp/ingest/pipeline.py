@@ -34,6 +34,7 @@ import apsw
 
 from kb_mcp.chunk import Chunk
 from kb_mcp.chunk.stream import iter_chunks
+from kb_mcp.graph.extract import Extraction
 from kb_mcp.index import fts, graph, vectors
 from kb_mcp.ingest.dedup import record_near_duplicates
 from kb_mcp.ingest.derive import Derived, derive, extractions_of, fts_rows_of
@@ -45,6 +46,47 @@ from kb_mcp.store.db import Database
 # A large file's chunks are stored, and their index copies and entities made and
 # written, this many at a time, so they never all exist at once.
 LARGE_SLICE_CHUNKS = 1_000
+
+
+class PendingRows:
+    """The FTS rows and entities of the documents stored in one write transaction,
+    written together before it commits.
+
+    Trigger: a document's FTS rows were inserted as it was stored, and the next statement
+    that opened a statement savepoint (the location upsert) made FTS5 flush its pending
+    terms into a new segment: one segment per document, merged again and again by
+    automerge (the location upsert was 1 ms a file, 0.013 ms alone; cProfile of the bench
+    perf corpus's writer). Outcome: a sync hands one of these to every document of a
+    batch (``graph.PendingMentions`` for the entities, as before) and flushes it before
+    the batch commits, so FTS5 writes a segment per batch or per MiB of terms. The same
+    rows result, in the same transaction. Flushed early by the caller before anything is
+    removed in that transaction (removal takes rows back from the FTS index and the
+    graph), and once ``MAX_PENDING_CHUNKS`` FTS rows wait (bounded memory).
+    """
+
+    MAX_PENDING_CHUNKS = graph.PendingMentions.MAX_PENDING_CHUNKS
+
+    def __init__(self) -> None:
+        self._fts: list[tuple[int, str, str]] = []
+        self._mentions = graph.PendingMentions()
+
+    def add(
+        self,
+        conn: apsw.Connection,
+        fts_rows: Iterable[tuple[int, str, str]],
+        extracted: Iterable[tuple[int, Extraction]],
+    ) -> None:
+        self._fts.extend(fts_rows)
+        self._mentions.add(conn, extracted)
+        if len(self._fts) >= self.MAX_PENDING_CHUNKS:
+            self.flush(conn)
+
+    def flush(self, conn: apsw.Connection) -> None:
+        """Write what waits. Call inside the ``db.write()`` the documents were stored in."""
+        if self._fts:
+            fts.add_index_rows(conn, self._fts)
+            self._fts = []
+        self._mentions.flush(conn)
 
 
 class Outcome(StrEnum):
@@ -91,7 +133,7 @@ def _index_document(
     doc: rows.NewDocument,
     chunks: Iterable[Chunk],
     derived: Derived,
-    pending: graph.PendingMentions | None,
+    pending: PendingRows | None,
 ) -> int:
     document_id = rows.insert_document(conn, doc)
     if derived.extractions is None:  # a large file: chunks made, stored, indexed in slices
@@ -100,13 +142,13 @@ def _index_document(
         chunks = list(chunks)
         ids = rows.insert_chunks(conn, document_id, chunks)
         copies = derived.fts_rows if derived.fts_rows is not None else fts_rows_of(doc, chunks)
-        fts.add_index_rows(
-            conn, ((cid, head, body) for cid, (head, body) in zip(ids, copies, strict=True))
-        )
+        fts_rows = [(cid, head, body) for cid, (head, body) in zip(ids, copies, strict=True)]
+        extracted = list(zip(ids, derived.extractions, strict=True))
         if pending is None:
-            graph.add_extracted(conn, list(zip(ids, derived.extractions, strict=True)))
+            fts.add_index_rows(conn, fts_rows)
+            graph.add_extracted(conn, extracted)
         else:
-            pending.add(conn, list(zip(ids, derived.extractions, strict=True)))
+            pending.add(conn, fts_rows, extracted)
     record_near_duplicates(conn, document_id, doc.title, doc.text)
     return document_id
 
@@ -161,7 +203,7 @@ def store_document(
     doc: rows.NewDocument,
     chunks: Iterable[Chunk],
     derived: Derived | None = None,
-    pending: graph.PendingMentions | None = None,
+    pending: PendingRows | None = None,
     **location: object,
 ) -> Stored:
     """Point ``(source, path)`` at ``doc``; store and index it unless it is already there.
@@ -171,7 +213,8 @@ def store_document(
     deduplicated file is one document, whatever each copy's name or mtime). ``derived``
     is ``derive(doc, chunks)`` when a reader process computed it already (``chunks`` may
     then be a lazy iterator when it was derived with ``eager=False``); ``pending``
-    collects the entities of a batch of documents (the caller flushes it before commit).
+    collects the FTS rows and entities of a batch of documents (the caller flushes it
+    before commit).
     """
     with db.write() as conn:
         old_id = rows.location_document_id(conn, source_id, path)
@@ -232,7 +275,7 @@ def rewrite_in_place(
 
     For text whose lines did not move (``redact`` keeps every line where it was): a chunk
     of the new text covers the same lines as the old text's would. A folder file's key
-    follows its text (``f-`` + hash, as ``sync.prepare_file`` makes it), so the next
+    follows its text (``f-`` + hash, as ``filework.prepare_file`` makes it), so the next
     sync of the file finds it unchanged instead of storing it again; when another
     document has that key already, the old key stays and that sync merges the two. An
     agent document's key is its uri's and stays. Call inside ``db.write()``.

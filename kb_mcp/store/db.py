@@ -49,6 +49,11 @@ BUSY_RETRY_MS = (1.0, 4.0)
 # 200 MB; the searches took 167, 155 and 131 s of wall time, so the map did not speed
 # keyword search there. Pages past the map are read into SQLite's page cache.
 MMAP_BYTES = 1 << 25
+# The page cache of a sync's writer connection (``Database.bulk_cache``), in KiB. On the
+# bench perf corpus (10k chunks, ``python -m kb_mcp.bench.ingest_cpu``, one run each)
+# the writer took 7.5 s of CPU at SQLite's default 2 MiB, 6.6 s at 32 MiB and 6.7 s at
+# 64 MiB; its peak RSS 126, 143 and 152 MB (issue 10 bounds it at 250 MB).
+BULK_CACHE_KIB = 32 * 1024
 _PROGRESS_STEPS = 1_000
 
 
@@ -198,6 +203,26 @@ class Database:
             raise
         finally:
             self._local.depth = 0
+
+    @contextmanager
+    def bulk_cache(self) -> Iterator[None]:
+        """This thread's connection with a page cache of ``BULK_CACHE_KIB`` while a sync
+        writes a batch of small files (``sync._page_cache``), then SQLite's default again
+        (the pages beyond it freed).
+
+        Trigger: a batch (up to 500 files, 8 MB of text, its FTS segments and graph
+        rows) touches far more pages than SQLite's default 2 MiB cache holds, and the
+        writer's CPU fell with a larger one (figures at ``BULK_CACHE_KIB``). Only while
+        a sync runs: a server's readers would otherwise keep up to that much cache per
+        connection (issue 10's memory bound).
+        """
+        conn = self.conn
+        before = conn.execute("PRAGMA cache_size").fetchone()[0]
+        conn.execute(f"PRAGMA cache_size=-{BULK_CACHE_KIB}")
+        try:
+            yield
+        finally:
+            conn.execute(f"PRAGMA cache_size={int(before)}")
 
     @contextmanager
     def savepoint(self) -> Iterator[apsw.Connection]:
