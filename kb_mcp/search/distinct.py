@@ -31,6 +31,7 @@ from itertools import combinations, pairwise
 
 from kb_mcp.index.fts import head_text
 from kb_mcp.index.textprep import CJK_RUN
+from kb_mcp.search.freshness import MONTH_WORDS
 from kb_mcp.search.hop import asks_for_someone
 from kb_mcp.store.documents import PassageRow
 
@@ -41,10 +42,6 @@ DISTINCT_PASSAGES = 10
 
 _WORD = re.compile(r"[\w][\w'.+#-]*[\w+#]|[\w]")
 _IDENTIFIER = re.compile(r"[A-Za-z0-9]+(?:[-_.][A-Za-z0-9]+)+|[a-z]+[A-Z]\w*")
-_MONTHS = frozenset(
-    "january february march april may june july august september october november december "
-    "jan feb mar apr jun jul aug sep sept oct nov dec".split()
-)
 _WEEKDAYS = frozenset("monday tuesday wednesday thursday friday saturday sunday".split())
 _DATE = re.compile(r"(?:mid|early|late)?-?(?:19|20)\d\d(?:-\d\d(?:-\d\d)?)?|\d\d?(?:st|nd|rd|th)")
 # Function words a sentence may start with, and the pronoun "I": capitalised, never names.
@@ -58,7 +55,7 @@ _NOT_NAMES = frozenset(
 
 def _is_date(word: str) -> bool:
     lowered = word.lower()
-    return lowered in _MONTHS or lowered in _WEEKDAYS or _DATE.fullmatch(lowered) is not None
+    return lowered in MONTH_WORDS or lowered in _WEEKDAYS or _DATE.fullmatch(lowered) is not None
 
 
 def _words(question: str) -> list[tuple[str, bool]]:

@@ -58,9 +58,9 @@ _MONTH_NAMES = (
     "january february march april may june july august september october november december"
 )
 _MONTHS = {m: i for i, m in enumerate(_MONTH_NAMES.split(), start=1)}
-_MONTH_ALT = "|".join(
-    sorted(set(_MONTHS) | {m[:3] for m in _MONTHS} | {"sept"}, key=len, reverse=True)
-)
+# Every way a month is written: its name and its short forms ("sep", "sept").
+MONTH_WORDS = frozenset(_MONTHS) | {m[:3] for m in _MONTHS} | {"sept"}
+_MONTH_ALT = "|".join(sorted(MONTH_WORDS, key=len, reverse=True))
 _SEASONS = {"spring": 4, "summer": 7, "autumn": 10, "fall": 10, "winter": 1}
 _HALVES = {"early": (1, 3), "mid": (6, 6), "late": (9, 10), "end of": (12, 12)}
 _PARTS = {"h1": (1, 6), "h2": (7, 12), "first half of": (1, 6), "second half of": (7, 12)}
