@@ -652,3 +652,125 @@ def test_asks_about_past_reads_previous_settings_and_changes_by_id(
 
     assert asks_about_past(query) is past
     assert " ".join(without_past_phrase(query).split()) == kept
+
+
+# --- relations in other conventions (issue 9, reldev) -----------------------------------
+# A wiki banner on the old page, "This replaces the guidance in <title>", a changelog
+# section of reverted changes, release notes that fix a known issue, an errata heading
+# dated only, whose next line names the issue it corrects.
+
+CONVENTIONS = [
+    (
+        "> **Outdated** — see [Build agents](build-agents.md).\n\n# CI runners\n\nUse ci-3.\n",
+        "supersedes",
+        "[Build agents](build-agents.md)",
+        True,
+    ),
+    (
+        "# Old wiki page\n\nThis page is deprecated; use the [new runbook](runbook-v2.md).\n",
+        "supersedes",
+        "the [new runbook](runbook-v2.md)",
+        True,
+    ),
+    (
+        "# Handling card data\n\nThis replaces the guidance in *Card data at the desk*. "
+        "Never write card numbers down.\n",
+        "supersedes",
+        "the guidance in *Card data at the desk",
+        False,
+    ),
+    (
+        "# Changelog\n\n## 2.4.1 - 2025-03-02\n\n### Reverted\n\n"
+        "- Dark mode for the timetable page (added in 2.4.0). It broke printing.\n",
+        "withdraws",
+        "Dark mode for the timetable page",
+        False,
+    ),
+    (
+        "# Changelog\n\n- Reverted: nightly export to S3\n",
+        "withdraws",
+        "nightly export to S3",
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "kind", "reference", "reverse"), CONVENTIONS)
+def test_detect_relations_reads_banners_replacements_and_reverts(
+    text: str, kind: str, reference: str, reverse: bool
+) -> None:
+    """issue 9: the conventions wikis and changelogs use besides the ones first read."""
+    found = detect_relations("", text, "markdown", "2025-06-01")
+    assert [(d.kind, d.reference, d.reverse) for d in found] == [(kind, reference, reverse)]
+
+
+def test_detect_relations_reverted_section_takes_its_release_date() -> None:
+    text = (
+        "# Changelog\n\n## 3.1.0 - 2025-09-01\n\n### Added\n\n- Offline maps\n\n"
+        "## 3.0.2 - 2025-08-11\n\n### Reverted\n\n- Offline maps for trams\n- Typo\n"
+    )
+    found = detect_relations("Changelog", text, "markdown", None)
+    assert [(d.reference, d.effective) for d in found] == [("Offline maps for trams", "2025-08-11")]
+
+
+def test_detect_relations_ignores_revert_words_in_prose_and_other_sections() -> None:
+    """A sentence that starts with "Reverted" and a "Reverted" word inside a heading
+    about something else state nothing."""
+    for text in (
+        "# Incident\n\nReverted the config by hand at 10:02.\n",
+        "# Changelog\n\n### Reverted commits are listed in git\n\n- Offline maps for trams\n",
+        "# Release notes\n\n## Known issues\n\n- Printing is slow.\n",
+    ):
+        assert detect_relations("", text, "markdown", "2025-06-01") == [], text
+
+
+def test_detect_relations_known_issue_fixed_names_the_release() -> None:
+    """The fixing release corrects the previous one; old notes naming the fixing
+    release are corrected by it."""
+    new = "# gate 2.8.1\n\n## Known issues fixed in 2.8.1\n\n- Login works again.\n"
+    found = detect_relations("gate 2.8.1", new, "markdown", "2025-06-01")
+    assert [(d.kind, d.reference, d.reverse) for d in found] == [
+        ("corrects", "the previous release", False)
+    ]
+    old = "# gate 2.8.0\n\n## Known issue (fixed in 2.8.1)\n\n- Login fails.\n"
+    found = detect_relations("gate 2.8.0", old, "markdown", "2025-05-01")
+    assert [(d.kind, d.reference, d.reverse) for d in found] == [("corrects", "v2.8.1", True)]
+
+
+def test_detect_relations_errata_heading_named_by_the_next_line() -> None:
+    text = (
+        "# Depot news, June\n\n## Canteen\n\nNew menu.\n\n## Errata (2025-07-03)\n\n"
+        "The May issue said the canteen closes at 15:00. It closes at 16:00.\n"
+    )
+    found = detect_relations("Depot news, June", text, "markdown", "2025-06-30")
+    assert [(d.kind, d.reference, d.effective) for d in found] == [
+        ("corrects", "The May issue", "2025-07-03")
+    ]
+
+
+def test_relations_match_a_month_and_a_release_in_the_series(tmp_path: Path) -> None:
+    """issue 9: "The May issue" names the May document of the stater's series (not
+    another series' May issue, not the April one); "the previous release" names the
+    latest earlier release notes of the same product."""
+    files = {
+        "apr.md": "---\ndate: 2025-04-30\n---\n# Depot news, April 2025\n\nCanteen 14:00.\n",
+        "may.md": "---\ndate: 2025-05-30\n---\n# Depot news, May 2025\n\nCanteen 15:00.\n",
+        "other.md": "---\ndate: 2025-05-29\n---\n# Fleet digest, May 2025\n\nNothing.\n",
+        "jun.md": (
+            "---\ndate: 2025-06-30\n---\n# Depot news, June 2025\n\n## Canteen\n\nNew menu.\n\n"
+            "## Errata (2025-07-03)\n\nThe May issue said the canteen closes at 15:00. "
+            "It closes at 16:00.\n"
+        ),
+        "g0.md": "---\ndate: 2025-05-01\n---\n# gate 2.8.0\n\n## Known issues\n\n- Login.\n",
+        "g1.md": (
+            "---\ndate: 2025-06-01\n---\n# gate 2.8.1\n\n## Known issue fixed in 2.8.1\n\n"
+            "- Login works.\n"
+        ),
+        "h1.md": "---\ndate: 2025-05-20\n---\n# hatch 2.8.1\n\nOther product.\n",
+    }
+    with _library(tmp_path, files) as lib:
+        resolved = {(f, k, t) for f, k, t, state in _edges(lib) if state == "resolved"}
+        assert resolved == {
+            ("Depot news, June 2025", "corrects", "Depot news, May 2025"),
+            ("gate 2.8.1", "corrects", "gate 2.8.0"),
+        }

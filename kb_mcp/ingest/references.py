@@ -50,9 +50,25 @@ _FRAMING = frozenset(
 _CJK_FRAMING = re.compile(
     "关于|的通知|通知|公告|声明|说明|现予|予以|特此|已经|已|撤回|撤销|作废|废止|停止执行|取消"
 )
-_RELATIVE = re.compile(
-    r"\b(?:last week'?s?|yesterday'?s?|last month'?s?|the previous|previous)\b", re.IGNORECASE
+_MONTH_NAMES = (
+    "january february march april may june july august september october november december"
+).split()
+_MONTH_WORD = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*"
+# "The March issue", "the June minutes": an earlier document of the stater's series,
+# named by its month.
+_MONTH_OF_SERIES = re.compile(
+    rf"\bthe (?P<month>{_MONTH_WORD}) (?:issue|edition|newsletter|minutes|notes|report|"
+    r"bulletin|digest|update)\b",
+    re.IGNORECASE,
 )
+_RELATIVE = re.compile(
+    r"\b(?:last week'?s?|yesterday'?s?|last month'?s?|the previous|previous)\b"
+    rf"|{_MONTH_OF_SERIES.pattern}",
+    re.IGNORECASE,
+)
+# Words a series' titles differ by: "Lantern news, March 2025" and "Lantern news, April
+# 2025" are one series, "sso-broker 4.2.0" and "sso-broker 4.2.1" another.
+_SERIES_NOISE = re.compile(rf"^(?:\d+|v\d+|{_MONTH_WORD})$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +195,7 @@ def match_reference(
     if reference.startswith(DATED):
         return _dated(reference.removeprefix(DATED), candidates, stater)
     if stater is not None and _RELATIVE.search(reference):
-        series = _previous_in_series(stater, candidates)
+        series = _previous_in_series(stater, candidates, reference)
         if series:
             return series
     content = content_words(ref.title)
@@ -212,13 +228,33 @@ def is_relative(reference: str) -> bool:
     return _RELATIVE.search(reference) is not None
 
 
-def _previous_in_series(stater: DocNames, candidates: list[DocNames]) -> list[int]:
-    if not stater.date:
+def series_key(title: str) -> str:
+    """A normalized title without the numbers, versions and months its series differ by."""
+    return " ".join(w for w in title.split() if not _SERIES_NOISE.match(w))
+
+
+def _previous_in_series(
+    stater: DocNames, candidates: list[DocNames], reference: str = ""
+) -> list[int]:
+    """The latest earlier document of the stater's series; "the March issue" the latest
+    earlier one dated in March."""
+    key = series_key(stater.title)
+    if not stater.date or len(content_words(key)) < 1:
         return []
+    month = _MONTH_OF_SERIES.search(reference)
+    wanted = None
+    if month is not None:
+        wanted = next(
+            (i for i, m in enumerate(_MONTH_NAMES, 1) if m.startswith(month["month"][:3].lower())),
+            None,
+        )
     earlier = [
         c
         for c in candidates
-        if c.title == stater.title and c.date and c.date[:10] < stater.date[:10]
+        if series_key(c.title) == key
+        and c.date
+        and c.date[:10] < stater.date[:10]
+        and (wanted is None or c.date[5:7] == f"{wanted:02d}")
     ]
     if not earlier:
         return []

@@ -32,13 +32,14 @@ from typing import Any
 from kb_mcp.ingest.dates import parse_date, stated_date
 from kb_mcp.ingest.decode import first_lines
 from kb_mcp.ingest.frontmatter import meta_list, split_frontmatter
-from kb_mcp.ingest.references import DATED, content_words, normalize, parse_reference
+from kb_mcp.ingest.references import DATED, content_words, ids_in, normalize, parse_reference
 from kb_mcp.store.relations import Statement
 
 # The version of the rules below: stored rows made under another are redone by the first
 # reader (``ingest/relink.StoredRelations``). Bump it when detection or matching changes.
 RELATIONS_VERSION = (
-    4  # 3: withdrawal phrasings; 4: an agent's document names no document of the user's sources
+    5  # 3: withdrawal phrasings; 4: an agent's document names no document of the user's sources;
+    # 5: outdated banners, Reverted sections, known issues fixed, errata named below, series
 )
 SUPERSEDES, CORRECTS, WITHDRAWS, UPDATES = "supersedes", "corrects", "withdraws", "updates"
 KINDS = (SUPERSEDES, CORRECTS, WITHDRAWS, UPDATES)
@@ -100,17 +101,39 @@ _CUES: tuple[tuple[str, bool, re.Pattern[str]], ...] = tuple(
         # "Please disregard the parking email of 2 May": the notice names what it voids.
         # "Ignore" alone is a code comment's word ("# ignore close errors"): only "please".
         (WITHDRAWS, False, r"^(?:(?:please\s+)?disregard|please\s+ignore)\s+" + _REF),
+        # A changelog's "Reverted: repeat pushes (added in 3.8.0)", git's 'Revert "Add X"':
+        # the change a page describes is taken back. A colon, dash or quote must follow
+        # ("Reverted the config by hand" is a sentence about something else).
+        (
+            WITHDRAWS,
+            False,
+            r"^(?:reverted|revert|rolled back|backed out)\s*(?:[:\-–—]\s*|(?=[\"“]))" + _REF,
+        ),
         (
             SUPERSEDES,
             True,
             r"^(?:status\s*[:\-–—]\s*)?(?:superseded|replaced|obsoleted) by\s*[:\-–—]?\s*" + _REF,
         ),
         (WITHDRAWS, True, r"^(?:status\s*[:\-–—]\s*)?withdrawn by\s*[:\-–—]?\s*" + _REF),
+        # "> **Outdated** — see [Follow-me printing](follow-me-printing.md)", "This page is
+        # deprecated; use X instead": the banner a wiki puts on the old page names the new.
+        (
+            SUPERSEDES,
+            True,
+            r"^(?:(?:warning|note|notice|caution)\s*[:\-–—]\s*)?"
+            r"(?:this (?:page|document|note|guide|runbook|article|section|procedure) "
+            r"(?:is|has been) (?:now )?)?"
+            r"(?:outdated|out[ -]of[ -]date|obsolete|deprecated|no longer maintained)[*_]*"
+            r"\s*[.,;:\-–—]*\s*(?:please\s+)?(?:see|use|read|refer to|go to|moved to|"
+            r"replaced by|superseded by)\s*[:\-–—]?\s*" + _REF,
+        ),
         (
             SUPERSEDES,
             False,
-            r"^(?:this (?:adr|decision|document|page|note|runbook|policy|version|release|"
-            r"record|guide) )?(?:supersedes|replaces|obsoletes)\s*[:\-–—]?\s*" + _REF,
+            r"^(?:this (?:(?:adr|decision|document|page|note|runbook|policy|version|release|"
+            r"record|guide|guidance|procedure|process|standard|spec|specification|handbook|"
+            r"manual|checklist|article|notice) )?)?(?:supersedes|replaces|obsoletes)"
+            r"\s*[:\-–—]?\s*" + _REF,
         ),
         (
             UPDATES,
@@ -236,6 +259,8 @@ def detect_relations(
         prose += _from_line(line, number, doc_date, heading)
     if not seen_title and title.strip():
         prose += _from_line(title, 1, doc_date, heading=True)
+    prose = [_named_below(d, lines) for d in prose]
+    prose += _section_relations(title, lines, body_start, kind, doc_date)
     if not prose:
         return _unique(found)  # most documents: no cue, and no date to look for
     # A date stated anywhere in the opening ("Effective 3 February: …") dates the change
@@ -249,6 +274,107 @@ def detect_relations(
     if any(d.reference == SELF for d in prose):  # "WITHDRAWN: X" then names itself
         prose = [d for d in prose if d.kind != WITHDRAWS or d.reference == SELF]
     return _unique(found + prose)
+
+
+# "## Errata (2025-05-02)" then "The March issue said boards dim from 22:00": a heading
+# that names no document, whose next line names it as the subject of "said".
+_SAID = re.compile(
+    r"^(?P<ref>(?:the|our|my|last|this|that)\s.{2,80}?)\s+(?:said|says|stated|states|gave|"
+    r"gives|listed|lists|reported|showed|shows|printed|claimed|had|has)\b",
+    re.IGNORECASE,
+)
+_DATE_WORDS = re.compile(
+    r"\b(?:\d+|jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec|january|february|march|"
+    r"april|june|july|august|september|october|november|december)\b",
+    re.IGNORECASE,
+)
+# A changelog section of taken-back changes ("### Reverted"), whose bullets name them.
+_REVERTED_SECTION = re.compile(r"^(?:reverted|reverts|rolled back|backed out)\W*$", re.I)
+_BULLET = re.compile(r"^\s*[-*+]\s+(?P<item>\S.*)$")
+_TRAILING_PAREN = re.compile(r"\s*\([^()]*\)\s*$")
+# Release notes: "## Known issue fixed in 4.2.1" corrects the previous release's notes;
+# "Known issue (fixed in 4.2.1)" left in the old notes names the release that fixed it.
+_KNOWN_FIXED = re.compile(
+    r"^(?:(?:previously\s+)?known issues?\s*(?:\(|[:\-–—])?\s*(?:now\s+)?(?:fixed|resolved)|"
+    r"(?:fixed|resolved) known issues?)\b(?:\s+(?:in|from|of)\s+(?:v(?:ersion)?\s*)?"
+    r"(?P<version>\d+(?:\.\d+)+))?\W*$",
+    re.IGNORECASE,
+)
+PREVIOUS_RELEASE = "the previous release"  # a relative reference (``ingest/references``)
+
+
+def _names_nothing(reference: str) -> bool:
+    """Whether a reference is only a date or a bracket ("(2025-05-02)", "3 May")."""
+    return not re.search(r"[^\W\d_]", _DATE_WORDS.sub(" ", reference))
+
+
+def _named_below(found: Detected, lines: list[str]) -> Detected:
+    """A correction heading that names only a date takes its reference from the next
+    line's subject ("The March issue said …"), when that line has one."""
+    if found.kind != CORRECTS or found.reverse or not _names_nothing(found.reference):
+        return found
+    following = (line for line in lines[found.end_line :] if line.strip())
+    line = next(following, "")
+    said = _SAID.match(_clean(line))
+    if said is None:
+        return found
+    return replace(found, reference=said["ref"], effective=parse_date(found.evidence, None))
+
+
+def _section_relations(
+    title: str, lines: list[str], body_start: int, kind: str, doc_date: str | None
+) -> list[Detected]:
+    """Relations a heading states over the lines below it: a changelog's "Reverted"
+    section withdraws each change it lists, a "Known issue fixed" heading corrects
+    the release notes that listed the issue. Markdown headings only."""
+    if kind != "markdown":
+        return []
+    found: list[Detected] = []
+    dated = doc_date
+    end = min(len(lines), HEADING_LINES)
+    for index in range(body_start - 1, end):
+        line = lines[index]
+        if not line.lstrip().startswith("#"):
+            continue
+        clean = _clean(line)
+        dated = parse_date(clean, doc_date) or dated
+        if _REVERTED_SECTION.match(clean):
+            found += _reverted_items(lines, index + 1, end, dated)
+        fixed = _KNOWN_FIXED.match(clean)
+        if fixed is not None:
+            found.append(_known_issue_fixed(title, fixed["version"], clean, index + 1, dated))
+    return found
+
+
+def _reverted_items(lines: list[str], start: int, end: int, dated: str | None) -> list[Detected]:
+    """One withdrawal per bullet under a "Reverted" heading, named by its words up to
+    the first sentence end, without a trailing "(added in 3.8.0)"."""
+    found = []
+    for index in range(start, end):
+        line = lines[index]
+        if line.lstrip().startswith("#"):
+            break
+        bullet = _BULLET.match(line)
+        if bullet is None:
+            continue
+        reference = _TRAILING_PAREN.sub("", _cut(bullet["item"]))
+        if len(content_words(normalize(reference))) >= 2:
+            evidence = _clean(line)[:EVIDENCE_CHARS]
+            found.append(
+                Detected(WITHDRAWS, reference, dated, evidence, index + 1, index + 1, PROSE)
+            )
+    return found
+
+
+def _known_issue_fixed(
+    title: str, version: str | None, clean: str, number: int, dated: str | None
+) -> Detected:
+    """The release that fixed a known issue corrects the previous release's notes;
+    old notes that name the fixing release are corrected by it (reverse)."""
+    evidence = clean[:EVIDENCE_CHARS]
+    if version and f"v{version}" not in ids_in(title):
+        return Detected(CORRECTS, f"v{version}", None, evidence, number, number, PROSE, True)
+    return Detected(CORRECTS, PREVIOUS_RELEASE, dated, evidence, number, number, PROSE)
 
 
 def _update_of_own_title(title: str, prose: list[Detected]) -> list[Detected]:
