@@ -774,3 +774,24 @@ def test_relations_match_a_month_and_a_release_in_the_series(tmp_path: Path) -> 
             ("Depot news, June 2025", "corrects", "Depot news, May 2025"),
             ("gate 2.8.1", "corrects", "gate 2.8.0"),
         }
+
+
+def test_detect_relations_effective_line_names_the_fact_it_changes(tmp_path: Path) -> None:
+    """issue 9: "Effective 3 February, <sentence>" (no year: the document's) updates the
+    page its wrapped sentence names; in an errata the same line only dates the errata."""
+    notice = (
+        "---\ndate: 2026-01-19\n---\n# The new badge readers\n\n"
+        "Effective 3 February, tap your staff badge on the reader to open the\n"
+        "bike store door. The key safe is removed.\n"
+    )
+    found = detect_relations("The new badge readers", notice, "markdown", "2026-01-19")
+    assert [(d.kind, d.effective) for d in found][:1] == [("updates", "2026-02-03")]
+    assert "bike store door" in found[0].reference
+    assert [d.kind for d in detect_relations("", ERRATA, "markdown", "2026-02-03")] == ["corrects"]
+    files = {
+        "old.md": "---\ndate: 2024-05-01\n---\n# Bike store door\n\nAsk for the key.\n",
+        "new.md": notice,
+    }
+    with _library(tmp_path, files) as lib:
+        resolved = {(f, k, t) for f, k, t, state in _edges(lib) if state == "resolved"}
+        assert resolved == {("The new badge readers", "updates", "Bike store door")}

@@ -261,6 +261,12 @@ def detect_relations(
         prose += _from_line(title, 1, doc_date, heading=True)
     prose = [_named_below(d, lines) for d in prose]
     prose += _section_relations(title, lines, body_start, kind, doc_date)
+    if not prose:  # else an "Effective <date>" line dates the change another cue states
+        prose = [
+            d
+            for number, line in opening
+            for d in _effective_update(_paragraph_at(lines, number), number, doc_date)
+        ]
     if not prose:
         return _unique(found)  # most documents: no cue, and no date to look for
     # A date stated anywhere in the opening ("Effective 3 February: …") dates the change
@@ -301,6 +307,38 @@ _KNOWN_FIXED = re.compile(
     re.IGNORECASE,
 )
 PREVIOUS_RELEASE = "the previous release"  # a relative reference (``ingest/references``)
+
+
+# "Effective 3 February, report suspicious e-mails with the Report button": an opening
+# line that states a change from a date names the fact it changes, as an "Update,
+# <date>:" head does (matched loosely, ``match_reference``).
+_EFFECTIVE_HEAD = re.compile(
+    r"^(?:effective|with effect from)\s+(?P<when>[^,:;]{3,30}?)\s*[,:]\s*" + _REF, re.I
+)
+
+
+def _paragraph_at(lines: list[str], number: int) -> str:
+    """Line ``number`` (1-based) joined with the lines that continue its paragraph: a
+    sentence in Markdown source wraps."""
+    joined = []
+    for line in lines[number - 1 :]:
+        if not line.strip() or (joined and line.lstrip().startswith(("#", "-", "*", "|"))):
+            break
+        joined.append(line.strip())
+    return " ".join(joined)
+
+
+def _effective_update(line: str, number: int, doc_date: str | None) -> list[Detected]:
+    """The update an "Effective <date>, <sentence>" opening line states, if dated."""
+    clean = _clean(line)
+    match = _EFFECTIVE_HEAD.match(clean)
+    when = parse_date(match["when"], doc_date, anchored=True) if match else None
+    if match is None or when is None:
+        return []
+    reference = _cut(match["ref"])
+    if len(content_words(normalize(reference))) < 2:
+        return []
+    return [Detected(UPDATES, reference, when, clean[:EVIDENCE_CHARS], number, number, PROSE)]
 
 
 def _names_nothing(reference: str) -> bool:
