@@ -795,3 +795,17 @@ def test_detect_relations_effective_line_names_the_fact_it_changes(tmp_path: Pat
     with _library(tmp_path, files) as lib:
         resolved = {(f, k, t) for f, k, t, state in _edges(lib) if state == "resolved"}
         assert resolved == {("The new badge readers", "updates", "Bike store door")}
+
+
+def test_series_and_month_references_read_whole_month_words() -> None:
+    """A word that starts like a month ("market", "decision") is no month: "the market
+    report" is not relative, and "Marketing plan" is not one series with "Plan"."""
+    from kb_mcp.ingest.references import is_relative, series_key
+
+    assert is_relative("The March issue") and is_relative("the Sept. minutes")
+    assert not is_relative("the market report")
+    assert series_key("marketing plan 2025") == "marketing plan"
+    assert series_key("lantern news march 2025") == series_key("lantern news april 2025")
+    fixed = "# gate 2.8.1\n\n## Fixed known issues from 2.8.0\n\n- Login.\n"
+    found = detect_relations("gate 2.8.1", fixed, "markdown", "2025-06-01")
+    assert [(d.kind, d.reference, d.reverse) for d in found] == [("corrects", "v2.8.0", False)]

@@ -53,11 +53,15 @@ _CJK_FRAMING = re.compile(
 _MONTH_NAMES = (
     "january february march april may june july august september october november december"
 ).split()
-_MONTH_WORD = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*"
+# A month's name or short form, whole ("the market report" names no month).
+_MONTH_WORD = (
+    r"(?:january|february|march|april|may|june|july|august|september|october|november|"
+    r"december|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)"
+)
 # "The March issue", "the June minutes": an earlier document of the stater's series,
 # named by its month.
 _MONTH_OF_SERIES = re.compile(
-    rf"\bthe (?P<month>{_MONTH_WORD}) (?:issue|edition|newsletter|minutes|notes|report|"
+    rf"\bthe (?P<month>{_MONTH_WORD})\.? (?:issue|edition|newsletter|minutes|notes|report|"
     r"bulletin|digest|update)\b",
     re.IGNORECASE,
 )

@@ -302,7 +302,7 @@ _TRAILING_PAREN = re.compile(r"\s*\([^()]*\)\s*$")
 # "Known issue (fixed in 4.2.1)" left in the old notes names the release that fixed it.
 _KNOWN_FIXED = re.compile(
     r"^(?:(?:previously\s+)?known issues?\s*(?:\(|[:\-–—])?\s*(?:now\s+)?(?:fixed|resolved)|"
-    r"(?:fixed|resolved) known issues?)\b(?:\s+(?:in|from|of)\s+(?:v(?:ersion)?\s*)?"
+    r"(?:fixed|resolved) known issues?)\b(?:\s+(?P<prep>in|from|of)\s+(?:v(?:ersion)?\s*)?"
     r"(?P<version>\d+(?:\.\d+)+))?\W*$",
     re.IGNORECASE,
 )
@@ -380,7 +380,7 @@ def _section_relations(
             found += _reverted_items(lines, index + 1, end, dated)
         fixed = _KNOWN_FIXED.match(clean)
         if fixed is not None:
-            found.append(_known_issue_fixed(title, fixed["version"], clean, index + 1, dated))
+            found.append(_known_issue_fixed(title, fixed, clean, index + 1, dated))
     return found
 
 
@@ -405,13 +405,19 @@ def _reverted_items(lines: list[str], start: int, end: int, dated: str | None) -
 
 
 def _known_issue_fixed(
-    title: str, version: str | None, clean: str, number: int, dated: str | None
+    title: str, fixed: re.Match[str], clean: str, number: int, dated: str | None
 ) -> Detected:
-    """The release that fixed a known issue corrects the previous release's notes;
-    old notes that name the fixing release are corrected by it (reverse)."""
+    """The release that fixed a known issue corrects the previous release's notes (or
+    the one it names: "Fixed known issues from 4.2.0"); old notes that name the fixing
+    release ("Known issue (fixed in 4.2.1)") are corrected by it (reverse)."""
     evidence = clean[:EVIDENCE_CHARS]
+    version = fixed["version"]
     if version and f"v{version}" not in ids_in(title):
-        return Detected(CORRECTS, f"v{version}", None, evidence, number, number, PROSE, True)
+        reverse = fixed["prep"].lower() == "in"
+        effective = None if reverse else dated
+        return Detected(
+            CORRECTS, f"v{version}", effective, evidence, number, number, PROSE, reverse
+        )
     return Detected(CORRECTS, PREVIOUS_RELEASE, dated, evidence, number, number, PROSE)
 
 
