@@ -809,3 +809,26 @@ def test_series_and_month_references_read_whole_month_words() -> None:
     fixed = "# gate 2.8.1\n\n## Fixed known issues from 2.8.0\n\n- Login.\n"
     found = detect_relations("gate 2.8.1", fixed, "markdown", "2025-06-01")
     assert [(d.kind, d.reference, d.reverse) for d in found] == [("corrects", "v2.8.0", False)]
+
+
+def test_relations_an_outdated_banner_naming_two_files_is_no_edge(tmp_path: Path) -> None:
+    """issue 9: "> **Outdated** — see [README](README.md)" with a README.md in two
+    folders names neither; a Reverted bullet that two pages' titles fit equally, neither."""
+    folder = tmp_path / "notes"
+    for sub in ("a", "b"):
+        (folder / sub).mkdir(parents=True)
+        (folder / sub / "README.md").write_text(f"# {sub} service\n\nRun it.\n")
+    (folder / "old.md").write_text("> **Outdated** — see [README](README.md).\n\n# Old\n\nx\n")
+    (folder / "p1.md").write_text("# Offline maps for trams\n\nMaps.\n")
+    (folder / "p2.md").write_text("# Offline maps for buses\n\nMaps.\n")
+    (folder / "CHANGELOG.md").write_text(
+        "# Changelog\n\n## 2.0.1 - 2025-03-02\n\n### Reverted\n\n- Offline maps (added in 2.0.0)\n"
+    )
+    with _open(tmp_path / "home") as lib:
+        lib.add_folder(folder, "notes")
+        lib.sync("notes")
+        states = {(f, k, t, state) for f, k, t, state in _edges(lib)}
+        assert states == {  # the open side is '?': a reverse row's changer, a bullet's page
+            ("?", "supersedes", "Old", "ambiguous"),
+            ("Changelog", "withdraws", "?", "ambiguous"),
+        }
