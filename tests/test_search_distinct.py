@@ -16,7 +16,12 @@ from pathlib import Path
 import pytest
 
 from kb_mcp.library import Library
-from kb_mcp.search.distinct import distinguishing_words, holds_version, is_lookup
+from kb_mcp.search.distinct import (
+    distinguishing_words,
+    holds_version,
+    is_lookup,
+    written_as_lowercase_name,
+)
 from kb_mcp.settings import Settings
 
 DOCS = {
@@ -46,6 +51,22 @@ DOCS = {
     ),
     "rostering.md": (
         "# Rostering export\n\nThe nightly rostering export is a CSV file with one row per duty.\n"
+    ),
+    "keyhold-access.md": (
+        "# keyhold access requests\n\nAccess to keyhold is self-service now: open a merge "
+        "request against `identity/keyhold-policies`; a Bastion engineer approves it.\n"
+    ),
+    "adr-0012.md": (
+        "# ADR-0012: Move app sessions to Redis\n\nApp sessions move to a managed Redis "
+        "cluster with key expiry doing the purge. Accounts remain in PostgreSQL.\n"
+    ),
+    "go-2-3-0.md": (
+        "# Northline Go 2.3.0 release notes\n\n- Dark mode follows the system setting.\n"
+        "- Buy a group day ticket for up to five people.\n"
+    ),
+    "adr-0005.md": (
+        "# ADR-0005: Sign ticket payloads\n\nThe validators are offline for up to an hour "
+        "at a time, so they check tickets without calling home.\n"
     ),
     "support.md": (
         "# Northline Go support handbook\n\nA passenger's journey history moves with the "
@@ -89,6 +110,33 @@ def test_distinct_absent_neighbour_answers_nothing_and_its_sibling_answers(
     result = library.search(absent, mode="keyword")
     assert result.hits == ()
     assert result.reason is not None and "together" in result.reason
+
+
+@pytest.mark.parametrize(
+    ("answered", "absent"),
+    [
+        ("Which ADR moved app sessions to Redis?", "Which ADR moved keyhold to Redis?"),
+    ],
+)
+def test_distinct_lowercase_system_answers_nothing(
+    library: Library, answered: str, absent: str
+) -> None:
+    """Session 7 (golden2 dev): keyhold is a name though written in lowercase, and no
+    passage holds it with Redis."""
+    assert _docs(library, answered)
+    result = library.search(absent, mode="keyword")
+    assert result.hits == ()
+    assert result.reason is not None and "together" in result.reason
+
+
+def test_distinct_lowercase_name_is_written_as_code_or_opens_a_title() -> None:
+    """A title's lowercase first word and a code span are names; a lowercase word that
+    opens a code line or a comment is not (CoSQA: "def", "# check the file")."""
+    assert written_as_lowercase_name("keyhold", ["keyhold access requests\nAccess to keyhold."])
+    assert written_as_lowercase_name("lantern", ["#lantern export, 14 October\nhi"])
+    assert written_as_lowercase_name("interchange", ["Layouts\n- `interchange`: 16 rows"])
+    assert not written_as_lowercase_name("check", ["c1.py\n# check the file\ndef check(): ..."])
+    assert not written_as_lowercase_name("access", ["keyhold access requests\n"])
 
 
 def test_distinct_undated_version_is_not_a_release_date(library: Library) -> None:

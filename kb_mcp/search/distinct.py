@@ -84,6 +84,28 @@ def written_as_name(word: str, texts: Sequence[str]) -> bool:
     return False
 
 
+# A system named in lowercase ("keyhold", "conveyor", "#lantern") is a name all the same:
+# the library marks it as one by writing it as code (`keyhold`, `interchange`) or by
+# opening a title with it in lowercase ("keyhold access requests", "#lantern export"),
+# where an ordinary word would be capitalised. Titles and code marks only: a code file's
+# lines and comments open with lowercase words ("def", "# check the file") that are not
+# names (CoSQA).
+_CODE_SPAN = re.compile(r"`[#@]?([a-z][\w.-]*)`")
+_TITLE_WORD = re.compile(r"^[\s#*]*([a-z][\w.-]*)")
+
+
+def written_as_lowercase_name(word: str, texts: Sequence[str]) -> bool:
+    """Whether one of ``texts`` (title and headings on the first line, then the body)
+    writes ``word``, as spelled in lowercase, as code or as its title's first word."""
+    for text in texts:
+        title = _TITLE_WORD.match(text.split("\n", 1)[0])
+        if title is not None and title.group(1) == word:
+            return True
+        if any(m.group(1) == word for m in _CODE_SPAN.finditer(text)):
+            return True
+    return False
+
+
 def _written(word: str, texts: Sequence[str]) -> bool:
     """Whether one of ``texts`` spells ``word`` as it is (any case)."""
     pattern = _bounded(word, re.I)
@@ -125,7 +147,8 @@ def distinguishing_words(question: str, texts: Sequence[str] = ()) -> tuple[str,
         named = _NAMED.search(word) is not None and not title_case
         if capital and starts:
             capital = written_as_name(word, texts)
-        if identifier or named or capital or _VERSION.fullmatch(word):
+        lowercase = word.islower() and not title_case and written_as_lowercase_name(word, texts)
+        if identifier or named or capital or lowercase or _VERSION.fullmatch(word):
             found.append(word)
     return tuple(dict.fromkeys(found))
 
