@@ -21,6 +21,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from kb_mcp.search.calibration import VectorCalibration
+from kb_mcp.search.counted import counts_noun
 
 # The best passage must cover this share of the query's IDF weight, or the search returns
 # nothing. Chosen against the false-empty rate on answerable queries, which matters more
@@ -273,6 +274,7 @@ class PassageTerms:
     head: frozenset[str]
     body: tuple[str, ...]
     text: str = ""  # the passage as stored: a version is told by its shape ("7.2")
+    clauses: tuple[tuple[str, ...], ...] = ()  # the body's tokens per clause (search/counted.py)
 
 
 def asks_for_number(question: str) -> str | None:
@@ -318,6 +320,7 @@ def answer_type_reason(
     df: Mapping[str, int],
     documents: int,
     required: Mapping[str, Sequence[str]] | None = None,
+    counted: Sequence[str] = (),
 ) -> str | None:
     """Why a question asking for a number gets nothing, or None when a passage may answer.
 
@@ -325,7 +328,9 @@ def answer_type_reason(
     passages (the answer's first ``ANSWER_PASSAGES`` and the keyword leg's best). One of
     them must cover ``ANSWER_COVERAGE`` of the question's weight, hold every word of
     ``required`` (``slot_words``, word → its index tokens) and a number within
-    ``ANSWER_WINDOW`` tokens of a word it matched.
+    ``ANSWER_WINDOW`` tokens of a word it matched; for a "how many" question whose
+    noun it writes (``counted``, the noun's index tokens), a number that counts it
+    (``search/counted.py``).
     """
     kind = asks_for_number(question)
     if kind is None or not passages:
@@ -343,6 +348,12 @@ def answer_type_reason(
         if kind == DURATION_KIND and _DURATION_SHAPED.search(passage.text) is None:
             continue
         if kind == PHONE_KIND and _PHONE_SHAPED.search(passage.text) is None:
+            continue
+        named = required or {}
+        if (
+            counted
+            and counts_noun(passage.head, passage.clauses, counted, named, is_number) is False
+        ):
             continue
         if holds_number_near(passage.body, words & present, ANSWER_WINDOW):
             return None
