@@ -375,20 +375,36 @@ def answer_type_reason(
 # "designer" joined with golden2's enlarged dev: "Who is the author of ADR-0012?" (an
 # ADR with no author line; ADR-0007's "Author:" does not name 0012) is caught, "Who is
 # the author of ADR-0007?" and "Who is the designer for Team Lantern?" still answer.
+#
+# A ticket's or a record's fields are roles too ("Assignee: Laila Farouk", "Reviewers:
+# Dara Quinn, …", "Scribe: …"), and "who reviewed / wrote / approved X" asks for the
+# same field as "who is the reviewer of X". Caught on golden2's session-7 dev: "Who
+# reviewed ADR-0009?" (only ADR-0007 lists reviewers) and "Who is the assignee of
+# HD-5521?" (a vendor request with no assignee); "Who reviewed ADR-0007?" and "Who is
+# the assignee of SEC-311?" still answer.
 _ROLES = (
     "manager|owner|lead|head|director|commander|officer|maintainer|approver|chair|author|designer"
+    "|assignee|reporter|reviewer|scribe"
 )
 _ASKS_FOR_PERSON = re.compile(
     rf"\bwho(?:'s|\s+is|\s+was)\s+(?:the|our|your)\s+(?:[\w-]+\s+){{0,2}}?({_ROLES})\b",
     re.I,
 )
+# The field a "who <did> X" question asks for, as the start of the word that labels it
+# ("review" for "Reviewers:", "approv" for "Approved by"). Only at the question's start:
+# "the person who wrote the decision record…" asks about that person's team.
+_ACTS = {"reviewed": "review", "wrote": "author", "authored": "author", "approved": "approv"}
+_ASKS_WHO_DID = re.compile(rf"^\s*who\s+({'|'.join(_ACTS)})\b", re.I)
 _PERSON = re.compile(r"(?<![\w.#@/-])[A-Z][a-z]+(?:[ \t]+[A-Z][a-z'-]+){1,2}(?![\w-])")
 PERSON_WINDOW = 80  # characters between the role word and the name
 PERSON_PASSAGES = 10  # the answer's first passages read: a manager is often a hop away
 
 
 def asks_for_person(question: str) -> str | None:
-    """The role a "who is the <role> of …" question asks about ("manager"), or None."""
+    """The role a "who is the <role> of …" question asks about ("manager"), or the field
+    a "who reviewed / wrote / approved …" question asks for ("review"), or None."""
+    if did := _ASKS_WHO_DID.search(question):
+        return _ACTS[did.group(1).lower()]
     found = _ASKS_FOR_PERSON.search(question)
     return found.group(1).lower() if found else None
 
