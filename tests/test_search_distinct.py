@@ -18,6 +18,7 @@ import pytest
 from kb_mcp.library import Library
 from kb_mcp.search.distinct import (
     distinguishing_words,
+    feature_words,
     holds_version,
     is_lookup,
     written_as_lowercase_name,
@@ -68,6 +69,14 @@ DOCS = {
         "# ADR-0005: Sign ticket payloads\n\nThe validators are offline for up to an hour "
         "at a time, so they check tickets without calling home.\n"
     ),
+    "board-runbook.md": (
+        "# Runbook: restarting board-renderer\n\nOpen the fleet console and press "
+        "**Reload renderer**; the board comes back within a minute.\n"
+    ),
+    "semaphore-runbooks.md": (
+        "# Team Semaphore runbooks\n\nOur runbook for restarting fare-engine is in the "
+        "repository's docs folder.\n"
+    ),
     "support.md": (
         "# Northline Go support handbook\n\nA passenger's journey history moves with the "
         "account when two accounts are merged.\n"
@@ -116,13 +125,24 @@ def test_distinct_absent_neighbour_answers_nothing_and_its_sibling_answers(
     ("answered", "absent"),
     [
         ("Which ADR moved app sessions to Redis?", "Which ADR moved keyhold to Redis?"),
+        (
+            "How do I switch on dark mode in Northline Go?",
+            "How do I switch on offline mode in Northline Go?",
+        ),
+        (
+            "Find the runbook for restarting board-renderer",
+            "Find the runbook for restarting tap-gateway",
+        ),
     ],
 )
-def test_distinct_lowercase_system_answers_nothing(
+def test_distinct_lowercase_system_and_missing_feature_answer_nothing(
     library: Library, answered: str, absent: str
 ) -> None:
     """Session 7 (golden2 dev): keyhold is a name though written in lowercase, and no
-    passage holds it with Redis."""
+    passage holds it with Redis; offline and mode are stored, never with Northline Go;
+    the runbooks restart board-renderer and fare-engine, and the register's tap-gateway
+    row links to Team Semaphore's runbook page: a document asked for by name is not
+    held a hop away."""
     assert _docs(library, answered)
     result = library.search(absent, mode="keyword")
     assert result.hits == ()
@@ -137,6 +157,29 @@ def test_distinct_lowercase_name_is_written_as_code_or_opens_a_title() -> None:
     assert written_as_lowercase_name("interchange", ["Layouts\n- `interchange`: 16 rows"])
     assert not written_as_lowercase_name("check", ["c1.py\n# check the file\ndef check(): ..."])
     assert not written_as_lowercase_name("access", ["keyhold access requests\n"])
+
+
+@pytest.mark.parametrize(
+    ("question", "names", "words"),
+    [
+        (
+            "How do I switch on offline mode in Northline Go?",
+            ["Northline", "Go"],
+            ["offline", "mode"],
+        ),
+        ("How do I set a home stop in Northline Go?", ["Northline", "Go"], ["home", "stop"]),
+        ("How do I make the ticket code bigger for inspectors' older handhelds?", [], []),
+        ("How do I get read access to a path in keyhold?", ["keyhold"], []),
+        ("How do I restart the board?", [], []),
+        ("Find the runbook for restarting tap-gateway", ["tap-gateway"], ["runbook"]),
+        ("Open the tap-gateway staging config", ["tap-gateway"], ["staging", "config"]),
+        ("Find the runbook for restarting a frozen departure board", [], []),
+    ],
+)
+def test_distinct_feature_words_need_a_name_after_the_feature(
+    question: str, names: list[str], words: list[str]
+) -> None:
+    assert feature_words(question, names) == words
 
 
 def test_distinct_undated_version_is_not_a_release_date(library: Library) -> None:
@@ -170,6 +213,7 @@ def test_distinct_claims_and_code_searches_are_not_read() -> None:
     """SciFact claims and CoSQA code searches name things they do not ask about."""
     assert is_lookup("Which Slack channel does Semaphore use?")
     assert is_lookup("Brightpay transaction fee")
+    assert is_lookup("Find the runbook for restarting a frozen departure board")
     assert is_lookup("恒达 V7 固件 4.3.0 有哪些主要变更？")
     assert not is_lookup("DUSP4 decreases apoptosis.")
     assert not is_lookup("Active Ly49Q induces neutrophil polarization in the lung tissue.")

@@ -274,10 +274,11 @@ SHORT_QUERY = 5  # words: "student monthly ticket price" is a lookup, not a sent
 
 def is_lookup(question: str) -> bool:
     """Whether ``question`` is a question ("?", or a leading wh-word) or a short lookup
-    ("Brightpay transaction fee"), the searches this floor reads. A claim (SciFact: "DUSP4
+    ("Brightpay transaction fee") or a command for a document ("Find the runbook for
+    restarting tap-gateway"), the searches this floor reads. A claim (SciFact: "DUSP4
     decreases apoptosis.") or a code search (CoSQA: "datetime to epoch python2") names
     things it does not ask about: SciFact train lost 24% of its answerable claims to it."""
-    if _QUESTION.search(question):
+    if _QUESTION.search(question) or _FETCH.search(question):  # "Find the runbook for …"
         return True
     short = len(question.split()) <= SHORT_QUERY
     return short and not question.rstrip().endswith(".")
@@ -318,6 +319,45 @@ def asked_terms(
     return found
 
 
+# "How do I switch on OFFLINE MODE in Northline Go?", "How do I set a HOME STOP in
+# Northline Go?": a how-to question about a feature of something it names asks for a
+# passage that holds the feature's words with the name. A feature that does not exist
+# has its words scattered over the library (offline validators, a dark mode, stops),
+# never in one passage with the product. Only when the feature is followed by "in / on /
+# for / from …" and a name: "How do I make the ticket code bigger for inspectors'
+# older handhelds?" names nothing, and its answer paraphrases ("doubles the code size").
+_HOW_TO = re.compile(
+    r"^\s*how\s+(?:do|can|should)\s+\w+\s+\w+(?:\s+(?:on|off|up))?\s+"
+    r"(?:(?:a|an|the|my|our|your)\s+)?((?:[\w-]+\s+){0,2}?[\w-]+)\s+(?:in|on|for|from|into)\s+",
+    re.I,
+)
+
+
+# A command for a document ("Find the runbook for restarting tap-gateway", "Open the
+# tap-gateway staging config") asks for the thing it names after its verb, of or for
+# something it names: a runbook that restarts the board renderer, tap-gateway's
+# production config, hold some of those words and not the others.
+_FETCH = re.compile(
+    r"^\s*(?:find|open|show)(?:\s+me)?\s+(?:(?:a|an|the|our|my)\s+)?"
+    r"((?:[\w-]+\s+){0,2}?[\w-]+)(?:\s+(?:in|on|for|from|of|about)\s+|\s*[.?!]?\s*$)",
+    re.I,
+)
+
+
+def feature_words(question: str, names: Sequence[str]) -> list[str]:
+    """The words of the feature a "how do I <verb> <feature> in <name>" question asks
+    about (offline, mode), when a name follows it, or of the document a "find / open
+    the <thing> of <name>" command asks for (runbook; staging, config); [] otherwise."""
+    if (found := _HOW_TO.search(question)) is not None:
+        named = any(name in question[found.end() :] for name in names)
+    elif (found := _FETCH.search(question)) is not None:
+        named = bool(names)
+    if found is None or not named:
+        return []
+    words = [w for w, _ in _words(found.group(1))]
+    return [w for w in words if w.lower() not in _NOT_NAMES and w not in names]
+
+
 def _adjacent(pair: Sequence[str], stream: Sequence[str]) -> bool:
     return any(a == pair[0] and b == pair[1] for a, b in pairwise(stream))
 
@@ -346,6 +386,8 @@ def distinct_reason(
         return None  # nothing to hold: the passages are not tokenized
     streams = [tokens(text) for text in texts]
     required |= asked_terms(question, words, streams, tokens)
+    feature = {w: toks for w in feature_words(question, words) if (toks := tokens(w))}
+    required |= feature
     if not required and not versions:
         return None
     terms = [set(stream) for stream in streams]
@@ -354,6 +396,11 @@ def distinct_reason(
         return None
     spelled = {t for toks in required.values() for t in toks}
     hops = _hops(question)
+    if feature and not hops:
+        # A feature or a document belongs to the thing named with it: the register row
+        # naming fare-engine and a release note's "version" a link away are not "the
+        # Kotlin version of fare-engine".
+        return _nothing(passages, required, versions, dated)
     links: dict[int, set[str]] = {}  # read only for pairs that hold the names
 
     def linked(i: int, j: int) -> bool:
@@ -367,6 +414,15 @@ def distinct_reason(
             continue
         if hops or linked(i, j) or linked(j, i):
             return None
+    return _nothing(passages, required, versions, dated)
+
+
+def _nothing(
+    passages: Sequence[PassageRow],
+    required: Mapping[str, Sequence[str]],
+    versions: Sequence[str],
+    dated: bool,
+) -> str:
     names = ", ".join(repr(w) for w in (*required, *versions))
     value = " with a date" if dated else ""
     return (
