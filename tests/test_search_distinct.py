@@ -21,6 +21,7 @@ from kb_mcp.search.distinct import (
     feature_words,
     holds_version,
     is_lookup,
+    possessions,
     written_as_lowercase_name,
 )
 from kb_mcp.settings import Settings
@@ -180,6 +181,42 @@ def test_distinct_feature_words_need_a_name_after_the_feature(
     question: str, names: list[str], words: list[str]
 ) -> None:
     assert feature_words(question, names) == words
+
+
+def test_distinct_what_a_name_owns_is_held_with_it(tmp_path: Path) -> None:
+    """Session 7 (golden2 dev): Semaphore's page has a retro, Lantern's a demo. Lantern's
+    page holds the question's name, a guide the retro's words; "Lantern's retro" is held
+    by no passage."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "lantern.md").write_text(
+        "# Team Lantern\n\n## Rituals\n\n- Standup Monday to Thursday at 10:00. No standup "
+        "on Fridays: we demo at 14:00 instead.\n- Slack: `#lantern`.\n",
+        encoding="utf-8",
+    )
+    (folder / "semaphore.md").write_text(
+        "# Team Semaphore\n\n## How we work\n\n- Standup at 09:15. Retro on alternate "
+        "Fridays.\n- Slack: `#semaphore`.\n",
+        encoding="utf-8",
+    )
+    (folder / "retro-guide.md").write_text(
+        "# Running a retro\n\nA good retro starts on time and ends with actions.\n",
+        encoding="utf-8",
+    )
+    with Library(Settings(home=tmp_path / "home", embedder="none")) as library:
+        library.add_folder(folder)
+        library.sync()
+        assert library.search("What time does Lantern's demo start?", mode="keyword").hits
+        result = library.search("What time does Lantern's retro start?", mode="keyword")
+        assert result.hits == ()
+        assert result.reason is not None and "'Lantern' with its 'retro'" in result.reason
+
+
+def test_distinct_possessions_are_a_name_and_the_word_after_it() -> None:
+    names = ["Lantern", "fare-engine"]
+    assert possessions("What time does Lantern's retro start?", names) == [("Lantern", "retro")]
+    assert possessions("What is fare-engine's admin port?", names) == [("fare-engine", "admin")]
+    assert possessions("What is the people team's phone extension?", names) == []
 
 
 def test_distinct_undated_version_is_not_a_release_date(library: Library) -> None:

@@ -358,6 +358,32 @@ def feature_words(question: str, names: Sequence[str]) -> list[str]:
     return [w for w in words if w.lower() not in _NOT_NAMES and w not in names]
 
 
+# "What time does Lantern's RETRO start?": what a name owns is held with the name, in
+# one passage (Semaphore's page has a retro, Lantern's a demo).
+_POSSESSIVE = re.compile(r"([\w-]+)'s?\s+([\w-]+)")
+
+
+def possessions(question: str, names: Sequence[str]) -> list[tuple[str, str]]:
+    """Each name's possessive with the word after it ("Lantern's retro" → (Lantern,
+    retro)); [] for none."""
+    found = []
+    for owner, owned in _POSSESSIVE.findall(question):
+        if owner in names and owned.lower() not in _NOT_NAMES and owned not in names:
+            found.append((owner, owned))
+    return found
+
+
+def _owned_apart(
+    pairs: Sequence[tuple[str, str]], terms: Sequence[set[str]], tokens: Callable[[str], list[str]]
+) -> tuple[str, str] | None:
+    """The first (owner, owned) pair that no passage's ``terms`` hold together."""
+    for owner, owned in pairs:
+        wanted = set(tokens(owner)) | set(tokens(owned))
+        if wanted and not any(wanted <= held for held in terms):
+            return owner, owned
+    return None
+
+
 def _adjacent(pair: Sequence[str], stream: Sequence[str]) -> bool:
     return any(a == pair[0] and b == pair[1] for a, b in pairwise(stream))
 
@@ -391,6 +417,11 @@ def distinct_reason(
     if not required and not versions:
         return None
     terms = [set(stream) for stream in streams]
+    if apart := _owned_apart(possessions(question, words), terms, tokens):
+        return (
+            f"nothing answers it: none of the {len(passages)} closest passages names "
+            f"{apart[0]!r} with its {apart[1]!r}; the answer is probably not stored"
+        )
     dated = _ASKS_DATE.search(question) is not None
     if any(_held(required, versions, t, x, dated) for t, x in zip(terms, texts, strict=True)):
         return None
