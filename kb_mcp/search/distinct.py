@@ -94,16 +94,22 @@ _CODE_SPAN = re.compile(r"`[#@]?([a-z][\w.-]*)`")
 _TITLE_WORD = re.compile(r"^[\s#*]*([a-z][\w.-]*)")
 
 
-def written_as_lowercase_name(word: str, texts: Sequence[str]) -> bool:
-    """Whether one of ``texts`` (title and headings on the first line, then the body)
-    writes ``word``, as spelled in lowercase, as code or as its title's first word."""
+def lowercase_names(texts: Sequence[str]) -> frozenset[str]:
+    """The words ``texts`` (title and headings on the first line, then the body) write
+    in lowercase as code or as a title's first word."""
+    found = set()
     for text in texts:
-        title = _TITLE_WORD.match(text.split("\n", 1)[0])
-        if title is not None and title.group(1) == word:
-            return True
-        if any(m.group(1) == word for m in _CODE_SPAN.finditer(text)):
-            return True
-    return False
+        if title := _TITLE_WORD.match(text.split("\n", 1)[0]):
+            found.add(title.group(1))
+        if "`" in text:
+            found.update(m.group(1) for m in _CODE_SPAN.finditer(text))
+    return frozenset(found)
+
+
+def written_as_lowercase_name(word: str, texts: Sequence[str]) -> bool:
+    """Whether one of ``texts`` writes ``word``, as spelled in lowercase, as code or as
+    its title's first word."""
+    return word in lowercase_names(texts)
 
 
 def _written(word: str, texts: Sequence[str]) -> bool:
@@ -134,6 +140,7 @@ def distinguishing_words(question: str, texts: Sequence[str] = ()) -> tuple[str,
     its capitals: only its identifiers."""
     words = _words(question)
     title_case = sum(w[:1].isupper() for w, _ in words) * 2 > len(words)
+    lowercase = lowercase_names(texts) if not title_case else frozenset()
     found = []
     for word, starts in words:
         word = word.removesuffix("'s").removesuffix("'")
@@ -147,8 +154,8 @@ def distinguishing_words(question: str, texts: Sequence[str] = ()) -> tuple[str,
         named = _NAMED.search(word) is not None and not title_case
         if capital and starts:
             capital = written_as_name(word, texts)
-        lowercase = word.islower() and not title_case and written_as_lowercase_name(word, texts)
-        if identifier or named or capital or lowercase or _VERSION.fullmatch(word):
+        code = word.islower() and word in lowercase
+        if identifier or named or capital or code or _VERSION.fullmatch(word):
             found.append(word)
     return tuple(dict.fromkeys(found))
 
