@@ -339,6 +339,10 @@ def test_answer_type_phone_question_needs_a_phone_number() -> None:
         ("who is our data protection officer and how do I reach them", "officer"),
         ("Who manages the team that owns the firmware build?", None),  # not "who is the"
         ("Who has to sign off a schema migration?", None),
+        ("Who is the assignee of HD-5521?", "assignee"),
+        ("Who reviewed ADR-0009?", "review"),
+        ("Who wrote ADR-0012?", "author"),
+        ("The engineer who wrote the decision record: which team are they on?", None),
     ],
 )
 def test_answer_type_asks_for_person_reads_who_is_the_role(question: str, role: str | None) -> None:
@@ -374,3 +378,30 @@ def test_answer_type_absent_person_answers_nothing(tmp_path: Path) -> None:
         found = library.search("Who is the engineering manager of Team Lantern?")
         assert found.hits and found.hits[0].path is not None
         assert found.hits[0].path.endswith("team-lantern.md")
+
+
+def test_answer_type_record_field_without_a_name_answers_nothing(tmp_path: Path) -> None:
+    """Session 7 (golden2 dev): ADR-0007 lists its reviewers, ADR-0009 does not; SEC-311
+    has an assignee, the vendor request HD-5521 named in a postmortem has none."""
+    extra = {
+        "adr-0007.md": "# ADR-0007: Aztec codes\n\n- Status: Accepted\n- Author: Tobias "
+        "Lindqvist\n- Reviewers: Dara Quinn, Mei Takahashi\n\nWe use Aztec codes.\n",
+        "adr-0009.md": "# ADR-0009: Ed25519 signatures\n\nStatus: Accepted. Supersedes "
+        "ADR-0005.\n\nfare-engine signs each payload with an Ed25519 key.\n",
+        "sec-311.md": "**SEC-311** · Hardware keys: wrong pickup location\nReporter: Ruth "
+        "Okonkwo · Assignee: Laila Farouk · Status: Done\n",
+        "postmortem.md": "# Postmortem: validators\n\n## Actions\n\n1. Alert before the "
+        "certificate expires (owner: Priya Nair).\n2. Validators keep accepting offline "
+        "taps (vendor request HD-5521).\n",
+    }
+    with _siblings(tmp_path, extra) as library:
+        for absent in ("Who reviewed ADR-0009?", "Who is the assignee of HD-5521?"):
+            result = library.search(absent, mode="keyword")
+            assert result.hits == (), absent
+            assert result.reason is not None and "names someone" in result.reason
+        for answered, doc in (
+            ("Who reviewed ADR-0007?", "adr-0007.md"),
+            ("Who is the assignee of SEC-311?", "sec-311.md"),
+        ):
+            hits = library.search(answered, mode="keyword").hits
+            assert hits and (hits[0].path or "").endswith(doc), answered

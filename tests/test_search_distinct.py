@@ -16,7 +16,14 @@ from pathlib import Path
 import pytest
 
 from kb_mcp.library import Library
-from kb_mcp.search.distinct import distinguishing_words, holds_version, is_lookup
+from kb_mcp.search.distinct import (
+    distinguishing_words,
+    feature_words,
+    holds_version,
+    is_lookup,
+    possessions,
+    written_as_lowercase_name,
+)
 from kb_mcp.settings import Settings
 
 DOCS = {
@@ -46,6 +53,30 @@ DOCS = {
     ),
     "rostering.md": (
         "# Rostering export\n\nThe nightly rostering export is a CSV file with one row per duty.\n"
+    ),
+    "keyhold-access.md": (
+        "# keyhold access requests\n\nAccess to keyhold is self-service now: open a merge "
+        "request against `identity/keyhold-policies`; a Bastion engineer approves it.\n"
+    ),
+    "adr-0012.md": (
+        "# ADR-0012: Move app sessions to Redis\n\nApp sessions move to a managed Redis "
+        "cluster with key expiry doing the purge. Accounts remain in PostgreSQL.\n"
+    ),
+    "go-2-3-0.md": (
+        "# Northline Go 2.3.0 release notes\n\n- Dark mode follows the system setting.\n"
+        "- Buy a group day ticket for up to five people.\n"
+    ),
+    "adr-0005.md": (
+        "# ADR-0005: Sign ticket payloads\n\nThe validators are offline for up to an hour "
+        "at a time, so they check tickets without calling home.\n"
+    ),
+    "board-runbook.md": (
+        "# Runbook: restarting board-renderer\n\nOpen the fleet console and press "
+        "**Reload renderer**; the board comes back within a minute.\n"
+    ),
+    "semaphore-runbooks.md": (
+        "# Team Semaphore runbooks\n\nOur runbook for restarting fare-engine is in the "
+        "repository's docs folder.\n"
     ),
     "support.md": (
         "# Northline Go support handbook\n\nA passenger's journey history moves with the "
@@ -91,6 +122,103 @@ def test_distinct_absent_neighbour_answers_nothing_and_its_sibling_answers(
     assert result.reason is not None and "together" in result.reason
 
 
+@pytest.mark.parametrize(
+    ("answered", "absent"),
+    [
+        ("Which ADR moved app sessions to Redis?", "Which ADR moved keyhold to Redis?"),
+        (
+            "How do I switch on dark mode in Northline Go?",
+            "How do I switch on offline mode in Northline Go?",
+        ),
+        (
+            "Find the runbook for restarting board-renderer",
+            "Find the runbook for restarting tap-gateway",
+        ),
+    ],
+)
+def test_distinct_lowercase_system_and_missing_feature_answer_nothing(
+    library: Library, answered: str, absent: str
+) -> None:
+    """Session 7 (golden2 dev): keyhold is a name though written in lowercase, and no
+    passage holds it with Redis; offline and mode are stored, never with Northline Go;
+    the runbooks restart board-renderer and fare-engine, and the register's tap-gateway
+    row links to Team Semaphore's runbook page: a document asked for by name is not
+    held a hop away."""
+    assert _docs(library, answered)
+    result = library.search(absent, mode="keyword")
+    assert result.hits == ()
+    assert result.reason is not None and "together" in result.reason
+
+
+def test_distinct_lowercase_name_is_written_as_code_or_opens_a_title() -> None:
+    """A title's lowercase first word and a code span are names; a lowercase word that
+    opens a code line or a comment is not (CoSQA: "def", "# check the file")."""
+    assert written_as_lowercase_name("keyhold", ["keyhold access requests\nAccess to keyhold."])
+    assert written_as_lowercase_name("lantern", ["#lantern export, 14 October\nhi"])
+    assert written_as_lowercase_name("interchange", ["Layouts\n- `interchange`: 16 rows"])
+    assert not written_as_lowercase_name("check", ["c1.py\n# check the file\ndef check(): ..."])
+    assert not written_as_lowercase_name("access", ["keyhold access requests\n"])
+
+
+@pytest.mark.parametrize(
+    ("question", "names", "words"),
+    [
+        (
+            "How do I switch on offline mode in Northline Go?",
+            ["Northline", "Go"],
+            ["offline", "mode"],
+        ),
+        ("How do I set a home stop in Northline Go?", ["Northline", "Go"], ["home", "stop"]),
+        ("How do I make the ticket code bigger for inspectors' older handhelds?", [], []),
+        ("How do I get read access to a path in keyhold?", ["keyhold"], []),
+        ("How do I restart the board?", [], []),
+        ("Find the runbook for restarting tap-gateway", ["tap-gateway"], ["runbook"]),
+        ("Open the tap-gateway staging config", ["tap-gateway"], ["staging", "config"]),
+        ("Find the runbook for restarting a frozen departure board", [], []),
+    ],
+)
+def test_distinct_feature_words_need_a_name_after_the_feature(
+    question: str, names: list[str], words: list[str]
+) -> None:
+    assert feature_words(question, names) == words
+
+
+def test_distinct_what_a_name_owns_is_held_with_it(tmp_path: Path) -> None:
+    """Session 7 (golden2 dev): Semaphore's page has a retro, Lantern's a demo. Lantern's
+    page holds the question's name, a guide the retro's words; "Lantern's retro" is held
+    by no passage."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "lantern.md").write_text(
+        "# Team Lantern\n\n## Rituals\n\n- Standup Monday to Thursday at 10:00. No standup "
+        "on Fridays: we demo at 14:00 instead.\n- Slack: `#lantern`.\n",
+        encoding="utf-8",
+    )
+    (folder / "semaphore.md").write_text(
+        "# Team Semaphore\n\n## How we work\n\n- Standup at 09:15. Retro on alternate "
+        "Fridays.\n- Slack: `#semaphore`.\n",
+        encoding="utf-8",
+    )
+    (folder / "retro-guide.md").write_text(
+        "# Running a retro\n\nA good retro starts on time and ends with actions.\n",
+        encoding="utf-8",
+    )
+    with Library(Settings(home=tmp_path / "home", embedder="none")) as library:
+        library.add_folder(folder)
+        library.sync()
+        assert library.search("What time does Lantern's demo start?", mode="keyword").hits
+        result = library.search("What time does Lantern's retro start?", mode="keyword")
+        assert result.hits == ()
+        assert result.reason is not None and "'Lantern' with its 'retro'" in result.reason
+
+
+def test_distinct_possessions_are_a_name_and_the_word_after_it() -> None:
+    names = ["Lantern", "fare-engine"]
+    assert possessions("What time does Lantern's retro start?", names) == [("Lantern", "retro")]
+    assert possessions("What is fare-engine's admin port?", names) == [("fare-engine", "admin")]
+    assert possessions("What is the people team's phone extension?", names) == []
+
+
 def test_distinct_undated_version_is_not_a_release_date(library: Library) -> None:
     """A page naming 3.0 without a date says 3.0 exists, not when it shipped."""
     result = library.search("When was Northline Go 3.0 released?", mode="keyword")
@@ -122,6 +250,7 @@ def test_distinct_claims_and_code_searches_are_not_read() -> None:
     """SciFact claims and CoSQA code searches name things they do not ask about."""
     assert is_lookup("Which Slack channel does Semaphore use?")
     assert is_lookup("Brightpay transaction fee")
+    assert is_lookup("Find the runbook for restarting a frozen departure board")
     assert is_lookup("恒达 V7 固件 4.3.0 有哪些主要变更？")
     assert not is_lookup("DUSP4 decreases apoptosis.")
     assert not is_lookup("Active Ly49Q induces neutrophil polarization in the lung tissue.")

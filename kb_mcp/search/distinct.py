@@ -84,6 +84,34 @@ def written_as_name(word: str, texts: Sequence[str]) -> bool:
     return False
 
 
+# A system named in lowercase ("keyhold", "conveyor", "#lantern") is a name all the same:
+# the library marks it as one by writing it as code (`keyhold`, `interchange`) or by
+# opening a title with it in lowercase ("keyhold access requests", "#lantern export"),
+# where an ordinary word would be capitalised. Titles and code marks only: a code file's
+# lines and comments open with lowercase words ("def", "# check the file") that are not
+# names (CoSQA).
+_CODE_SPAN = re.compile(r"`[#@]?([a-z][\w.-]*)`")
+_TITLE_WORD = re.compile(r"^[\s#*]*([a-z][\w.-]*)")
+
+
+def lowercase_names(texts: Sequence[str]) -> frozenset[str]:
+    """The words ``texts`` (title and headings on the first line, then the body) write
+    in lowercase as code or as a title's first word."""
+    found = set()
+    for text in texts:
+        if title := _TITLE_WORD.match(text.split("\n", 1)[0]):
+            found.add(title.group(1))
+        if "`" in text:
+            found.update(m.group(1) for m in _CODE_SPAN.finditer(text))
+    return frozenset(found)
+
+
+def written_as_lowercase_name(word: str, texts: Sequence[str]) -> bool:
+    """Whether one of ``texts`` writes ``word``, as spelled in lowercase, as code or as
+    its title's first word."""
+    return word in lowercase_names(texts)
+
+
 def _written(word: str, texts: Sequence[str]) -> bool:
     """Whether one of ``texts`` spells ``word`` as it is (any case)."""
     pattern = _bounded(word, re.I)
@@ -112,6 +140,7 @@ def distinguishing_words(question: str, texts: Sequence[str] = ()) -> tuple[str,
     its capitals: only its identifiers."""
     words = _words(question)
     title_case = sum(w[:1].isupper() for w, _ in words) * 2 > len(words)
+    lowercase = lowercase_names(texts) if not title_case else frozenset()
     found = []
     for word, starts in words:
         word = word.removesuffix("'s").removesuffix("'")
@@ -125,7 +154,8 @@ def distinguishing_words(question: str, texts: Sequence[str] = ()) -> tuple[str,
         named = _NAMED.search(word) is not None and not title_case
         if capital and starts:
             capital = written_as_name(word, texts)
-        if identifier or named or capital or _VERSION.fullmatch(word):
+        code = word.islower() and word in lowercase
+        if identifier or named or capital or code or _VERSION.fullmatch(word):
             found.append(word)
     return tuple(dict.fromkeys(found))
 
@@ -251,10 +281,11 @@ SHORT_QUERY = 5  # words: "student monthly ticket price" is a lookup, not a sent
 
 def is_lookup(question: str) -> bool:
     """Whether ``question`` is a question ("?", or a leading wh-word) or a short lookup
-    ("Brightpay transaction fee"), the searches this floor reads. A claim (SciFact: "DUSP4
+    ("Brightpay transaction fee") or a command for a document ("Find the runbook for
+    restarting tap-gateway"), the searches this floor reads. A claim (SciFact: "DUSP4
     decreases apoptosis.") or a code search (CoSQA: "datetime to epoch python2") names
     things it does not ask about: SciFact train lost 24% of its answerable claims to it."""
-    if _QUESTION.search(question):
+    if _QUESTION.search(question) or _FETCH.search(question):  # "Find the runbook for …"
         return True
     short = len(question.split()) <= SHORT_QUERY
     return short and not question.rstrip().endswith(".")
@@ -295,6 +326,71 @@ def asked_terms(
     return found
 
 
+# "How do I switch on OFFLINE MODE in Northline Go?", "How do I set a HOME STOP in
+# Northline Go?": a how-to question about a feature of something it names asks for a
+# passage that holds the feature's words with the name. A feature that does not exist
+# has its words scattered over the library (offline validators, a dark mode, stops),
+# never in one passage with the product. Only when the feature is followed by "in / on /
+# for / from …" and a name: "How do I make the ticket code bigger for inspectors'
+# older handhelds?" names nothing, and its answer paraphrases ("doubles the code size").
+_HOW_TO = re.compile(
+    r"^\s*how\s+(?:do|can|should)\s+\w+\s+\w+(?:\s+(?:on|off|up))?\s+"
+    r"(?:(?:a|an|the|my|our|your)\s+)?((?:[\w-]+\s+){0,2}?[\w-]+)\s+(?:in|on|for|from|into)\s+",
+    re.I,
+)
+
+
+# A command for a document ("Find the runbook for restarting tap-gateway", "Open the
+# tap-gateway staging config") asks for the thing it names after its verb, of or for
+# something it names: a runbook that restarts the board renderer, tap-gateway's
+# production config, hold some of those words and not the others.
+_FETCH = re.compile(
+    r"^\s*(?:find|open|show)(?:\s+me)?\s+(?:(?:a|an|the|our|my)\s+)?"
+    r"((?:[\w-]+\s+){0,2}?[\w-]+)(?:\s+(?:in|on|for|from|of|about)\s+|\s*[.?!]?\s*$)",
+    re.I,
+)
+
+
+def feature_words(question: str, names: Sequence[str]) -> list[str]:
+    """The words of the feature a "how do I <verb> <feature> in <name>" question asks
+    about (offline, mode), when a name follows it, or of the document a "find / open
+    the <thing> of <name>" command asks for (runbook; staging, config); [] otherwise."""
+    if (found := _HOW_TO.search(question)) is not None:
+        named = any(name in question[found.end() :] for name in names)
+    elif (found := _FETCH.search(question)) is not None:
+        named = bool(names)
+    if found is None or not named:
+        return []
+    words = [w for w, _ in _words(found.group(1))]
+    return [w for w in words if w.lower() not in _NOT_NAMES and w not in names]
+
+
+# "What time does Lantern's RETRO start?": what a name owns is held with the name, in
+# one passage (Semaphore's page has a retro, Lantern's a demo).
+_POSSESSIVE = re.compile(r"([\w-]+)'s?\s+([\w-]+)")
+
+
+def possessions(question: str, names: Sequence[str]) -> list[tuple[str, str]]:
+    """Each name's possessive with the word after it ("Lantern's retro" → (Lantern,
+    retro)); [] for none."""
+    found = []
+    for owner, owned in _POSSESSIVE.findall(question):
+        if owner in names and owned.lower() not in _NOT_NAMES and owned not in names:
+            found.append((owner, owned))
+    return found
+
+
+def _owned_apart(
+    pairs: Sequence[tuple[str, str]], terms: Sequence[set[str]], tokens: Callable[[str], list[str]]
+) -> tuple[str, str] | None:
+    """The first (owner, owned) pair that no passage's ``terms`` hold together."""
+    for owner, owned in pairs:
+        wanted = set(tokens(owner)) | set(tokens(owned))
+        if wanted and not any(wanted <= held for held in terms):
+            return owner, owned
+    return None
+
+
 def _adjacent(pair: Sequence[str], stream: Sequence[str]) -> bool:
     return any(a == pair[0] and b == pair[1] for a, b in pairwise(stream))
 
@@ -323,14 +419,26 @@ def distinct_reason(
         return None  # nothing to hold: the passages are not tokenized
     streams = [tokens(text) for text in texts]
     required |= asked_terms(question, words, streams, tokens)
+    feature = {w: toks for w in feature_words(question, words) if (toks := tokens(w))}
+    required |= feature
     if not required and not versions:
         return None
     terms = [set(stream) for stream in streams]
+    if apart := _owned_apart(possessions(question, words), terms, tokens):
+        return (
+            f"nothing answers it: none of the {len(passages)} closest passages names "
+            f"{apart[0]!r} with its {apart[1]!r}; the answer is probably not stored"
+        )
     dated = _ASKS_DATE.search(question) is not None
     if any(_held(required, versions, t, x, dated) for t, x in zip(terms, texts, strict=True)):
         return None
     spelled = {t for toks in required.values() for t in toks}
     hops = _hops(question)
+    if feature and not hops:
+        # A feature or a document belongs to the thing named with it: the register row
+        # naming fare-engine and a release note's "version" a link away are not "the
+        # Kotlin version of fare-engine".
+        return _nothing(passages, required, versions, dated)
     links: dict[int, set[str]] = {}  # read only for pairs that hold the names
 
     def linked(i: int, j: int) -> bool:
@@ -344,6 +452,15 @@ def distinct_reason(
             continue
         if hops or linked(i, j) or linked(j, i):
             return None
+    return _nothing(passages, required, versions, dated)
+
+
+def _nothing(
+    passages: Sequence[PassageRow],
+    required: Mapping[str, Sequence[str]],
+    versions: Sequence[str],
+    dated: bool,
+) -> str:
     names = ", ".join(repr(w) for w in (*required, *versions))
     value = " with a date" if dated else ""
     return (

@@ -24,6 +24,8 @@ from kb_mcp.limits import TOP_K
 from kb_mcp.search import hop
 from kb_mcp.search.adjust import Adjustment, Candidate, Rule
 from kb_mcp.search.calibration import UNCALIBRATED, VectorCalibration, calibration_for, has_cjk
+from kb_mcp.search.cjk_count import asks_for_cjk_number, cjk_number_reason
+from kb_mcp.search.counted import clauses, counted_noun
 from kb_mcp.search.distinct import DISTINCT_PASSAGES, distinct_reason
 from kb_mcp.search.floor import (
     ANSWER_PASSAGES,
@@ -312,9 +314,12 @@ def _query_coverage(fts: FtsIndex, stats: UnitStats, passage: rows.PassageRow) -
     return coverage(list(stats.tokens.values()), present, stats.df, stats.chunks)
 
 
-def _passage_terms(fts: FtsIndex, passage: rows.PassageRow) -> PassageTerms:
+def _passage_terms(
+    fts: FtsIndex, passage: rows.PassageRow, by_clause: bool = False
+) -> PassageTerms:
     head = fts.tokens(head_text(passage.title, passage.heading_path))
-    return PassageTerms(frozenset(head), tuple(fts.tokens(passage.text)), passage.text)
+    cut = tuple(tuple(fts.tokens(c)) for c in clauses(passage.text)) if by_clause else ()
+    return PassageTerms(frozenset(head), tuple(fts.tokens(passage.text)), passage.text, cut)
 
 
 def _answer_type(fts: FtsIndex, stats: UnitStats, question: str, ranking: Ranking) -> str | None:
@@ -323,14 +328,27 @@ def _answer_type(fts: FtsIndex, stats: UnitStats, question: str, ranking: Rankin
     number, person = asks_for_number(question), asks_for_person(question)
     if number is None and person is None:
         return None
-    passages = [_passage_terms(fts, p) for p in ranking.leading(ANSWER_PASSAGES)]
+    noun = counted_noun(question)
+    counted = fts.tokens(noun) if noun else []
+    leading = ranking.leading(ANSWER_PASSAGES)
+    passages = [_passage_terms(fts, p, bool(counted)) for p in leading]
     required = {word: tokens for word in slot_words(question) if (tokens := fts.tokens(word))}
     if person is not None:
         passages = [_passage_terms(fts, p) for p in ranking.leading(PERSON_PASSAGES)]
         named = {w: fts.tokens(w) for w in re.findall(r"\b[A-Z][\w-]*", question)[1:]}
         named = {w: toks for w, toks in named.items() if toks}
         return person_reason(question, stats.tokens, passages, stats.df, stats.chunks, named)
-    return answer_type_reason(question, stats.tokens, passages, stats.df, stats.chunks, required)
+    return answer_type_reason(
+        question, stats.tokens, passages, stats.df, stats.chunks, required, counted
+    )
+
+
+def _cjk_number(question: str, ranking: Ranking) -> str | None:
+    """The Chinese number-question check (``search/cjk_count.py``) over the answer's
+    first passages, read only for questions asking 多少 / 多久 / 几…."""
+    if not asks_for_cjk_number(question):
+        return None
+    return cjk_number_reason(question, [p.text for p in ranking.leading(ANSWER_PASSAGES)])
 
 
 def significant(value: float, digits: int = SCORE_DIGITS) -> float:
@@ -484,6 +502,7 @@ def _search(
         reason = _answer_type(fts, stats, request.query, ranking)
         leading = ranking.leading(DISTINCT_PASSAGES)  # issue 9: search/distinct.py
         reason = reason or distinct_reason(request.query, fts.tokens, leading)
+        reason = reason or _cjk_number(request.query, ranking)
     if reason is not None:
         return SearchResult(request.query, plan.mode, (), plan.fallback, _with(reason, plan))
     shown = ranking.order[: request.top_k]

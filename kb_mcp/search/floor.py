@@ -21,6 +21,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from kb_mcp.search.calibration import VectorCalibration
+from kb_mcp.search.counted import counts_noun
 
 # The best passage must cover this share of the query's IDF weight, or the search returns
 # nothing. Chosen against the false-empty rate on answerable queries, which matters more
@@ -273,6 +274,7 @@ class PassageTerms:
     head: frozenset[str]
     body: tuple[str, ...]
     text: str = ""  # the passage as stored: a version is told by its shape ("7.2")
+    clauses: tuple[tuple[str, ...], ...] = ()  # the body's tokens per clause (search/counted.py)
 
 
 def asks_for_number(question: str) -> str | None:
@@ -318,6 +320,7 @@ def answer_type_reason(
     df: Mapping[str, int],
     documents: int,
     required: Mapping[str, Sequence[str]] | None = None,
+    counted: Sequence[str] = (),
 ) -> str | None:
     """Why a question asking for a number gets nothing, or None when a passage may answer.
 
@@ -325,7 +328,9 @@ def answer_type_reason(
     passages (the answer's first ``ANSWER_PASSAGES`` and the keyword leg's best). One of
     them must cover ``ANSWER_COVERAGE`` of the question's weight, hold every word of
     ``required`` (``slot_words``, word → its index tokens) and a number within
-    ``ANSWER_WINDOW`` tokens of a word it matched.
+    ``ANSWER_WINDOW`` tokens of a word it matched; for a "how many" question whose
+    noun it writes (``counted``, the noun's index tokens), a number that counts it
+    (``search/counted.py``).
     """
     kind = asks_for_number(question)
     if kind is None or not passages:
@@ -343,6 +348,12 @@ def answer_type_reason(
         if kind == DURATION_KIND and _DURATION_SHAPED.search(passage.text) is None:
             continue
         if kind == PHONE_KIND and _PHONE_SHAPED.search(passage.text) is None:
+            continue
+        named = required or {}
+        if (
+            counted
+            and counts_noun(passage.head, passage.clauses, counted, named, is_number) is False
+        ):
             continue
         if holds_number_near(passage.body, words & present, ANSWER_WINDOW):
             return None
@@ -364,20 +375,36 @@ def answer_type_reason(
 # "designer" joined with golden2's enlarged dev: "Who is the author of ADR-0012?" (an
 # ADR with no author line; ADR-0007's "Author:" does not name 0012) is caught, "Who is
 # the author of ADR-0007?" and "Who is the designer for Team Lantern?" still answer.
+#
+# A ticket's or a record's fields are roles too ("Assignee: Laila Farouk", "Reviewers:
+# Dara Quinn, …", "Scribe: …"), and "who reviewed / wrote / approved X" asks for the
+# same field as "who is the reviewer of X". Caught on golden2's session-7 dev: "Who
+# reviewed ADR-0009?" (only ADR-0007 lists reviewers) and "Who is the assignee of
+# HD-5521?" (a vendor request with no assignee); "Who reviewed ADR-0007?" and "Who is
+# the assignee of SEC-311?" still answer.
 _ROLES = (
     "manager|owner|lead|head|director|commander|officer|maintainer|approver|chair|author|designer"
+    "|assignee|reporter|reviewer|scribe"
 )
 _ASKS_FOR_PERSON = re.compile(
     rf"\bwho(?:'s|\s+is|\s+was)\s+(?:the|our|your)\s+(?:[\w-]+\s+){{0,2}}?({_ROLES})\b",
     re.I,
 )
+# The field a "who <did> X" question asks for, as the start of the word that labels it
+# ("review" for "Reviewers:", "approv" for "Approved by"). Only at the question's start:
+# "the person who wrote the decision record…" asks about that person's team.
+_ACTS = {"reviewed": "review", "wrote": "author", "authored": "author", "approved": "approv"}
+_ASKS_WHO_DID = re.compile(rf"^\s*who\s+({'|'.join(_ACTS)})\b", re.I)
 _PERSON = re.compile(r"(?<![\w.#@/-])[A-Z][a-z]+(?:[ \t]+[A-Z][a-z'-]+){1,2}(?![\w-])")
 PERSON_WINDOW = 80  # characters between the role word and the name
 PERSON_PASSAGES = 10  # the answer's first passages read: a manager is often a hop away
 
 
 def asks_for_person(question: str) -> str | None:
-    """The role a "who is the <role> of …" question asks about ("manager"), or None."""
+    """The role a "who is the <role> of …" question asks about ("manager"), or the field
+    a "who reviewed / wrote / approved …" question asks for ("review"), or None."""
+    if did := _ASKS_WHO_DID.search(question):
+        return _ACTS[did.group(1).lower()]
     found = _ASKS_FOR_PERSON.search(question)
     return found.group(1).lower() if found else None
 
