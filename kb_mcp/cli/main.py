@@ -111,9 +111,10 @@ def _emit(
 
 def cmd_serve(args: argparse.Namespace, wire_fd: int | None = None) -> int:
     """Serve MCP over stdio (this is what an agent's config runs)."""
-    from kb_mcp.server import prelude
+    from kb_mcp.server import arenas, prelude
     from kb_mcp.server.calls import LibraryHolder
 
+    arenas.configure()  # malloc's, before any thread starts: see server/arenas.py
     wire = wire_fd if wire_fd is not None else prelude.protect_stdout()
     settings = _load_settings(args, allow_agent_writes=args.allow_agent_writes or None)
     holder = LibraryHolder(settings)
