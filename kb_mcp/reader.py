@@ -85,9 +85,25 @@ def resolve_document(db: Database, doc: str) -> rows.DocumentRow:
     if found is not None:
         return found
     by_path = rows.find_documents_by_path(db.conn, doc)
+    if len(by_path) > 1:
+        raise _ambiguous(db, doc, by_path)
     if by_path:
         return by_path[0]
     raise NotFound(f"no document {doc!r} in this library", hint=_suggest(db, doc))
+
+
+def _ambiguous(db: Database, path: str, found: list[rows.DocumentRow]) -> InvalidInput:
+    """Two folders each with a different ``README.md``: reading "the" one by path used
+    to return the older silently (a new user got attrs' README when asking for rich's).
+    The caller is told every candidate, by id and source, to pick one."""
+    named = []
+    for row in found:
+        location = rows.first_location(db.conn, row.id)
+        named.append(f"{row.doc_key} ({location[0] if location else 'agent'})")
+    return InvalidInput(
+        f"{len(found)} documents have the path {path!r}: {', '.join(named)}",
+        hint="read one by its document id",
+    )
 
 
 def _suggest(db: Database, doc: str) -> str:

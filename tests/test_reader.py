@@ -9,7 +9,12 @@ the key and the caller.
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from kb_mcp.chunk.markdown import split_markdown
+from kb_mcp.errors import InvalidInput
 from kb_mcp.ingest.pipeline import store_document, text_hash
 from kb_mcp.library import Library
 from kb_mcp.store import documents as rows
@@ -47,3 +52,27 @@ def test_read_line_range_after_redaction_is_the_users_line(library: Library) -> 
     last = len(KEY_NOTE.split("\n"))
     assert library.read(doc, last, last).text == "LAST_LINE"
     assert library.read(doc).total_lines == last
+
+
+def test_read_by_a_path_two_folders_hold_names_both_instead_of_picking_one(
+    tmp_path: Path, library: Library
+) -> None:
+    """Found by a new user with attrs and rich added: ``kb-mcp read README.md`` printed
+    attrs' README without a word about rich's. A path two documents share is refused with
+    both ids and their sources; a path one document has (in one folder or, as identical
+    files, in two) still reads, and so does an id."""
+    for name, text in (("attrs", "# Attrs\n\nclasses\n"), ("rich", "# Rich\n\nconsoles\n")):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "README.md").write_text(text, encoding="utf-8")
+        (folder / "LICENSE.md").write_text("# MIT\n\nsame in both\n", encoding="utf-8")
+        library.add_folder(folder, name)
+    library.sync()
+    with pytest.raises(InvalidInput) as refused:
+        library.read("README.md")
+    ids = [r.doc_key for r in rows.find_documents_by_path(library.db.conn, "README.md")]
+    assert len(ids) == 2
+    for doc_key, source in zip(ids, ("attrs", "rich"), strict=True):
+        assert f"{doc_key} ({source})" in refused.value.render()
+    assert library.read(ids[1]).text.startswith("# Rich")
+    assert library.read("LICENSE.md").title == "MIT"

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from library_checks import embedded_library
 
+from kb_mcp.index import vectors
 from kb_mcp.library import Library
 from kb_mcp.search.engine import UNEMBEDDED_LEG
 from tests.hash_embedder import HashEmbedder
@@ -39,9 +41,12 @@ def _library(tmp_path: Path) -> Library:
     return embedded_library(tmp_path, NOTES, HashEmbedder(), allow_agent_writes=True)
 
 
-def test_search_just_added_note_ranks_first_before_it_has_a_vector(tmp_path: Path) -> None:
+def test_search_just_added_note_ranks_first_before_it_has_a_vector(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The only note naming zorblax is first in hybrid while it waits for its vector and
-    says so in its legs; once embedded, nothing stands in for its vector rank."""
+    says so in its legs; once embedded and in the cached codes, nothing stands in for its
+    vector rank."""
     with _library(tmp_path) as library:
         library.add_document("Zorblax", NOTE, "t://zorblax")
         waiting = library.search(QUESTION, mode="hybrid")
@@ -49,8 +54,9 @@ def test_search_just_added_note_ranks_first_before_it_has_a_vector(tmp_path: Pat
         assert waiting.hits[0].legs == ("keyword", UNEMBEDDED_LEG)
         assert all(UNEMBEDDED_LEG not in hit.legs for hit in waiting.hits[1:])
         library.embed_pending()
+        monkeypatch.setattr(vectors, "RELOAD_CHECK_S", 0.0)  # the codes reload at once
         embedded = library.search(QUESTION, mode="hybrid")
-        assert "Zorblax" in [hit.title for hit in embedded.hits]
+        assert embedded.hits[0].title == "Zorblax" and "vector" in embedded.hits[0].legs
         assert all(UNEMBEDDED_LEG not in hit.legs for hit in embedded.hits)
 
 
@@ -61,3 +67,20 @@ def test_search_keyword_mode_has_no_stand_in_for_vectors(tmp_path: Path) -> None
         result = library.search(QUESTION, mode="keyword")
         assert result.hits[0].title == "Zorblax"
         assert all(hit.legs == ("keyword",) for hit in result.hits)
+
+
+def test_search_just_embedded_note_ranks_first_before_the_cached_codes_see_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Embedded, but in the second before the vector index reloads its codes (found by a
+    new user over MCP: a note saved with ``add_document`` came first, then vanished from
+    the first results for about a second, then came back). Its vector is stored, so it
+    counted as embedded, yet the vector leg could not see it and nothing stood in."""
+    monkeypatch.setattr(vectors, "RELOAD_CHECK_S", 3600.0)  # that second, however slow the run
+    with _library(tmp_path) as library:
+        assert library.search(QUESTION, mode="hybrid").mode == "hybrid"  # codes cached now
+        library.add_document("Zorblax", NOTE, "t://zorblax")
+        library.embed_pending()  # stored; the cached codes are checked at most once a second
+        result = library.search(QUESTION, mode="hybrid")
+        assert result.mode == "hybrid" and result.hits[0].title == "Zorblax"
+        assert result.hits[0].legs == ("keyword", UNEMBEDDED_LEG)

@@ -269,3 +269,30 @@ def test_add_file_keeps_the_upload_kind_for_read(tmp_path: Path) -> None:
     with Library(Settings(home=tmp_path / "home")) as library:
         added = library.import_file(page)
         assert library.read(added.doc).kind == "html"
+
+
+def test_cli_text_output_shows_control_characters_as_escapes(tmp_path: Path, kb: Cli) -> None:
+    """A file name or text holding terminal escapes never reaches the terminal raw (found
+    by a new user: ``kb-mcp grep`` / ``list`` / ``read`` printed ``ESC[31m`` from a
+    hostile folder as is, so a document could recolour, retitle or clear the user's
+    terminal). Newlines and tabs of the text stay; ``--json`` is JSON's own escaping."""
+    folder = tmp_path / "hostile"
+    folder.mkdir()
+    (folder / "esc\x1b[32mname.md").write_text(
+        "# Esc\n\nescape \x1b]0;pwned\x07 \x1b[31mRED\x1b[0m quixotic\r\n", encoding="utf-8"
+    )
+    assert kb("add", str(folder), "--yes", "--embedder", "none").returncode == 0
+    outputs = [
+        kb("grep", "quixotic"),
+        kb("list", "hostile"),
+        kb("read", "esc\x1b[32mname.md"),
+        kb("search", "quixotic", "--embedder", "none"),
+    ]
+    for done in outputs:
+        assert done.returncode == 0, done.stderr
+        assert "quixotic" in done.stdout or "name.md" in done.stdout
+        assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", done.stdout), done.stdout
+    assert "esc\\x1b[32mname.md" in outputs[0].stdout
+    assert "\\x1b]0;pwned\\x07" in outputs[2].stdout
+    as_json = kb("grep", "quixotic", "--json")
+    assert json.loads(as_json.stdout)["matches"][0]["path"] == "esc\x1b[32mname.md"

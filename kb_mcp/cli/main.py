@@ -14,6 +14,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from kb_mcp.cli.terminal import terminal_safe
+
 if TYPE_CHECKING:  # imported lazily at run time: start-up stays lean
     from kb_mcp.library import Library
     from kb_mcp.settings import Settings
@@ -106,7 +108,7 @@ def _emit(
     if getattr(args, "json", False):
         print(json.dumps((data or render.to_data)(result), ensure_ascii=False, indent=2))
     else:
-        print(text(result))
+        print(terminal_safe(text(result)))
 
 
 def cmd_serve(args: argparse.Namespace, wire_fd: int | None = None) -> int:
@@ -453,7 +455,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         # Redacted like tool errors: a "did you mean" hint may name a file whose name
         # holds a token.
-        print(f"kb-mcp: {redact_output(exc.render()).text}", file=sys.stderr)
+        print(f"kb-mcp: {terminal_safe(redact_output(exc.render()).text)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kb_mcp.cli.progress import ProgressBar
+from kb_mcp.cli.terminal import terminal_safe
 
 if TYPE_CHECKING:
     from kb_mcp.ingest.sync import SyncReport
@@ -37,7 +38,7 @@ def _print_report(report: SyncReport) -> None:
         line += f"; {report.over_cap} files over the per-source cap were left out"
     print(line)
     for path, reason in report.failures[:20]:
-        print(f"  failed: {path}: {reason}")
+        print(terminal_safe(f"  failed: {path}: {reason}"))
 
 
 def _sync_and_report(library: Library, source: str | None) -> int:

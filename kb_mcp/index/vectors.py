@@ -252,16 +252,24 @@ def failed_documents(conn: apsw.Connection) -> int:
 # --- what to embed --------------------------------------------------------------------
 
 
-def embedded_among(conn: apsw.Connection, sig_id: int, chunk_ids: Sequence[int]) -> set[int]:
+def embedded_among(
+    conn: apsw.Connection, sig_id: int, chunk_ids: Sequence[int], through_seq: int | None = None
+) -> set[int]:
     """Those of ``chunk_ids`` that have a vector of signature ``sig_id`` (primary-key
-    lookups: a search asks this of its few dozen keyword candidates)."""
+    lookups: a search asks this of its few dozen keyword candidates); with
+    ``through_seq``, only vectors stored at or below that ``seq``, the ones a cached
+    snapshot of that watermark holds (``VectorIndex.loaded_through``)."""
     row = signature_row(conn, sig_id)
     if row is None or not chunk_ids:
         return set()
     codes, _ = _tables(row.key)
     marks = ",".join("?" * len(chunk_ids))
     query = f"SELECT chunk_id FROM {codes} WHERE chunk_id IN ({marks})"
-    return {int(r[0]) for r in conn.execute(query, tuple(chunk_ids))}
+    params: tuple[int, ...] = tuple(chunk_ids)
+    if through_seq is not None:
+        query += " AND seq <= ?"
+        params += (through_seq,)
+    return {int(r[0]) for r in conn.execute(query, params)}
 
 
 def embedding_text(title: str, heading_path: Sequence[str], text: str, max_chars: int) -> str:
@@ -558,6 +566,17 @@ class VectorIndex:
         row = signature_row(conn, sig_id)
         if row is not None:
             self._snapshot(conn, row)
+
+    def loaded_through(self, sig_id: int) -> int | None:
+        """The highest ``seq`` of the codes held in memory for ``sig_id`` (None: none held).
+
+        A search sees only those codes, and they are compared with the table at most
+        once a second (``RELOAD_CHECK_S``): a vector stored since is in the table but not
+        yet findable. Read before a search, it bounds what that search can see (a
+        refresh only adds), so the engine knows which keyword candidates to stand in for
+        (``EmbeddedLeg.unembedded``)."""
+        current = self._codes.get(sig_id)
+        return None if current is None else current.watermark
 
     def discard(self, sig_id: int) -> None:
         """Forget a dropped signature's cached codes."""

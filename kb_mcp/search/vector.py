@@ -118,6 +118,8 @@ class NearestIndex(Protocol):
         self, conn: Any, sig_id: int, query_vector: Any, limit: int, source_id: int | None = None
     ) -> list[tuple[int, float]]: ...
 
+    def loaded_through(self, sig_id: int) -> int | None: ...
+
 
 # Question embeddings that outlived their budget keep their thread until the embedder
 # returns: at most this many run at once, so a stuck embedder (a model swapped out, an
@@ -190,6 +192,8 @@ class EmbeddedLeg:
         self.embed_seconds = 0.0
         # (question, its vector or why it has none), from ``embed_question``.
         self._question: tuple[str, Any, Exception | None] | None = None
+        # The codes the last search could see: stored at or below this seq (None: all).
+        self._seen_through: int | None = None
 
     @property
     def signature(self) -> EmbeddingSignature:
@@ -223,13 +227,15 @@ class EmbeddedLeg:
                 vector = self._embedder.embed([query], kind="query")[0]
             finally:
                 self.embed_seconds += time.perf_counter() - started
+        self._seen_through = self._index.loaded_through(self._signature_id)
         nearest = self._index.search(self._db.conn, self._signature_id, vector, limit, source_id)
         return [LegHit(cid, rank, cosine) for rank, (cid, cosine) in enumerate(nearest, start=1)]
 
     def unembedded(self, chunk_ids: Sequence[int]) -> set[int]:
         from kb_mcp.index.vectors import embedded_among
 
-        return set(chunk_ids) - embedded_among(self._db.conn, self._signature_id, chunk_ids)
+        seen = embedded_among(self._db.conn, self._signature_id, chunk_ids, self._seen_through)
+        return set(chunk_ids) - seen
 
 
 class UnusableLeg:
