@@ -1,0 +1,348 @@
+"""Which documents a reference can name, and which references can name a document:
+looked up, not scanned (issue 10 ingest).
+
+Trigger: matching (``ingest/relink``) named every document for every reference, and
+checked every relation row against every stored document, inside the sync's write
+transaction: O(documents x relation rows); a 300k-chunk build spent over 18 CPU-minutes
+in one transaction there. Outcome: the names of every document and the references of
+every row are kept here, in postings keyed the ways ``ingest/references`` can match
+(ids, file names, days, exact titles of a series, content words), plus the titles'
+sorted words for the one rule that needs no shared word (similarity above
+``TITLE_MATCH - 1``, scanned in C by rapidfuzz). A look-up returns a superset of what
+``references.match_reference`` can return, never less, so running that function over
+the candidates gives exactly its answer over the whole library: why each key is enough
+is said at ``reference_keys``.
+
+The index lives in memory, one per database file in a process, and catches up from
+``names_log`` (written by triggers in every transaction that changes a name or a row)
+at each use, inside the caller's write transaction: a rolled-back entry it had read is
+noticed by its token, and then the index is read again from the tables.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import apsw
+from rapidfuzz import fuzz, process
+
+from kb_mcp.ingest import references as refs
+from kb_mcp.ingest import relations as detect
+from kb_mcp.store import names_log as log
+from kb_mcp.store import relations as store
+
+# A title scoring above this can be in an outcome (``match_reference`` keeps every
+# candidate scoring above ``max(TITLE_MATCH - 1, best - TITLE_MARGIN)``).
+FUZZY_CUTOFF = refs.TITLE_MATCH - 1
+# Changes read from the log at once; past this many the tables are read again instead.
+CATCH_UP_LIMIT = 20_000
+LOG_KEEP = 100_000  # entries kept for other processes' indexes (``names_log.prune``)
+PRUNE_EVERY = 10_000  # entries read between two prunes
+OPEN_INDEXES = 4  # databases a process keeps an index for (tests open many)
+
+
+def sorted_words(normalized: str) -> str:
+    """The words of a normalized title in order: what ``fuzz.token_sort_ratio`` compares,
+    so ``fuzz.ratio`` of two of these is that score."""
+    return " ".join(sorted(normalized.split()))
+
+
+@dataclass(frozen=True, slots=True)
+class ReferenceKeys:
+    """How a reference can find its documents, following ``match_reference``'s branches.
+
+    - ``exact`` (ids or file names): a match holds every id or one file name, so it is
+      in the postings of any of them;
+    - ``day`` (a ``DATED`` reference): a match is dated that day;
+    - otherwise a title: ``relative`` ones may name the stater's series (same title);
+      the title rules either need two shared content words (a subset of two or more
+      words, or the loose rule's three) or a similarity above ``FUZZY_CUTOFF`` of the
+      sorted words (``fuzzy``); fewer than two content words name nothing.
+    """
+
+    exact: bool
+    ids: frozenset[str] = frozenset()
+    files: frozenset[str] = frozenset()
+    day: str | None = None
+    relative: bool = False
+    words: frozenset[str] = frozenset()
+    fuzzy: str = ""
+
+
+def reference_keys(reference: str) -> ReferenceKeys | None:
+    """``reference``'s keys; None for ``SELF`` (it names its stater, no look-up)."""
+    if reference == detect.SELF:
+        return None
+    ref = refs.parse_reference(reference)
+    if ref.exact:
+        return ReferenceKeys(True, ids=ref.ids, files=ref.files)
+    if reference.startswith(refs.DATED):
+        return ReferenceKeys(False, day=reference.removeprefix(refs.DATED))
+    words = refs.content_words(ref.title)
+    if len(words) < 2:
+        words = frozenset()
+    return ReferenceKeys(
+        False,
+        relative=refs.is_relative(reference),
+        words=words,
+        fuzzy=sorted_words(ref.title) if words else "",
+    )
+
+
+class _Postings:
+    """Key → the set of items filed under it."""
+
+    def __init__(self) -> None:
+        self._items: dict[str, set[int]] = {}
+
+    def add(self, keys: Iterable[str], item: int) -> None:
+        for key in keys:
+            self._items.setdefault(key, set()).add(item)
+
+    def remove(self, keys: Iterable[str], item: int) -> None:
+        for key in keys:
+            found = self._items.get(key)
+            if found is not None:
+                found.discard(item)
+                if not found:
+                    del self._items[key]
+
+    def union(self, keys: Iterable[str]) -> set[int]:
+        out: set[int] = set()
+        for key in keys:
+            out |= self._items.get(key, set())
+        return out
+
+    def sharing_two(self, keys: frozenset[str]) -> set[int]:
+        """Items filed under at least two of ``keys``."""
+        seen: set[int] = set()
+        twice: set[int] = set()
+        for key in keys:
+            found = self._items.get(key)
+            if found:
+                twice |= seen & found
+                seen |= found
+        return twice
+
+
+class _Similar:
+    """Strings by item for a similarity scan in C (``rapidfuzz.process.extract``)."""
+
+    def __init__(self) -> None:
+        self._items: list[int] = []
+        self._texts: list[str] = []
+        self._at: dict[int, int] = {}
+
+    def put(self, item: int, text: str) -> None:
+        self.drop(item)
+        if text:
+            self._at[item] = len(self._items)
+            self._items.append(item)
+            self._texts.append(text)
+
+    def drop(self, item: int) -> None:
+        at = self._at.pop(item, None)
+        if at is None:
+            return
+        self._texts[at] = ""  # scores 0: never above the cutoff
+        if len(self._items) > 1024 and len(self._at) * 2 < len(self._items):
+            pairs = [(i, t) for i, t in zip(self._items, self._texts, strict=True) if t]
+            self._items = [i for i, _ in pairs]
+            self._texts = [t for _, t in pairs]
+            self._at = {i: n for n, i in enumerate(self._items)}
+
+    def near(self, text: str) -> set[int]:
+        """Items whose text scores ``FUZZY_CUTOFF`` or more against ``text``."""
+        if not text or not self._at:
+            return set()
+        found = process.extract(
+            text, self._texts, scorer=fuzz.ratio, score_cutoff=FUZZY_CUTOFF, limit=None
+        )
+        return {self._items[at] for _text, _score, at in found}
+
+
+class _Documents:
+    """Every document's ``DocNames``, whether a user's source holds it, and postings."""
+
+    def __init__(self) -> None:
+        self.names: dict[int, refs.DocNames] = {}
+        self.held: set[int] = set()
+        self._ids, self._files, self._days = _Postings(), _Postings(), _Postings()
+        self._titles, self._words = _Postings(), _Postings()
+        self._similar = _Similar()
+
+    def put(self, names: refs.DocNames, held: bool) -> None:
+        self.drop(names.document_id)
+        doc = names.document_id
+        self.names[doc] = names
+        if held:
+            self.held.add(doc)
+        self._ids.add(names.ids, doc)
+        self._files.add(names.files, doc)
+        self._days.add(_day(names), doc)
+        self._titles.add((names.title,), doc)
+        self._words.add(refs.content_words(names.title), doc)
+        self._similar.put(doc, sorted_words(names.title))
+
+    def drop(self, doc: int) -> None:
+        names = self.names.pop(doc, None)
+        if names is None:
+            return
+        self.held.discard(doc)
+        self._ids.remove(names.ids, doc)
+        self._files.remove(names.files, doc)
+        self._days.remove(_day(names), doc)
+        self._titles.remove((names.title,), doc)
+        self._words.remove(refs.content_words(names.title), doc)
+        self._similar.drop(doc)
+
+    def series(self, title: str) -> set[int]:
+        """Documents whose normalized title is ``title``."""
+        return self._titles.union((title,))
+
+    def candidates(self, keys: ReferenceKeys, stater: refs.DocNames | None) -> set[int]:
+        """Every document ``match_reference`` could return for a reference with ``keys``
+        (a superset)."""
+        if keys.exact:
+            return self._ids.union(keys.ids) | self._files.union(keys.files)
+        if keys.day is not None:
+            return self._days.union((keys.day,))
+        found = self.series(stater.title) if keys.relative and stater is not None else set()
+        if keys.words:
+            found |= self._words.sharing_two(keys.words) | self._similar.near(keys.fuzzy)
+        return found
+
+
+class _Statements:
+    """Every relation row's fixed fields (kind, reference, stater), by the keys of its
+    reference: which rows a document could answer."""
+
+    def __init__(self) -> None:
+        self.rows: dict[int, tuple[str, str, int]] = {}
+        self._keys: dict[int, ReferenceKeys] = {}
+        self._ids, self._files, self._days = _Postings(), _Postings(), _Postings()
+        self._words = _Postings()
+        self._relative: dict[int, set[int]] = {}  # stater → its relative rows
+        self._similar = _Similar()
+
+    def put(self, row: int, kind: str, reference: str, stated_by: int) -> None:
+        self.drop(row)
+        self.rows[row] = (kind, reference, stated_by)
+        keys = reference_keys(reference)
+        if keys is None:
+            return
+        self._keys[row] = keys
+        self._ids.add(keys.ids, row)
+        self._files.add(keys.files, row)
+        self._days.add(() if keys.day is None else (keys.day,), row)
+        self._words.add(keys.words, row)
+        if keys.relative:
+            self._relative.setdefault(stated_by, set()).add(row)
+        self._similar.put(row, keys.fuzzy)
+
+    def drop(self, row: int) -> None:
+        fields = self.rows.pop(row, None)
+        keys = self._keys.pop(row, None)
+        if fields is None or keys is None:
+            return
+        self._ids.remove(keys.ids, row)
+        self._files.remove(keys.files, row)
+        self._days.remove(() if keys.day is None else (keys.day,), row)
+        self._words.remove(keys.words, row)
+        mine = self._relative.get(fields[2])
+        if mine is not None:
+            mine.discard(row)
+            if not mine:
+                del self._relative[fields[2]]
+        self._similar.drop(row)
+
+    def answerable_by(self, names: refs.DocNames, docs: _Documents) -> set[int]:
+        """Every row whose outcome a document with ``names`` can be part of (a superset;
+        the rules at ``ReferenceKeys``, read from the document's side)."""
+        found = self._ids.union(names.ids) | self._files.union(names.files)
+        found |= self._days.union(_day(names))
+        for member in docs.series(names.title):
+            found |= self._relative.get(member, set())
+        words = refs.content_words(names.title)
+        found |= self._words.sharing_two(words)
+        found |= self._similar.near(sorted_words(names.title))
+        return {row for row in found if self.rows[row][2] != names.document_id}
+
+
+def _day(names: refs.DocNames) -> tuple[str, ...]:
+    return (names.date[:10],) if names.date else ()
+
+
+class NameIndex:
+    """The library's names and references, current as of ``names_log`` entry ``seen``."""
+
+    def __init__(self) -> None:
+        self.documents = _Documents()
+        self.statements = _Statements()
+        self.seen: tuple[int, int | None] | None = None  # (seq, token); None: never read
+        self._read = 0  # entries read since the log was last pruned
+
+    def catch_up(self, conn: apsw.Connection) -> None:
+        """Bring the index to what ``conn`` sees (inside its write transaction)."""
+        if self.seen is None or log.token_at(conn, self.seen[0]) != self.seen[1]:
+            self._read_all(conn)
+            return
+        entries = log.entries_after(conn, self.seen[0], CATCH_UP_LIMIT)
+        if len(entries) == CATCH_UP_LIMIT:
+            self._read_all(conn)
+            return
+        if not entries:
+            return
+        for item in {e.item for e in entries if e.what == log.DOCUMENT}:
+            self._read_document(conn, item)
+        for item in {e.item for e in entries if e.what == log.RELATION}:
+            self._read_statement(conn, item)
+        self.seen = (entries[-1].seq, entries[-1].token)
+        self._read += len(entries)
+        if self._read >= PRUNE_EVERY:
+            self._read = 0
+            log.prune(conn, LOG_KEEP)
+
+    def _read_all(self, conn: apsw.Connection) -> None:
+        self.seen = log.newest(conn)
+        self.documents, self.statements = _Documents(), _Statements()
+        held = store.user_held(conn)
+        for doc_id, title, names, doc_date in store.candidates(conn):
+            self.documents.put(refs.doc_names(doc_id, title, names, doc_date), doc_id in held)
+        for row in store.statements(conn):
+            self.statements.put(*row)
+
+    def _read_document(self, conn: apsw.Connection, doc_id: int) -> None:
+        found = store.candidates(conn, doc_id)
+        if not found:
+            self.documents.drop(doc_id)
+            return
+        _, title, names, doc_date = found[0]
+        held = bool(store.user_held(conn, doc_id))
+        self.documents.put(refs.doc_names(doc_id, title, names, doc_date), held)
+
+    def _read_statement(self, conn: apsw.Connection, row_id: int) -> None:
+        found = store.statements(conn, row_id)
+        if found:
+            self.statements.put(*found[0])
+        else:
+            self.statements.drop(row_id)
+
+
+_OPEN: OrderedDict[str, NameIndex] = OrderedDict()
+_LOCK = threading.Lock()
+
+
+def names_for(conn: apsw.Connection) -> NameIndex:
+    """The index of ``conn``'s database, caught up. Call inside a write transaction: the
+    index is then used by one connection at a time (the write lock)."""
+    with _LOCK:
+        index = _OPEN.pop(conn.filename, None) or NameIndex()
+        _OPEN[conn.filename] = index
+        while len(_OPEN) > OPEN_INDEXES:
+            _OPEN.popitem(last=False)
+    index.catch_up(conn)
+    return index
