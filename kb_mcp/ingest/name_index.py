@@ -288,11 +288,11 @@ class NameIndex:
     def catch_up(self, conn: apsw.Connection) -> None:
         """Bring the index to what ``conn`` sees (inside its write transaction)."""
         if self.seen is None or log.token_at(conn, self.seen[0]) != self.seen[1]:
-            self._read_all(conn)
+            self.read_all(conn)
             return
         entries = log.entries_after(conn, self.seen[0], CATCH_UP_LIMIT)
         if len(entries) == CATCH_UP_LIMIT:
-            self._read_all(conn)
+            self.read_all(conn)
             return
         if not entries:
             return
@@ -306,7 +306,8 @@ class NameIndex:
             self._read = 0
             log.prune(conn, LOG_KEEP)
 
-    def _read_all(self, conn: apsw.Connection) -> None:
+    def read_all(self, conn: apsw.Connection) -> None:
+        """Read every document's names and every row's references (any transaction)."""
         self.seen = log.newest(conn)
         self.documents, self.statements = _Documents(), _Statements()
         held = store.user_held(conn)
@@ -336,13 +337,36 @@ _OPEN: OrderedDict[str, NameIndex] = OrderedDict()
 _LOCK = threading.Lock()
 
 
-def names_for(conn: apsw.Connection) -> NameIndex:
-    """The index of ``conn``'s database, caught up. Call inside a write transaction: the
-    index is then used by one connection at a time (the write lock)."""
+def _index_of(conn: apsw.Connection) -> NameIndex:
     with _LOCK:
         index = _OPEN.pop(conn.filename, None) or NameIndex()
         _OPEN[conn.filename] = index
         while len(_OPEN) > OPEN_INDEXES:
             _OPEN.popitem(last=False)
-    index.catch_up(conn)
     return index
+
+
+def names_for(conn: apsw.Connection) -> NameIndex:
+    """The index of ``conn``'s database, caught up. Call inside a write transaction: the
+    index is then used by one connection at a time (the write lock)."""
+    index = _index_of(conn)
+    with _LOCK:  # not while another thread's ``warm`` reads into it
+        index.catch_up(conn)
+    return index
+
+
+def warm(conn: apsw.Connection) -> None:
+    """Read the library's names in a read transaction of ``conn`` (outside any write
+    transaction) when this process has no index of it yet: the first write then only
+    catches up from the log, instead of reading every document while other writers
+    wait on its lock. For the writers (a sync, ``add_document``); a process that only
+    searches never builds the index."""
+    index = _index_of(conn)
+    if index.seen is not None or not conn.getautocommit():
+        return
+    with _LOCK:
+        conn.execute("BEGIN")
+        try:
+            index.read_all(conn)
+        finally:
+            conn.execute("COMMIT")

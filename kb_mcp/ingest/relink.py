@@ -34,7 +34,7 @@ import apsw
 
 from kb_mcp.ingest import references as refs
 from kb_mcp.ingest import relations as detect
-from kb_mcp.ingest.name_index import NameIndex, names_for, reference_keys
+from kb_mcp.ingest.name_index import NameIndex, names_for, reference_keys, warm
 from kb_mcp.store import documents as rows
 from kb_mcp.store import meta
 from kb_mcp.store import relations as store
@@ -94,6 +94,11 @@ def _rematch(
         matched = _match(index, row.reference, row.kind, row.stated_by, without)
         if matched != _open_side(row):
             store.set_other(conn, row, *matched)
+
+
+def prepare(db: Database) -> None:
+    """Before a writer's first transaction: the name index read outside it (``warm``)."""
+    warm(db.conn)
 
 
 def record_relations(
