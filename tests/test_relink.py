@@ -12,6 +12,8 @@ makes it resolved or ambiguous; the in-memory index missing a change it did not 
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -276,3 +278,25 @@ def test_name_index_sorted_words_score_as_token_sort_ratio() -> None:
         assert fuzz.ratio(
             name_index.sorted_words(a), name_index.sorted_words(b)
         ) == fuzz.token_sort_ratio(a, b)
+
+
+def test_relink_sees_documents_another_process_stored(tmp_path: Path) -> None:
+    """A document stored by another process (its own index) reaches this process's
+    index through ``names_log``: an errata synced here afterwards resolves to it."""
+    folder = tmp_path / "notes"
+    _write(folder, {"a.md": "# Lunch menu\n\nSoup.\n"})
+    with _open(tmp_path / "home") as lib:
+        lib.add_folder(folder, "notes")
+        lib.sync("notes")  # this process's index now holds the library
+        script = (
+            "import sys; from pathlib import Path\n"
+            "from kb_mcp.library import Library; from kb_mcp.settings import Settings\n"
+            "s = Settings(home=Path(sys.argv[1]), embedder='none', allow_agent_writes=True)\n"
+            "with Library(s) as lib:\n"
+            "    lib.add_document('Vendor onboarding checklist', 'Steps.\\n', 'x://list')\n"
+        )
+        subprocess.run([sys.executable, "-c", script, str(tmp_path / "home")], check=True)
+        _write(folder, {"fix.md": "# Errata for the vendor onboarding checklist\n\nStep 3.\n"})
+        lib.sync("notes")
+        assert {state for _, state in _stored(lib.db.conn).values()} == {"resolved"}
+        _assert_as_from_scratch(lib)

@@ -285,8 +285,9 @@ class NameIndex:
         self.seen: tuple[int, int | None] | None = None  # (seq, token); None: never read
         self._read = 0  # entries read since the log was last pruned
 
-    def catch_up(self, conn: apsw.Connection) -> None:
-        """Bring the index to what ``conn`` sees (inside its write transaction)."""
+    def catch_up(self, conn: apsw.Connection, *, writing: bool = True) -> None:
+        """Bring the index to what ``conn`` sees (in its write transaction, or in a read
+        transaction when not ``writing``: then the log is not pruned)."""
         if self.seen is None or log.token_at(conn, self.seen[0]) != self.seen[1]:
             self.read_all(conn)
             return
@@ -302,7 +303,7 @@ class NameIndex:
             self._read_statement(conn, item)
         self.seen = (entries[-1].seq, entries[-1].token)
         self._read += len(entries)
-        if self._read >= PRUNE_EVERY:
+        if writing and self._read >= PRUNE_EVERY:
             self._read = 0
             log.prune(conn, LOG_KEEP)
 
@@ -356,17 +357,17 @@ def names_for(conn: apsw.Connection) -> NameIndex:
 
 
 def warm(conn: apsw.Connection) -> None:
-    """Read the library's names in a read transaction of ``conn`` (outside any write
-    transaction) when this process has no index of it yet: the first write then only
-    catches up from the log, instead of reading every document while other writers
-    wait on its lock. For the writers (a sync, ``add_document``); a process that only
-    searches never builds the index."""
+    """Catch the index up in a read transaction of ``conn`` (outside any write
+    transaction): reading the whole library (a process's first write) or what another
+    process changed meanwhile, so that the write transaction only catches up from the
+    last few log entries while other writers wait on its lock. For the writers (a sync,
+    ``add_document``); a process that only searches never builds the index."""
+    if not conn.getautocommit():
+        return  # inside a transaction already: ``names_for`` catches up there
     index = _index_of(conn)
-    if index.seen is not None or not conn.getautocommit():
-        return
     with _LOCK:
         conn.execute("BEGIN")
         try:
-            index.read_all(conn)
+            index.catch_up(conn, writing=False)
         finally:
             conn.execute("COMMIT")
