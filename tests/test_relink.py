@@ -300,3 +300,55 @@ def test_relink_sees_documents_another_process_stored(tmp_path: Path) -> None:
         lib.sync("notes")
         assert {state for _, state in _stored(lib.db.conn).values()} == {"resolved"}
         _assert_as_from_scratch(lib)
+
+
+# One pair per way a reference finds its document (``name_index.ReferenceKeys``): the
+# stater, then the document it names. Each title rule is met by that rule alone.
+RULE_PAIRS = {
+    "subset of the reference": (
+        "# Errata for the audit log retention policy about archive access\n",
+        "# Audit log retention policy\n\nNinety days.\n",
+    ),
+    "reference a subset": (
+        "# Correction to the backup schedule\n\nSundays.\n",
+        "# Backup schedule for the archive bucket and the cold storage tier\n\nNightly.\n",
+    ),
+    "loose update": (
+        "# Update, 3 February 2026: the retention period for ridership data is now 36 months\n",
+        "# Ridership data retention schedule\n\nTwelve months.\n",
+    ),
+    "similar only": (
+        "# Correction to the color policies dashboards\n\nBlue.\n",
+        "# Colour polices dashbords\n\nRed.\n",
+    ),
+    "id": ("# Notice\n\nThis notice cancels TICKET-4242.\n", "# TICKET-4242 Printer jam\n"),
+    "file name": ("# Errata for runbook-db.md\n\nStep 2.\n", "# Database runbook\n\nSteps.\n"),
+}
+
+
+@pytest.mark.parametrize("staters_first", [True, False])
+def test_relink_each_rule_resolves_whichever_side_arrives_first(
+    tmp_path: Path, staters_first: bool
+) -> None:
+    """Each way a reference can name a document, met alone, resolves both when the
+    named document is stored first (looked up from the reference) and when it arrives
+    after (looked up from the document)."""
+    staters = {f"s{i}.md": pair[0] for i, pair in enumerate(RULE_PAIRS.values())}
+    targets = {f"t{i}.md": pair[1] for i, pair in enumerate(RULE_PAIRS.values())}
+    targets["runbook-db.md"] = targets.pop(f"t{len(RULE_PAIRS) - 1}.md")
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    with _open(tmp_path / "home") as lib:
+        lib.add_folder(folder, "notes")
+        for group in (staters, targets) if staters_first else (targets, staters):
+            _write(folder, group)
+            lib.sync("notes")
+        stored = _stored(lib.db.conn)
+        # Every pair resolved (the update's heading also yields a dateline, pending).
+        assert [state for _, state in stored.values()].count("resolved") == len(RULE_PAIRS)
+        _assert_as_from_scratch(lib)
+        for name in targets:  # removed: every row is pending again
+            (folder / name).unlink()
+        lib.sync("notes")
+        assert {state for _, state in _stored(lib.db.conn).values()} == {"pending"}
+        _assert_as_from_scratch(lib)

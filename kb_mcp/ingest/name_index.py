@@ -57,10 +57,17 @@ class ReferenceKeys:
     - ``exact`` (ids or file names): a match holds every id or one file name, so it is
       in the postings of any of them;
     - ``day`` (a ``DATED`` reference): a match is dated that day;
-    - otherwise a title: ``relative`` ones may name the stater's series (same title);
-      the title rules either need two shared content words (a subset of two or more
-      words, or the loose rule's three) or a similarity above ``FUZZY_CUTOFF`` of the
-      sorted words (``fuzzy``); fewer than two content words name nothing.
+    - otherwise a title: ``relative`` ones may name the stater's series (same title).
+      A title scores above ``FUZZY_CUTOFF`` only (``references._title_score``) when
+      (a) its content words are a subset of the reference's (two or more), or (b) the
+      reference's are a subset of its (two or more), or (c) for ``updates``, three or
+      more are shared and at most a quarter of the title's are missing from the
+      reference, or (d) the similarity of the sorted words (``fuzzy``) is above the
+      cutoff. Fewer than two content words in the reference name nothing.
+
+    Looked up as: (a) a title's ``pivots`` (``_pivots``) meet the reference's words;
+    (b) the title holds every word of the reference; (c) as (a): a quarter of the
+    title's words missing leaves one pivot in the reference; (d) a scan in C.
     """
 
     exact: bool
@@ -116,16 +123,15 @@ class _Postings:
             out |= self._items.get(key, set())
         return out
 
-    def sharing_two(self, keys: frozenset[str]) -> set[int]:
-        """Items filed under at least two of ``keys``."""
-        seen: set[int] = set()
-        twice: set[int] = set()
-        for key in keys:
-            found = self._items.get(key)
-            if found:
-                twice |= seen & found
-                seen |= found
-        return twice
+    def common(self, keys: Iterable[str]) -> set[int]:
+        """Items filed under every one of ``keys`` (none for no keys)."""
+        found = sorted((self._items.get(key, set()) for key in keys), key=len)
+        if not found:
+            return set()
+        return set(found[0]).intersection(*found[1:])
+
+    def size(self, key: str) -> int:
+        return len(self._items.get(key, ()))
 
 
 class _Similar:
@@ -171,8 +177,20 @@ class _Documents:
         self.names: dict[int, refs.DocNames] = {}
         self.held: set[int] = set()
         self._ids, self._files, self._days = _Postings(), _Postings(), _Postings()
-        self._titles, self._words = _Postings(), _Postings()
+        self._titles, self._words, self._pivots = _Postings(), _Postings(), _Postings()
+        self._pivoted: dict[int, tuple[str, ...]] = {}
         self._similar = _Similar()
+
+    def pivots(self, doc: int) -> tuple[str, ...]:
+        """The words document ``doc`` is filed under in ``_pivots``."""
+        return self._pivoted.get(doc, ())
+
+    def _pivots_of(self, words: frozenset[str]) -> tuple[str, ...]:
+        """The rarest ``len(words) // 4 + 1`` of a title's content words (rarest now:
+        any choice is correct, a rare one keeps the postings short). If a quarter of
+        the words at most are missing from a reference, one of these is in it."""
+        ranked = sorted(words, key=lambda w: (self._words.size(w), w))
+        return tuple(ranked[: len(words) // 4 + 1]) if words else ()
 
     def put(self, names: refs.DocNames, held: bool) -> None:
         self.drop(names.document_id)
@@ -184,7 +202,10 @@ class _Documents:
         self._files.add(names.files, doc)
         self._days.add(_day(names), doc)
         self._titles.add((names.title,), doc)
-        self._words.add(refs.content_words(names.title), doc)
+        words = refs.content_words(names.title)
+        self._pivoted[doc] = self._pivots_of(words)
+        self._pivots.add(self._pivoted[doc], doc)
+        self._words.add(words, doc)
         self._similar.put(doc, sorted_words(names.title))
 
     def drop(self, doc: int) -> None:
@@ -197,6 +218,7 @@ class _Documents:
         self._days.remove(_day(names), doc)
         self._titles.remove((names.title,), doc)
         self._words.remove(refs.content_words(names.title), doc)
+        self._pivots.remove(self._pivoted.pop(doc, ()), doc)
         self._similar.drop(doc)
 
     def series(self, title: str) -> set[int]:
@@ -212,7 +234,9 @@ class _Documents:
             return self._days.union((keys.day,))
         found = self.series(stater.title) if keys.relative and stater is not None else set()
         if keys.words:
-            found |= self._words.sharing_two(keys.words) | self._similar.near(keys.fuzzy)
+            found |= self._pivots.union(keys.words)  # (a), (c)
+            found |= self._words.common(keys.words)  # (b)
+            found |= self._similar.near(keys.fuzzy)  # (d)
         return found
 
 
@@ -224,7 +248,7 @@ class _Statements:
         self.rows: dict[int, tuple[str, str, int]] = {}
         self._keys: dict[int, ReferenceKeys] = {}
         self._ids, self._files, self._days = _Postings(), _Postings(), _Postings()
-        self._words = _Postings()
+        self._words, self._first, self._loose = _Postings(), _Postings(), _Postings()
         self._relative: dict[int, set[int]] = {}  # stater → its relative rows
         self._similar = _Similar()
 
@@ -239,6 +263,8 @@ class _Statements:
         self._files.add(keys.files, row)
         self._days.add(() if keys.day is None else (keys.day,), row)
         self._words.add(keys.words, row)
+        self._first.add(self._first_word(keys.words), row)
+        self._loose.add(keys.words if kind == detect.UPDATES else (), row)
         if keys.relative:
             self._relative.setdefault(stated_by, set()).add(row)
         self._similar.put(row, keys.fuzzy)
@@ -252,6 +278,8 @@ class _Statements:
         self._files.remove(keys.files, row)
         self._days.remove(() if keys.day is None else (keys.day,), row)
         self._words.remove(keys.words, row)
+        self._first.remove(self._first_word(keys.words), row)
+        self._loose.remove(keys.words if fields[0] == detect.UPDATES else (), row)
         mine = self._relative.get(fields[2])
         if mine is not None:
             mine.discard(row)
@@ -259,17 +287,36 @@ class _Statements:
                 del self._relative[fields[2]]
         self._similar.drop(row)
 
+    @staticmethod
+    def _first_word(words: frozenset[str]) -> tuple[str, ...]:
+        """One word of a reference, fixed by the words alone (so the row is found again
+        under it at removal): (b) a title holding every word of the reference holds it."""
+        return (min(words),) if words else ()
+
     def answerable_by(self, names: refs.DocNames, docs: _Documents) -> set[int]:
-        """Every row whose outcome a document with ``names`` can be part of (a superset;
-        the rules at ``ReferenceKeys``, read from the document's side)."""
+        """Every row whose answer a document with ``names`` can be in: looked up by the
+        rules at ``ReferenceKeys`` read from the document's side, then checked one by
+        one (``references.may_name``)."""
         found = self._ids.union(names.ids) | self._files.union(names.files)
         found |= self._days.union(_day(names))
         for member in docs.series(names.title):
             found |= self._relative.get(member, set())
         words = refs.content_words(names.title)
-        found |= self._words.sharing_two(words)
-        found |= self._similar.near(sorted_words(names.title))
-        return {row for row in found if self.rows[row][2] != names.document_id}
+        if len(words) >= 2:
+            found |= self._words.common(words)  # (a) the reference holds the whole title
+        found |= self._first.union(words)  # (b)
+        found |= self._loose.union(docs.pivots(names.document_id))  # (c)
+        found |= self._similar.near(sorted_words(names.title))  # (d)
+        return {row for row in found if self._may_be_answered(row, names, docs)}
+
+    def _may_be_answered(self, row: int, names: refs.DocNames, docs: _Documents) -> bool:
+        """Whether a document with ``names`` can be in ``row``'s answer (not its own row;
+        ``references.may_name``): the rows it cannot be in keep their outcome."""
+        kind, reference, stated_by = self.rows[row]
+        if stated_by == names.document_id:
+            return False
+        stater = docs.names.get(stated_by)
+        return refs.may_name(reference, names, kind == detect.UPDATES, stater)
 
 
 def _day(names: refs.DocNames) -> tuple[str, ...]:
