@@ -66,8 +66,9 @@ class ReferenceKeys:
       cutoff. Fewer than two content words in the reference name nothing.
 
     Looked up as: (a) a title's ``pivots`` (``_pivots``) meet the reference's words;
-    (b) the title holds every word of the reference; (c) as (a): a quarter of the
-    title's words missing leaves one pivot in the reference; (d) a scan in C.
+    (b) the title holds every word of the reference (from a title: the reference's
+    rarest word is among the title's); (c) as (a): a quarter of the title's words
+    missing leaves one pivot in the reference; (d) a scan in C.
     """
 
     exact: bool
@@ -185,6 +186,11 @@ class _Documents:
         """The words document ``doc`` is filed under in ``_pivots``."""
         return self._pivoted.get(doc, ())
 
+    def rarest(self, words: frozenset[str]) -> tuple[str, ...]:
+        """The word of ``words`` fewest titles hold now ((b): a title holding every word
+        of a reference holds this one; any choice is correct, a rare one is cheap)."""
+        return self._pivots_of(words)[:1]
+
     def _pivots_of(self, words: frozenset[str]) -> tuple[str, ...]:
         """The rarest ``len(words) // 4 + 1`` of a title's content words (rarest now:
         any choice is correct, a rare one keeps the postings short). If a quarter of
@@ -249,10 +255,11 @@ class _Statements:
         self._keys: dict[int, ReferenceKeys] = {}
         self._ids, self._files, self._days = _Postings(), _Postings(), _Postings()
         self._words, self._first, self._loose = _Postings(), _Postings(), _Postings()
+        self._firsts: dict[int, tuple[str, ...]] = {}  # row → the word it is filed under
         self._relative: dict[int, set[int]] = {}  # stater → its relative rows
         self._similar = _Similar()
 
-    def put(self, row: int, kind: str, reference: str, stated_by: int) -> None:
+    def put(self, row: int, kind: str, reference: str, stated_by: int, docs: _Documents) -> None:
         self.drop(row)
         self.rows[row] = (kind, reference, stated_by)
         keys = reference_keys(reference)
@@ -263,7 +270,8 @@ class _Statements:
         self._files.add(keys.files, row)
         self._days.add(() if keys.day is None else (keys.day,), row)
         self._words.add(keys.words, row)
-        self._first.add(self._first_word(keys.words), row)
+        self._firsts[row] = docs.rarest(keys.words)
+        self._first.add(self._firsts[row], row)
         self._loose.add(keys.words if kind == detect.UPDATES else (), row)
         if keys.relative:
             self._relative.setdefault(stated_by, set()).add(row)
@@ -278,7 +286,7 @@ class _Statements:
         self._files.remove(keys.files, row)
         self._days.remove(() if keys.day is None else (keys.day,), row)
         self._words.remove(keys.words, row)
-        self._first.remove(self._first_word(keys.words), row)
+        self._first.remove(self._firsts.pop(row, ()), row)
         self._loose.remove(keys.words if fields[0] == detect.UPDATES else (), row)
         mine = self._relative.get(fields[2])
         if mine is not None:
@@ -286,12 +294,6 @@ class _Statements:
             if not mine:
                 del self._relative[fields[2]]
         self._similar.drop(row)
-
-    @staticmethod
-    def _first_word(words: frozenset[str]) -> tuple[str, ...]:
-        """One word of a reference, fixed by the words alone (so the row is found again
-        under it at removal): (b) a title holding every word of the reference holds it."""
-        return (min(words),) if words else ()
 
     def answerable_by(self, names: refs.DocNames, docs: _Documents) -> set[int]:
         """Every row whose answer a document with ``names`` can be in: looked up by the
@@ -362,7 +364,7 @@ class NameIndex:
         for doc_id, title, names, doc_date in store.candidates(conn):
             self.documents.put(refs.doc_names(doc_id, title, names, doc_date), doc_id in held)
         for row in store.statements(conn):
-            self.statements.put(*row)
+            self.statements.put(*row, self.documents)
 
     def _read_document(self, conn: apsw.Connection, doc_id: int) -> None:
         found = store.candidates(conn, doc_id)
@@ -376,7 +378,7 @@ class NameIndex:
     def _read_statement(self, conn: apsw.Connection, row_id: int) -> None:
         found = store.statements(conn, row_id)
         if found:
-            self.statements.put(*found[0])
+            self.statements.put(*found[0], self.documents)
         else:
             self.statements.drop(row_id)
 
