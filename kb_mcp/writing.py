@@ -15,7 +15,7 @@ from kb_mcp.chunk import split_document
 from kb_mcp.errors import KbError, Refused
 from kb_mcp.fsutil import atomic_write
 from kb_mcp.index import graph, vectors
-from kb_mcp.ingest import agent, readers
+from kb_mcp.ingest import agent, readers, relink
 from kb_mcp.ingest.filework import convert_file_bytes, utc_now
 from kb_mcp.ingest.pipeline import (
     Outcome,
@@ -124,6 +124,7 @@ class Writing:
             status=classify_status(doc.title, {}),
         )
         record = redact_document(record)  # a hand-edited docs/ file too (issue 7 item 1)
+        relink.prepare(self.db)
         with self.db.write() as conn:
             kind = "agent" if doc.source == agent.AGENT_SOURCE else "upload"
             source_id = rows.ensure_source(conn, doc.source, kind, doc.created_at)

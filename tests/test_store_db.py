@@ -101,6 +101,7 @@ def test_migrate_creates_schema_at_latest_version(db: Database, db_path: Path) -
             "locations",
             "mentions",
             "meta",
+            "names_log",
             "near_duplicates",
             "sources",
             "supersessions",

@@ -215,6 +215,34 @@ def match_reference(
     return [doc for score, doc in scored if score > max(TITLE_MATCH - 1, best - TITLE_MARGIN)]
 
 
+def may_name(
+    reference: str, candidate: DocNames, loose: bool = False, stater: DocNames | None = None
+) -> bool:
+    """Whether ``candidate`` can be in ``match_reference``'s answer for ``reference`` in
+    any library that holds it: False means it is in none, whatever the other documents.
+
+    Lets a stored (or removed) document skip the rows it cannot answer (``ingest/relink``)
+    without matching them over the library. A title only makes the answer when it scores
+    above ``TITLE_MATCH - 1`` (the answer keeps every score above
+    ``max(TITLE_MATCH - 1, best - TITLE_MARGIN)``), a series member only when it is of
+    the stater's title and earlier, a dated one only on that day.
+    """
+    ref = parse_reference(reference)
+    if ref.exact:
+        return bool(
+            (ref.ids and ref.ids <= candidate.ids) or (ref.files and ref.files & candidate.files)
+        )
+    if reference.startswith(DATED):
+        day = reference.removeprefix(DATED)
+        return bool(candidate.date) and candidate.date[:10] == day
+    relative = stater is not None and _RELATIVE.search(reference)
+    if relative and _previous_in_series(stater, [candidate]):
+        return True
+    if len(content_words(ref.title)) < 2:
+        return False
+    return _title_score(ref.title, candidate.title, loose) > TITLE_MATCH - 1
+
+
 def _dated(day: str, candidates: list[DocNames], stater: DocNames | None) -> list[int]:
     """Documents dated ``day``; several are narrowed to those sharing a word with the
     stating document's title (a notice about the closure names the closure)."""

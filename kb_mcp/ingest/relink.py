@@ -16,39 +16,38 @@ writing must not mark the user's own files (folders, uploads) as corrected, supe
 or withdrawn (issue 11, docs/security.md). Such a reference stays ``pending``. The
 user's documents may name any document.
 
-All of it runs inside the caller's write transaction (``ingest/pipeline.py``).
+All of it runs inside the caller's write transaction (``ingest/pipeline.py``). Which
+documents a reference can name, and which rows a document can answer, are looked up in
+``ingest/name_index`` (kept current from ``names_log``), never scanned: a stored document
+that states nothing and is named by nothing costs a few indexed reads, whatever the size
+of the library (issue 10 ingest). The backfill after a rules change commits in bounded
+batches (``StoredRelations``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
+import time
+from collections.abc import Iterable
 
 import apsw
 
 from kb_mcp.ingest import references as refs
 from kb_mcp.ingest import relations as detect
+from kb_mcp.ingest.name_index import NameIndex, names_for, reference_keys, warm
 from kb_mcp.store import documents as rows
 from kb_mcp.store import meta
 from kb_mcp.store import relations as store
 from kb_mcp.store.db import Database
 
 VERSION_KEY = "relations_version"
+# Where an unfinished backfill stopped: "<rules version>:<last document id done>".
+CURSOR_KEY = "relations_cursor"
+# A backfill transaction ends after this many documents or seconds, whichever comes
+# first (as ``ingest/reredact``): other writers wait at most about that long.
 BACKFILL_BATCH = 500
-
-
-# ``doc_names`` of a document's (id, title, names, date), kept: every match runs over
-# the whole library, and these run inside write transactions. Rebuilding them per call
-# was 75 ms of a 600-document library's write lock each time (issue 11's long run).
-_doc_names = functools.lru_cache(maxsize=1 << 16)(refs.doc_names)
-
-
-def _names(conn: apsw.Connection, only: int | None = None) -> list[refs.DocNames]:
-    """How each document (or only document ``only``) can be referred to."""
-    return [
-        _doc_names(doc_id, title, names, doc_date)
-        for doc_id, title, names, doc_date in store.candidates(conn, only)
-    ]
+BACKFILL_SECONDS = 1.0
+_BACKFILL_READ = 50  # documents read (with their text) at a time
 
 
 def _outcome(found: list[int]) -> tuple[int | None, str]:
@@ -58,31 +57,48 @@ def _outcome(found: list[int]) -> tuple[int | None, str]:
 
 
 def _match(
-    reference: str, kind: str, stated_by: int, names: list[refs.DocNames], held: set[int]
+    index: NameIndex, reference: str, kind: str, stated_by: int, without: int | None = None
 ) -> tuple[int | None, str]:
-    """Where a reference stated by ``stated_by`` points, among ``names`` (never at the
-    stating document itself, unless the reference is ``SELF``; never at a document in
-    ``held``, the user's sources, when the stater is not in it)."""
-    if reference == detect.SELF:
+    """Where a reference stated by ``stated_by`` points (never at the stating document
+    itself, unless the reference is ``SELF``; never at a document a user's source holds,
+    when the stater is held by none; never at ``without``, a document being removed).
+
+    ``match_reference`` runs over the documents the index returns for the reference, a
+    superset of what it can return over the whole library: the same answer."""
+    keys = reference_keys(reference)
+    if keys is None:
         return stated_by, store.RESOLVED
-    stater = next((n for n in names if n.document_id == stated_by), None)
+    docs = index.documents
+    stater = docs.names.get(stated_by)
+    anyone = stated_by in docs.held
     others = [
-        n
-        for n in names
-        if n.document_id != stated_by and (stated_by in held or n.document_id not in held)
+        docs.names[doc]
+        for doc in sorted(docs.candidates(keys, stater))
+        if doc not in (stated_by, without) and (anyone or doc not in docs.held)
     ]
     return _outcome(refs.match_reference(reference, others, kind == detect.UPDATES, stater))
 
 
-def _may_name(row: store.RelationRow, names: list[refs.DocNames]) -> bool:
-    """Whether ``row``'s reference could point at one of ``names`` (a cheap pre-check)."""
-    if row.reference == detect.SELF:
-        return False
-    if row.reference.startswith(refs.DATED):
-        return True  # cheap to re-match: a date compare per document
-    return refs.is_relative(row.reference) or bool(
-        refs.match_reference(row.reference, names, row.kind == detect.UPDATES)
-    )
+def _open_side(row: store.RelationRow) -> tuple[int | None, str]:
+    return (row.from_id if row.reverse else row.to_id), row.state
+
+
+def _rematch(
+    conn: apsw.Connection,
+    index: NameIndex,
+    found: Iterable[store.RelationRow],
+    without: int | None = None,
+) -> None:
+    """Match ``found`` again; a row whose outcome changed is written."""
+    for row in found:
+        matched = _match(index, row.reference, row.kind, row.stated_by, without)
+        if matched != _open_side(row):
+            store.set_other(conn, row, *matched)
+
+
+def prepare(db: Database) -> None:
+    """Before a writer's first transaction: the name index read outside it (``warm``)."""
+    warm(db.conn)
 
 
 def record_relations(
@@ -94,61 +110,50 @@ def record_relations(
     """Detect and match ``doc``'s relations, then re-match the rows it may answer.
 
     ``detected``: what ``detect_relations`` found in ``doc``, when a reader process ran
-    it already (``ingest/derive``). Most documents state nothing and are named by
-    nothing: then this costs one scan of the relation rows, never a scan of the titles.
+    it already (``ingest/derive``). Call after the document and its location are stored
+    (a reference may name the file).
     """
     store.delete_stated_by(conn, document_id)
     if detected is None:
         detected = detect.detect_relations(
             doc.title, doc.text, doc.kind, doc.doc_date, doc.supersedes
         )
-    existing = store.all_relations(conn)
-    if not detected and not existing:
+    index = names_for(conn)
+    if not detected and not index.statements.rows:
         return
-    mine = _names(conn, only=document_id)
-    answered = [r for r in existing if _may_name(r, mine)]
-    if not detected and not answered:
-        return
-    names, held = _names(conn), store.user_held(conn)
+    mine = index.documents.names.get(document_id)
+    answered = set() if mine is None else index.statements.answerable_by(mine, index.documents)
     for item in detected:
-        other, state = _match(item.reference, item.kind, document_id, names, held)
+        other, state = _match(index, item.reference, item.kind, document_id)
         store.insert_relation(
             conn, document_id, item, reverse=item.reverse, other=other, state=state
         )
-    for row in answered:
-        store.set_other(conn, row, *_match(row.reference, row.kind, row.stated_by, names, held))
+    if answered:
+        _rematch(conn, index, store.relations_by_id(conn, answered))
 
 
 def forget_document(conn: apsw.Connection, document_id: int) -> None:
     """Before ``document_id`` is deleted: its rows go; rows naming it, and ambiguous rows
-    it was one of the candidates of, are re-matched without it.
+    it may be one of the candidates of, are re-matched without it.
 
-    Most removals touch no row: then this costs one scan of the relation rows and the
-    names of this one document, never the names of the whole library. (Measured in a
-    server over 10k files holding 7 pending rows, issue 10 "Freshness": the sync after
-    an edit took 1.3-1.9 s and after a delete 2.0-2.8 s against 0.49 s after an
-    addition, nearly all of it naming every document; so edits and deletes reached
-    search seconds after additions, and it held the write lock 155 ms a file in a
+    Most removals touch no row: then this costs a few indexed reads, never the names of
+    the library. (Measured in a server over 10k files holding 7 pending rows, issue 10
+    "Freshness": naming every document made the sync after a delete take 2.0-2.8 s
+    against 0.49 s after an addition, and held the write lock 155 ms a file in a
     600-document library, issue 11.)
     """
     store.delete_stated_by(conn, document_id)
-    rows_ = store.all_relations(conn)
-    if not rows_:
+    index = names_for(conn)
+    if not index.statements.rows:
         return
-    gone = _names(conn, only=document_id)
-    affected = [
-        row
-        for row in rows_
-        if document_id in (row.from_id, row.to_id)
-        or (row.state == store.AMBIGUOUS and _may_name(row, gone))
-    ]
-    if not affected:
-        return
-    left = [n for n in _names(conn) if n.document_id != document_id]
-    held = store.user_held(conn)
-    for row in affected:
-        matched = _match(row.reference, row.kind, row.stated_by, left, held)
-        store.set_other(conn, row, *matched)
+    affected = {row.id: row for row in store.relations_naming(conn, document_id)}
+    gone = index.documents.names.get(document_id)
+    if gone is not None:
+        maybe = index.statements.answerable_by(gone, index.documents) - affected.keys()
+        for row in store.relations_by_id(conn, maybe):
+            if row.state == store.AMBIGUOUS:
+                affected[row.id] = row
+    _rematch(conn, index, affected.values(), without=document_id)
 
 
 class StoredRelations:
@@ -156,8 +161,12 @@ class StoredRelations:
 
     The rows are derived data (``RELATIONS_VERSION`` in ``ingest/relations.py``): a
     database from before the table, or from older rules, has its rows redone by the
-    first reader, in one transaction (so a crash redoes all of it), never before the
-    MCP handshake. A library without a cue costs one detection per document.
+    first reader, never before the MCP handshake, in transactions of at most
+    ``BACKFILL_BATCH`` documents or ``BACKFILL_SECONDS``, each recording where it
+    stopped (``CURSOR_KEY``): a crash resumes there, and the version is written only
+    with the last batch, so a half-done backfill is never taken for a current one. A
+    document a sync stores meanwhile is matched under today's rules already (redoing it
+    is harmless). A library without a cue costs one detection per document.
     """
 
     def __init__(self, db: Database) -> None:
@@ -172,17 +181,34 @@ class StoredRelations:
         if meta.get(self.db.conn, VERSION_KEY) == wanted:
             self._current = True
             return False
-        with self.db.write() as conn:
-            if meta.get(conn, VERSION_KEY) != wanted:  # another process may have done it
-                store.delete_all(conn)
-                after = 0
-                while batch := rows.documents_after(conn, after, BACKFILL_BATCH):
-                    for found in batch:
-                        record_relations(conn, found.id, _as_new(conn, found))
-                    after = batch[-1].id
-                meta.put(conn, VERSION_KEY, wanted)
+        while not self._backfill_batch(wanted):
+            pass
         self._current = True
         return True
+
+    def _backfill_batch(self, wanted: str) -> bool:
+        """Redo the next documents in one transaction; whether the backfill is done."""
+        with self.db.write() as conn:
+            if meta.get(conn, VERSION_KEY) == wanted:  # another process finished it
+                return True
+            version, _, done = (meta.get(conn, CURSOR_KEY) or "").partition(":")
+            if version == wanted:
+                after = int(done)
+            else:  # a fresh start (or one under other rules): the old rows go first
+                store.delete_all(conn)
+                after = 0
+            ends_at, count = time.monotonic() + BACKFILL_SECONDS, 0
+            while count < BACKFILL_BATCH and time.monotonic() < ends_at:
+                batch = rows.documents_after(conn, after, _BACKFILL_READ)
+                if not batch:
+                    meta.put(conn, VERSION_KEY, wanted)
+                    meta.delete(conn, CURSOR_KEY)
+                    return True
+                for found in batch:
+                    record_relations(conn, found.id, _as_new(conn, found))
+                after, count = batch[-1].id, count + len(batch)
+            meta.put(conn, CURSOR_KEY, f"{wanted}:{after}")
+            return False
 
 
 def _as_new(conn: apsw.Connection, found: rows.DocumentRow) -> rows.NewDocument:

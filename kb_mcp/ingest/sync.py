@@ -29,7 +29,7 @@ from pathlib import Path
 
 from kb_mcp.chunk.markdown import DEFAULT_BUDGET_CHARS
 from kb_mcp.index import postings
-from kb_mcp.ingest import filework, readers
+from kb_mcp.ingest import filework, readers, relink
 from kb_mcp.ingest.filework import FileWork, failure_reason, gc_paused, is_bounded, utc_now
 from kb_mcp.ingest.pipeline import PendingRows, remove_location, store_document
 from kb_mcp.ingest.readahead import indexed_hash, read_ahead, reader_pool, stat_unchanged
@@ -292,6 +292,8 @@ def sync_folder(
     root = root.resolve()
     done = len(walk.files) - len(stale)
     stopped = False
+    if stale:
+        relink.prepare(db)  # the names of the library read before the first batch
     with reader_pool(len(stale)) as pool, gc_paused():
         items = read_ahead(root, tuple(stale), known, pool, pdf_mode)
         while not stopped:
@@ -322,7 +324,10 @@ def sync_folder(
     stopped = stopped or bool(should_stop and should_stop())
     if not stopped:
         found_paths = {f.rel for f in walk.files}
-        for path in _vanished(known, found_paths, set(walk.beyond_cap), walk.unreadable_dirs):
+        vanished = _vanished(known, found_paths, set(walk.beyond_cap), walk.unreadable_dirs)
+        if vanished:
+            relink.prepare(db)
+        for path in vanished:
             remove_location(db, source_id, path)
             report.removed += 1
         postings.refresh(db)  # the keyword segment, once its delta has grown (issue 10)

@@ -248,6 +248,54 @@ CREATE TABLE kw_delta (chunk_id INTEGER PRIMARY KEY, seq INTEGER NOT NULL);
 CREATE INDEX kw_delta_seq ON kw_delta(seq);
 """
 
+# 8: the change log of what a reference can match (issue 10 ingest): which documents'
+# names (title, uri, key, date, paths, whether a user's source holds them) and which
+# relation rows changed, in commit order, written by triggers so that no write path can
+# forget it. ``ingest/name_index.py`` keeps the names of the library in memory and
+# catches up from here instead of reading every document per stored file; ``token`` (a
+# random number per entry) tells it when an entry it saw was rolled back. Integers only.
+_V8_NAMES_LOG = """
+CREATE TABLE names_log (
+    seq   INTEGER PRIMARY KEY,
+    what  INTEGER NOT NULL,  -- 0: a document's names, 1: a relation row
+    item  INTEGER NOT NULL,
+    token INTEGER NOT NULL
+);
+CREATE TRIGGER names_log_doc_insert AFTER INSERT ON documents BEGIN
+    INSERT INTO names_log(what, item, token) VALUES (0, NEW.id, random());
+END;
+CREATE TRIGGER names_log_doc_delete AFTER DELETE ON documents BEGIN
+    INSERT INTO names_log(what, item, token) VALUES (0, OLD.id, random());
+END;
+CREATE TRIGGER names_log_doc_update AFTER UPDATE OF title, uri, doc_key, doc_date ON documents
+WHEN OLD.title IS NOT NEW.title OR OLD.uri IS NOT NEW.uri OR OLD.doc_key IS NOT NEW.doc_key
+    OR OLD.doc_date IS NOT NEW.doc_date BEGIN
+    INSERT INTO names_log(what, item, token) VALUES (0, NEW.id, random());
+END;
+CREATE TRIGGER names_log_loc_insert AFTER INSERT ON locations
+WHEN NEW.document_id IS NOT NULL BEGIN
+    INSERT INTO names_log(what, item, token) VALUES (0, NEW.document_id, random());
+END;
+CREATE TRIGGER names_log_loc_delete AFTER DELETE ON locations
+WHEN OLD.document_id IS NOT NULL BEGIN
+    INSERT INTO names_log(what, item, token) VALUES (0, OLD.document_id, random());
+END;
+CREATE TRIGGER names_log_loc_update AFTER UPDATE OF path, document_id, source_id ON locations
+WHEN OLD.document_id IS NOT NEW.document_id OR OLD.path IS NOT NEW.path
+    OR OLD.source_id IS NOT NEW.source_id BEGIN
+    INSERT INTO names_log(what, item, token)
+        SELECT 0, OLD.document_id, random() WHERE OLD.document_id IS NOT NULL;
+    INSERT INTO names_log(what, item, token)
+        SELECT 0, NEW.document_id, random() WHERE NEW.document_id IS NOT NULL;
+END;
+CREATE TRIGGER names_log_rel_insert AFTER INSERT ON doc_relations BEGIN
+    INSERT INTO names_log(what, item, token) VALUES (1, NEW.id, random());
+END;
+CREATE TRIGGER names_log_rel_delete AFTER DELETE ON doc_relations BEGIN
+    INSERT INTO names_log(what, item, token) VALUES (1, OLD.id, random());
+END;
+"""
+
 Migration = str | Callable[[apsw.Connection], None]
 MIGRATIONS: tuple[Migration, ...] = (
     _V1,
@@ -257,6 +305,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     _V5,
     _V6_RELATIONS,
     _V7_POSTINGS,
+    _V8_NAMES_LOG,
 )
 # Steps that delete text which must not survive in the file: the database is compacted
 # (rewritten from its live rows) after them, see ``Database.compact``.

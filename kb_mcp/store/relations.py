@@ -142,16 +142,47 @@ def open_references(conn: apsw.Connection, document_id: int) -> list[RelationRow
     ]
 
 
-def user_held(conn: apsw.Connection) -> set[int]:
-    """Documents with a location in a source the user controls (a folder, an upload), as
-    opposed to the ``agent`` source alone (text handed over by ``add_document``)."""
-    return {
-        r[0]
+def user_held(conn: apsw.Connection, only: int | None = None) -> set[int]:
+    """Documents (or only document ``only``) with a location in a source the user
+    controls (a folder, an upload), as opposed to the ``agent`` source alone (text handed
+    over by ``add_document``)."""
+    sql = (
+        "SELECT DISTINCT l.document_id FROM locations l JOIN sources s ON s.id = l.source_id "
+        "WHERE s.kind != 'agent' AND l.document_id "
+    )
+    if only is None:
+        return {r[0] for r in conn.execute(sql + "IS NOT NULL")}
+    return {r[0] for r in conn.execute(sql + "= ?", (only,))}
+
+
+def statements(conn: apsw.Connection, only: int | None = None) -> list[tuple[int, str, str, int]]:
+    """Every row's (or only row ``only``'s) fixed fields: id, kind, reference, stater."""
+    sql = "SELECT id, kind, reference, stated_by FROM doc_relations"
+    if only is None:
+        return conn.execute(sql).fetchall()
+    return conn.execute(sql + " WHERE id = ?", (only,)).fetchall()
+
+
+def relations_by_id(conn: apsw.Connection, ids: Iterable[int]) -> list[RelationRow]:
+    """The rows with these ids that exist, in id order."""
+    found = []
+    for rid in sorted(set(ids)):
+        row = conn.execute(f"SELECT {_COLS} FROM doc_relations WHERE id = ?", (rid,)).fetchone()
+        if row is not None:
+            found.append(RelationRow(*row))
+    return found
+
+
+def relations_naming(conn: apsw.Connection, document_id: int) -> list[RelationRow]:
+    """The rows whose open side points at ``document_id`` (it stated none of them)."""
+    return [
+        RelationRow(*r)
         for r in conn.execute(
-            "SELECT DISTINCT l.document_id FROM locations l JOIN sources s ON s.id = l.source_id "
-            "WHERE s.kind != 'agent' AND l.document_id IS NOT NULL"
+            f"SELECT {_COLS} FROM doc_relations WHERE stated_by != ?1 AND "
+            "(from_id = ?1 OR to_id = ?1) ORDER BY id",
+            (document_id,),
         )
-    }
+    ]
 
 
 def candidates(
