@@ -6,7 +6,7 @@ checked every relation row against every stored document, inside the sync's writ
 transaction: O(documents x relation rows); a 300k-chunk build spent over 18 CPU-minutes
 in one transaction there. Outcome: the names of every document and the references of
 every row are kept here, in postings keyed the ways ``ingest/references`` can match
-(ids, file names, days, exact titles of a series, content words), plus the titles'
+(ids, file names, days, series keys of titles, content words), plus the titles'
 sorted words for the one rule that needs no shared word (similarity above
 ``TITLE_MATCH - 1``, scanned in C by rapidfuzz). A look-up returns a superset of what
 ``references.match_reference`` can return, never less, so running that function over
@@ -57,7 +57,7 @@ class ReferenceKeys:
     - ``exact`` (ids or file names): a match holds every id or one file name, so it is
       in the postings of any of them;
     - ``day`` (a ``DATED`` reference): a match is dated that day;
-    - otherwise a title: ``relative`` ones may name the stater's series (same title).
+    - otherwise a title: ``relative`` ones may name the stater's series (same ``series_key``).
       A title scores above ``FUZZY_CUTOFF`` only (``references._title_score``) when
       (a) its content words are a subset of the reference's (two or more), or (b) the
       reference's are a subset of its (two or more), or (c) for ``updates``, three or
@@ -207,7 +207,7 @@ class _Documents:
         self._ids.add(names.ids, doc)
         self._files.add(names.files, doc)
         self._days.add(_day(names), doc)
-        self._titles.add((names.title,), doc)
+        self._titles.add((refs.series_key(names.title),), doc)
         words = refs.content_words(names.title)
         self._pivoted[doc] = self._pivots_of(words)
         self._pivots.add(self._pivoted[doc], doc)
@@ -222,14 +222,16 @@ class _Documents:
         self._ids.remove(names.ids, doc)
         self._files.remove(names.files, doc)
         self._days.remove(_day(names), doc)
-        self._titles.remove((names.title,), doc)
+        self._titles.remove((refs.series_key(names.title),), doc)
         self._words.remove(refs.content_words(names.title), doc)
         self._pivots.remove(self._pivoted.pop(doc, ()), doc)
         self._similar.drop(doc)
 
     def series(self, title: str) -> set[int]:
-        """Documents whose normalized title is ``title``."""
-        return self._titles.union((title,))
+        """Documents of ``title``'s series: their normalized titles equal once the
+        numbers, versions and months a series differs by are dropped
+        (``references.series_key``)."""
+        return self._titles.union((refs.series_key(title),))
 
     def candidates(self, keys: ReferenceKeys, stater: refs.DocNames | None) -> set[int]:
         """Every document ``match_reference`` could return for a reference with ``keys``

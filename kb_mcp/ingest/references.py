@@ -225,7 +225,7 @@ def may_name(
     without matching them over the library. A title only makes the answer when it scores
     above ``TITLE_MATCH - 1`` (the answer keeps every score above
     ``max(TITLE_MATCH - 1, best - TITLE_MARGIN)``), a series member only when it is of
-    the stater's title and earlier, a dated one only on that day.
+    the stater's series and earlier, a dated one only on that day.
     """
     ref = parse_reference(reference)
     if ref.exact:
