@@ -24,7 +24,6 @@ from kb_mcp.limits import TOP_K
 from kb_mcp.search import hop
 from kb_mcp.search.adjust import Adjustment, Candidate, Rule
 from kb_mcp.search.calibration import UNCALIBRATED, VectorCalibration, calibration_for, has_cjk
-from kb_mcp.search.cjk_count import asks_for_cjk_number, cjk_number_reason
 from kb_mcp.search.counted import clauses, counted_noun
 from kb_mcp.search.distinct import DISTINCT_PASSAGES, distinct_reason
 from kb_mcp.search.floor import (
@@ -343,14 +342,6 @@ def _answer_type(fts: FtsIndex, stats: UnitStats, question: str, ranking: Rankin
     )
 
 
-def _cjk_number(question: str, ranking: Ranking) -> str | None:
-    """The Chinese number-question check (``search/cjk_count.py``) over the answer's
-    first passages, read only for questions asking 多少 / 多久 / 几…."""
-    if not asks_for_cjk_number(question):
-        return None
-    return cjk_number_reason(question, [p.text for p in ranking.leading(ANSWER_PASSAGES)])
-
-
 def significant(value: float, digits: int = SCORE_DIGITS) -> float:
     """``value`` rounded to ``digits`` significant digits (rounding keeps the order)."""
     if value == 0 or not math.isfinite(value):
@@ -502,7 +493,6 @@ def _search(
         reason = _answer_type(fts, stats, request.query, ranking)
         leading = ranking.leading(DISTINCT_PASSAGES)  # issue 9: search/distinct.py
         reason = reason or distinct_reason(request.query, fts.tokens, leading)
-        reason = reason or _cjk_number(request.query, ranking)
     if reason is not None:
         return SearchResult(request.query, plan.mode, (), plan.fallback, _with(reason, plan))
     shown = ranking.order[: request.top_k]
