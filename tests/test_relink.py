@@ -20,7 +20,7 @@ import pytest
 from rapidfuzz import fuzz
 
 from kb_mcp.ingest import name_index, relink
-from kb_mcp.ingest.references import doc_names, match_reference, normalize
+from kb_mcp.ingest.references import doc_names, match_reference, may_name, normalize
 from kb_mcp.ingest.relations import SELF, UPDATES
 from kb_mcp.library import Library
 from kb_mcp.settings import Settings
@@ -278,6 +278,54 @@ def test_name_index_sorted_words_score_as_token_sort_ratio() -> None:
         assert fuzz.ratio(
             name_index.sorted_words(a), name_index.sorted_words(b)
         ) == fuzz.token_sort_ratio(a, b)
+
+
+def test_name_index_returns_every_title_the_rules_accept_from_both_sides() -> None:
+    """The postings (pairs of rare words, the memo of similar titles) miss no document a
+    reference can name and no row a document can answer: checked against every pair of
+    a random library, as documents and rows arrive interleaved, a few titles change and
+    some go (words long enough that a title differing by a word is not similar)."""
+    rng = random.Random(11)
+    vocab = [
+        f"{w}{w[::-1]}"
+        for w in (
+            "alder birch cedar dogwood elm fir gum hazel ivy juniper "
+            "larch maple oak pine rowan spruce teak walnut yew"
+        ).split()
+    ]
+    common = vocab[:3]  # in most titles: one shared word is not enough
+    docs, rows = name_index._Documents(), name_index._Statements()
+    titles: dict[int, str] = {}
+    refs_of: dict[int, tuple[str, str]] = {}
+    for step in range(400):
+        doc = rng.randrange(120)
+        words = rng.sample(common, rng.randint(0, 2)) + rng.sample(vocab, rng.randint(1, 6))
+        titles[doc] = " ".join(dict.fromkeys(words))
+        docs.put(doc_names(doc, titles[doc], [f"d/{doc}.md"]), held=False)
+        if step % 3 == 0:
+            base = titles[rng.choice(list(titles))].split()
+            kept = [w for w in base if rng.random() > 0.2] + rng.sample(vocab, rng.randint(0, 3))
+            kind = rng.choice((UPDATES, "corrects"))
+            refs_of[step] = (kind, " ".join(kept))
+            rows.put(step, kind, " ".join(kept), 10_000, docs)
+        if step % 17 == 0 and len(titles) > 1:
+            gone = rng.choice(list(titles))
+            docs.drop(gone)
+            del titles[gone]
+        for kind, reference in refs_of.values() if step % 10 == 0 else ():
+            keys = name_index.reference_keys(reference)
+            found = docs.candidates(keys, None)
+            for other, title in titles.items():
+                if may_name(reference, doc_names(other, title, []), kind == UPDATES):
+                    assert other in found, (reference, title)
+        mine = doc_names(doc, titles[doc], [f"d/{doc}.md"]) if doc in titles else None
+        if mine is not None:
+            expected = {
+                row
+                for row, (kind, reference) in refs_of.items()
+                if may_name(reference, mine, kind == UPDATES)
+            }
+            assert rows.answerable_by(mine, docs) == expected, titles[doc]
 
 
 def test_relink_sees_documents_another_process_stored(tmp_path: Path) -> None:

@@ -42,6 +42,7 @@ CATCH_UP_LIMIT = 20_000
 LOG_KEEP = 100_000  # entries kept for other processes' indexes (``names_log.prune``)
 PRUNE_EVERY = 10_000  # entries read between two prunes
 OPEN_INDEXES = 4  # databases a process keeps an index for (tests open many)
+NEAR_MEMO = 20_000  # query texts whose similar documents are remembered (``_NearMemo``)
 
 
 def sorted_words(normalized: str) -> str:
@@ -65,10 +66,12 @@ class ReferenceKeys:
       reference, or (d) the similarity of the sorted words (``fuzzy``) is above the
       cutoff. Fewer than two content words in the reference name nothing.
 
-    Looked up as: (a) a title's ``pivots`` (``_pivots``) meet the reference's words;
-    (b) the title holds every word of the reference (from a title: the reference's
-    rarest word is among the title's); (c) as (a): a quarter of the title's words
-    missing leaves one pivot in the reference; (d) a scan in C.
+    Looked up as: (a) a pair of the title's rarest words (``_pairs_of``) is among the
+    pairs of the reference's words; (b) the title holds every word of the reference
+    (from a title: the reference's two rarest words are a pair of the title's); (c) as
+    (a): a quarter of the title's words missing leaves two of them in the reference
+    (from a title: one of its pairs is among an ``updates`` row's); (d) a scan in C,
+    remembered per reference text (``_NearMemo``).
     """
 
     exact: bool
@@ -165,10 +168,55 @@ class _Similar:
         """Items whose text scores ``FUZZY_CUTOFF`` or more against ``text``."""
         if not text or not self._at:
             return set()
-        found = process.extract(
-            text, self._texts, scorer=fuzz.ratio, score_cutoff=FUZZY_CUTOFF, limit=None
-        )
-        return {self._items[at] for _text, _score, at in found}
+        return {self._items[at] for at in _near_at(text, self._texts)}
+
+
+def _near_at(text: str, texts: list[str]) -> list[int]:
+    """Positions in ``texts`` scoring ``FUZZY_CUTOFF`` or more against ``text`` (in C)."""
+    found = process.extract(text, texts, scorer=fuzz.ratio, score_cutoff=FUZZY_CUTOFF, limit=None)
+    return [at for _text, _score, at in found]
+
+
+class _NearMemo:
+    """``_Similar.near`` of the documents, remembered per query text and kept current as
+    documents come and go.
+
+    Trigger: every re-match of a title reference scanned all N titles (rapidfuzz, 0.5 ms
+    a call at 20k; half of the relations CPU at 20k, cProfile), and one stored document
+    re-matches the rows it may answer, each a scan again. Outcome: a text is scanned over
+    the library once; afterwards a stored document is compared (in C) with the remembered
+    texts only, which are the rows' references: far fewer than the documents. ``fuzz.ratio``
+    is symmetric, so comparing the document with the text gives the scan's answer.
+    """
+
+    def __init__(self) -> None:
+        self._found: OrderedDict[str, set[int]] = OrderedDict()
+        self._texts: list[str] | None = None  # the keys as a list, rebuilt when stale
+
+    def get(self, text: str) -> set[int] | None:
+        found = self._found.get(text)
+        if found is not None:
+            self._found.move_to_end(text)
+        return found
+
+    def keep(self, text: str, found: set[int]) -> None:
+        self._found[text] = set(found)
+        self._texts = None
+        while len(self._found) > NEAR_MEMO:
+            self._found.popitem(last=False)
+
+    def put(self, item: int, text: str) -> None:
+        """``item`` now has ``text``: in every remembered answer it scores into."""
+        if not text or not self._found:
+            return
+        if self._texts is None:
+            self._texts = list(self._found)
+        for at in _near_at(text, self._texts):
+            self._found[self._texts[at]].add(item)
+
+    def drop(self, item: int) -> None:
+        for found in self._found.values():
+            found.discard(item)
 
 
 class _Documents:
@@ -178,25 +226,36 @@ class _Documents:
         self.names: dict[int, refs.DocNames] = {}
         self.held: set[int] = set()
         self._ids, self._files, self._days = _Postings(), _Postings(), _Postings()
-        self._titles, self._words, self._pivots = _Postings(), _Postings(), _Postings()
-        self._pivoted: dict[int, tuple[str, ...]] = {}
+        self._titles, self._words = _Postings(), _Postings()
+        self._pairs = _Postings()
+        self._paired: dict[int, tuple[str, ...]] = {}
         self._similar = _Similar()
+        self._near = _NearMemo()
 
-    def pivots(self, doc: int) -> tuple[str, ...]:
-        """The words document ``doc`` is filed under in ``_pivots``."""
-        return self._pivoted.get(doc, ())
+    def pairs(self, doc: int) -> tuple[str, ...]:
+        """The pairs document ``doc`` is filed under (``_pairs_of``): rule (c) looked up
+        from the document's side (``_Statements.answerable_by``)."""
+        return self._paired.get(doc, ())
 
-    def rarest(self, words: frozenset[str]) -> tuple[str, ...]:
-        """The word of ``words`` fewest titles hold now ((b): a title holding every word
-        of a reference holds this one; any choice is correct, a rare one is cheap)."""
-        return self._pivots_of(words)[:1]
-
-    def _pivots_of(self, words: frozenset[str]) -> tuple[str, ...]:
-        """The rarest ``len(words) // 4 + 1`` of a title's content words (rarest now:
-        any choice is correct, a rare one keeps the postings short). If a quarter of
-        the words at most are missing from a reference, one of these is in it."""
+    def rarest_pair(self, words: frozenset[str]) -> tuple[str, ...]:
+        """The pair of the two words of ``words`` fewest titles hold now ((b): a title
+        holding every word of a reference holds these two; any choice is correct, rare
+        ones keep the postings short). One rare word was not enough: a word no title
+        holds yet ("errata") filed every "Errata for …" row under it, and each errata
+        stored looked them all up."""
         ranked = sorted(words, key=lambda w: (self._words.size(w), w))
-        return tuple(ranked[: len(words) // 4 + 1]) if words else ()
+        return _pair_keys(ranked[:2]) if len(words) >= 2 else ()
+
+    def _pairs_of(self, words: frozenset[str]) -> tuple[str, ...]:
+        """Every pair of a title's rarest ``len(words) // 4 + 2`` content words, as keys:
+        when (a) every word of the title is in a reference, or (c) at most a quarter of
+        them are missing from it, two of these are in it, so one of the pairs is among
+        the reference's (``_pair_keys``). A single word shared with the reference (the
+        old pivot) could be a word thousands of titles hold; two rarely are."""
+        if len(words) < 2:
+            return ()
+        ranked = sorted(words, key=lambda w: (self._words.size(w), w))
+        return _pair_keys(ranked[: len(words) // 4 + 2])
 
     def put(self, names: refs.DocNames, held: bool) -> None:
         self.drop(names.document_id)
@@ -209,10 +268,11 @@ class _Documents:
         self._days.add(_day(names), doc)
         self._titles.add((refs.series_key(names.title),), doc)
         words = refs.content_words(names.title)
-        self._pivoted[doc] = self._pivots_of(words)
-        self._pivots.add(self._pivoted[doc], doc)
+        self._paired[doc] = self._pairs_of(words)
+        self._pairs.add(self._paired[doc], doc)
         self._words.add(words, doc)
         self._similar.put(doc, sorted_words(names.title))
+        self._near.put(doc, sorted_words(names.title))
 
     def drop(self, doc: int) -> None:
         names = self.names.pop(doc, None)
@@ -224,8 +284,9 @@ class _Documents:
         self._days.remove(_day(names), doc)
         self._titles.remove((refs.series_key(names.title),), doc)
         self._words.remove(refs.content_words(names.title), doc)
-        self._pivots.remove(self._pivoted.pop(doc, ()), doc)
+        self._pairs.remove(self._paired.pop(doc, ()), doc)
         self._similar.drop(doc)
+        self._near.drop(doc)
 
     def series(self, title: str) -> set[int]:
         """Documents of ``title``'s series: their normalized titles equal once the
@@ -242,10 +303,20 @@ class _Documents:
             return self._days.union((keys.day,))
         found = self.series(stater.title) if keys.relative and stater is not None else set()
         if keys.words:
-            found |= self._pivots.union(keys.words)  # (a), (c)
+            found |= self._pairs.union(_pair_keys(sorted(keys.words)))  # (a), (c)
             found |= self._words.common(keys.words)  # (b)
-            found |= self._similar.near(keys.fuzzy)  # (d)
+            found |= self.near(keys.fuzzy)  # (d)
         return found
+
+    def near(self, fuzzy: str) -> set[int]:
+        """Documents whose sorted title words score ``FUZZY_CUTOFF`` or more against
+        ``fuzzy``: remembered, else scanned (``_NearMemo``)."""
+        found = self._near.get(fuzzy)
+        if found is None:
+            found = self._similar.near(fuzzy)
+            if fuzzy:
+                self._near.keep(fuzzy, found)
+        return set(found)
 
 
 class _Statements:
@@ -257,7 +328,7 @@ class _Statements:
         self._keys: dict[int, ReferenceKeys] = {}
         self._ids, self._files, self._days = _Postings(), _Postings(), _Postings()
         self._words, self._first, self._loose = _Postings(), _Postings(), _Postings()
-        self._firsts: dict[int, tuple[str, ...]] = {}  # row → the word it is filed under
+        self._firsts: dict[int, tuple[str, ...]] = {}  # row → the pair it is filed under
         self._relative: dict[int, set[int]] = {}  # stater → its relative rows
         self._similar = _Similar()
 
@@ -272,9 +343,9 @@ class _Statements:
         self._files.add(keys.files, row)
         self._days.add(() if keys.day is None else (keys.day,), row)
         self._words.add(keys.words, row)
-        self._firsts[row] = docs.rarest(keys.words)
+        self._firsts[row] = docs.rarest_pair(keys.words)
         self._first.add(self._firsts[row], row)
-        self._loose.add(keys.words if kind == detect.UPDATES else (), row)
+        self._loose.add(_loose_keys(kind, keys), row)
         if keys.relative:
             self._relative.setdefault(stated_by, set()).add(row)
         self._similar.put(row, keys.fuzzy)
@@ -289,7 +360,7 @@ class _Statements:
         self._days.remove(() if keys.day is None else (keys.day,), row)
         self._words.remove(keys.words, row)
         self._first.remove(self._firsts.pop(row, ()), row)
-        self._loose.remove(keys.words if fields[0] == detect.UPDATES else (), row)
+        self._loose.remove(_loose_keys(fields[0], keys), row)
         mine = self._relative.get(fields[2])
         if mine is not None:
             mine.discard(row)
@@ -308,8 +379,8 @@ class _Statements:
         words = refs.content_words(names.title)
         if len(words) >= 2:
             found |= self._words.common(words)  # (a) the reference holds the whole title
-        found |= self._first.union(words)  # (b)
-        found |= self._loose.union(docs.pivots(names.document_id))  # (c)
+        found |= self._first.union(_pair_keys(sorted(words)))  # (b)
+        found |= self._loose.union(docs.pairs(names.document_id))  # (c)
         found |= self._similar.near(sorted_words(names.title))  # (d)
         return {row for row in found if self._may_be_answered(row, names, docs)}
 
@@ -321,6 +392,18 @@ class _Statements:
             return False
         stater = docs.names.get(stated_by)
         return refs.may_name(reference, names, kind == detect.UPDATES, stater)
+
+
+def _pair_keys(words: list[str]) -> tuple[str, ...]:
+    """Every pair of ``words`` (sorted) as one key each."""
+    ordered = sorted(words)
+    return tuple(f"{a} {b}" for i, a in enumerate(ordered) for b in ordered[i + 1 :])
+
+
+def _loose_keys(kind: str, keys: ReferenceKeys) -> tuple[str, ...]:
+    """An ``updates`` row is filed under every pair of its reference's words: a title
+    it names by rule (c) has a pair of its ``_pairs_of`` among them."""
+    return _pair_keys(sorted(keys.words)) if kind == detect.UPDATES else ()
 
 
 def _day(names: refs.DocNames) -> tuple[str, ...]:
