@@ -286,18 +286,31 @@ def segment_mismatches(library: Library, queries: Sequence[str]) -> list[str]:
     return wrong
 
 
+def write_notes(folder: Path, notes: Mapping[str, str]) -> Path:
+    """``folder`` (made, with its parents) holding ``notes`` (file name → text)."""
+    folder.mkdir(parents=True)
+    for name, text in notes.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    return folder
+
+
+def keyword_library(root: Path, notes: Mapping[str, str], **settings: Any) -> Library:
+    """A keyword-only library under ``root`` over a folder of ``notes`` (name → text),
+    synced (the caller closes it); ``settings`` go to ``Settings``."""
+    library = Library(Settings(home=root / "home", embedder="none", **settings))
+    library.add_folder(write_notes(root / "notes", notes))
+    library.sync()
+    return library
+
+
 def embedded_library(
     root: Path, notes: Mapping[str, str], embedder: Embedder, **settings: Any
 ) -> Library:
     """A library under ``root`` over a folder of ``notes`` (name → text), synced and fully
     embedded by ``embedder`` (the caller closes it); ``settings`` go to ``Settings``."""
-    folder = root / "notes"
-    folder.mkdir()
-    for name, text in notes.items():
-        (folder / name).write_text(text, encoding="utf-8")
     config = Settings(home=root / "home", embedder="local", **settings)
     library = Library(config, make_embedder=lambda provider, model: embedder)
-    library.add_folder(folder)
+    library.add_folder(write_notes(root / "notes", notes))
     library.sync()
     library.embed_pending()
     return library

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
+from library_checks import keyword_library
 
 from kb_mcp.embed.base import EmbeddingSignature
 from kb_mcp.library import Library
@@ -31,7 +32,6 @@ from kb_mcp.search.floor import (
 )
 from kb_mcp.search.fuse import LegHit
 from kb_mcp.search.vector import VectorState
-from kb_mcp.settings import Settings
 
 SESSIONS_WITHOUT_VERSION = (
     "# Session cache\n\nThe session cache runs on Redis. It holds the app sessions of the "
@@ -51,15 +51,7 @@ REDIS_VERSION = "Which Redis version does the session cache run?"
 
 
 def _library(base: Path, sessions: str) -> Library:
-    folder = base / "notes"
-    folder.mkdir(parents=True)
-    (folder / "sessions.md").write_text(sessions, encoding="utf-8")
-    for name, text in OTHERS.items():
-        (folder / name).write_text(text, encoding="utf-8")
-    library = Library(Settings(home=base / "home", embedder="none"))
-    library.add_folder(folder)
-    library.sync()
-    return library
+    return keyword_library(base, {"sessions.md": sessions, **OTHERS})
 
 
 @pytest.fixture(scope="module")
@@ -261,14 +253,7 @@ SIBLINGS = {
 
 
 def _siblings(base: Path, extra: dict[str, str]) -> Library:
-    folder = base / "notes"
-    folder.mkdir(parents=True)
-    for name, text in {**SIBLINGS, **extra}.items():
-        (folder / name).write_text(text, encoding="utf-8")
-    library = Library(Settings(home=base / "home", embedder="none"))
-    library.add_folder(folder)
-    library.sync()
-    return library
+    return keyword_library(base, {**SIBLINGS, **extra})
 
 
 def test_answer_type_neighbours_value_answers_nothing(tmp_path: Path) -> None:

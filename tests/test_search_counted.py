@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from library_checks import keyword_library
 
 from kb_mcp.library import Library
 from kb_mcp.search.counted import clauses, counted_noun, counts, counts_noun
 from kb_mcp.search.floor import is_number
-from kb_mcp.settings import Settings
 
 DOCS = {
     "adr-0007.md": (
@@ -42,14 +42,7 @@ DOCS = {
 
 @pytest.fixture(scope="module")
 def library(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Library]:
-    base = tmp_path_factory.mktemp("counted")
-    folder = base / "notes"
-    folder.mkdir()
-    for name, text in DOCS.items():
-        (folder / name).write_text(text, encoding="utf-8")
-    opened = Library(Settings(home=base / "home", embedder="none"))
-    opened.add_folder(folder)
-    opened.sync()
+    opened = keyword_library(tmp_path_factory.mktemp("counted"), DOCS)
     yield opened
     opened.close()
 

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from library_checks import keyword_library
 
 from kb_mcp.library import Library
 from kb_mcp.search.distinct import (
@@ -24,7 +25,6 @@ from kb_mcp.search.distinct import (
     possessions,
     written_as_lowercase_name,
 )
-from kb_mcp.settings import Settings
 
 DOCS = {
     "go-2-3-1.md": (
@@ -87,14 +87,7 @@ DOCS = {
 
 @pytest.fixture(scope="module")
 def library(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Library]:
-    base = tmp_path_factory.mktemp("distinct")
-    folder = base / "notes"
-    folder.mkdir()
-    for name, text in DOCS.items():
-        (folder / name).write_text(text, encoding="utf-8")
-    opened = Library(Settings(home=base / "home", embedder="none"))
-    opened.add_folder(Path(folder))
-    opened.sync()
+    opened = keyword_library(tmp_path_factory.mktemp("distinct"), DOCS)
     yield opened
     opened.close()
 
@@ -187,25 +180,20 @@ def test_distinct_what_a_name_owns_is_held_with_it(tmp_path: Path) -> None:
     """Session 7 (golden2 dev): Semaphore's page has a retro, Lantern's a demo. Lantern's
     page holds the question's name, a guide the retro's words; "Lantern's retro" is held
     by no passage."""
-    folder = tmp_path / "notes"
-    folder.mkdir()
-    (folder / "lantern.md").write_text(
-        "# Team Lantern\n\n## Rituals\n\n- Standup Monday to Thursday at 10:00. No standup "
-        "on Fridays: we demo at 14:00 instead.\n- Slack: `#lantern`.\n",
-        encoding="utf-8",
-    )
-    (folder / "semaphore.md").write_text(
-        "# Team Semaphore\n\n## How we work\n\n- Standup at 09:15. Retro on alternate "
-        "Fridays.\n- Slack: `#semaphore`.\n",
-        encoding="utf-8",
-    )
-    (folder / "retro-guide.md").write_text(
-        "# Running a retro\n\nA good retro starts on time and ends with actions.\n",
-        encoding="utf-8",
-    )
-    with Library(Settings(home=tmp_path / "home", embedder="none")) as library:
-        library.add_folder(folder)
-        library.sync()
+    notes = {
+        "lantern.md": (
+            "# Team Lantern\n\n## Rituals\n\n- Standup Monday to Thursday at 10:00. No standup "
+            "on Fridays: we demo at 14:00 instead.\n- Slack: `#lantern`.\n"
+        ),
+        "semaphore.md": (
+            "# Team Semaphore\n\n## How we work\n\n- Standup at 09:15. Retro on alternate "
+            "Fridays.\n- Slack: `#semaphore`.\n"
+        ),
+        "retro-guide.md": (
+            "# Running a retro\n\nA good retro starts on time and ends with actions.\n"
+        ),
+    }
+    with keyword_library(tmp_path, notes) as library:
         assert library.search("What time does Lantern's demo start?", mode="keyword").hits
         result = library.search("What time does Lantern's retro start?", mode="keyword")
         assert result.hits == ()

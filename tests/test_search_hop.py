@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from library_checks import keyword_library
 
 from kb_mcp.library import Library
 from kb_mcp.search.hop import asks_for_someone, concerning_lines, hop_names, line_names
-from kb_mcp.settings import Settings
 
 NOTES = {
     "register.md": (
@@ -52,14 +52,7 @@ QUESTION = "Which Slack channel do I raise a tap-gateway problem in, in producti
 
 @pytest.fixture(scope="module")
 def library(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Library]:
-    base = tmp_path_factory.mktemp("hop")
-    folder = base / "notes"
-    folder.mkdir()
-    for name, text in NOTES.items():
-        (folder / name).write_text(text, encoding="utf-8")
-    library = Library(Settings(home=base / "home", embedder="none"))
-    library.add_folder(folder)
-    library.sync()
+    library = keyword_library(tmp_path_factory.mktemp("hop"), NOTES)
     yield library
     library.close()
 
