@@ -1,7 +1,8 @@
 """The entity extractor as it was before the single-pass tally and word view (extractor
 version "heuristic 5", main at 7786654): the oracle ``tests/test_extract_equal.py``
-checks ``kb_mcp.graph.extract`` against. Kept only here, unchanged but for this
-docstring: a speed change to the extractor must give exactly its output.
+checks ``kb_mcp.graph.extract`` against. Its algorithm is kept only here, unchanged; its
+patterns, caps and weights are the extractor's (imported below): a speed change to the
+extractor must give exactly this output.
 """
 
 from __future__ import annotations
@@ -15,91 +16,45 @@ from functools import lru_cache
 from itertools import combinations
 from typing import NamedTuple
 
+# The patterns, caps and weights are the extractor's own, unchanged by the rewrite this
+# oracle checks (only its algorithm, and ``_UNIT_BREAK``'s backtracking, changed): imported,
+# so a rule changed later is changed in one place and the test keeps comparing algorithms.
+from kb_mcp.graph.extract import (
+    _ACRONYM,
+    _BACKTICK,
+    _BOLD,
+    _CAMEL,
+    _CAPITALISED,
+    _CJK_QUOTED,
+    _CJK_RUN,
+    _DEFINITION,
+    _DOTTED,
+    _HANDLE,
+    _ISSUE,
+    _KEBAB,
+    _OPENERS,
+    _PROPER,
+    _SENTENCE_END,
+    _SHOUTED,
+    _SNAKE,
+    _TAG,
+    _TICKET,
+    _URL,
+    _VERSION,
+    HEADING_BONUS,
+    HEADING_PAIRS,
+    KIND_RANK,
+    KIND_WEIGHT,
+    MAX_CANDIDATES,
+    MAX_HEADING_WORDS,
+    MAX_MENTIONS,
+    MAX_PAIRS,
+    MAX_SURFACE,
+    PAIR_ENTITIES,
+)
 from kb_mcp.graph.resolve import entity_key
 
-# Bumped whenever what is extracted changes: the stored graph is then rebuilt.
-EXTRACTOR_VERSION = "heuristic 5"  # 5: nothing inside a URL
-MAX_SURFACE = 80
-MAX_MENTIONS = 48
-MAX_CANDIDATES = 1_000
-# Co-mention is counted where a statement is made, not across a whole chunk: within one
-# unit (a paragraph, a list item, a table row), and between a chunk's headings and what
-# its body names. A chunk holding a table of eleven systems and four owning teams would
-# otherwise link every system to every team (the golden2 systems register). The
-# heaviest ``PAIR_ENTITIES`` of a unit are paired, and a chunk adds at most
-# ``MAX_PAIRS`` relation rows.
-PAIR_ENTITIES = 8
-HEADING_PAIRS = 16  # body entities each heading entity is paired with, heaviest first
-MAX_PAIRS = 64
-MAX_HEADING_WORDS = 4  # a longer heading is a sentence ("Your first day"), not a name
-
-# Kinds, strongest first: when two spellings of one key disagree, the stronger kind names
-# the entity (a backticked `BlobStore` is code even where prose writes "Blob Store").
-KINDS = ("id", "version", "handle", "tag", "code", "name", "acronym", "term", "cjk")
-KIND_RANK = {kind: rank for rank, kind in enumerate(KINDS)}
-KIND_WEIGHT = {
-    "id": 2.0,
-    "version": 1.5,
-    "handle": 2.0,
-    "tag": 1.5,
-    "code": 1.5,
-    "name": 1.0,
-    "acronym": 1.0,
-    "term": 1.0,
-    "cjk": 1.0,
-}
-HEADING_BONUS = 1.0
-
-_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-_CJK_RUN = re.compile(f"[{_CJK}]{{2,12}}")
-_CJK_QUOTED = re.compile(r"[「『“《【]([^」』”》】\n]{2,24})[」』”》】]")
-_BACKTICK = re.compile(r"`([^`\n]{2,80})`")
-_BOLD = re.compile(r"\*\*([^*\n]{2,60})\*\*")
-# Each pattern opens with the character it needs, and a lookbehind in place of the
-# leading ``\b`` / ``(?<!…)``: the same matches, but ``re`` can skip ahead to that
-# character instead of trying every position (5-20x faster per pattern on the chunks of
-# /work/research/realcorpus; an uppercase or a ``#`` / ``@`` / ``v`` is rare, a lowercase
-# letter is not, so the lowercase-led patterns keep their ``\b``). A run that the next
-# item can never continue is possessive (``*+``, ``++``): giving characters back cannot
-# make a match (a ``\b`` between two word characters, an ``_`` / ``.`` / ``-`` the run
-# does not hold), so the same matches, without retrying each word's every length (the
-# four lowercase-led patterns 25-40 % faster on the same chunks).
-_TICKET = re.compile(r"[A-Z](?<!\w[A-Z])[A-Z0-9]{1,9}-\d{1,6}\b")
-_ISSUE = re.compile(r"#(?<![\w#&/]#)\d{1,7}\b")
-_VERSION = re.compile(r"v(?<!\wv)\d+(?:\.\d+){1,3}\b")
-_HANDLE = re.compile(r"@(?<![\w.@]@)[A-Za-z0-9][A-Za-z0-9_-]{1,38}")
-_TAG = re.compile(r"#(?<![\w#&/]#)[A-Za-z][\w/-]{1,40}")
-_SNAKE = re.compile(r"\b[A-Za-z][A-Za-z0-9]*+(?:_[A-Za-z0-9]++)+\b")
-_CAMEL = re.compile(r"\b(?:[a-z]++[A-Z]|[A-Z][a-z0-9]++[A-Z])[A-Za-z0-9]*+\b")
-_DOTTED = re.compile(r"\b[A-Za-z_][A-Za-z0-9_]++(?:\.[A-Za-z_][A-Za-z0-9_]++)+\b")
-_DEFINITION = re.compile(
-    r"^[ \t]*(?:export[ \t]+)?(?:async[ \t]+)?(?:def|class|function|fn|func|interface|struct)"
-    r"[ \t]+([A-Za-z_][A-Za-z0-9_]*)",
-    re.MULTILINE,
-)
-_UPPER = "A-ZÀ-ÖØ-Þ"
-_LOWER = "a-zß-öø-ÿ"
-_PROPER = re.compile(
-    f"[{_UPPER}](?<!\\w[{_UPPER}])[{_LOWER}0-9]+(?:[ \\t]+[{_UPPER}][{_LOWER}0-9]+)+\\b"
-)
-_CAPITALISED = re.compile(f"[{_UPPER}](?<!\\w[{_UPPER}])[{_LOWER}]{{2,}}\\b")
-# kebab-case names: services, packages, CLI tools and flags as prose writes them
-# (tap-gateway, board-renderer, sso-broker), with at least one letter per part.
-_KEBAB = re.compile(r"\b[a-z][a-z0-9]*+(?:-[a-z][a-z0-9]*+)+\b")
-# A URL names a place, not a thing: its host, path and query are no entities. Its query
-# may also carry data an exfiltration link smuggles out (``?d=<base64>``), which output
-# redaction removes with the link but an entity name would keep (the web view showed one).
-_URL = re.compile(r"\b[a-z][a-z0-9+.-]{1,15}://[^\s<>()\[\]`'\"]+", re.IGNORECASE)
 _UNIT_BREAK = re.compile(r"\n[ \t]*\n|\n(?=[ \t]*(?:[-*+|>]|\d+[.)])[ \t])")
-_ACRONYM = re.compile(r"[A-Z](?<!\w[A-Z])[A-Z0-9]{1,9}\b(?!-\d)")
-# Capitalised words that open a phrase without naming anything ("The Search Cluster").
-_OPENERS = frozenset(
-    "The A An This That These Those Our Your My Its Their Each Every All Any Some No "
-    "When If In On At For From To By With And Or But So As Then Now See Use Note".split()
-)
-# Shouted words that are not names.
-_SHOUTED = frozenset("TODO NOTE FIXME XXX WARNING IMPORTANT OK AND OR NOT THE TBD FAQ".split())
-_SENTENCE_END = frozenset(".!?:;\n#*->|`\"'([")
 
 
 class Mention(NamedTuple):
