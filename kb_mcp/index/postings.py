@@ -70,7 +70,7 @@ import apsw
 
 from kb_mcp.index import term_lists, topk
 from kb_mcp.index.textprep import CJK_RUN
-from kb_mcp.store.db import Database
+from kb_mcp.store.db import Database, read_snapshot
 
 if TYPE_CHECKING:  # numpy loads on first use: opening a library never waits for it
     import numpy as np
@@ -583,15 +583,8 @@ class Postings:
         the delta and the postings are all of one commit (a rebuild may land between two
         statements otherwise, and its positions would index the old arrays). Inside a
         transaction already (a search within a write), that one is the snapshot."""
-        conn = self.db.conn
-        if conn.in_transaction:
+        with read_snapshot(self.db.conn):
             yield
-            return
-        conn.execute("BEGIN")
-        try:
-            yield
-        finally:
-            conn.execute("COMMIT")
 
     def _segment(self) -> _Segment | None:
         """The built segment's arrays, read again only after a rebuild (a new generation)."""

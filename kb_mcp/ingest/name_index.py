@@ -33,6 +33,7 @@ from kb_mcp.ingest import references as refs
 from kb_mcp.ingest import relations as detect
 from kb_mcp.store import names_log as log
 from kb_mcp.store import relations as store
+from kb_mcp.store.db import read_snapshot
 
 # A title scoring above this can be in an outcome (``match_reference`` keeps every
 # candidate scoring above ``max(TITLE_MATCH - 1, best - TITLE_MARGIN)``).
@@ -518,9 +519,5 @@ def warm(conn: apsw.Connection) -> None:
     if not conn.getautocommit():
         return  # inside a transaction already: ``names_for`` catches up there
     index = _index_of(conn)
-    with _LOCK:
-        conn.execute("BEGIN")
-        try:
-            index.catch_up(conn, writing=False)
-        finally:
-            conn.execute("COMMIT")
+    with _LOCK, read_snapshot(conn):
+        index.catch_up(conn, writing=False)

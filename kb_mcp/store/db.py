@@ -71,6 +71,21 @@ def _busy_conflict(path: Path, exc: apsw.Error) -> Conflict:
     )
 
 
+@contextmanager
+def read_snapshot(conn: apsw.Connection) -> Iterator[None]:
+    """One read transaction (``BEGIN``, deferred: no lock taken until the first read)
+    around several statements, so they all see one commit; inside a transaction
+    already, that one is the snapshot."""
+    if conn.in_transaction:
+        yield
+        return
+    conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        conn.execute("COMMIT")
+
+
 class Database:
     """A library's ``kb.db``: per-thread connections over one file."""
 
