@@ -6,13 +6,19 @@ the connection limits against a real ``kb-mcp web`` process on loopback.
 
 from __future__ import annotations
 
+import contextlib
 import re
+import select
+import socket
+import time
 from collections.abc import Iterator
 from html import unescape
+from pathlib import Path
 
 import pytest
 from markdown_it import MarkdownIt
 from starlette.testclient import TestClient
+from test_web_security import web_process
 
 from kb_mcp.library import Library
 from kb_mcp.settings import Settings
@@ -172,3 +178,124 @@ def test_search_page_of_the_large_files_is_bounded(big) -> None:
     for q in ("archive bucket sweeper", "var", "sweeper"):
         page = client.get("/search", params={"q": q, "mode": "keyword"})
         assert page.status_code == 200 and len(page.content) <= PAGE_CAP
+
+
+# --- connections (item 7): a real ``kb-mcp web`` on loopback -------------------------
+
+HEAD_START = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n"  # a request head never finished
+
+
+def _port(url: str) -> int:
+    return int(url.rsplit(":", 1)[1].strip("/"))
+
+
+def _slow(port: int) -> socket.socket:
+    """A connection that starts a request and does not finish its head."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock.sendall(HEAD_START)
+    return sock
+
+
+def _exchange(port: int, request: bytes) -> bytes:
+    """``request`` sent, the answer read until the server closes the connection (so the
+    server has let go of it when this returns)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(request)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    return answer
+
+
+def _closed_by_server(sock: socket.socket) -> bool:
+    try:
+        return sock.recv(65536) == b"" or _closed_by_server(sock)
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+
+
+def _trickle_until_closed(socks: list[socket.socket], limit_s: float) -> list[float]:
+    """Send one more header byte on each open socket every 0.1 s until the server closes
+    it; the seconds each one lasted (bounded by ``limit_s``: inf when still open)."""
+    started = time.monotonic()
+    lasted = [float("inf")] * len(socks)
+    while time.monotonic() - started < limit_s and float("inf") in lasted:
+        open_ = [s for s, t in zip(socks, lasted, strict=True) if t == float("inf")]
+        readable, _, _ = select.select(open_, [], [], 0.1)
+        for sock in open_:
+            i = socks.index(sock)
+            if sock in readable:
+                if _closed_by_server(sock):
+                    lasted[i] = time.monotonic() - started
+                continue
+            try:
+                sock.send(b"X")
+            except OSError:
+                lasted[i] = time.monotonic() - started
+    return lasted
+
+
+def _keep_alive_then_trickle(port: int) -> socket.socket:
+    """A connection whose first request is answered, then whose next one trickles."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock.sendall(b"GET /static/web.css HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    answer = b""
+    while b"\r\n\r\n" not in answer:
+        answer += sock.recv(65536)
+    head, body = answer.split(b"\r\n\r\n", 1)
+    length = int(re.search(rb"content-length: (\d+)", head, re.IGNORECASE)[1])  # type: ignore[index]
+    while len(body) < length:
+        body += sock.recv(65536)
+    assert head.startswith(b"HTTP/1.1 200") and b"connection: close" not in head.lower()
+    sock.sendall(HEAD_START)
+    return sock
+
+
+def test_web_closes_connections_that_trickle_a_request_past_the_read_timeout(
+    tmp_path: Path, child_env: dict[str, str]
+) -> None:
+    """issue 20 item 7: 150 connections trickling a header byte at a time stayed open
+    for 40 s. With ``--read-timeout 1``, each connection that has not sent its whole
+    request a second after it opened (or after its previous response) is closed, however
+    steadily it trickles; a complete request is answered meanwhile and after."""
+    with web_process(tmp_path / "home", child_env, "--read-timeout", "1") as url:
+        port = _port(url)
+        slow = [_slow(port) for _ in range(20)]
+        slow.append(_keep_alive_then_trickle(port))
+        page = _exchange(port, b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        assert page.startswith(b"HTTP/1.1 200") and b"<h1>Library</h1>" in page
+        lasted = _trickle_until_closed(slow, limit_s=20)
+        for sock in slow:
+            sock.close()
+        assert max(lasted) < 20, lasted  # every one closed by the server
+        assert min(lasted) > 0.5, lasted  # by the deadline, not at once
+        again = _exchange(port, b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        assert again.startswith(b"HTTP/1.1 200")
+
+
+def test_web_caps_open_connections_with_a_503_and_serves_below_the_cap(
+    tmp_path: Path, child_env: dict[str, str]
+) -> None:
+    """issue 20 item 7: with ``--max-connections 8``, seven slow connections leave room
+    for a normal request (answered); once eight are open, each further connection is
+    answered 503 and closed at once (nothing of it is read: a request it sent may meet a
+    reset instead), and the eight are kept (their deadline is far)."""
+    args = ("--max-connections", "8", "--read-timeout", "120")
+    with web_process(tmp_path / "home", child_env, *args) as url:
+        port = _port(url)
+        slow = [_slow(port) for _ in range(7)]
+        request = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        page = _exchange(port, request)
+        assert page.startswith(b"HTTP/1.1 200") and b"<h1>Library</h1>" in page
+        slow.append(_slow(port))  # the eighth: the cap is reached
+        for _ in range(4):  # answered at once, before the client says anything
+            refused = _exchange(port, b"")
+            assert refused.startswith(b"HTTP/1.1 503"), refused[:200]
+            assert b"too many open connections" in refused
+        # A request sent at once meets the 503, or the reset of the closed socket.
+        with contextlib.suppress(ConnectionResetError):
+            assert _exchange(port, request).startswith(b"HTTP/1.1 503")
+        readable, _, _ = select.select(slow, [], [], 0.5)
+        assert readable == []  # the eight are still open: no answer, no close
+        for sock in slow:
+            sock.close()

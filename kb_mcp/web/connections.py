@@ -1,0 +1,95 @@
+"""What one client may hold of the web server: a deadline to send its request, and a cap
+on open connections (issue 20 item 7: 150 connections trickling a header byte at a time
+stayed open for 40 s; nothing would ever have closed them).
+
+Uvicorn has neither. Its keep-alive timeout starts only after a response and stops at the
+next byte received; ``limit_concurrency`` answers 503 only once a request's head is
+complete, so a connection that never completes one is never counted against it. Both are
+added here at the one seam uvicorn offers for it, its public ``http=`` option: the class
+below is uvicorn's h11 protocol with
+
+- **a request deadline**: from the moment a connection opens, or its previous response
+  ends, the whole request (head, and any body) must arrive within ``read_timeout``
+  seconds, or the connection is closed. The deadline is not moved by each byte received,
+  so trickling bytes does not keep a connection (slowloris). While the page is being
+  built the clock is stopped: a slow page is never cut.
+- **a connection cap**: past ``max_connections`` open connections a new one is answered
+  ``503`` and closed at once, before anything is read from it.
+
+h11 is used rather than httptools (uvicorn's "auto" choice when installed): the web
+view serves one person, and this is the protocol whose states the deadline reads
+(``conn.their_state``, h11's public API).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+# The states in which the client still owes us (part of) a request.
+_RECEIVING = (h11.IDLE, h11.SEND_BODY)
+_REFUSED = b"kb-mcp web: too many open connections; try again later\n"
+_REFUSAL = (
+    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\n"
+    b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(_REFUSED), _REFUSED)
+)
+
+
+class BoundedH11Protocol(H11Protocol):
+    """Uvicorn's h11 protocol with a request deadline and a connection cap (set on the
+    subclass ``bounded_protocol`` makes)."""
+
+    read_timeout: float = 10.0
+    max_connections: int = 64
+    _deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        if len(self.connections) > self.max_connections:
+            transport.write(_REFUSAL)
+            transport.close()
+            return
+        self._watch()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        self._watch()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._watch()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop()
+        super().connection_lost(exc)
+
+    def _watch(self) -> None:
+        """Start the clock when the client owes a request, stop it once it has sent one."""
+        if self.transport.is_closing():
+            self._stop()
+        elif self.conn.their_state in _RECEIVING:
+            if self._deadline is None:
+                self._deadline = self.loop.call_later(self.read_timeout, self._expire)
+        else:
+            self._stop()
+
+    def _stop(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _expire(self) -> None:
+        self._deadline = None
+        if self.conn.their_state in _RECEIVING and not self.transport.is_closing():
+            self.transport.close()
+
+
+def bounded_protocol(read_timeout: float, max_connections: int) -> type[H11Protocol]:
+    """The protocol class for uvicorn's ``http=`` option, with these two bounds."""
+    return type(
+        "BoundedH11Protocol",
+        (BoundedH11Protocol,),
+        {"read_timeout": read_timeout, "max_connections": max_connections},
+    )
