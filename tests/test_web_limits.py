@@ -251,14 +251,14 @@ def _keep_alive_then_trickle(port: int) -> socket.socket:
     return sock
 
 
-def test_web_closes_connections_that_trickle_a_request_past_the_read_timeout(
+def test_web_closes_connections_that_trickle_a_request_past_the_client_timeout(
     tmp_path: Path, child_env: dict[str, str]
 ) -> None:
     """issue 20 item 7: 150 connections trickling a header byte at a time stayed open
-    for 40 s. With ``--read-timeout 1``, each connection that has not sent its whole
+    for 40 s. With ``--client-timeout 1``, each connection that has not sent its whole
     request a second after it opened (or after its previous response) is closed, however
     steadily it trickles; a complete request is answered meanwhile and after."""
-    with web_process(tmp_path / "home", child_env, "--read-timeout", "1") as url:
+    with web_process(tmp_path / "home", child_env, "--client-timeout", "1") as url:
         port = _port(url)
         slow = [_slow(port) for _ in range(20)]
         slow.append(_keep_alive_then_trickle(port))
@@ -273,6 +273,32 @@ def test_web_closes_connections_that_trickle_a_request_past_the_read_timeout(
         assert again.startswith(b"HTTP/1.1 200")
 
 
+def test_web_cuts_off_a_client_that_stops_reading_its_answers(
+    tmp_path: Path, child_env: dict[str, str]
+) -> None:
+    """issue 20 item 7, the same class from the other side: a client that pipelines
+    3,000 requests (~10 MB of answers) and reads none of them fills every buffer; the
+    server then waits on it. With ``--client-timeout 1`` it cuts the connection off
+    (a reset) rather than hold it and its unsent answers for good."""
+    with web_process(tmp_path / "home", child_env, "--client-timeout", "1") as url:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
+        sock.settimeout(10)
+        sock.connect(("127.0.0.1", _port(url)))
+        with sock:
+            sock.sendall(b"GET /static/web.css HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" * 3_000)
+            sock.sendall(HEAD_START)
+            started, cut_after = time.monotonic(), None
+            while time.monotonic() - started < 60:  # one header byte every 0.2 s, no reading
+                try:
+                    sock.send(b"X")
+                except OSError:
+                    cut_after = time.monotonic() - started
+                    break
+                time.sleep(0.2)
+        assert cut_after is not None, "the server still holds a client that reads nothing"
+
+
 def test_web_caps_open_connections_with_a_503_and_serves_below_the_cap(
     tmp_path: Path, child_env: dict[str, str]
 ) -> None:
@@ -280,7 +306,7 @@ def test_web_caps_open_connections_with_a_503_and_serves_below_the_cap(
     for a normal request (answered); once eight are open, each further connection is
     answered 503 and closed at once (nothing of it is read: a request it sent may meet a
     reset instead), and the eight are kept (their deadline is far)."""
-    args = ("--max-connections", "8", "--read-timeout", "120")
+    args = ("--max-connections", "8", "--client-timeout", "120")
     with web_process(tmp_path / "home", child_env, *args) as url:
         port = _port(url)
         slow = [_slow(port) for _ in range(7)]

@@ -337,7 +337,7 @@ def cmd_web(args: argparse.Namespace) -> int:
             args.host,
             args.port,
             open_browser=args.open,
-            read_timeout=args.read_timeout,
+            client_timeout=args.client_timeout,
             max_connections=args.max_connections,
         )
     return 0
@@ -431,12 +431,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--open", action="store_true", help="open the URL in the default browser")
     _bounded(
         p,
-        "--read-timeout",
-        "web_read_timeout_s",
-        "seconds a client has to send a whole request before it is disconnected "
-        f"(default: {limits.WEB_READ_TIMEOUT_S.default})",
+        "--client-timeout",
+        "web_client_timeout_s",
+        "seconds a client may take to send a request, or stall reading an answer, before "
+        f"it is disconnected (default: {limits.WEB_CLIENT_TIMEOUT_S.default})",
         metavar="SECONDS",
-        default=limits.WEB_READ_TIMEOUT_S.default,
+        default=limits.WEB_CLIENT_TIMEOUT_S.default,
     )
     _bounded(
         p,

@@ -1,6 +1,6 @@
-"""What one client may hold of the web server: a deadline to send its request, and a cap
-on open connections (issue 20 item 7: 150 connections trickling a header byte at a time
-stayed open for 40 s; nothing would ever have closed them).
+"""What one client may hold of the web server: deadlines to send its request and to read
+its answer, and a cap on open connections (issue 20 item 7: 150 connections trickling a
+header byte at a time stayed open for 40 s; nothing would ever have closed them).
 
 Uvicorn has neither. Its keep-alive timeout starts only after a response and stops at the
 next byte received; ``limit_concurrency`` answers 503 only once a request's head is
@@ -9,10 +9,14 @@ added here at the one seam uvicorn offers for it, its public ``http=`` option: t
 below is uvicorn's h11 protocol with
 
 - **a request deadline**: from the moment a connection opens, or its previous response
-  ends, the whole request (head, and any body) must arrive within ``read_timeout``
+  ends, the whole request (head, and any body) must arrive within ``client_timeout``
   seconds, or the connection is closed. The deadline is not moved by each byte received,
   so trickling bytes does not keep a connection (slowloris). While the page is being
   built the clock is stopped: a slow page is never cut.
+- **a reading deadline**: a client that stops reading its answer (the transport asks us
+  to pause writing: its buffers are full) for ``client_timeout`` seconds is cut off, its
+  unsent answer dropped. Otherwise a client that pipelines requests and never reads
+  holds its connection, and the answers it never takes, for good.
 - **a connection cap**: past ``max_connections`` open connections a new one is answered
   ``503`` and closed at once, before anything is read from it.
 
@@ -38,12 +42,13 @@ _REFUSAL = (
 
 
 class BoundedH11Protocol(H11Protocol):
-    """Uvicorn's h11 protocol with a request deadline and a connection cap (set on the
-    subclass ``bounded_protocol`` makes)."""
+    """Uvicorn's h11 protocol with the deadlines and the connection cap (their values set
+    on the subclass ``bounded_protocol`` makes)."""
 
-    read_timeout: float = 10.0
+    client_timeout: float = 10.0
     max_connections: int = 64
-    _deadline: asyncio.TimerHandle | None = None
+    _deadline: asyncio.TimerHandle | None = None  # the request's
+    _stalled: asyncio.TimerHandle | None = None  # the client not reading since
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -61,8 +66,21 @@ class BoundedH11Protocol(H11Protocol):
         super().on_response_complete()
         self._watch()
 
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._stalled is None:
+            self._stalled = self.loop.call_later(self.client_timeout, self.transport.abort)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        if self._stalled is not None:
+            self._stalled.cancel()
+            self._stalled = None
+
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop()
+        if self._stalled is not None:
+            self._stalled.cancel()
         super().connection_lost(exc)
 
     def _watch(self) -> None:
@@ -71,7 +89,7 @@ class BoundedH11Protocol(H11Protocol):
             self._stop()
         elif self.conn.their_state in _RECEIVING:
             if self._deadline is None:
-                self._deadline = self.loop.call_later(self.read_timeout, self._expire)
+                self._deadline = self.loop.call_later(self.client_timeout, self._expire)
         else:
             self._stop()
 
@@ -86,10 +104,10 @@ class BoundedH11Protocol(H11Protocol):
             self.transport.close()
 
 
-def bounded_protocol(read_timeout: float, max_connections: int) -> type[H11Protocol]:
-    """The protocol class for uvicorn's ``http=`` option, with these two bounds."""
+def bounded_protocol(client_timeout: float, max_connections: int) -> type[H11Protocol]:
+    """The protocol class for uvicorn's ``http=`` option, with these bounds."""
     return type(
         "BoundedH11Protocol",
         (BoundedH11Protocol,),
-        {"read_timeout": read_timeout, "max_connections": max_connections},
+        {"client_timeout": client_timeout, "max_connections": max_connections},
     )

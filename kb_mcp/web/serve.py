@@ -56,7 +56,7 @@ def run_web(
     host: str = DEFAULT_HOST,
     port: int = 0,
     *,
-    read_timeout: int,
+    client_timeout: int,
     max_connections: int,
     open_browser: bool = False,
     out: TextIO = sys.stdout,
@@ -65,9 +65,10 @@ def run_web(
 
     Beyond loopback a random token is made for this run and must be in the URL (then a
     cookie); on loopback Host / Origin checks are the guard (``web/guard.py``). A client
-    has ``read_timeout`` seconds to send each request; past ``max_connections`` open
+    that keeps the server waiting ``client_timeout`` seconds, to send a request or to
+    read its answer, is disconnected; past ``max_connections`` open
     connections a new one is answered 503 (``web/connections.py``); the CLI's defaults
-    are ``limits.WEB_READ_TIMEOUT_S`` and ``limits.WEB_MAX_CONNECTIONS``.
+    are ``limits.WEB_CLIENT_TIMEOUT_S`` and ``limits.WEB_MAX_CONNECTIONS``.
     """
     import uvicorn
 
@@ -86,7 +87,7 @@ def run_web(
         threading.Timer(0.5, webbrowser.open, args=(url,)).start()
     config = uvicorn.Config(
         app,
-        http=bounded_protocol(read_timeout, max_connections),
+        http=bounded_protocol(client_timeout, max_connections),
         log_level="warning",
         access_log=False,
         lifespan="off",
