@@ -99,9 +99,11 @@ class BoundedH11Protocol(H11Protocol):
             self._deadline = None
 
     def _expire(self) -> None:
+        """Past the deadline: abort, not close, which would first wait to flush whatever
+        an earlier answer left unsent to a client that may not be reading either."""
         self._deadline = None
-        if self.conn.their_state in _RECEIVING and not self.transport.is_closing():
-            self.transport.close()
+        if self.conn.their_state in _RECEIVING:
+            self.transport.abort()
 
 
 def bounded_protocol(client_timeout: float, max_connections: int) -> type[H11Protocol]:
