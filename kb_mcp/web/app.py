@@ -26,7 +26,7 @@ from kb_mcp import limits, render
 from kb_mcp.errors import Conflict, InvalidInput, KbError, NotFound, Refused, Unavailable
 from kb_mcp.redact import redact_output
 from kb_mcp.server import budget
-from kb_mcp.web import lines, pages
+from kb_mcp.web import pages, paging
 from kb_mcp.web.guard import Guard, Policy
 
 if TYPE_CHECKING:
@@ -142,9 +142,9 @@ def build_app(library: Library, policy: Policy) -> Guard:
                 f"the document has {len(whole):,} lines; line {start:,} is past its end"
             )
         if start is not None:
-            window = lines.page_from(whole, start)
+            window = paging.page_from(whole, start)
         else:
-            window = lines.page_holding(whole, cited) if cited else lines.page_from(whole, 1)
+            window = paging.page_holding(whole, cited) if cited else paging.page_from(whole, 1)
         shown = redact_output("\n".join(window.shown)).text.split("\n")
         window = dataclasses.replace(window, shown=tuple(shown))
         view = dataclasses.replace(view, read=dataclasses.replace(view.read, text=""))

@@ -11,7 +11,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from kb_mcp.cite import parse_cite, split_cites
-from kb_mcp.web import lines
+from kb_mcp.web import paging
 from kb_mcp.web.layout import Edge, Node, graph_svg
 from kb_mcp.web.markup import highlight, markdown_html
 
@@ -221,7 +221,7 @@ def search_page(form: str, q: str, result: dict[str, Any] | None, terms: Sequenc
 
 # --- /doc/<id> ------------------------------------------------------------------------
 
-RENDERED_BYTES = 2 * lines.PAGE_BYTES  # the page's lines rendered as Markdown, at most
+RENDERED_BYTES = 2 * paging.PAGE_BYTES  # the page's lines rendered as Markdown, at most
 FRONTMATTER_SHOWN = 50  # keys
 
 
@@ -231,7 +231,7 @@ def page_href(doc: str, start: int, cited: tuple[int, int] | None) -> str:
     return "/doc/" + quote(doc, safe="") + "?" + urlencode(query) + "#lines"
 
 
-def _pager(doc: str, window: lines.Window, cited: tuple[int, int] | None) -> str:
+def _pager(doc: str, window: paging.Window, cited: tuple[int, int] | None) -> str:
     """Lines a-b of n, and first / previous / next / last page links."""
     links = []
     if window.previous is not None:
@@ -266,7 +266,9 @@ def _relations(links: list[dict[str, Any]]) -> str:
     return f"<ul class='relations'>{''.join(items)}</ul>"
 
 
-def document_page(view: dict[str, Any], window: lines.Window, cited: tuple[int, int] | None) -> str:
+def document_page(
+    view: dict[str, Any], window: paging.Window, cited: tuple[int, int] | None
+) -> str:
     """Metadata, frontmatter, relations (linked), entities, then one page of the text:
     rendered as Markdown and as numbered lines, with links to the other pages."""
     read = view["read"]
@@ -305,13 +307,13 @@ def document_page(view: dict[str, Any], window: lines.Window, cited: tuple[int, 
     if window.cut_chars is not None:
         body += (
             f"<p class='hint'>line {window.first:,} has {window.cut_chars:,} characters; "
-            f"the first {lines.CUT_CHARS:,} are shown (grep finds text in the rest)</p>"
+            f"the first {paging.CUT_CHARS:,} are shown (grep finds text in the rest)</p>"
         )
-    body += pager + lines.numbered_html(window, cited) + pager
+    body += pager + paging.numbered_html(window, cited) + pager
     return page(read["title"] or read["doc"], body)
 
 
-def _rendered(body_line: int, window: lines.Window) -> str:
+def _rendered(body_line: int, window: paging.Window) -> str:
     """The window's lines after the frontmatter as Markdown, within ``RENDERED_BYTES``."""
     skip = max(0, body_line - window.first)
     prose = "\n".join(window.shown[skip:])
