@@ -108,6 +108,16 @@ SYNC_INTERVAL_S = Limit(
 MAX_FILES_PER_SOURCE = Limit(
     "max_files_per_source", 1, 10_000_000, 20_000, "files per folder source, newest kept"
 )
+WEB_CLIENT_TIMEOUT_S = Limit(
+    "web_client_timeout_s",
+    1,
+    3_600,
+    10,
+    "seconds a web client may keep the server waiting: to send a request, to read its answer",
+)
+WEB_MAX_CONNECTIONS = Limit(
+    "web_max_connections", 1, 10_000, 64, "open connections to the web view; past it: 503"
+)
 
 LIMITS: tuple[Limit, ...] = (
     TOP_K,
@@ -121,4 +131,6 @@ LIMITS: tuple[Limit, ...] = (
     MAX_TITLE_CHARS,
     SYNC_INTERVAL_S,
     MAX_FILES_PER_SOURCE,
+    WEB_CLIENT_TIMEOUT_S,
+    WEB_MAX_CONNECTIONS,
 )

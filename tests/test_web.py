@@ -163,7 +163,7 @@ def test_document_page_highlights_cited_lines_and_links_relations(web) -> None:
     assert f"{link} “Errata for the audit log retention policy”" in text
     assert "<h2>Entities</h2><p class='entities'>" in text
     # Markdown rendered, raw HTML and javascript: links never live.
-    rendered = text.split("<div class='rendered'>")[1].split("<h2>Lines</h2>")[0]
+    rendered = text.split("<div class='rendered'>")[1].split("<h2 id='lines'>")[0]
     assert rendered.startswith("<h1>Audit log retention policy</h1>")  # frontmatter apart
     assert "<script>" not in text and 'href="javascript' not in text
     assert "&lt;script&gt;" in text

@@ -323,13 +323,14 @@ _PARAMS = st.fixed_dictionaries(
         "mode": st.one_of(st.sampled_from(["auto", "keyword", "vector", "hybrid"]), _TEXT),
         "source": st.one_of(st.sampled_from(["corpus", "agent", ""]), _TEXT),
         "lines": st.one_of(st.sampled_from(["1-3", "0", "3-1", "99999999999"]), _TEXT),
+        "start_line": st.one_of(st.sampled_from(["1", "2", "0", "99999999999", "١"]), _TEXT),
     },
 )
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(
-    path=st.sampled_from(["/", "/search", "/entities", "/audit", "/doc/"]),
+    path=st.sampled_from(["/", "/search", "/entities", "/audit", "/doc/", "/doc/exfil.md"]),
     tail=_TEXT,
     params=_PARAMS,
 )

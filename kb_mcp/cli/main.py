@@ -332,12 +332,19 @@ def cmd_web(args: argparse.Namespace) -> int:
     from kb_mcp.web.serve import run_web
 
     with _open(args) as library:
-        run_web(library, args.host, args.port, open_browser=args.open)
+        run_web(
+            library,
+            args.host,
+            args.port,
+            open_browser=args.open,
+            client_timeout=args.client_timeout,
+            max_connections=args.max_connections,
+        )
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from kb_mcp import __version__
+    from kb_mcp import __version__, limits
 
     parser = argparse.ArgumentParser(
         prog="kb-mcp", description="A local knowledge base for coding agents, over MCP."
@@ -422,6 +429,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=0, help="port (default: 0, any free one)")
     p.add_argument("--open", action="store_true", help="open the URL in the default browser")
+    _bounded(
+        p,
+        "--client-timeout",
+        "web_client_timeout_s",
+        "seconds a client may take to send a request, or stall reading an answer, before "
+        f"it is disconnected (default: {limits.WEB_CLIENT_TIMEOUT_S.default})",
+        metavar="SECONDS",
+        default=limits.WEB_CLIENT_TIMEOUT_S.default,
+    )
+    _bounded(
+        p,
+        "--max-connections",
+        "web_max_connections",
+        "open connections at most; one more is answered 503 "
+        f"(default: {limits.WEB_MAX_CONNECTIONS.default})",
+        metavar="N",
+        default=limits.WEB_MAX_CONNECTIONS.default,
+    )
     p = command("demo", cmd_demo)
     p.add_argument("--keep", action="store_true", help="keep the demo library folder")
     return parser

@@ -8,6 +8,7 @@ status; anything else is "internal error" (the traceback goes to the log, never 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import time
@@ -24,7 +25,8 @@ from starlette.routing import Route
 from kb_mcp import limits, render
 from kb_mcp.errors import Conflict, InvalidInput, KbError, NotFound, Refused, Unavailable
 from kb_mcp.redact import redact_output
-from kb_mcp.web import pages
+from kb_mcp.server import budget
+from kb_mcp.web import pages, paging
 from kb_mcp.web.guard import Guard, Policy
 
 if TYPE_CHECKING:
@@ -119,7 +121,9 @@ def build_app(library: Library, policy: Policy) -> Guard:
         form = pages.search_form(redact_output(q).text, mode, source, names)
         if not q.strip():
             return pages.search_page(form, "", None, ())
-        result = render.search_data(library.search(q, mode=mode, source=source or None))
+        # Passages cut as the search tool cuts them (a long passage says which cite to read).
+        found, _note = budget.bound_search(library.search(q, mode=mode, source=source or None))
+        result = render.search_data(found)
         terms = render.to_data(library.query_terms(q))
         return pages.search_page(form, q, result, terms)
 
@@ -129,7 +133,22 @@ def build_app(library: Library, policy: Policy) -> Guard:
             raise InvalidInput(f"document id is {len(doc):,} characters; at most 4,096")
         view = library.document_view(doc)
         cited = _lines(_param(request, "lines")) or view.cited
-        return pages.document_page(render.to_data(view), cited)
+        start = _start_line(_param(request, "start_line"))
+        # Paged as ``read`` pages (``budget.bound_read``): the reader redacted the whole
+        # document before any cut; what leaves is redacted again, as every tool result.
+        whole = view.read.text.split("\n")
+        if start is not None and start > len(whole):
+            raise InvalidInput(
+                f"the document has {len(whole):,} lines; line {start:,} is past its end"
+            )
+        if start is not None:
+            window = paging.page_from(whole, start)
+        else:
+            window = paging.page_holding(whole, cited) if cited else paging.page_from(whole, 1)
+        shown = redact_output("\n".join(window.shown)).text.split("\n")
+        window = dataclasses.replace(window, shown=tuple(shown))
+        view = dataclasses.replace(view, read=dataclasses.replace(view.read, text=""))
+        return pages.document_page(render.to_data(view), window, cited)
 
     def entities(request: Request) -> str:
         q = _param(request, "q", MAX_QUERY_CHARS)
@@ -152,6 +171,15 @@ def build_app(library: Library, policy: Policy) -> Guard:
         exception_handlers={HTTPException: _http_error},  # type: ignore[dict-item]
     )
     return Guard(app, policy)
+
+
+def _start_line(text: str) -> int | None:
+    """``start_line=1201`` (the first line of a page of the text) → 1201; '' → None."""
+    if not text:
+        return None
+    if not text.isdecimal() or len(text) > 9:
+        raise InvalidInput(f"start_line {text!r} is not a line number", hint="write start_line=1")
+    return limits.LINE.check(int(text), name="start_line")
 
 
 def _lines(text: str) -> tuple[int, int] | None:

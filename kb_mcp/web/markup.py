@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from markdown_it import MarkdownIt
+from markdown_it.token import Token
 
 _SCHEME = re.compile(r"^\s*([a-z][a-z0-9+.-]*):", re.IGNORECASE)
 SAFE_SCHEMES = frozenset({"http", "https", "mailto"})
@@ -39,9 +41,35 @@ def _make_renderer() -> MarkdownIt:
 _MD = _make_renderer()
 
 
-def markdown_html(text: str) -> str:
-    """``text`` as HTML; raw HTML escaped, unsafe links left as text."""
-    return _MD.render(text)
+def markdown_html(text: str, max_bytes: int) -> str | None:
+    """``text`` as HTML (raw HTML escaped, unsafe links left as text), or None when that
+    HTML would be over ``max_bytes``.
+
+    The HTML can be far larger than the text: a link reference defined once with a long
+    URL and used thousands of times repeats the URL at every use. So the tokens are
+    rendered one at a time (the renderer's own rules, as its ``render`` does) and the
+    work stops at the bound, before the whole would exist.
+    """
+    env: dict[str, Any] = {}
+    out: list[str] = []
+    size = 0
+    for piece in _rendered(_MD.parse(text, env), env):
+        size += len(piece.encode())
+        if size > max_bytes:
+            return None
+        out.append(piece)
+    return "".join(out)
+
+
+def _rendered(tokens: Sequence[Token], env: dict[str, Any]) -> Iterator[str]:
+    renderer = _MD.renderer
+    for i, token in enumerate(tokens):
+        if token.type == "inline":
+            yield from _rendered(token.children or (), env)
+        elif token.type in renderer.rules:
+            yield renderer.rules[token.type](tokens, i, _MD.options, env)
+        else:
+            yield renderer.renderToken(tokens, i, _MD.options, env)
 
 
 def highlight(text: str, terms: Sequence[str]) -> str:

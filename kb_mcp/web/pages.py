@@ -11,13 +11,23 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from kb_mcp.cite import parse_cite, split_cites
+from kb_mcp.web import paging
 from kb_mcp.web.layout import Edge, Node, graph_svg
 from kb_mcp.web.markup import highlight, markdown_html
 
 NAV = (("/", "Library"), ("/search", "Search"), ("/entities", "Entities"), ("/audit", "Audit"))
 SEARCH_MODES = ("auto", "keyword", "vector", "hybrid")
 
+# What grows with the library is bounded on every page (issue 20 item 6): a relation or
+# a frontmatter value is cut at VALUE_CHARS, a list at RELATIONS_SHOWN with "and N more".
+RELATIONS_SHOWN = 50
+VALUE_CHARS = 300
+
 e = html.escape
+
+
+def _cut(text: str, chars: int = VALUE_CHARS) -> str:
+    return text if len(text) <= chars else text[:chars] + "…"
 
 
 def page(title: str, body: str, *, q: str = "") -> str:
@@ -183,7 +193,10 @@ def _hit(hit: dict[str, Any], terms: Sequence[str]) -> str:
         moved = "; ".join(f"{a['reason']} ×{a['factor']:g}" for a in hit["adjustments"])
         parts.append(f"<p class='adjusted'>adjusted: {linked_cites(moved)}</p>")
     if hit["relations"]:
-        linked = "; ".join(linked_cites(text) for text in hit["relations"])
+        shown = hit["relations"][:RELATIONS_SHOWN]
+        linked = "; ".join(linked_cites(_cut(text)) for text in shown)
+        if len(hit["relations"]) > len(shown):
+            linked += f"; and {len(hit['relations']) - len(shown):,} more, not shown"
         parts.append(f"<p class='relations'>relations: {linked}</p>")
     parts.append(f"<pre class='passage'>{highlight(hit['text'], terms)}</pre></article>")
     return "".join(parts)
@@ -208,40 +221,56 @@ def search_page(form: str, q: str, result: dict[str, Any] | None, terms: Sequenc
 
 # --- /doc/<id> ------------------------------------------------------------------------
 
-MAX_LINES_SHOWN = 5_000  # numbered lines on one page; a window around the cited lines
+RENDERED_BYTES = 2 * paging.PAGE_BYTES  # the page's lines rendered as Markdown, at most
+FRONTMATTER_SHOWN = 50  # keys
 
 
-def _numbered(text: str, cited: tuple[int, int] | None) -> str:
-    lines = text.split("\n")
-    first = 1
-    if len(lines) > MAX_LINES_SHOWN:
-        first = max(1, (cited[0] if cited else 1) - MAX_LINES_SHOWN // 4)
-    shown = lines[first - 1 : first - 1 + MAX_LINES_SHOWN]
-    out = ["<div class='lines'>"]
-    if first > 1:
-        out.append(f"<p class='hint'>lines 1-{first - 1} not shown</p>")
-    open_range = False
-    for number, line in enumerate(shown, start=first):
-        if cited and number == cited[0]:
-            out.append(f"<div class='cited' id='L{cited[0]}-L{cited[1]}'>")
-            open_range = True
-        out.append(
-            f"<div class='line' id='L{number}'><a class='ln' href='#L{number}'>{number}</a>"
-            f"<code>{e(line) or ' '}</code></div>"
+def page_href(doc: str, start: int, cited: tuple[int, int] | None) -> str:
+    """The page of ``doc``'s lines that starts at ``start``; a cited range stays marked."""
+    query = {"start_line": start} | ({"lines": f"{cited[0]}-{cited[1]}"} if cited else {})
+    return "/doc/" + quote(doc, safe="") + "?" + urlencode(query) + "#lines"
+
+
+def _pager(doc: str, window: paging.Window, cited: tuple[int, int] | None) -> str:
+    """Lines a-b of n, and first / previous / next / last page links."""
+    links = []
+    if window.previous is not None:
+        links.append(f"<a rel='first' href='{e(page_href(doc, 1, cited))}'>first</a>")
+        links.append(
+            f"<a rel='prev' href='{e(page_href(doc, window.previous, cited))}'>previous</a>"
         )
-        if open_range and cited and number == cited[1]:
-            out.append("</div>")
-            open_range = False
-    if open_range:
-        out.append("</div>")
-    if first - 1 + len(shown) < len(lines):
-        out.append(f"<p class='hint'>lines after {first - 1 + len(shown)} not shown</p>")
-    out.append("</div>")
-    return "".join(out)
+    if window.next is not None:
+        links.append(f"<a rel='next' href='{e(page_href(doc, window.next, cited))}'>next</a>")
+        links.append(f"<a rel='last' href='{e(page_href(doc, window.last_page, cited))}'>last</a>")
+    where = f"lines {window.first:,}-{window.last:,} of {window.total:,}"
+    return f"<p class='pager'>{where}{' · ' if links else ''}{' · '.join(links)}</p>"
 
 
-def document_page(view: dict[str, Any], cited: tuple[int, int] | None) -> str:
-    """Metadata, frontmatter, relations (linked), entities, rendered text, numbered lines."""
+def _relations(links: list[dict[str, Any]]) -> str:
+    if not links:
+        return "<p>None known.</p>"
+    items = []
+    for link in links[:RELATIONS_SHOWN]:
+        text = e(_cut(link["text"]))
+        if link["other"]:
+            text = f"<a class='relation' href='{e(doc_href(link['other']))}'>{text}</a>"
+            if link["other_title"]:
+                text += f" “{e(link['other_title'])}”"
+        if link["evidence"]:
+            text += f" (evidence: <a href='{e(cite_href(link['evidence']))}'>"
+            text += f"{e(link['evidence'])}</a>)"
+        items.append(f"<li>{text}</li>")
+    more = len(links) - RELATIONS_SHOWN
+    if more > 0:
+        items.append(f"<li class='hint'>and {more:,} more, not shown</li>")
+    return f"<ul class='relations'>{''.join(items)}</ul>"
+
+
+def document_page(
+    view: dict[str, Any], window: paging.Window, cited: tuple[int, int] | None
+) -> str:
+    """Metadata, frontmatter, relations (linked), entities, then one page of the text:
+    rendered as Markdown and as numbered lines, with links to the other pages."""
     read = view["read"]
     meta = [
         ("doc", f"<code>{e(read['doc'])}</code>"),
@@ -258,25 +287,10 @@ def document_page(view: dict[str, Any], cited: tuple[int, int] | None) -> str:
     if read["stale"]:
         body += "<p class='hint'>The file changed since it was indexed; it was re-indexed.</p>"
     if view["frontmatter"]:
-        body += "<h2>Frontmatter</h2>" + _table(
-            ("key", "value"), [(e(k), e(v)) for k, v in view["frontmatter"].items()], "front"
-        )
-    body += "<h2>Relations</h2>"
-    if view["relations"]:
-        items = []
-        for link in view["relations"]:
-            text = e(link["text"])
-            if link["other"]:
-                text = f"<a class='relation' href='{e(doc_href(link['other']))}'>{text}</a>"
-                if link["other_title"]:
-                    text += f" “{e(link['other_title'])}”"
-            if link["evidence"]:
-                text += f" (evidence: <a href='{e(cite_href(link['evidence']))}'>"
-                text += f"{e(link['evidence'])}</a>)"
-            items.append(f"<li>{text}</li>")
-        body += f"<ul class='relations'>{''.join(items)}</ul>"
-    else:
-        body += "<p>None known.</p>"
+        front = list(view["frontmatter"].items())
+        rows = [(e(_cut(k)), e(_cut(v))) for k, v in front[:FRONTMATTER_SHOWN]]
+        body += "<h2>Frontmatter</h2>" + _table(("key", "value"), rows, "front")
+    body += "<h2>Relations</h2>" + _relations(view["relations"])
     body += "<h2>Entities</h2>"
     if view["entities"]:
         names = ", ".join(
@@ -287,10 +301,29 @@ def document_page(view: dict[str, Any], cited: tuple[int, int] | None) -> str:
         body += f"<p class='entities'>{names}</p>"
     else:
         body += "<p>None found.</p>"
-    prose = "\n".join(read["text"].split("\n")[view["body_line"] - 1 :])
-    body += "<h2>Text</h2><div class='rendered'>" + markdown_html(prose) + "</div>"
-    body += "<h2>Lines</h2>" + _numbered(read["text"], cited)
+    pager = _pager(read["doc"], window, cited)
+    body += "<h2>Text</h2>" + pager + _rendered(view["body_line"], window)
+    body += "<h2 id='lines'>Lines</h2>"
+    if window.cut_chars is not None:
+        body += (
+            f"<p class='hint'>line {window.first:,} has {window.cut_chars:,} characters; "
+            f"the first {paging.CUT_CHARS:,} are shown (grep finds text in the rest)</p>"
+        )
+    body += pager + paging.numbered_html(window, cited) + pager
     return page(read["title"] or read["doc"], body)
+
+
+def _rendered(body_line: int, window: paging.Window) -> str:
+    """The window's lines after the frontmatter as Markdown, within ``RENDERED_BYTES``."""
+    skip = max(0, body_line - window.first)
+    prose = "\n".join(window.shown[skip:])
+    rendered = markdown_html(prose, RENDERED_BYTES)
+    if rendered is None:
+        rendered = (
+            f"<p class='hint'>These lines rendered would be over {RENDERED_BYTES // 1024} KB "
+            "of HTML; they are shown below as text.</p>"
+        )
+    return f"<div class='rendered'>{rendered}</div>"
 
 
 # --- /entities ------------------------------------------------------------------------

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 DEFAULT_HOST = "127.0.0.1"
 MAX_PORT = 65_535
+SHUTDOWN_WAIT_S = 5  # Ctrl-C waits this long for pages being built, then cancels them
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -55,17 +56,24 @@ def run_web(
     host: str = DEFAULT_HOST,
     port: int = 0,
     *,
+    client_timeout: int,
+    max_connections: int,
     open_browser: bool = False,
     out: TextIO = sys.stdout,
 ) -> None:
     """Serve the web view of ``library`` until interrupted; the URL goes to ``out`` first.
 
     Beyond loopback a random token is made for this run and must be in the URL (then a
-    cookie); on loopback Host / Origin checks are the guard (``web/guard.py``).
+    cookie); on loopback Host / Origin checks are the guard (``web/guard.py``). A client
+    that keeps the server waiting ``client_timeout`` seconds, to send a request or to
+    read its answer, is disconnected; past ``max_connections`` open
+    connections a new one is answered 503 (``web/connections.py``); the CLI's defaults
+    are ``limits.WEB_CLIENT_TIMEOUT_S`` and ``limits.WEB_MAX_CONNECTIONS``.
     """
     import uvicorn
 
     from kb_mcp.web.app import build_app, warm
+    from kb_mcp.web.connections import bounded_protocol
 
     token = None if is_loopback(host) else secrets.token_urlsafe(24)
     sock = bind(host, port)
@@ -77,7 +85,14 @@ def run_web(
         print("kb-mcp web: bound beyond loopback; the URL's token is required", file=out)
     if open_browser:
         threading.Timer(0.5, webbrowser.open, args=(url,)).start()
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+    config = uvicorn.Config(
+        app,
+        http=bounded_protocol(client_timeout, max_connections),
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        timeout_graceful_shutdown=SHUTDOWN_WAIT_S,
+    )
     try:
         uvicorn.Server(config).run(sockets=[sock])
     finally:
