@@ -245,3 +245,17 @@ def test_a_library_from_before_keeps_no_raw_path(tmp_path: Path) -> None:
         [report] = library.sync()
         assert report.removed == 0 and report.added == len(PATHS)
         assert leaks_of(PATHS, database_bytes(home), set()) == {}
+
+
+def test_an_uploaded_file_named_with_a_secret_keeps_it_nowhere(tmp_path: Path) -> None:
+    """An upload's uri is its file name: stored and written to ``docs/`` redacted."""
+    home = tmp_path / "home"
+    upload = tmp_path / PATHS[PASSWORD]
+    upload.write_text("# Rotation\n\nThe blueberry rotation runbook.\n")
+    with Library(Settings(home=home, embedder="none")) as library:
+        added = library.import_file(upload)
+        read = library.read(added.doc)
+    found = database_bytes(home)
+    found["docs/"] = "\n".join(p.read_text() for p in (home / "docs").glob("*.md"))
+    found["read"] = json.dumps([read.title, read.path])
+    assert leaks_of({PASSWORD: ""}, found, set()) == {}

@@ -113,7 +113,7 @@ def redact_text(text: str) -> str:
 
 
 def redact_document(doc: rows.NewDocument) -> rows.NewDocument:
-    """``doc`` with credentials out of its text, title and tags; hash over the result.
+    """``doc`` with credentials out of its text, title, uri and tags; hash over the result.
 
     Call before chunking, and chunk the returned text: a chunk cut out of raw text could
     hold half a secret that no later redaction recognises. Idempotent, so text that was
@@ -124,6 +124,7 @@ def redact_document(doc: rows.NewDocument) -> rows.NewDocument:
         doc,
         text=text,
         title=redact_text(doc.title),
+        uri=None if doc.uri is None else redact_text(doc.uri),
         tags=tuple(redact_text(tag) for tag in doc.tags),
         content_hash=text_hash(text),
     )
