@@ -23,10 +23,12 @@ from library_checks import text_cells
 from starlette.testclient import TestClient
 from test_secrets_corpus import database_bytes, database_text
 
+from kb_mcp.ingest import reredact
 from kb_mcp.library import DB_FILE, Library
+from kb_mcp.redact.version import RULES_VERSION
 from kb_mcp.server.audit import AUDIT_FILE
 from kb_mcp.settings import Settings
-from kb_mcp.store import migrations
+from kb_mcp.store import meta, migrations
 from kb_mcp.web.app import build_app
 from kb_mcp.web.guard import Policy
 
@@ -259,3 +261,24 @@ def test_an_uploaded_file_named_with_a_secret_keeps_it_nowhere(tmp_path: Path) -
     found["docs/"] = "\n".join(p.read_text() for p in (home / "docs").glob("*.md"))
     found["read"] = json.dumps([read.title, read.path])
     assert leaks_of({PASSWORD: ""}, found, set()) == {}
+
+
+def test_a_rules_upgrade_redacts_stored_paths_at_once(tmp_path: Path) -> None:
+    """A path stored under older rules (here: written back raw) is redacted by the
+    stored-redaction upgrade at first use, before the next sync re-reads the file, and
+    does not survive in the file; that sync then finds the file by its key."""
+    folder = tmp_path / "vault"
+    write_folder(folder, {PASSWORD: PATHS[PASSWORD]})
+    home = tmp_path / "home"
+    with Library(Settings(home=home, embedder="none")) as library:
+        library.add_folder(folder)
+        library.sync()
+        with library.db.write() as conn:
+            conn.execute("UPDATE locations SET path = ?", (PATHS[PASSWORD],))
+            meta.put(conn, reredact.VERSION_KEY, str(RULES_VERSION - 1))
+    assert PASSWORD in "\n".join(v for _t, _c, v in text_cells(home / DB_FILE))
+    with Library(Settings(home=home, embedder="none")) as library:
+        assert library.grep("blueberry").matches  # first use: the upgrade runs
+        assert leaks_of({PASSWORD: ""}, database_bytes(home), set()) == {}
+        [report] = library.sync()
+        assert (report.added, report.updated, report.removed) == (0, 0, 0)

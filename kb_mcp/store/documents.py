@@ -8,7 +8,7 @@ reads, any connection; parameters are always bound.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import apsw
@@ -632,6 +632,24 @@ def forget_folder_file_state(conn: apsw.Connection) -> int:
         "WHERE source_id IN (SELECT id FROM sources WHERE kind = 'folder')"
     )
     return conn.changes()
+
+
+def relabel_locations(conn: apsw.Connection, clean: Callable[[str], str]) -> int:
+    """Pass every location's shown path and reason through ``clean`` (today's redaction)
+    in place; how many rows changed. The raw path is not stored, so this is the best that
+    can be done before the next sync stores each file's path redacted from the raw one."""
+    changed = 0
+    for location_id, path, reason in conn.execute(
+        "SELECT id, path, reason FROM locations"
+    ).fetchall():
+        new_path, new_reason = clean(path), None if reason is None else clean(reason)
+        if (new_path, new_reason) != (path, reason):
+            conn.execute(
+                "UPDATE locations SET path = ?, reason = ? WHERE id = ?",
+                (new_path, new_reason, location_id),
+            )
+            changed += 1
+    return changed
 
 
 def agent_file_paths(conn: apsw.Connection, document_id: int) -> list[str]:
