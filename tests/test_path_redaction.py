@@ -23,7 +23,7 @@ from library_checks import text_cells
 from starlette.testclient import TestClient
 from test_secrets_corpus import database_bytes, database_text
 
-from kb_mcp.ingest import reredact
+from kb_mcp.ingest import agent, reredact
 from kb_mcp.library import DB_FILE, Library
 from kb_mcp.redact.version import RULES_VERSION
 from kb_mcp.server.audit import AUDIT_FILE
@@ -282,3 +282,43 @@ def test_a_rules_upgrade_redacts_stored_paths_at_once(tmp_path: Path) -> None:
         assert leaks_of({PASSWORD: ""}, database_bytes(home), set()) == {}
         [report] = library.sync()
         assert (report.added, report.updated, report.removed) == (0, 0, 0)
+
+
+def test_an_upload_from_before_is_renamed_in_kb_db_and_its_docs_file(tmp_path: Path) -> None:
+    """An upload stored before this fix, its raw file name as its uri in its row and its
+    ``docs/`` file, under today's rules version: the schema step redacts the uri and makes
+    the stored-redaction upgrade due, which rewrites the ``docs/`` file at first use."""
+    home = tmp_path / "home"
+    (home / agent.DOCS_DIR).mkdir(parents=True)
+    name, now = PATHS[PASSWORD], "2026-01-01T00:00:00+00:00"
+    doc = agent.AgentDocument(
+        "u-0123456789abcdef", "Rotation", name, (), "# Rotation\n\nblueberry\n", now, now,
+        source=agent.UPLOAD_SOURCE,
+    )  # fmt: skip
+    agent.agent_file(home, doc.doc_key).write_text(agent.render_agent_file(doc))
+    conn = apsw.Connection(str(home / DB_FILE))
+    for step in migrations.MIGRATIONS[:8]:
+        step(conn) if callable(step) else conn.execute(step)
+    conn.execute("PRAGMA user_version = 8")
+    conn.execute(
+        "INSERT INTO meta(key, value) VALUES (?, ?)", (reredact.VERSION_KEY, str(RULES_VERSION))
+    )
+    conn.execute(
+        "INSERT INTO sources(id, name, kind, created_at) VALUES (1, 'uploads', 'upload', ?)",
+        (now,),
+    )
+    conn.execute(
+        "INSERT INTO documents(id, doc_key, title, uri, kind, text, content_hash, created_at, "
+        "updated_at) VALUES (1, ?, 'Rotation', ?, 'markdown', ?, '0', ?, ?)",
+        (doc.doc_key, name, doc.content, now, now),
+    )
+    conn.execute(
+        "INSERT INTO locations(source_id, path, document_id) VALUES (1, ?, 1)",
+        (f"{doc.doc_key}.md",),
+    )
+    conn.close()
+    with Library(Settings(home=home, embedder="none")) as library:
+        assert library.read(doc.doc_key).path == "password=[REDACTED:password]"
+    found = database_bytes(home)
+    found["docs/"] = agent.agent_file(home, doc.doc_key).read_text()
+    assert leaks_of({PASSWORD: ""}, found, set()) == {}
