@@ -64,13 +64,13 @@ class Folders:
         return self._drop_source_rows(row) if row else 0
 
     def _drop_source_rows(self, row: rows.SourceRow) -> int:
-        paths = list(rows.source_locations(self.db.conn, row.id))
+        keys = list(rows.source_locations(self.db.conn, row.id))
         with self.db.write() as conn:
-            for path in paths:
-                remove_location(self.db, row.id, path)
+            for key in keys:
+                remove_location(self.db, row.id, key)
             rows.delete_source(conn, row.id)
         self._chunks_changed()
-        return len(paths)
+        return len(keys)
 
     def sync(
         self,

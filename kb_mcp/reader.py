@@ -1,9 +1,12 @@
 """Reading a document: resolve what the caller named, notice a changed file, cut lines.
 
 ``read`` accepts a document id, a cite string, an agent document's uri or a folder file's
-path. A folder file that changed since it was indexed is re-indexed before it is read
-(``stale=True`` says so); one deleted since is unindexed and reported as not found. What
-is returned is cut from the whole document redacted, never redacted after the cut.
+path. Uris and paths are stored redacted (``store/paths``), and a name is looked up in its
+redacted form only: a path holding a secret resolves the same whichever value is guessed
+in it, so ``read`` never confirms a guess. A folder file that changed since it was
+indexed is re-indexed before it is read (``stale=True`` says so); one deleted since is
+unindexed and reported as not found. What is returned is cut from the whole document
+redacted, never redacted after the cut.
 """
 
 from __future__ import annotations
@@ -13,15 +16,17 @@ from pathlib import Path
 from rapidfuzz import process
 
 from kb_mcp.cite import parse_cite
-from kb_mcp.errors import InvalidInput, NotFound
-from kb_mcp.ingest import sync
+from kb_mcp.errors import InvalidInput, KbError, NotFound
+from kb_mcp.ingest import readers, sync
 from kb_mcp.ingest.pipeline import remove_location
+from kb_mcp.ingest.walk import walk_folder
 from kb_mcp.redact import redact
 from kb_mcp.results import ReadResult
 from kb_mcp.search.relations import Change, describe
 from kb_mcp.store import documents as rows
 from kb_mcp.store import relations as relation_rows
 from kb_mcp.store.db import Database
+from kb_mcp.store.paths import REDACTION_MARKER, shown_path
 
 SUGGESTION_POOL = 40_000  # names compared for "did you mean"; bounded for huge libraries
 
@@ -84,7 +89,7 @@ def resolve_document(db: Database, doc: str) -> rows.DocumentRow:
     found = rows.get_document(db.conn, doc)
     if found is not None:
         return found
-    by_path = rows.find_documents_by_path(db.conn, doc)
+    by_path = rows.find_documents_by_path(db.conn, shown_path(doc))
     if len(by_path) > 1:
         raise _ambiguous(db, doc, by_path)
     if by_path:
@@ -120,12 +125,19 @@ def refresh_if_stale(db: Database, found: rows.DocumentRow) -> tuple[rows.Docume
     A file deleted since the last sync is unindexed on the spot; when no other copy
     of the document remains, reading it is ``NotFound`` rather than stale text.
     """
-    for source_id, root, path in rows.location_of(db.conn, found.id, "folder"):
-        recorded = rows.get_location(db.conn, source_id, path)
+    for source_id, root, path, key in rows.location_of(db.conn, found.id, "folder"):
+        recorded = rows.get_location(db.conn, source_id, key)
+        raw = db.paths.raw_if_shown(path, key)
+        if raw is None:
+            raw = _find_by_key(db, Path(root), path, key)
         try:
-            stat = (Path(root) / path).stat()
+            if raw == _UNKNOWN:
+                continue
+            if raw is None:
+                raise FileNotFoundError(path)
+            stat = (Path(root) / raw).stat()
         except FileNotFoundError:
-            remove_location(db, source_id, path)
+            remove_location(db, source_id, key)
             if rows.get_document_by_id(db.conn, found.id) is None:
                 raise NotFound(
                     f"{path} was deleted from its folder since it was indexed",
@@ -136,12 +148,41 @@ def refresh_if_stale(db: Database, found: rows.DocumentRow) -> tuple[rows.Docume
             continue
         if recorded and (recorded.size, recorded.mtime_ns) == (stat.st_size, stat.st_mtime_ns):
             continue
-        file = sync.FoundFile(Path(root) / path, path, stat.st_size, stat.st_mtime_ns)
+        file = sync.FoundFile(Path(root) / raw, raw, stat.st_size, stat.st_mtime_ns)
         sync.sync_file(db, source_id, Path(root).resolve(), file, recorded)
-        refreshed = rows.location_document_id(db.conn, source_id, path)
+        refreshed = rows.location_document_id(db.conn, source_id, key)
         current = rows.get_document_by_id(db.conn, refreshed) if refreshed else None
         return (current or found), True
     return found, False
+
+
+_UNKNOWN = "\0"  # no path holds NUL: the folder could not be walked whole, so the file
+# may be there or not
+# Files a walk for one redacted path looks at, at most: the default cap of a sync.
+FIND_MAX_FILES = 20_000
+
+
+def _find_by_key(db: Database, root: Path, shown: str, key: str) -> str | None:
+    """The raw path of the file whose path has ``key``, found by walking its folder, or
+    None when it is not there (``_UNKNOWN`` when the walk could not see everything).
+
+    Only for a path stored redacted: the walk starts in the deepest folder its shown
+    path names before the first marker (the text before a marker is the raw text),
+    with the sync's own rules, so a file the sync would not read is not found either.
+    """
+    before = shown.split(REDACTION_MARKER, 1)[0]
+    folder = before.rsplit("/", 1)[0] + "/" if "/" in before else ""
+    try:
+        walk = walk_folder(root / folder, accept=readers.is_supported, max_files=FIND_MAX_FILES)
+    except NotFound:  # its folder is gone, so is the file
+        return None
+    except KbError:
+        return _UNKNOWN
+    for found in (*walk.files, *walk.beyond_cap):
+        rel = folder + (found.rel if isinstance(found, sync.FoundFile) else found)
+        if db.paths.key(rel) == key:
+            return rel
+    return _UNKNOWN if walk.over_cap or walk.unreadable_dirs else None
 
 
 def line_range(total: int, start: int | None, end: int | None, doc: str) -> tuple[int, int]:

@@ -142,7 +142,7 @@ class Writing:
             stored = store_document(
                 self.db,
                 source_id,
-                f"{doc.doc_key}.md",
+                self.db.paths.of(f"{doc.doc_key}.md"),
                 record,
                 split_document(record.text, doc.kind),
                 seen_at=doc.updated_at,
@@ -176,7 +176,7 @@ class Writing:
         doc = agent.AgentDocument(
             doc_key=doc_key,
             title=redact(converted.title or resolved.name).text,
-            uri=resolved.name,
+            uri=redact(resolved.name).text,  # a file name may hold a secret too
             tags=(),
             content=body.text,
             created_at=existing.created_at if existing else now,
@@ -236,5 +236,5 @@ class Writing:
 
     def _drop_vanished_agent_docs(self, source_id: int, seen: set[str]) -> None:
         for _doc, path, _note in rows.list_documents(self.db.conn, source_id, 1_000_000, 0):
-            if path not in seen:
-                remove_location(self.db, source_id, path)
+            if path not in seen:  # a ``<doc_key>.md`` path: shown as it is
+                remove_location(self.db, source_id, self.db.paths.key(path))

@@ -33,7 +33,8 @@ def _store_verbatim(library: Library, text: str) -> str:
     )  # fmt: skip
     with library.db.write() as conn:
         source_id = rows.ensure_source(conn, "agent", "agent", now)
-    store_document(library.db, source_id, "key.md", doc, split_markdown(text), seen_at=now)
+    path = library.db.paths.of("key.md")
+    store_document(library.db, source_id, path, doc, split_markdown(text), seen_at=now)
     return doc.doc_key
 
 

@@ -68,7 +68,8 @@ def _raw_agent_document(lib: Library, n: int) -> str:
     )  # fmt: skip
     with lib.db.write() as conn:
         source_id = rows.ensure_source(conn, agent.AGENT_SOURCE, "agent", NOW)
-    store_document(lib.db, source_id, f"{doc.doc_key}.md", record, split_document(BODY, "markdown"),
+    path = lib.db.paths.of(f"{doc.doc_key}.md")
+    store_document(lib.db, source_id, path, record, split_document(BODY, "markdown"),
                    seen_at=NOW)  # fmt: skip
     return doc.doc_key
 
@@ -86,7 +87,8 @@ def _raw_folder_file(lib: Library, folder: Path) -> str:
     with lib.db.write() as conn:
         source_id = rows.ensure_source(conn, folder.name, "folder", NOW, str(folder.resolve()))
     stat, digest = path.stat(), hashlib.sha256(path.read_bytes()).hexdigest()
-    store_document(lib.db, source_id, "runbook.md", record, split_document(BODY, "markdown"),
+    at = lib.db.paths.of("runbook.md")
+    store_document(lib.db, source_id, at, record, split_document(BODY, "markdown"),
                    size=stat.st_size, mtime_ns=stat.st_mtime_ns, file_hash=digest,
                    seen_at=NOW)  # fmt: skip
     return record.doc_key
@@ -155,7 +157,8 @@ def test_reredact_old_library_takes_the_secret_out_of_every_table_term_and_file(
     with Library(Settings(home=home)) as lib:
         spans = {name: _spans(lib, name) for name in names}
         assert lib.grep(VAULT).matches == ()  # the grep oracle is closed from the first call
-        folder_state = rows.source_locations(lib.db.conn, rows.get_source(lib.db.conn, "notes").id)
+        notes = rows.get_source(lib.db.conn, "notes").id
+        folder_state = {s.path: s for s in rows.source_locations(lib.db.conn, notes).values()}
         assert (folder_state["runbook.md"].mtime_ns, folder_state["runbook.md"].file_hash) == (
             None,
             None,

@@ -96,7 +96,8 @@ def indexed_paths(library: Library, source: str) -> set[str]:
 def locations(library: Library, source: str) -> dict[str, LocationState]:
     source_row = rows.get_source(library.db.conn, source)
     assert source_row is not None
-    return rows.source_locations(library.db.conn, source_row.id)
+    recorded = rows.source_locations(library.db.conn, source_row.id)
+    return {state.path: state for state in recorded.values()}  # by the path shown
 
 
 def set_mtime(path: Path, seconds_ago: int) -> int:

@@ -311,7 +311,7 @@ def _synthetic_library(home: Path, count: int, dims: int) -> tuple[Library, int,
             updated_at="2024-01-01T00:00:00Z",
         )
         document_id = rows.insert_document(conn, doc)
-        rows.upsert_location(conn, source_id, "synthetic", document_id)
+        rows.upsert_location(conn, source_id, library.db.paths.of("synthetic"), document_id)
         chunks = [Chunk(i, (), i + 1, i + 1, f"chunk {i}") for i in range(count)]
         ids = rows.insert_chunks(conn, document_id, chunks)
         sig_id = vectors.ensure_signature(conn, signature)

@@ -66,7 +66,7 @@ def _chunk_rows(library: Library, size: int) -> list[int]:
         source_id = rows.ensure_source(conn, "bench", "agent", NOW)
         doc = rows.NewDocument("bench", "bench", None, "note", None, "x", "0", None, (), NOW, NOW)
         document_id = rows.insert_document(conn, doc)
-        rows.upsert_location(conn, source_id, "bench", document_id)
+        rows.upsert_location(conn, source_id, library.db.paths.of("bench"), document_id)
         chunks = [Chunk(i, (), i + 1, i + 1, f"passage {i}") for i in range(size)]
         return rows.insert_chunks(conn, document_id, chunks)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 import time
 
+from kb_mcp.redact import redact
+
 
 class ProgressBar:
     """``bar(done, total, label)`` redraws at most ten times a second; ``close()`` ends the line."""
@@ -23,7 +25,8 @@ class ProgressBar:
         self._last = now
         filled = int(self.width * done / total) if total else self.width
         bar = "#" * filled + "-" * (self.width - filled)
-        sys.stderr.write(f"\r{self.title} [{bar}] {done}/{total} {label[-40:]:<40}")
+        shown = redact(label).text[-40:]  # a file's name may hold a secret (issue 20)
+        sys.stderr.write(f"\r{self.title} [{bar}] {done}/{total} {shown:<40}")
         sys.stderr.flush()
         self._drawn = True
 

@@ -42,6 +42,7 @@ from kb_mcp.ingest.relink import forget_document, record_relations
 from kb_mcp.redact import redact
 from kb_mcp.store import documents as rows
 from kb_mcp.store.db import Database
+from kb_mcp.store.paths import StoredPath
 
 # A large file's chunks are stored, and their index copies and entities made and
 # written, this many at a time, so they never all exist at once.
@@ -112,7 +113,7 @@ def redact_text(text: str) -> str:
 
 
 def redact_document(doc: rows.NewDocument) -> rows.NewDocument:
-    """``doc`` with credentials out of its text, title and tags; hash over the result.
+    """``doc`` with credentials out of its text, title, uri and tags; hash over the result.
 
     Call before chunking, and chunk the returned text: a chunk cut out of raw text could
     hold half a secret that no later redaction recognises. Idempotent, so text that was
@@ -123,6 +124,7 @@ def redact_document(doc: rows.NewDocument) -> rows.NewDocument:
         doc,
         text=text,
         title=redact_text(doc.title),
+        uri=None if doc.uri is None else redact_text(doc.uri),
         tags=tuple(redact_text(tag) for tag in doc.tags),
         content_hash=text_hash(text),
     )
@@ -199,7 +201,7 @@ def _same(old: rows.DocumentRow, new: rows.NewDocument) -> bool:
 def store_document(
     db: Database,
     source_id: int,
-    path: str,
+    path: StoredPath,
     doc: rows.NewDocument,
     chunks: Iterable[Chunk],
     derived: Derived | None = None,
@@ -207,6 +209,8 @@ def store_document(
     **location: object,
 ) -> Stored:
     """Point ``(source, path)`` at ``doc``; store and index it unless it is already there.
+
+    ``path``: ``db.paths.of(raw path)``, redacted to be shown and keyed to be found.
 
     ``location`` carries the per-file state (size, mtime_ns, file_hash, seen_at). A
     document that other locations hold too keeps the metadata of its first holder (a
@@ -217,7 +221,7 @@ def store_document(
     before commit).
     """
     with db.write() as conn:
-        old_id = rows.location_document_id(conn, source_id, path)
+        old_id = rows.location_document_id(conn, source_id, path.key)
         old = rows.get_document_by_id(conn, old_id) if old_id is not None else None
         shared = old is not None and rows.document_location_count(conn, old.id) > 1
         if old is not None and (_same(old, doc) or (shared and old.doc_key == doc.doc_key)):
@@ -226,7 +230,7 @@ def store_document(
         if pending is not None and old is not None:
             pending.flush(conn)  # a removal reads the mentions it takes back
         if old is not None:
-            rows.delete_location(conn, source_id, path)
+            rows.delete_location(conn, source_id, path.key)
             _drop_if_orphan(conn, old.id)
         existing = rows.get_document(conn, doc.doc_key)
         if existing is not None and existing.content_hash != doc.content_hash:
@@ -251,11 +255,12 @@ def store_document(
         return Stored(outcome, doc.doc_key, len(rows.chunk_ids(conn, document_id)))
 
 
-def remove_location(db: Database, source_id: int, path: str) -> bool:
-    """Forget what ``(source, path)`` held; the document goes once nothing holds it."""
+def remove_location(db: Database, source_id: int, key: str) -> bool:
+    """Forget what the location whose path has ``key`` held (``db.paths.key(raw)``); the
+    document goes once nothing holds it."""
     with db.write() as conn:
-        document_id = rows.location_document_id(conn, source_id, path)
-        rows.delete_location(conn, source_id, path)
+        document_id = rows.location_document_id(conn, source_id, key)
+        rows.delete_location(conn, source_id, key)
         if document_id is not None:
             _drop_if_orphan(conn, document_id)
         return document_id is not None

@@ -12,7 +12,9 @@ matches against whatever is stored. Outcome, at the first use of such a library:
   inside the same transaction as its rows) when its redacted form differs;
 - every folder file's recorded size / mtime / hash is cleared, so the next sync re-reads
   it and redacts the *raw* text with the new rules (re-redacting a redacted text is the
-  best the in-place step can do: an old marker may hide context a new rule needs);
+  best the in-place step can do: an old marker may hide context a new rule needs); the
+  same for its path (``store/paths``): the shown path and the failure reason are
+  re-redacted in place now, and the sync stores the path redacted from the raw one;
 - the FTS index is optimized, so a removed term leaves its segments, not only its
   vocabulary; ``secure_delete`` zeroes the pages the old text leaves free.
 
@@ -76,6 +78,7 @@ class RunReport:
     changed: int = 0
     files_rewritten: int = 0
     folder_files_to_reread: int = 0
+    paths_changed: int = 0
     seconds: float = 0.0
 
 
@@ -137,6 +140,7 @@ def _run_batch(
             cursor = meta.get(conn, CURSOR_KEY)
             if cursor is None:  # the first batch of a run
                 report.folder_files_to_reread = rows.forget_folder_file_state(conn)
+                report.paths_changed = rows.relabel_locations(conn, redact_text)
             after = int(cursor or 0)
             ends_at = time.monotonic() + BATCH_SECONDS
             batch = rows.documents_after(conn, after, batch_documents)
@@ -163,7 +167,7 @@ def upgrade(db: Database, home: Path, batch_documents: int = BATCH_DOCUMENTS) ->
     report = RunReport()
     while not _run_batch(db, home, report, batch_documents):
         pass
-    if report.changed:  # text that held a secret may linger in page slack: rewrite the file
+    if report.changed or report.paths_changed:  # a secret may linger in page slack: rewrite
         db.compact()
     report.seconds = time.monotonic() - started
     return report

@@ -2,8 +2,10 @@
 
 Change detection is cheap first: a file whose size and mtime match the last sync is not
 opened. Otherwise its bytes are hashed, and an unchanged hash refreshes the recorded
-state only. Files are committed in small batches, so an interrupted sync keeps what it
-did and the next one resumes where it stopped. Reading a file is a boundary: whatever a
+state only. A file's record is found by the keyed hash of its path (``store/paths``: the
+stored path is redacted, so it cannot be the key). Files are committed in small batches,
+so an interrupted sync keeps what it did and the next one resumes where it stopped.
+Reading a file is a boundary: whatever a
 reader raises for one file (a ``KbError`` or any other exception, in this process or in a
 worker), that file is recorded as failed with its reason (shown by ``list``) and is not
 retried until it changes, and the rest of the folder syncs. Files
@@ -83,12 +85,13 @@ def _record_failure(
     """Keep the failure visible; any document the file held before is unlinked."""
     if pending is not None:
         pending.flush(db.conn)  # a removal reads the mentions it takes back
-    remove_location(db, source_id, found.rel)
+    path = db.paths.of(found.rel)
+    remove_location(db, source_id, path.key)
     with db.write() as conn:
         rows.upsert_location(
             conn,
             source_id,
-            found.rel,
+            path,
             None,
             state="failed",
             reason=reason,
@@ -121,14 +124,15 @@ def apply_file(
         "state": "indexed",
         "reason": work.note,
     }
+    path = db.paths.of(found.rel)
     if work.doc is None:  # same bytes under a new mtime: refresh the recorded state only
         state["reason"] = previous.reason  # not converted again, so the old note holds
         with db.write() as conn:
-            rows.upsert_location(conn, source_id, found.rel, previous.document_id, **state)
+            rows.upsert_location(conn, source_id, path, previous.document_id, **state)
         return "unchanged"
     if isinstance(work.chunks, (list, tuple)):
         stored = store_document(
-            db, source_id, found.rel, work.doc, work.chunks, work.derived, pending, **state
+            db, source_id, path, work.doc, work.chunks, work.derived, pending, **state
         )
     else:  # chunks made as they are stored: a failure there is still this file's alone
         if pending is not None:
@@ -136,7 +140,7 @@ def apply_file(
         try:
             with db.write(), db.savepoint():
                 stored = store_document(
-                    db, source_id, found.rel, work.doc, work.chunks, work.derived, **state
+                    db, source_id, path, work.doc, work.chunks, work.derived, **state
                 )
         except Exception as exc:
             _record_failure(db, source_id, found, failure_reason(exc), work.now, pending)
@@ -168,20 +172,35 @@ def sync_file(
     return apply_file(db, source_id, work, previous)
 
 
+def _by_raw_path(
+    recorded: dict[str, rows.LocationState], keys: dict[str, str]
+) -> dict[str, rows.LocationState]:
+    """The recorded state of each walked file (``keys``: raw path → its key), by its raw
+    path (``FoundFile.rel``): the rest of the sync and its readers look files up by path."""
+    return {rel: recorded[key] for rel, key in keys.items() if key in recorded}
+
+
 def _vanished(
-    known: dict[str, rows.LocationState],
+    db: Database,
+    recorded: dict[str, rows.LocationState],
     found: set[str],
-    beyond_cap: set[str],
+    beyond_cap: tuple[str, ...],
     unreadable_dirs: tuple[str, ...],
 ) -> list[str]:
-    """Recorded paths that are really gone (not capped out, not in an unlistable folder)."""
+    """Keys of recorded files that are really gone (``found``: the walked files' keys;
+    not capped out, not in an unlistable folder). A path stored redacted cannot be placed
+    in a folder: while some folder could not be listed, such a file is kept, as one
+    inside it would be."""
+    present = found | {db.paths.key(rel) for rel in beyond_cap}
     gone = []
-    for path in known:
-        if path in found or path in beyond_cap:
+    for key, state in recorded.items():
+        if key in present:
             continue
-        if any(path.startswith(d.rstrip("/") + "/") for d in unreadable_dirs):
-            continue
-        gone.append(path)
+        if unreadable_dirs:
+            path = db.paths.raw_if_shown(state.path, key)
+            if path is None or any(path.startswith(d.rstrip("/") + "/") for d in unreadable_dirs):
+                continue
+        gone.append(key)
     return gone
 
 
@@ -286,7 +305,9 @@ def sync_folder(
             root, accept=readers.is_supported, ignore_globs=source.ignore, max_files=max_files
         )
         report.over_cap, report.skipped = walk.over_cap, dict(walk.skipped)
-        known = rows.source_locations(db.conn, source_id)
+        recorded = rows.source_locations(db.conn, source_id)
+        keys = {f.rel: db.paths.key(f.rel) for f in walk.files}
+        known = _by_raw_path(recorded, keys)
         stale = _count_unchanged(walk.files, known, report, progress)
         stale.sort(key=is_bounded)  # PDFs last: every other file is searchable first
     root = root.resolve()
@@ -323,12 +344,12 @@ def sync_folder(
     # leaves vanished files alone: the walk may not be the whole truth of a stopped sync.
     stopped = stopped or bool(should_stop and should_stop())
     if not stopped:
-        found_paths = {f.rel for f in walk.files}
-        vanished = _vanished(known, found_paths, set(walk.beyond_cap), walk.unreadable_dirs)
+        found_keys = set(keys.values())
+        vanished = _vanished(db, recorded, found_keys, walk.beyond_cap, walk.unreadable_dirs)
         if vanished:
             relink.prepare(db)
-        for path in vanished:
-            remove_location(db, source_id, path)
+        for key in vanished:
+            remove_location(db, source_id, key)
             report.removed += 1
         postings.refresh(db)  # the keyword segment, once its delta has grown (issue 10)
     report.failures = rows.failed_locations(db.conn, source_id)

@@ -30,6 +30,7 @@ from typing import Any
 import apsw
 
 from kb_mcp.errors import Conflict, Unavailable
+from kb_mcp.store.paths import PATH_KEY_FILE, PathKeys
 
 BUSY_TIMEOUT_MS = 10_000
 # While another connection holds the lock, a waiter tries again every 1-4 ms (jittered)
@@ -99,6 +100,8 @@ class Database:
         self._lock = threading.Lock()
         self._closed = False
         self._stamp_conn: apsw.Connection | None = None  # see change_stamp
+        # How locations store a path: redacted, and found by a keyed hash (store/paths).
+        self.paths = PathKeys(path.parent / PATH_KEY_FILE)
         from kb_mcp.store.migrations import migrate
 
         with self._busy_is_conflict():

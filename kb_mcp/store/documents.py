@@ -8,12 +8,13 @@ reads, any connection; parameters are always bound.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import apsw
 
 from kb_mcp.chunk import Chunk
+from kb_mcp.store.paths import StoredPath
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +178,11 @@ def find_document_by_hash(conn: apsw.Connection, content_hash: str) -> DocumentR
 
 
 def find_documents_by_path(conn: apsw.Connection, path: str) -> list[DocumentRow]:
-    """Documents known by ``path``: an agent document's uri or a folder-relative path."""
+    """Documents known by ``path``: an agent document's uri or a folder-relative path.
+
+    Both are stored redacted (``store/paths``): pass the name through ``shown_path``
+    first, or a name holding a secret is never found, and would be if the guess in it
+    were stored raw."""
     rows = conn.execute(
         f"SELECT {_DOC_COLS} FROM documents WHERE uri = ? UNION "
         f"SELECT {', '.join('d.' + c for c in _DOC_COLS.split(', '))} FROM documents d "
@@ -236,12 +241,14 @@ def list_documents(
 ) -> list[tuple[DocumentRow, str, str | None]]:
     """A source's entries ``(document, path, note)``, one per path (a document held at two
     paths is listed twice), newest first; the path breaks ties, so pages never overlap or
-    skip (issue 7 item 20). ``note`` is the location's reason: what the reader ignored in
+    skip (issue 7 item 20; two paths may show alike, redacted: the row id breaks that
+    tie). ``note`` is the location's reason: what the reader ignored in
     an indexed file. ``count_listed`` counts the same rows."""
     rows = conn.execute(
         f"SELECT {', '.join('d.' + c for c in _DOC_COLS.split(', '))}, l.path, l.reason "
         f"FROM {_LISTED} "
-        "ORDER BY COALESCE(d.doc_date, d.updated_at) DESC, d.id DESC, l.path LIMIT ? OFFSET ?",
+        "ORDER BY COALESCE(d.doc_date, d.updated_at) DESC, d.id DESC, l.path, l.id "
+        "LIMIT ? OFFSET ?",
         (source_id, limit, offset),
     ).fetchall()
     return [(_document(r[:-2]), r[-2], r[-1]) for r in rows]
@@ -265,7 +272,7 @@ def document_total(conn: apsw.Connection) -> tuple[int, int]:
 def upsert_location(
     conn: apsw.Connection,
     source_id: int,
-    path: str,
+    path: StoredPath,
     document_id: int | None,
     *,
     state: str = "indexed",
@@ -275,25 +282,39 @@ def upsert_location(
     file_hash: str | None = None,
     seen_at: str | None = None,
 ) -> None:
+    """Record a location by its path's key; its shown path follows today's redaction."""
     conn.execute(
-        "INSERT INTO locations(source_id, path, document_id, state, reason, size, mtime_ns, "
-        "file_hash, seen_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
-        "ON CONFLICT(source_id, path) DO UPDATE SET document_id = excluded.document_id, "
-        "state = excluded.state, reason = excluded.reason, size = excluded.size, "
-        "mtime_ns = excluded.mtime_ns, file_hash = excluded.file_hash, seen_at = excluded.seen_at",
-        (source_id, path, document_id, state, reason, size, mtime_ns, file_hash, seen_at),
+        "INSERT INTO locations(source_id, path, path_key, document_id, state, reason, size, "
+        "mtime_ns, file_hash, seen_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT(source_id, path_key) DO UPDATE SET path = excluded.path, "
+        "document_id = excluded.document_id, state = excluded.state, reason = excluded.reason, "
+        "size = excluded.size, mtime_ns = excluded.mtime_ns, file_hash = excluded.file_hash, "
+        "seen_at = excluded.seen_at",
+        (
+            source_id,
+            path.shown,
+            path.key,
+            document_id,
+            state,
+            reason,
+            size,
+            mtime_ns,
+            file_hash,
+            seen_at,
+        ),
     )
 
 
-def location_document_id(conn: apsw.Connection, source_id: int, path: str) -> int | None:
+def location_document_id(conn: apsw.Connection, source_id: int, key: str) -> int | None:
+    """The document at the location whose path has ``key`` (``PathKeys.key``)."""
     row = conn.execute(
-        "SELECT document_id FROM locations WHERE source_id = ? AND path = ?", (source_id, path)
+        "SELECT document_id FROM locations WHERE source_id = ? AND path_key = ?", (source_id, key)
     ).fetchone()
     return row[0] if row else None
 
 
-def delete_location(conn: apsw.Connection, source_id: int, path: str) -> None:
-    conn.execute("DELETE FROM locations WHERE source_id = ? AND path = ?", (source_id, path))
+def delete_location(conn: apsw.Connection, source_id: int, key: str) -> None:
+    conn.execute("DELETE FROM locations WHERE source_id = ? AND path_key = ?", (source_id, key))
 
 
 def first_location(conn: apsw.Connection, document_id: int) -> tuple[str, str, str] | None:
@@ -463,9 +484,11 @@ def iter_texts(conn: apsw.Connection, source_id: int | None) -> Iterable[tuple[s
 
 @dataclass(frozen=True, slots=True)
 class LocationState:
-    """What the last sync recorded for one file of a folder source."""
+    """What the last sync recorded for one file of a folder source (``path`` as shown,
+    redacted; ``key`` the keyed hash of the raw path, ``store/paths``)."""
 
     path: str
+    key: str
     document_id: int | None
     state: str
     reason: str | None
@@ -475,12 +498,13 @@ class LocationState:
 
 
 def source_locations(conn: apsw.Connection, source_id: int) -> dict[str, LocationState]:
+    """A source's locations by their path's key (the raw path is not stored)."""
     rows = conn.execute(
-        "SELECT path, document_id, state, reason, size, mtime_ns, file_hash FROM locations "
-        "WHERE source_id = ?",
+        "SELECT path, path_key, document_id, state, reason, size, mtime_ns, file_hash "
+        "FROM locations WHERE source_id = ?",
         (source_id,),
     )
-    return {r[0]: LocationState(*r) for r in rows}
+    return {r[1]: LocationState(*r) for r in rows}
 
 
 def failed_locations(conn: apsw.Connection, source_id: int) -> list[tuple[str, str]]:
@@ -491,20 +515,23 @@ def failed_locations(conn: apsw.Connection, source_id: int) -> list[tuple[str, s
     ).fetchall()
 
 
-def location_of(conn: apsw.Connection, document_id: int, kind: str) -> list[tuple[int, str, str]]:
-    """(source id, source root, path) of a document's locations in sources of ``kind``."""
+def location_of(
+    conn: apsw.Connection, document_id: int, kind: str
+) -> list[tuple[int, str, str, str]]:
+    """(source id, source root, shown path, path key) of a document's locations in
+    sources of ``kind``."""
     return conn.execute(
-        "SELECT s.id, s.root, l.path FROM locations l JOIN sources s ON s.id = l.source_id "
-        "WHERE l.document_id = ? AND s.kind = ? ORDER BY l.id",
+        "SELECT s.id, s.root, l.path, l.path_key FROM locations l "
+        "JOIN sources s ON s.id = l.source_id WHERE l.document_id = ? AND s.kind = ? ORDER BY l.id",
         (document_id, kind),
     ).fetchall()
 
 
-def get_location(conn: apsw.Connection, source_id: int, path: str) -> LocationState | None:
+def get_location(conn: apsw.Connection, source_id: int, key: str) -> LocationState | None:
     row = conn.execute(
-        "SELECT path, document_id, state, reason, size, mtime_ns, file_hash FROM locations "
-        "WHERE source_id = ? AND path = ?",
-        (source_id, path),
+        "SELECT path, path_key, document_id, state, reason, size, mtime_ns, file_hash "
+        "FROM locations WHERE source_id = ? AND path_key = ?",
+        (source_id, key),
     ).fetchone()
     return LocationState(*row) if row else None
 
@@ -605,6 +632,24 @@ def forget_folder_file_state(conn: apsw.Connection) -> int:
         "WHERE source_id IN (SELECT id FROM sources WHERE kind = 'folder')"
     )
     return conn.changes()
+
+
+def relabel_locations(conn: apsw.Connection, clean: Callable[[str], str]) -> int:
+    """Pass every location's shown path and reason through ``clean`` (today's redaction)
+    in place; how many rows changed. The raw path is not stored, so this is the best that
+    can be done before the next sync stores each file's path redacted from the raw one."""
+    changed = 0
+    for location_id, path, reason in conn.execute(
+        "SELECT id, path, reason FROM locations"
+    ).fetchall():
+        new_path, new_reason = clean(path), None if reason is None else clean(reason)
+        if (new_path, new_reason) != (path, reason):
+            conn.execute(
+                "UPDATE locations SET path = ?, reason = ? WHERE id = ?",
+                (new_path, new_reason, location_id),
+            )
+            changed += 1
+    return changed
 
 
 def agent_file_paths(conn: apsw.Connection, document_id: int) -> list[str]:

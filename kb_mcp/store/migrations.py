@@ -296,6 +296,93 @@ CREATE TRIGGER names_log_rel_delete AFTER DELETE ON doc_relations BEGIN
 END;
 """
 
+
+def _v9_redacted_location_paths(conn: apsw.Connection) -> None:
+    """9: a location stores its path redacted, and a keyed hash of the raw path to be
+    found by (issue 20 item 3, ``store/paths.py`` says why and how).
+
+    The table is rebuilt: ``UNIQUE (source_id, path)`` becomes ``UNIQUE (source_id,
+    path_key)``, since two files whose names differ only in a secret show the same
+    redacted path. Every row keeps its id and state, so the next sync finds each file
+    unchanged. Failure reasons and sources' sync errors, which may quote a path, are
+    redacted too, and so are documents' uris (an upload's uri was its file name, stored
+    as given): when one of those changed, the stored-redaction upgrade is made due again
+    (``ingest/reredact.py``), which rewrites the upload's ``docs/`` file the same way it
+    does for new rules. The step is in ``COMPACT_AFTER``: the raw paths must not survive
+    in the file's free pages.
+    """
+    from pathlib import Path
+
+    from kb_mcp.store.paths import PATH_KEY_FILE, PathKeys, shown_path
+
+    keys = PathKeys(Path(conn.filename).parent / PATH_KEY_FILE)
+    conn.execute("PRAGMA secure_delete = ON")
+    conn.execute(
+        "CREATE TABLE locations_v9 ("
+        " id INTEGER PRIMARY KEY,"
+        " source_id INTEGER NOT NULL REFERENCES sources(id) ON DELETE CASCADE,"
+        " path TEXT NOT NULL,"
+        " path_key TEXT NOT NULL,"
+        " document_id INTEGER REFERENCES documents(id) ON DELETE SET NULL,"
+        " state TEXT NOT NULL DEFAULT 'indexed',"
+        " reason TEXT, size INTEGER, mtime_ns INTEGER, file_hash TEXT, seen_at TEXT,"
+        " UNIQUE (source_id, path_key))"
+    )
+    rows = conn.execute(
+        "SELECT id, source_id, path, document_id, state, reason, size, mtime_ns, file_hash, "
+        "seen_at FROM locations"
+    ).fetchall()
+    conn.executemany(
+        "INSERT INTO locations_v9(id, source_id, path, path_key, document_id, state, reason, "
+        "size, mtime_ns, file_hash, seen_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            (i, source, shown_path(path), keys.key(path), doc, state,
+             None if reason is None else shown_path(reason), *rest)
+            for i, source, path, doc, state, reason, *rest in rows
+        ),
+    )  # fmt: skip
+    conn.execute("DROP TABLE locations")
+    conn.execute("ALTER TABLE locations_v9 RENAME TO locations")
+    conn.execute(_V9_LOCATION_INDEX_AND_TRIGGERS)
+    for source_id, error in conn.execute(
+        "SELECT id, sync_error FROM sources WHERE sync_error IS NOT NULL"
+    ).fetchall():
+        clean = shown_path(error)
+        conn.execute("UPDATE sources SET sync_error = ? WHERE id = ?", (clean, source_id))
+    changed = 0
+    for document_id, uri in conn.execute(
+        "SELECT id, uri FROM documents WHERE uri IS NOT NULL"
+    ).fetchall():
+        if (clean := shown_path(uri)) != uri:
+            conn.execute("UPDATE documents SET uri = ? WHERE id = ?", (clean, document_id))
+            changed += 1
+    if changed:
+        conn.execute("DELETE FROM meta WHERE key = 'redact_rules_version'")
+    conn.execute("PRAGMA secure_delete = OFF")
+
+
+# The index and the ``names_log`` triggers of the rebuilt table, as ``_V1`` and ``_V8``
+# made them for the old one (dropped with it).
+_V9_LOCATION_INDEX_AND_TRIGGERS = """
+CREATE INDEX locations_document ON locations(document_id);
+CREATE TRIGGER names_log_loc_insert AFTER INSERT ON locations
+WHEN NEW.document_id IS NOT NULL BEGIN
+    INSERT INTO names_log(what, item, token) VALUES (0, NEW.document_id, random());
+END;
+CREATE TRIGGER names_log_loc_delete AFTER DELETE ON locations
+WHEN OLD.document_id IS NOT NULL BEGIN
+    INSERT INTO names_log(what, item, token) VALUES (0, OLD.document_id, random());
+END;
+CREATE TRIGGER names_log_loc_update AFTER UPDATE OF path, document_id, source_id ON locations
+WHEN OLD.document_id IS NOT NEW.document_id OR OLD.path IS NOT NEW.path
+    OR OLD.source_id IS NOT NEW.source_id BEGIN
+    INSERT INTO names_log(what, item, token)
+        SELECT 0, OLD.document_id, random() WHERE OLD.document_id IS NOT NULL;
+    INSERT INTO names_log(what, item, token)
+        SELECT 0, NEW.document_id, random() WHERE NEW.document_id IS NOT NULL;
+END;
+"""
+
 Migration = str | Callable[[apsw.Connection], None]
 MIGRATIONS: tuple[Migration, ...] = (
     _V1,
@@ -306,10 +393,11 @@ MIGRATIONS: tuple[Migration, ...] = (
     _V6_RELATIONS,
     _V7_POSTINGS,
     _V8_NAMES_LOG,
+    _v9_redacted_location_paths,
 )
 # Steps that delete text which must not survive in the file: the database is compacted
 # (rewritten from its live rows) after them, see ``Database.compact``.
-COMPACT_AFTER = frozenset({3})
+COMPACT_AFTER = frozenset({3, 9})
 
 
 @dataclass(frozen=True, slots=True)
