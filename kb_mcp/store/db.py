@@ -288,9 +288,23 @@ class Database:
         """All rows of one read statement on this thread's connection."""
         return self.conn.execute(sql, params).fetchall()
 
-    def integrity_problems(self) -> list[str]:
-        """What ``PRAGMA quick_check`` finds wrong with the file ([] when it is sound)."""
-        found = [row[0] for row in self.query("PRAGMA quick_check")]
+    def integrity_problems(self, within_ms: int | None = None) -> list[str] | None:
+        """What ``PRAGMA quick_check`` finds wrong with the file ([] when it is sound).
+
+        A damaged page can make the check itself fail (``CorruptError``) rather than
+        report: that is a problem found too. With ``within_ms`` the check stops there and
+        None says it did not finish (it reads every page: a gigabyte takes seconds).
+        """
+        try:
+            if within_ms is None:
+                found = [row[0] for row in self.query("PRAGMA quick_check")]
+            else:
+                with self.deadline(within_ms) as conn:
+                    found = [row[0] for row in conn.execute("PRAGMA quick_check")]
+        except QueryTimeout:
+            return None
+        except (apsw.CorruptError, apsw.NotADBError) as exc:
+            return [str(exc)]
         return [] if found == ["ok"] else found
 
     def close(self) -> None:
