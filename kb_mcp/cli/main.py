@@ -255,12 +255,12 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_reindex(args: argparse.Namespace) -> int:
     """Sync changed files into the index; --rebuild re-reads every file from scratch."""
     from kb_mcp import render
-    from kb_mcp.errors import Unavailable
+    from kb_mcp.errors import NoSpace, Unavailable
 
     try:
         library = _open(args)
     except Unavailable as exc:
-        if not args.rebuild:
+        if not args.rebuild or isinstance(exc, NoSpace):  # a full disk damages nothing
             raise
         # The index cannot even be opened: set it aside (nothing in it is the truth).
         library = _open_fresh(args, f"could not be opened: {exc.message}")

@@ -30,6 +30,7 @@ from typing import Any
 import apsw
 
 from kb_mcp.errors import Conflict, Unavailable
+from kb_mcp.store.failures import storage_failure
 
 BUSY_TIMEOUT_MS = 10_000
 # While another connection holds the lock, a waiter tries again every 1-4 ms (jittered)
@@ -163,6 +164,11 @@ class Database:
         except _BUSY as exc:
             raise _busy_conflict(self.path, exc) from exc
         except apsw.Error as exc:
+            # A full disk fails the open too (the WAL index is created then): that is
+            # NoSpace, never a hint to rebuild (issue 20 item 5).
+            known = storage_failure(exc, self.path.parent)
+            if known is not None:
+                raise known from exc
             raise Unavailable(
                 f"cannot open the library database {self.path}: {exc}",
                 hint="check the permissions of the home folder, or run "

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import apsw
 
-from kb_mcp.errors import KbError, Unavailable
+from kb_mcp.errors import KbError, NoSpace, Unavailable
 from kb_mcp.home import DB_FILE
 
 REBUILD_HINT = (
@@ -49,11 +49,10 @@ def damaged(path: Path, exc: BaseException) -> Unavailable:
     return Unavailable(f"the library database {path} is damaged ({exc})", hint=REBUILD_HINT)
 
 
-def no_space(home: Path) -> Unavailable:
-    return Unavailable(
+def no_space(home: Path) -> NoSpace:
+    return NoSpace(
         f"no space left on the device holding {home}; nothing was changed",
-        hint="free some space there (or move the library with --home); "
-        "then try again: what was stored before is intact",
+        hint="free some space on that device and try again; what was stored before is intact",
     )
 
 
