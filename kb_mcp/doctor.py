@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import Callable
 from dataclasses import fields
 from typing import TYPE_CHECKING
 
@@ -17,6 +18,7 @@ from kb_mcp.ingest.sources import FolderSource
 from kb_mcp.results import Check, DoctorReport, VectorState
 from kb_mcp.settings import Settings
 from kb_mcp.store.db import Database
+from kb_mcp.store.failures import REBUILD_HINT, storage_failure
 from kb_mcp.store.migrations import MIGRATIONS, schema_version
 
 if TYPE_CHECKING:
@@ -27,13 +29,13 @@ EXTRAS = {"pdf": ("pymupdf4llm", "PDF files"), "docx": ("docx", "DOCX files")}
 
 
 def _database(db: Database) -> Check:
-    problems = db.integrity_problems()
+    problems = db.integrity_problems() or []
     version = schema_version(db.conn)
     ok = not problems and version == len(MIGRATIONS)
     detail = f"schema {version}/{len(MIGRATIONS)}; " + (
         "integrity ok" if not problems else "; ".join(problems[:3])
     )
-    return Check("database", ok, detail + ("" if ok else "; run `kb-mcp reindex --rebuild`"))
+    return Check("database", ok, detail + ("" if ok else f"; {REBUILD_HINT}"))
 
 
 def _keyword_index(fts: FtsIndex) -> Check:
@@ -107,8 +109,11 @@ def _vectors(state: VectorState) -> Check:
     return Check("vectors", True, f"not in use: {state.reason}")
 
 
-def _graph_llm(settings: Settings, status: EnrichStatus) -> Check:
-    """The LLM pass: a failure is not a fault (the heuristic graph is complete), so ok."""
+def _graph_llm(settings: Settings, status: EnrichStatus | None) -> Check | None:
+    """The LLM pass (None when there is none): a failure is not a fault (the heuristic
+    graph is complete), so ok."""
+    if status is None:
+        return None
     detail = (
         f"ollama {status.model} at {settings.ollama_host}: {status.pending:,} chunks "
         f"pending, {status.failed:,} failed"
@@ -123,25 +128,42 @@ def run_checks(
     db: Database,
     fts: FtsIndex,
     folders: list[FolderSource],
-    failed_files: int,
+    failed_files: Callable[[], int],
     *,
     embedder: Embedder | None = None,
-    vector_state: VectorState | None = None,
-    graph_llm: EnrichStatus | None = None,
+    vector_state: Callable[[], VectorState] | None = None,
+    graph_llm: Callable[[], EnrichStatus | None] | None = None,
 ) -> DoctorReport:
+    """Every check, each on its own: one that meets a damaged database or a full disk
+    fails with what to do, and the others still run (issue 20 item 4: one overwritten
+    page made ``doctor`` itself end in an internal error)."""
+
+    def checked(name: str, check: Callable[[], Check | None]) -> Check | None:
+        try:
+            return check()
+        except Exception as exc:
+            known = storage_failure(exc, settings.home)
+            if known is None:
+                raise
+            return Check(name, False, f"{known.message}; {known.hint}")
+
     writable = os.access(settings.home, os.W_OK)
-    checks = [
+    checks: list[Check | None] = [
         Check("home", writable, f"{settings.home} ({'writable' if writable else 'read-only'})"),
-        _database(db),
-        _keyword_index(fts),
+        checked("database", lambda: _database(db)),
+        checked("keyword index", lambda: _keyword_index(fts)),
         *(_folder(f) for f in folders),
-        Check("failed files", True, f"{failed_files} (see `kb-mcp list`)"),
+        checked(
+            "failed files",
+            lambda: Check("failed files", True, f"{failed_files()} (see `kb-mcp list`)"),
+        ),
         *(_extra(name, module, what) for name, (module, what) in EXTRAS.items()),
         _embedder(settings, embedder),
     ]
     if vector_state is not None:
-        checks.append(_vectors(vector_state))
+        checks.append(checked("vectors", lambda: _vectors(vector_state())))
     if graph_llm is not None:
-        checks.append(_graph_llm(settings, graph_llm))
+        checks.append(checked("graph extractor", lambda: _graph_llm(settings, graph_llm())))
     values = {f.name: getattr(settings, f.name) for f in fields(settings) if f.name != "origins"}
-    return DoctorReport(tuple(checks), {k: str(v) for k, v in values.items()})
+    shown = tuple(check for check in checks if check is not None)
+    return DoctorReport(shown, {k: str(v) for k, v in values.items()})

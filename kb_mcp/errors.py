@@ -60,6 +60,12 @@ class SearchTimedOut(Unavailable):
     class so a bench can count it as a miss instead of losing the whole run."""
 
 
+class NoSpace(Unavailable):
+    """The device holding the library is full (ENOSPC, SQLite's "disk is full"); what was
+    stored before is intact. Its own class so ``reindex --rebuild`` never takes it for a
+    damaged database and moves the file aside."""
+
+
 class Conflict(KbError):
     """The request collides with existing state (duplicate name, busy library)."""
 

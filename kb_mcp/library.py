@@ -50,9 +50,11 @@ from kb_mcp.search.query import parse_query
 from kb_mcp.settings import Settings
 from kb_mcp.state import LibraryState
 from kb_mcp.store.counts import source_counts
+from kb_mcp.store.failures import storage_failure
 from kb_mcp.writing import Writing
 
-__all__ = ["DB_FILE", "MODEL_LOADING", "Library"]
+# ``storage_failure``: what the adapters ask in their last ``except`` (store/failures.py).
+__all__ = ["DB_FILE", "MODEL_LOADING", "Library", "storage_failure"]
 
 if TYPE_CHECKING:  # imported when vectors are used: keyword-only start-up stays lean
     from kb_mcp.embed.base import Embedder
@@ -279,18 +281,21 @@ class Library:
         """Every source's name (a search scope), without the counts ``overview`` adds."""
         return self._catalog.source_names()
 
+    def database_problems(self) -> list[str]:
+        """What ``PRAGMA quick_check`` finds wrong with ``kb.db`` ([] when it is sound)."""
+        return self.db.integrity_problems() or []
+
     def doctor(self) -> DoctorReport:
         """Health checks of the home, database, index, folders, optional extras, vectors."""
-        failed = sum(f for _, _, f in source_counts(self.db.conn).values())
         return run_checks(
             self.settings,
             self.db,
             self.fts,
             self.folder_sources(),
-            failed,
+            lambda: sum(f for _, _, f in source_counts(self.db.conn).values()),
             embedder=self.embedder(),
-            vector_state=self.vector_state(),
-            graph_llm=self._enrichment.status(),
+            vector_state=self.vector_state,
+            graph_llm=self._enrichment.status,
         )
 
     # --- a person's views (the web view, issue 12; views.py) -----------------------------

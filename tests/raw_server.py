@@ -22,6 +22,7 @@ import queue
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -55,10 +56,20 @@ def tool_call(request_id: int | str, tool: str, **arguments: Any) -> dict[str, A
 
 
 class RawServer:
-    """``kb-mcp serve --allow-agent-writes`` over pipes on ``home``; stderr goes to ``log``."""
+    """``kb-mcp serve --allow-agent-writes`` over pipes on ``home``; stderr goes to ``log``.
+
+    ``preexec_fn`` runs in the child before ``exec`` (e.g. ``resource.setrlimit`` to cap
+    the server's memory, so a regression fails the test instead of eating the machine).
+    """
 
     def __init__(
-        self, home: Path, log: Path, env: dict[str, str], *, extra_args: tuple[str, ...] = ()
+        self,
+        home: Path,
+        log: Path,
+        env: dict[str, str],
+        *,
+        extra_args: tuple[str, ...] = (),
+        preexec_fn: Callable[[], None] | None = None,
     ) -> None:
         self.log = log
         self.process = subprocess.Popen(
@@ -76,6 +87,7 @@ class RawServer:
             stdout=subprocess.PIPE,
             stderr=log.open("ab"),
             env=env,
+            preexec_fn=preexec_fn,
         )
         self.stdout_lines: list[bytes] = []
         self._replies: queue.Queue[bytes] = queue.Queue()

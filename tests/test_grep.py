@@ -13,7 +13,16 @@ import regex
 from inline_snapshot import snapshot
 
 from kb_mcp.errors import InvalidInput
-from kb_mcp.grep import MAX_LINE_CHARS, MAX_PATTERN_CHARS, GrepMatch, compile_pattern, grep_texts
+from kb_mcp.grep import (
+    MAX_LINE_CHARS,
+    MAX_PATTERN_CHARS,
+    MAX_REPEAT,
+    WINDOW_BYTES,
+    WINDOW_OVERLAP_BYTES,
+    GrepMatch,
+    compile_pattern,
+    grep_texts,
+)
 from kb_mcp.library import Library
 
 DOCS = [
@@ -151,19 +160,35 @@ def test_grep_empty_or_overlong_pattern_is_invalid_input() -> None:
         compile_pattern("x" * (MAX_PATTERN_CHARS + 1), is_regex=False, ignore_case=False)
 
 
-def test_grep_catastrophic_pattern_times_out_quickly() -> None:
+def test_grep_pattern_catastrophic_for_backtracking_answers_in_linear_time() -> None:
+    """``(a|aa)+$`` over ``a…ab`` took a backtracking engine to its time limit; RE2's
+    automaton answers "no match" without one (issue 20 item 1)."""
+    matches, truncated, timed_out, scanned = grep(
+        "(a|aa)+$", [("d", "p", "a" * 100_000 + "b")], is_regex=True, timeout_s=30.0
+    )
+    assert (matches, truncated, timed_out, scanned) == ([], False, False, 1)
+
+
+# RE2 runs this one on its slow path (its DFA grows past the memory cap, so the NFA
+# steps every byte): 3.9 s a megabyte here. The text is 4 MB, so even a machine ten
+# times faster cannot finish before the 0.2 s limit; the window (64 KiB) is the overrun.
+SLOW_FOR_RE2 = r"(?i)\p{L}{200}z"
+SLOW_TEXT = "ab" * 2_000_000
+
+
+def test_grep_slow_pattern_stops_at_the_time_limit_between_windows() -> None:
     started = time.monotonic()
     matches, truncated, timed_out, scanned = grep(
-        "(a|aa)+$", [("d", "p", "a" * 5_000 + "b")], is_regex=True, timeout_s=0.2
+        SLOW_FOR_RE2, [("d", "p", SLOW_TEXT)], is_regex=True, timeout_s=0.2
     )
     assert time.monotonic() - started < 3.0
     assert (matches, truncated, timed_out, scanned) == ([], False, True, 1)
 
 
 def test_grep_deadline_is_shared_across_documents() -> None:
-    docs = [("d1", "p1", "a" * 5_000 + "b"), ("d2", "p2", "a" * 5_000 + "b")]
+    docs = [("d1", "p1", SLOW_TEXT), ("d2", "p2", SLOW_TEXT)]
     started = time.monotonic()
-    _, _, timed_out, scanned = grep("(a|aa)+$", docs, is_regex=True, timeout_s=0.2)
+    _, _, timed_out, scanned = grep(SLOW_FOR_RE2, docs, is_regex=True, timeout_s=0.2)
     assert time.monotonic() - started < 3.0
     assert (timed_out, scanned) == (True, 1)
 
@@ -243,3 +268,66 @@ def test_grep_path_glob_matches_the_shown_path_not_a_secret_in_it() -> None:
     assert grep("hi", docs, path_glob="ghp_a*")[0] == []
     assert grep("hi", docs, path_glob="ghp_b*")[0] == []
     assert [m.doc for m in grep("hi", docs, path_glob="*github_token*")[0]] == ["d"]
+
+
+@pytest.mark.parametrize(
+    "pattern", ["a{1001}", "a{4294967294}", "a{3000000,}", "(a{1000}){1000}", "(?:x{40}){40}"]
+)
+def test_grep_counted_repeat_over_the_limit_is_invalid_input(pattern: str) -> None:
+    """issue 20 item 1: ``a{4294967294}`` took the server to 23 GB while compiling; RE2
+    alone would have read that count as literal text."""
+    with pytest.raises(InvalidInput, match=r"invalid repetition size") as caught:
+        compile_pattern(pattern, is_regex=True, ignore_case=False)
+    assert f"repeats up to {{{MAX_REPEAT}}}" in caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("pattern", "text"),
+    [
+        ("[a{5000}]", "x{y"),
+        (r"\{5000}", "a{5000}"),
+        (r"\x{1F600}+", "smile 😀"),
+        (r"[[:alpha:]{5000}]+", "5"),
+        ("a{,5000}", "a{,5000}"),
+    ],
+)
+def test_grep_braces_that_are_not_repeats_are_kept(pattern: str, text: str) -> None:
+    assert [m.line for m in grep(pattern, [("d", "p", text)], is_regex=True)[0]] == [text]
+
+
+@pytest.mark.parametrize("pattern", ["(?<=a)b", "a(?=b)", r"(a)\1", "a++", "(?>a)", "(?V1)a"])
+def test_grep_backtracking_only_syntax_is_invalid_input_naming_re2(pattern: str) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        compile_pattern(pattern, is_regex=True, ignore_case=False)
+    assert caught.value.message.startswith(f"invalid regular expression {pattern!r}: ")
+    assert "RE2 syntax: no lookaround or backreferences" in caught.value.message
+
+
+def test_grep_finds_every_matching_line_across_windows_of_multibyte_text() -> None:
+    lines = [f"索引 {n} データ" if n % 997 else f"needle {n} 索引" for n in range(40_000)]
+    text = "\n".join(lines)
+    assert len(text.encode()) > 8 * WINDOW_BYTES
+    matches, *_ = grep(r"^needle \d+ \p{Han}+$", [("d", "p", text)], is_regex=True)
+    expected = [n + 1 for n in range(40_000) if n % 997 == 0]
+    assert [m.line_number for m in matches] == expected
+    assert all(m.line == lines[m.line_number - 1] for m in matches)
+
+
+@pytest.mark.parametrize("offset", [-9, -4, 0, 3, WINDOW_OVERLAP_BYTES - 20])
+def test_grep_multiline_match_across_a_window_edge_is_found(offset: int) -> None:
+    head = "x" * 99 + "\n"
+    filler = head * ((WINDOW_BYTES + offset) // len(head))
+    text = filler + "start of it\nend of it\n" + head * 10
+    matches, *_ = grep(r"it\nend", [("d", "p", text)], is_regex=True)
+    assert [m.line_number for m in matches] == [filler.count("\n") + 1]
+
+
+def test_grep_long_line_column_counts_characters_not_bytes() -> None:
+    line = "é" * 2_000 + "NEEDLE" + "z" * 2_000
+    (match,), *_ = grep("NEEDLE", [("d", "p", line)])
+    assert match.line == "é" * (MAX_LINE_CHARS // 2) + "NEEDLE" + "z" * (MAX_LINE_CHARS // 2 - 6)
+
+
+def test_grep_ignore_case_folds_beyond_ascii() -> None:
+    matches, *_ = grep("ÉTÉ", [("d", "p", "un été chaud")], ignore_case=True)
+    assert [m.line for m in matches] == ["un été chaud"]

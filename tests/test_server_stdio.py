@@ -139,9 +139,11 @@ are redacted before storage. Disabled unless the user allowed agent writes.\
                 "name": "grep",
                 "description": """\
 Find lines containing an exact string (or a regular expression with regex=true) in the
-stored text of every document. Returns {doc, path, line_number, line} per matching line,
-and says when it stopped at max_matches or at the time limit. Use it for identifiers,
-error messages, config keys; use `search` for questions in natural language.\
+stored text of every document. Regexes are RE2 syntax: no lookaround or backreferences,
+repeats up to {1000}; \\w and \\d are ASCII, \\pL matches any letter. Returns {doc, path,
+line_number, line} per matching line, and says when it stopped at max_matches or at the
+time limit. Use it for identifiers, error messages, config keys; use `search` for
+questions in natural language.\
 """,
                 "input_schema": {
                     "type": "object",

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from kb_mcp.cli.terminal import terminal_safe
 
 if TYPE_CHECKING:  # imported lazily at run time: start-up stays lean
+    from kb_mcp.errors import KbError
     from kb_mcp.library import Library
     from kb_mcp.settings import Settings
 
@@ -237,28 +238,36 @@ def cmd_read(args: argparse.Namespace) -> int:
 def cmd_list(args: argparse.Namespace) -> int:
     """Show sources, counts and index health; with a source, its entries (one per path)."""
     from kb_mcp import render
+    from kb_mcp.catalog import DAMAGED
 
     with _open(args) as library:
         if args.source:
             result = library.list_source(args.source, args.limit, args.offset)
             _emit(args, result, render.listing_text)
         else:
-            _emit(args, library.overview(), render.overview_text)
+            overview = library.overview()
+            _emit(args, overview, render.overview_text)
+            if str(overview.health.get("database", "")).startswith(DAMAGED):
+                return 1  # a script checking `kb-mcp list` sees it (issue 20 item 4)
     return 0
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:
     """Sync changed files into the index; --rebuild re-reads every file from scratch."""
     from kb_mcp import render
-    from kb_mcp.errors import Unavailable
+    from kb_mcp.errors import NoSpace, Unavailable
 
     try:
         library = _open(args)
-    except Unavailable:
-        if not args.rebuild:
+    except Unavailable as exc:
+        if not args.rebuild or isinstance(exc, NoSpace):  # a full disk damages nothing
             raise
         # The index cannot even be opened: set it aside (nothing in it is the truth).
-        library = _open_fresh(args)
+        library = _open_fresh(args, f"could not be opened: {exc.message}")
+    if args.rebuild and (problems := library.database_problems()):
+        # A damaged page would end the rebuild half-way (issue 20 item 4): the same.
+        library.close()
+        library = _open_fresh(args, f"is damaged: {problems[0]}")
     with library:
         result = library.reindex(rebuild=args.rebuild)
         _emit(args, result, render.reindex_text)
@@ -294,18 +303,23 @@ def cmd_sync(args: argparse.Namespace) -> int:
         return run(args, library)
 
 
-def _open_fresh(args: argparse.Namespace) -> Library:
-    """Move an unreadable kb.db (and its WAL files) aside, then open a new one."""
+def _open_fresh(args: argparse.Namespace, why: str) -> Library:
+    """Move a damaged or unreadable kb.db (and its WAL files) aside, kept under a name of
+    its own, then open a new one; ``why`` completes "kb.db …" in the message."""
     import time
 
-    settings = _load_settings(args)
+    home = _load_settings(args).home
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    for suffix in ("", "-wal", "-shm"):
-        broken = settings.home / f"kb.db{suffix}"
+    suffix, again = f"broken-{stamp}", 1
+    while (home / f"kb.db.{suffix}").exists():  # a second rebuild within the second
+        suffix, again = f"broken-{stamp}-{again}", again + 1
+    for part in ("", "-wal", "-shm"):
+        broken = home / f"kb.db{part}"
         if broken.exists():
-            broken.rename(settings.home / f"kb.db{suffix}.broken-{stamp}")
+            broken.rename(home / f"kb.db{part}.{suffix}")
     print(
-        f"kb-mcp: kb.db could not be opened; moved it aside (kb.db.broken-{stamp})", file=sys.stderr
+        f"kb-mcp: kb.db {why}; moved it aside (kb.db.{suffix}, kept) and rebuilding from the files",
+        file=sys.stderr,
     )
     return _open(args)
 
@@ -476,12 +490,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_serve(args, wire)
         return args.func(args)
     except KbError as exc:
-        from kb_mcp.redact import redact_output
-
-        # Redacted like tool errors: a "did you mean" hint may name a file whose name
-        # holds a token.
-        print(f"kb-mcp: {terminal_safe(redact_output(exc.render()).text)}", file=sys.stderr)
-        return exc.exit_code
+        return _report(exc)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
@@ -490,6 +499,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except Exception as exc:
+        known = _storage_failure(args, exc)
+        if known is not None:  # a damaged database or a full disk (store/failures.py)
+            return _report(known)
         # A bug, not bad input: one redacted line for the person (issue 7 item 9 found
         # `kb-mcp sync` printing a traceback); the traceback itself only when asked for.
         if args.debug:
@@ -499,6 +511,26 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 INTERNAL_ERROR_EXIT = 70  # EX_SOFTWARE in sysexits.h
+
+
+def _report(exc: KbError) -> int:
+    """One error on stderr, redacted like tool errors (a "did you mean" hint may name a
+    file whose name holds a token); its exit code."""
+    from kb_mcp.redact import redact_output
+
+    print(f"kb-mcp: {terminal_safe(redact_output(exc.render()).text)}", file=sys.stderr)
+    return exc.exit_code
+
+
+def _storage_failure(args: argparse.Namespace, exc: Exception) -> KbError | None:
+    """``exc`` as a damaged database or a full disk under the library's home, or None."""
+    try:
+        from kb_mcp.library import storage_failure
+
+        home = _load_settings(args).home
+    except Exception:  # the settings themselves failed: report the original error
+        return None
+    return storage_failure(exc, home)
 
 
 def internal_error_line(exc: BaseException) -> str:

@@ -7,7 +7,9 @@ imported). Neither FastMCP, the MCP SDK nor pydantic is imported here, so the fa
 pays only for the library (issue 10, "Start-up").
 
 ``KbError`` becomes ``ToolFailed`` with ``[code] message`` (redacted: a message may quote
-input); anything else becomes ``[internal] …`` with the traceback in the server log only.
+input), and so does a damaged database or a full disk (``store/failures.py``: an
+``[unavailable]`` that says what to do); anything else becomes ``[internal] …`` with the
+traceback in the server log only.
 """
 
 from __future__ import annotations
@@ -89,6 +91,7 @@ def run(
     Blocking: callers run it in a worker thread.
     """
     from kb_mcp.errors import KbError
+    from kb_mcp.library import storage_failure
     from kb_mcp.redact import redact_output
     from kb_mcp.server import budget
 
@@ -102,11 +105,14 @@ def run(
                 text += f"\n\n[truncated: {note}]"
         text, data = budget.fit_response(text, data)
         return ToolOutput(text, data)
-    except KbError as exc:
-        raise ToolFailed(f"[{exc.code}] {redact_output(exc.render()).text}") from exc
     except Exception as exc:
-        log.exception("tool %s failed", tool)
-        raise ToolFailed(INTERNAL_ERROR) from exc
+        known = exc if isinstance(exc, KbError) else storage_failure(exc, holder.settings.home)
+        if known is None:
+            log.exception("tool %s failed", tool)
+            raise ToolFailed(INTERNAL_ERROR) from exc
+        if known is not exc:  # a damaged database or a full disk: the log says so too
+            log.warning("tool %s: %s", tool, known.message)
+        raise ToolFailed(f"[{known.code}] {redact_output(known.render()).text}") from exc
 
 
 def search(

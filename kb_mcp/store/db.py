@@ -30,6 +30,7 @@ from typing import Any
 import apsw
 
 from kb_mcp.errors import Conflict, Unavailable
+from kb_mcp.store.failures import storage_failure
 from kb_mcp.store.paths import PATH_KEY_FILE, PathKeys
 
 BUSY_TIMEOUT_MS = 10_000
@@ -166,6 +167,11 @@ class Database:
         except _BUSY as exc:
             raise _busy_conflict(self.path, exc) from exc
         except apsw.Error as exc:
+            # A full disk fails the open too (the WAL index is created then): that is
+            # NoSpace, never a hint to rebuild (issue 20 item 5).
+            known = storage_failure(exc, self.path.parent)
+            if known is not None:
+                raise known from exc
             raise Unavailable(
                 f"cannot open the library database {self.path}: {exc}",
                 hint="check the permissions of the home folder, or run "
@@ -291,9 +297,23 @@ class Database:
         """All rows of one read statement on this thread's connection."""
         return self.conn.execute(sql, params).fetchall()
 
-    def integrity_problems(self) -> list[str]:
-        """What ``PRAGMA quick_check`` finds wrong with the file ([] when it is sound)."""
-        found = [row[0] for row in self.query("PRAGMA quick_check")]
+    def integrity_problems(self, within_ms: int | None = None) -> list[str] | None:
+        """What ``PRAGMA quick_check`` finds wrong with the file ([] when it is sound).
+
+        A damaged page can make the check itself fail (``CorruptError``) rather than
+        report: that is a problem found too. With ``within_ms`` the check stops there and
+        None says it did not finish (it reads every page: a gigabyte takes seconds).
+        """
+        try:
+            if within_ms is None:
+                found = [row[0] for row in self.query("PRAGMA quick_check")]
+            else:
+                with self.deadline(within_ms) as conn:
+                    found = [row[0] for row in conn.execute("PRAGMA quick_check")]
+        except QueryTimeout:
+            return None
+        except (apsw.CorruptError, apsw.NotADBError) as exc:
+            return [str(exc)]
         return [] if found == ["ok"] else found
 
     def close(self) -> None:
