@@ -5,6 +5,13 @@ or exact names of files that have no suffix (``"Makefile"``); the supported-form
 lists in error messages and ``supported_suffixes`` are generated from it, so
 they cannot drift from what is actually dispatched.
 
+Any other file is read as plain text when its content is text (issue 20 item 10: an
+extension-less ``README``, ``PKG-INFO``, ``*.mako`` templates were left out for their
+names): ``is_readable`` sniffs its first bytes (``decode.looks_like_text``), and the
+plain-text reader refuses it as binary if the rest says otherwise. ``BINARY_SUFFIXES``
+are never opened for that: formats that are never text, and machine text nobody reads
+(SVG drawings, source maps).
+
 Readers raise ``Unreadable`` with the bare reason ("no text layer …"), since
 bytes have no name; ``read_path`` prefixes "cannot read <name>: ". A missing
 optional extra raises ``Unavailable`` with the pip command as its hint, and is
@@ -20,8 +27,27 @@ from functools import partial
 from pathlib import Path
 
 from kb_mcp.errors import Unreadable
+from kb_mcp.ingest.decode import SNIFF_BYTES, looks_like_text
 
 MAX_BYTES = 50 * 1024 * 1024
+
+# Suffixes (lower case) with no reader that are never read as text: images, audio and
+# video, archives and packages, compiled code, fonts, binary office files and databases,
+# plus text no person writes (SVG drawings, source maps).
+BINARY_SUFFIXES = frozenset(
+    {
+        *(".png", ".jpg", ".jpeg", ".gif", ".bmp", ".ico", ".icns", ".webp", ".tif"),
+        *(".tiff", ".psd", ".heic", ".avif", ".svg", ".svgz", ".eps", ".xcf"),
+        *(".mp3", ".mp4", ".m4a", ".m4v", ".wav", ".flac", ".ogg", ".opus", ".avi"),
+        *(".mov", ".mkv", ".webm", ".zip", ".gz", ".tgz", ".bz2", ".xz", ".zst", ".7z"),
+        *(".rar", ".tar", ".jar", ".war", ".whl", ".egg", ".deb", ".rpm", ".dmg", ".iso"),
+        *(".pyc", ".pyo", ".pyd", ".o", ".obj", ".a", ".lib", ".so", ".dylib", ".dll"),
+        *(".exe", ".class", ".wasm", ".ttf", ".otf", ".woff", ".woff2", ".eot", ".doc"),
+        *(".xls", ".xlsx", ".ppt", ".pptx", ".odt", ".ods", ".odp", ".epub", ".db"),
+        *(".sqlite", ".sqlite3", ".mdb", ".npy", ".npz", ".pkl", ".pickle", ".parquet"),
+        *(".onnx", ".pt", ".bin", ".map"),
+    }
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +124,28 @@ def is_supported(path: Path) -> bool:
     return format_key(path) in READERS
 
 
+def may_be_text(path: Path) -> bool:
+    """True when ``path``'s name leaves reading it to its content: it has a reader, or
+    its suffix is not one of ``BINARY_SUFFIXES``. Decided without touching the disk (the
+    file watcher asks it of paths that may be gone)."""
+    return is_supported(path) or path.suffix.lower() not in BINARY_SUFFIXES
+
+
+def is_readable(path: Path) -> bool:
+    """True when ``path`` has a reader by name, or ``may_be_text`` and its first bytes are
+    text. Opens only a file without a reader for its name; one that cannot be opened is
+    not readable (the walk counts it ``unsupported``)."""
+    if is_supported(path):
+        return True
+    if not may_be_text(path):
+        return False
+    try:
+        with path.open("rb") as handle:
+            return looks_like_text(handle.read(SNIFF_BYTES))
+    except OSError:
+        return False
+
+
 def read_path(path: Path, *, max_bytes: int = MAX_BYTES) -> Converted:
     """Read and convert one file; ``Unreadable`` messages start "cannot read <name>: ".
 
@@ -137,13 +185,18 @@ def convert_bytes(data: bytes, suffix: str) -> Converted:
 
 
 def _reader_for(suffix: str) -> Reader:
-    """Look the format up in ``READERS``; the error lists every supported one."""
+    """Look the format up in ``READERS``; any other but ``BINARY_SUFFIXES`` is read as
+    plain text (which refuses binary content). The error lists every supported format."""
     key = suffix if suffix in READERS else "." + suffix.lower().lstrip(".")
-    if (reader := READERS.get(key)) is None:
-        what = f"format '{suffix}'" if suffix.strip(".") else "format (no suffix)"
-        supported = ", ".join(sorted(READERS, key=str.lower))
-        raise Unreadable(f"unsupported {what}; supported: {supported}")
-    return reader
+    if (reader := READERS.get(key)) is not None:
+        return reader
+    if key not in BINARY_SUFFIXES:
+        return text.read_plain
+    supported = ", ".join(sorted(READERS, key=str.lower))
+    raise Unreadable(
+        f"unsupported format '{suffix}'; supported: {supported}, and any other file "
+        "whose content is text"
+    )
 
 
 def _mib(size: int) -> str:
@@ -151,14 +204,17 @@ def _mib(size: int) -> str:
 
 
 __all__ = [
+    "BINARY_SUFFIXES",
     "MAX_BYTES",
     "READERS",
     "Converted",
     "Reader",
     "convert_bytes",
     "format_key",
+    "is_readable",
     "is_supported",
     "markdown_table",
+    "may_be_text",
     "read_capped",
     "read_path",
     "supported_suffixes",
