@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from typing import TYPE_CHECKING
 
 from kb_mcp.index.fts import FtsIndex
 from kb_mcp.ingest.sources import FolderSource
-from kb_mcp.results import Check, DoctorReport, VectorState
+from kb_mcp.results import Check, DoctorReport, FailedFile, VectorState
 from kb_mcp.settings import Settings
 from kb_mcp.store.db import Database
 from kb_mcp.store.migrations import MIGRATIONS, schema_version
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from kb_mcp.embed.base import Embedder
     from kb_mcp.graph.enrich import EnrichStatus
 
+FILES_NAMED = 3  # failed files named by `doctor`; `kb-mcp list SOURCE --failed` has all
 EXTRAS = {"pdf": ("pymupdf4llm", "PDF files"), "docx": ("docx", "DOCX files")}
 
 
@@ -118,6 +120,31 @@ def _graph_llm(settings: Settings, status: EnrichStatus) -> Check:
     return Check("graph extractor", True, detail)
 
 
+def _failed_files(count: int, first: Sequence[FailedFile]) -> Check:
+    """How many files failed, the first few with their reasons, and where the rest are."""
+    if not count:
+        return Check("failed files", True, "none")
+    named = "; ".join(f"{f.source}/{f.path}: {f.reason}" for f in first[:FILES_NAMED])
+    sources = sorted({f.source for f in first})
+    source = sources[0] if len(sources) == 1 and count <= len(first) else "SOURCE"
+    more = f" and {count - len(first[:FILES_NAMED])} more" if count > FILES_NAMED else ""
+    where = f"`kb-mcp list {source} --failed`"
+    return Check("failed files", True, f"{count}: {named}{more} (all: {where})")
+
+
+def _skipped_files(skipped: Mapping[str, Mapping[str, int]]) -> Check:
+    """What each folder source's last sync left out, counted per reason."""
+    parts = [
+        f"{source}: " + ", ".join(f"{reason} {n}" for reason, n in sorted(counts.items()))
+        for source, counts in skipped.items()
+        if counts
+    ]
+    if not parts:
+        return Check("skipped files", True, "none")
+    detail = "; ".join(parts) + " (which and why: `kb-mcp list SOURCE`, all: `--skipped`)"
+    return Check("skipped files", True, detail)
+
+
 def run_checks(
     settings: Settings,
     db: Database,
@@ -125,6 +152,8 @@ def run_checks(
     folders: list[FolderSource],
     failed_files: int,
     *,
+    failed_first: Sequence[FailedFile] = (),
+    skipped: Mapping[str, Mapping[str, int]] | None = None,
     embedder: Embedder | None = None,
     vector_state: VectorState | None = None,
     graph_llm: EnrichStatus | None = None,
@@ -135,7 +164,8 @@ def run_checks(
         _database(db),
         _keyword_index(fts),
         *(_folder(f) for f in folders),
-        Check("failed files", True, f"{failed_files} (see `kb-mcp list`)"),
+        _failed_files(failed_files, failed_first),
+        _skipped_files(skipped or {}),
         *(_extra(name, module, what) for name, (module, what) in EXTRAS.items()),
         _embedder(settings, embedder),
     ]

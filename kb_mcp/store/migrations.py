@@ -296,6 +296,12 @@ CREATE TRIGGER names_log_rel_delete AFTER DELETE ON doc_relations BEGIN
 END;
 """
 
+# 9: what each folder source's last sync left out (issue 20 item 9): counts per skip
+# reason and the first paths of each, redacted, as JSON (``ingest/skipped.py``). A
+# column of the source's sync status rather than rows: skipped files are not documents,
+# and only a bounded sample of their paths is kept. NULL until the next sync.
+_V9_SKIPPED = "ALTER TABLE sources ADD COLUMN skipped TEXT;"
+
 Migration = str | Callable[[apsw.Connection], None]
 MIGRATIONS: tuple[Migration, ...] = (
     _V1,
@@ -306,6 +312,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     _V6_RELATIONS,
     _V7_POSTINGS,
     _V8_NAMES_LOG,
+    _V9_SKIPPED,
 )
 # Steps that delete text which must not survive in the file: the database is compacted
 # (rewritten from its live rows) after them, see ``Database.compact``.
