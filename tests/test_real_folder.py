@@ -92,6 +92,10 @@ def build_corpus(root: Path) -> None:
         "pkg/templates/settings.mako": MAKO_SETTINGS,
         "pkg/README": "Sample package\n\nInstall it with pip.\n",
         "pkg/PKG-INFO": PKG_INFO,
+        # packaging metadata and empty marker files say nothing worth a document
+        "pkg/sample-1.0.dist-info/RECORD": "sample/__init__.py,sha256=abc,12\n",
+        "pkg/sample-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\n",
+        "pkg/sample/py.typed": "",
         # credential files keep being refused, by exact name or by what they hold
         "ops/secrets.txt": SECRETS_VALUES,
         "ops/.git-credentials": "https://user:Hx9fQ2mLw8Zt@example.com\n",

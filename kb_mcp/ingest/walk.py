@@ -76,6 +76,10 @@ __all__ = [
 ]
 
 IGNORE_FILE = KBIGNORE
+# ``_Walk._content_reason``'s verdicts by (path, size, mtime_ns), shared by the walks of
+# one process and cleared whole when full.
+_CONTENT_VERDICTS: dict[tuple[str, int, int], SkipReason | None] = {}
+_UNSEEN = object()
 IGNORE_FILES = frozenset({KBIGNORE, GITIGNORE})
 # Paths named per skip reason in a walk's result (and so in a sync's stored summary).
 SKIPPED_EXAMPLES = 10
@@ -109,6 +113,9 @@ PRUNED_DIRS: frozenset[str] = frozenset(
     }
 )  # fmt: skip
 
+# Packaging metadata written by setuptools, pip and wheel (RECORD, WHEEL, INSTALLER…);
+# an sdist's own PKG-INFO, at its root, is read.
+_METADATA_DIRS = (".egg-info", ".dist-info")
 # A folder holding one of these is a virtualenv, conda env or tagged cache
 # (https://bford.info/cachedir/), whatever it is called.
 _GENERATED_MARKERS = frozenset({"pyvenv.cfg", "conda-meta", "CACHEDIR.TAG"})
@@ -454,19 +461,45 @@ class _Walk:
         path = parent.path / name
         if not is_file:
             return self._skip(SkipReason.UNSUPPORTED, rel)
-        if named_for_secrets(name) and sensitive_file_reason(path):
-            return self._skip(SkipReason.SENSITIVE, rel)
-        if not self.accept(path):
+        known = self.known_format(path)
+        by_content = not known or _named_for_secrets(name)
+        if not by_content and not self.accept(path):
             return self._skip(SkipReason.UNSUPPORTED, rel)
-        if not self.known_format(path) and sensitive_file_reason(path):
-            return self._skip(SkipReason.SENSITIVE, rel)  # a key saved as ``deploy``
         try:
             info = target if target is not None else entry.stat(follow_symlinks=False)
         except OSError:
             return self._skip(SkipReason.UNREADABLE_FILE, rel)
+        if by_content and (reason := self._content_reason(path, info, known)):
+            return self._skip(reason, rel)
         if info.st_size > self.max_file_bytes:
             return self._skip(SkipReason.TOO_LARGE, rel)
         self.found.append(FoundFile(path, rel, info.st_size, info.st_mtime_ns))
+
+    def _content_reason(self, path: Path, info: os.stat_result, known: bool) -> SkipReason | None:
+        """Why a file whose name cannot decide is skipped, by its first bytes: a private
+        key, or a values file named for secrets (``sensitive_file_reason``); else, for a
+        format its name does not give, content that is not text (``accept``).
+
+        Kept per path, size and mtime (``_CONTENT_VERDICTS``): a re-sync, which the
+        watcher starts after every save, would otherwise open each such file again.
+        """
+        key = (str(path), info.st_size, info.st_mtime_ns)
+        if (kept := _CONTENT_VERDICTS.get(key, _UNSEEN)) is not _UNSEEN:
+            return kept
+        reason = None
+        if sensitive_file_reason(path):
+            reason = SkipReason.SENSITIVE  # a key saved as ``deploy``, a values file
+        elif not known and not self.accept(path):
+            reason = SkipReason.UNSUPPORTED
+        if len(_CONTENT_VERDICTS) >= NAME_CACHE_SIZE:
+            _CONTENT_VERDICTS.clear()
+        _CONTENT_VERDICTS[key] = reason
+        return reason
+
+
+# ``policy.named_for_secrets``, asked of every file name a walk keeps, cached as the
+# other name rules are (``_name_skip_reason``).
+_named_for_secrets = lru_cache(maxsize=NAME_CACHE_SIZE)(named_for_secrets)
 
 
 def _holds_doc_sources(names: set[str]) -> bool:
@@ -491,7 +524,7 @@ def dir_skip_reason(name: str, rel: str, parent: str, rules: Rules) -> SkipReaso
     if sensitive_folder_reason(name, parent):
         return SkipReason.SENSITIVE
     reason = None
-    if (name in PRUNED_DIRS and name not in _JUDGED_BY_CONTENT) or name.endswith(".egg-info"):
+    if (name in PRUNED_DIRS and name not in _JUDGED_BY_CONTENT) or name.endswith(_METADATA_DIRS):
         reason = SkipReason.PRUNED
     elif name.startswith("."):
         reason = SkipReason.HIDDEN

@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
+from functools import lru_cache, partial
 from pathlib import Path
 
 from kb_mcp.errors import Unreadable
@@ -109,6 +109,24 @@ READERS: dict[str, Reader] = {
 }
 
 
+_READER, _BINARY, _CONTENT = "reader", "binary", "content"
+
+
+@lru_cache(maxsize=1 << 16)
+def _by_name(name: str) -> str:
+    """What a file's name says: it has a reader, it is binary, or its content decides.
+
+    Cached by name: a walk asks it of every file, twice (the format and whether the
+    name decides), and a re-sync of the same names again."""
+    if name in READERS:
+        return _READER
+    dot = name.rfind(".")
+    suffix = name[dot:].lower() if 0 < dot < len(name) - 1 else ""
+    if suffix in READERS:
+        return _READER
+    return _BINARY if suffix in BINARY_SUFFIXES else _CONTENT
+
+
 def supported_suffixes() -> frozenset[str]:
     """Every file suffix with a reader (lower case, with the dot)."""
     return frozenset(key for key in READERS if key.startswith("."))
@@ -121,29 +139,30 @@ def format_key(path: Path) -> str:
 
 def is_supported(path: Path) -> bool:
     """True when ``path`` has a reader, by exact name (``Makefile``) or by suffix in any case."""
-    return format_key(path) in READERS
+    return _by_name(path.name) is _READER
 
 
 def may_be_text(path: Path) -> bool:
     """True when ``path``'s name leaves reading it to its content: it has a reader, or
     its suffix is not one of ``BINARY_SUFFIXES``. Decided without touching the disk (the
     file watcher asks it of paths that may be gone)."""
-    return is_supported(path) or path.suffix.lower() not in BINARY_SUFFIXES
+    return _by_name(path.name) is not _BINARY
 
 
 def is_readable(path: Path) -> bool:
     """True when ``path`` has a reader by name, or ``may_be_text`` and its first bytes are
-    text. Opens only a file without a reader for its name; one that cannot be opened is
-    not readable (the walk counts it ``unsupported``)."""
-    if is_supported(path):
-        return True
-    if not may_be_text(path):
-        return False
+    text. Opens only a file without a reader for its name; one that cannot be opened, or
+    is empty (``py.typed``, ``REQUESTED``), is not readable (the walk counts it
+    ``unsupported``)."""
+    verdict = _by_name(path.name)
+    if verdict is not _CONTENT:
+        return verdict is _READER
     try:
         with path.open("rb") as handle:
-            return looks_like_text(handle.read(SNIFF_BYTES))
+            head = handle.read(SNIFF_BYTES)
     except OSError:
         return False
+    return bool(head.strip()) and looks_like_text(head)  # an empty marker says nothing
 
 
 def read_path(path: Path, *, max_bytes: int = MAX_BYTES) -> Converted:
