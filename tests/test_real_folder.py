@@ -189,3 +189,24 @@ def test_an_existing_source_keeps_its_files_until_the_user_opts_in(
     assert {d["path"] for d in after["documents"]} == INDEXED
     stored = json.loads((home / REGISTRY_FILE).read_text(encoding="utf-8"))
     assert stored == [{**entry, "gitignore": True}]
+
+
+def test_a_folder_of_the_folders_setting_keeps_todays_rules_until_opted_in(
+    tmp_path: Path,
+) -> None:
+    """issue 20 item 12: a configured folder has no stored choice, so it reads no
+    .gitignore; opting it in registers it under the same name with the choice."""
+    build_corpus(tmp_path / "corpus")
+    settings = Settings(
+        home=tmp_path / "home", embedder="none", folders=(str(tmp_path / "corpus"),)
+    )
+    with Library(settings) as library:
+        [configured] = library.folder_sources()
+        assert (configured.configured, configured.gitignore) == (True, False)
+        library.sync()
+        assert "pkg/generated/api.md" in listed_paths(library, "corpus")
+        library.set_gitignore("corpus", True)
+        [opted] = library.folder_sources()
+        assert (opted.name, opted.configured, opted.gitignore) == ("corpus", False, True)
+        library.sync()
+        assert listed_paths(library, "corpus") == INDEXED
