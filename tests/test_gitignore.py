@@ -134,3 +134,23 @@ def test_the_watcher_reads_a_changed_nested_gitignore_again(tmp_path: Path) -> N
     assert watcher.sources_changed([str(tmp_path / "docs" / ".gitignore")]) == {"notes"}
     assert watcher.sources_changed([str(tmp_path / "docs" / "gen.md")]) == set()
     assert watcher.sources_changed([str(tmp_path / "docs" / "a.md")]) == {"notes"}
+
+
+def test_a_gitignore_whitelist_does_not_reopen_pruned_folders(tmp_path: Path) -> None:
+    """A ``.gitignore`` of the form "ignore all, re-include *.md and every folder" speaks
+    of what git tracks: node_modules, .git and dot-folders stay pruned; a ``.kbignore``
+    ``!*/`` re-includes pruned folders, but never version-control internals."""
+    make(
+        tmp_path,
+        {
+            ".gitignore": "*\n!*.md\n!*/\n",
+            "notes.md": "",
+            "notes.txt": "",
+            "node_modules/pkg/readme.md": "",
+            ".git/description.md": "",
+            ".github/ci.md": "",
+        },
+    )
+    assert kept(tmp_path) == {"notes.md"}
+    (tmp_path / ".kbignore").write_text("!*/\n", encoding="utf-8")
+    assert kept(tmp_path) == {"notes.md", "node_modules/pkg/readme.md", ".github/ci.md"}

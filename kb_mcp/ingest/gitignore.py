@@ -92,13 +92,20 @@ class IgnoreTree:
         above it are not considered (the walk never enters an excluded one)."""
         return self.verdict(rel_path, is_dir) is True
 
-    def verdict(self, rel_path: str, is_dir: bool) -> bool | None:
-        """True: excluded; False: kept by a ``!`` line; None: no line speaks of it."""
+    def verdict(self, rel_path: str, is_dir: bool, *, own_only: bool = False) -> bool | None:
+        """True: excluded; False: kept by a ``!`` line; None: no line speaks of it.
+
+        ``own_only``: only kb-mcp's own rules (``--ignore`` patterns, ``.kbignore``
+        files) count, which is what may re-include an entry the walk prunes by name: a
+        ``.gitignore``'s ``!*/`` speaks of what git tracks, not of ``node_modules``.
+        """
         target = rel_path + "/" if is_dir else rel_path
         if self._own is not None and (said := self._own.check_file(target).include) is not None:
             return said
         folder = rel_path.rpartition("/")[0]
-        for where, _kind, spec in self._chain(folder):
+        for where, kind, spec in self._chain(folder):
+            if own_only and kind != KBIGNORE:
+                break  # the chain holds every .kbignore before any .gitignore
             below = target[len(where) + 1 :] if where else target
             if (said := spec.check_file(below).include) is not None:
                 return said

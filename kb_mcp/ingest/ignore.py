@@ -108,9 +108,10 @@ class IgnoreRules:
         """
         return self.verdict(rel_path, is_dir) is True
 
-    def verdict(self, rel_path: str, is_dir: bool) -> bool | None:
+    def verdict(self, rel_path: str, is_dir: bool, *, own_only: bool = False) -> bool | None:
         """True: excluded; False: kept by a ``!`` line; None: no line matches. The last
-        matching rule decides, so the rules are scanned from the end."""
+        matching rule decides, so the rules are scanned from the end. (``own_only`` is
+        for ``IgnoreTree``'s signature: every rule here is kb-mcp's own.)"""
         for rule in reversed(self.rules):
             if (is_dir or not rule.dir_only) and rule.regex.match(rel_path):
                 return not rule.negated

@@ -116,6 +116,9 @@ PRUNED_DIRS: frozenset[str] = frozenset(
 # Packaging metadata written by setuptools, pip and wheel (RECORD, WHEEL, INSTALLER…);
 # an sdist's own PKG-INFO, at its root, is read.
 _METADATA_DIRS = (".egg-info", ".dist-info")
+# Version-control internals: never documents, and never re-included by a ``!`` line (a
+# ``.kbignore`` that ends in ``!*/`` means the folders it excluded, not ``.git``).
+_NEVER_LIFTED = frozenset({".git", ".hg", ".svn", ".bzr", "_darcs"})
 # A folder holding one of these is a virtualenv, conda env or tagged cache
 # (https://bford.info/cachedir/), whatever it is called.
 _GENERATED_MARKERS = frozenset({"pyvenv.cfg", "conda-meta", "CACHEDIR.TAG"})
@@ -443,7 +446,7 @@ class _Walk:
         except OSError:
             return self._unreadable_dir(rel)
         queue = self.pending if target is None else self.deferred
-        judged = name in _JUDGED_BY_CONTENT and self.rules.verdict(rel, True) is not False
+        judged = name in _JUDGED_BY_CONTENT and not _lifted(self.rules, rel, True)
         key = (info.st_dev, info.st_ino)
         queue.append(_Folder(parent.path / name, rel + "/", name, key, judged))
 
@@ -528,7 +531,7 @@ def dir_skip_reason(name: str, rel: str, parent: str, rules: Rules) -> SkipReaso
         reason = SkipReason.PRUNED
     elif name.startswith("."):
         reason = SkipReason.HIDDEN
-    return _overruled(reason, rules.verdict(rel, True) if rules else None)
+    return _overruled(reason, rules, rel, True, liftable=name not in _NEVER_LIFTED)
 
 
 def file_skip_reason(name: str, rel: str, rules: Rules) -> SkipReason | None:
@@ -537,15 +540,25 @@ def file_skip_reason(name: str, rel: str, rules: Rules) -> SkipReason | None:
     reason = _name_skip_reason(name)
     if reason is SkipReason.SENSITIVE:
         return reason
-    return _overruled(reason, rules.verdict(rel, False) if rules else None)
+    return _overruled(reason, rules, rel, False, liftable=True)
 
 
-def _overruled(reason: SkipReason | None, verdict: bool | None) -> SkipReason | None:
-    """A name rule's ``reason`` as the ignore rules' ``verdict`` leaves it: a ``!`` line
-    (False) lifts it, an exclusion (True) of an entry no name rule skips ignores it."""
+def _overruled(
+    reason: SkipReason | None, rules: Rules, rel: str, is_dir: bool, *, liftable: bool
+) -> SkipReason | None:
+    """A name rule's ``reason`` as the ignore rules leave it: a ``!`` line of kb-mcp's
+    own rules lifts it (when ``liftable``), and an entry no name rule skips is ignored
+    when the rules exclude it."""
+    if not rules:
+        return reason
     if reason is not None:
-        return None if verdict is False else reason
-    return SkipReason.IGNORED if verdict else None
+        return None if liftable and _lifted(rules, rel, is_dir) else reason
+    return SkipReason.IGNORED if rules.verdict(rel, is_dir) else None
+
+
+def _lifted(rules: Rules, rel: str, is_dir: bool) -> bool:
+    """Whether a ``!`` line of a ``.kbignore`` or an ``--ignore`` pattern names the entry."""
+    return bool(rules) and rules.verdict(rel, is_dir, own_only=True) is False
 
 
 @lru_cache(maxsize=NAME_CACHE_SIZE)
