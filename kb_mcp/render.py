@@ -168,7 +168,7 @@ def listing_text(result: SourceListing) -> str:
             lines.append(f"  note: {d['note']}")
     source = data["source"]
     if data["failed_total"]:
-        lines.append(f"failed: {data['failed_total']} files not indexed")
+        lines.append(f"failed (not indexed): {data['failed_total']}")
         lines += [f"  {f['path']}: {f['reason']}" for f in data["failed"]]
         if data["failed_total"] > len(data["failed"]):
             lines.append(f"  … all of them: `kb-mcp list {source} --failed`")

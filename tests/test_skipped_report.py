@@ -80,7 +80,7 @@ def test_list_command_names_them_and_says_how_to_see_all(
         in overview
     )
     text = kb_cli("list", "notes").stdout.splitlines()
-    assert "failed: 1 files not indexed" in text
+    assert "failed (not indexed): 1" in text
     assert "  blob.txt: binary data (20% control characters)" in text
     assert "  secrets.txt" in text
     assert "  … all of them: `kb-mcp list notes --skipped`" in text

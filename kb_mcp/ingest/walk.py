@@ -187,7 +187,7 @@ SKIP_HINTS: Mapping[str, str] = MappingProxyType(
         SkipReason.SENSITIVE: "never read (keys, credentials, .env): rename a file that "
         "holds no secret",
         SkipReason.PRUNED: f"a build, dependency or cache folder: {_INCLUDE_BY_NEGATION} "
-        "(e.g. `!build/`)",
+        "(e.g. `!build/`; version-control folders such as .git are never read)",
         SkipReason.HIDDEN: f"a dot-file or dot-folder: {_INCLUDE_BY_NEGATION} (e.g. `!.github/`)",
         SkipReason.JUNK: f"editor or OS junk, or a lock file: {_INCLUDE_BY_NEGATION}",
         SkipReason.IGNORED: "matched by .gitignore, .kbignore or an --ignore pattern: add "
