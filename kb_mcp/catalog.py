@@ -10,8 +10,10 @@ from __future__ import annotations
 from kb_mcp import limits
 from kb_mcp.embed.active import NO_EMBEDDER
 from kb_mcp.index import vectors
+from kb_mcp.ingest import skipped
 from kb_mcp.results import (
     DocumentEntry,
+    FailedFile,
     NearDuplicate,
     Overview,
     SourceInfo,
@@ -30,6 +32,7 @@ NEAR_DUPLICATES_SHOWN = 10
 HEALTH_CHECK_MS = 200
 HEALTH_CHECK_BYTES = 50_000_000
 DAMAGED = "damaged"  # how a damaged database's health entry starts (the CLI's exit code)
+FAILED_SHOWN = 10  # failed files named by a source's listing; `--failed` names them all
 
 
 class Catalog:
@@ -62,6 +65,7 @@ class Catalog:
             if health_row
             else {}
         )
+        summaries = rows.skipped_summaries(conn)
         sources = tuple(
             SourceInfo(
                 s.name,
@@ -72,6 +76,7 @@ class Catalog:
                 s.synced_at,
                 s.sync_error,
                 *(covered.get(s.id, (0, 0)) if health_row else (None, None)),
+                {g.reason: g.count for g in skipped.groups(summaries.get(s.id))},
             )
             for s in rows.list_sources(conn)
         )
@@ -115,7 +120,9 @@ class Catalog:
         return f"{DAMAGED}: {problems[0]}; run `kb-mcp reindex --rebuild`"
 
     def list_source(self, source: str, limit: int = 50, offset: int = 0) -> SourceListing:
-        """One source's entries, one per path, newest first, a page at a time.
+        """One source's entries, one per path, newest first, a page at a time, and what
+        its last sync could not index (the first ``FAILED_SHOWN`` failed files, with their
+        reasons) or left out (``SkippedGroup`` per reason, with how to read one).
 
         ``total`` counts the same rows the pages hold, so paging to ``total`` covers every
         path exactly once (a document held at two paths is listed at both).
@@ -124,13 +131,23 @@ class Catalog:
         limits.OFFSET.check(offset)
         source_id = self._source_id(source)
         self._ready()
-        page = rows.list_documents(self.db.conn, source_id, limit, offset)
-        total = rows.count_listed(self.db.conn, source_id)  # counts what is paged: paths
+        conn = self.db.conn
+        page = rows.list_documents(conn, source_id, limit, offset)
+        total = rows.count_listed(conn, source_id)  # counts what is paged: paths
         entries = tuple(
             DocumentEntry(d.doc_key, d.title, d.uri or path, d.doc_date, d.updated_at, note)
             for d, path, note in page
         )
-        return SourceListing(source, entries, total, offset)
+        failed = rows.failed_locations(conn, source_id)
+        return SourceListing(
+            source,
+            entries,
+            total,
+            offset,
+            tuple(FailedFile(source, path, reason) for path, reason in failed[:FAILED_SHOWN]),
+            len(failed),
+            skipped.groups(rows.skipped_summaries(conn).get(source_id)),
+        )
 
     def source_names(self) -> tuple[str, ...]:
         """Every source's name (a search scope), without the counts ``overview`` adds."""

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields
 from typing import TYPE_CHECKING
 
 from kb_mcp.index.fts import FtsIndex
 from kb_mcp.ingest.sources import FolderSource
-from kb_mcp.results import Check, DoctorReport, VectorState
+from kb_mcp.results import Check, DoctorReport, FailedFile, VectorState
 from kb_mcp.settings import Settings
 from kb_mcp.store.db import Database
 from kb_mcp.store.failures import REBUILD_HINT, storage_failure
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from kb_mcp.embed.base import Embedder
     from kb_mcp.graph.enrich import EnrichStatus
 
+FILES_NAMED = 3  # failed files named by `doctor`; `kb-mcp list SOURCE --failed` has all
 EXTRAS = {"pdf": ("pymupdf4llm", "PDF files"), "docx": ("docx", "DOCX files")}
 
 
@@ -123,6 +124,31 @@ def _graph_llm(settings: Settings, status: EnrichStatus | None) -> Check | None:
     return Check("graph extractor", True, detail)
 
 
+def _failed_files(count: int, first: Sequence[FailedFile]) -> Check:
+    """How many files failed, the first few with their reasons, and where the rest are."""
+    if not count:
+        return Check("failed files", True, "none")
+    named = "; ".join(f"{f.source}/{f.path}: {f.reason}" for f in first[:FILES_NAMED])
+    sources = sorted({f.source for f in first})
+    source = sources[0] if len(sources) == 1 and count <= len(first) else "SOURCE"
+    more = f" and {count - len(first[:FILES_NAMED])} more" if count > FILES_NAMED else ""
+    where = f"`kb-mcp list {source} --failed`"
+    return Check("failed files", True, f"{count}: {named}{more} (all: {where})")
+
+
+def _skipped_files(skipped: Mapping[str, Mapping[str, int]]) -> Check:
+    """What each folder source's last sync left out, counted per reason."""
+    parts = [
+        f"{source}: " + ", ".join(f"{reason} {n}" for reason, n in sorted(counts.items()))
+        for source, counts in skipped.items()
+        if counts
+    ]
+    if not parts:
+        return Check("skipped files", True, "none")
+    detail = "; ".join(parts) + " (which and why: `kb-mcp list SOURCE`, all: `--skipped`)"
+    return Check("skipped files", True, detail)
+
+
 def run_checks(
     settings: Settings,
     db: Database,
@@ -130,6 +156,8 @@ def run_checks(
     folders: list[FolderSource],
     failed_files: Callable[[], int],
     *,
+    failed_first: Callable[[], Sequence[FailedFile]] = tuple,
+    skipped: Callable[[], Mapping[str, Mapping[str, int]]] = dict,
     embedder: Embedder | None = None,
     vector_state: Callable[[], VectorState] | None = None,
     graph_llm: Callable[[], EnrichStatus | None] | None = None,
@@ -153,10 +181,8 @@ def run_checks(
         checked("database", lambda: _database(db)),
         checked("keyword index", lambda: _keyword_index(fts)),
         *(_folder(f) for f in folders),
-        checked(
-            "failed files",
-            lambda: Check("failed files", True, f"{failed_files()} (see `kb-mcp list`)"),
-        ),
+        checked("failed files", lambda: _failed_files(failed_files(), failed_first())),
+        checked("skipped files", lambda: _skipped_files(skipped())),
         *(_extra(name, module, what) for name, (module, what) in EXTRAS.items()),
         _embedder(settings, embedder),
     ]

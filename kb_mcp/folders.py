@@ -15,13 +15,15 @@ from kb_mcp.errors import InvalidInput, NotFound, Refused
 from kb_mcp.ingest import agent, sources, sync, synclock
 from kb_mcp.ingest.filework import failure_reason, utc_now
 from kb_mcp.ingest.pipeline import remove_location
+from kb_mcp.ingest.skipped import walk_groups
+from kb_mcp.results import FailedFile, LeftOut
 from kb_mcp.state import LibraryState
 from kb_mcp.store import documents as rows
 
 
 class Folders:
-    """``Library.folder_sources``, ``estimate_folder``, ``add_folder``, ``remove_source``
-    and ``sync``."""
+    """``Library.folder_sources``, ``estimate_folder``, ``add_folder``, ``set_gitignore``,
+    ``left_out``, ``remove_source`` and ``sync``."""
 
     def __init__(self, state: LibraryState) -> None:
         self.settings = state.settings
@@ -36,17 +38,55 @@ class Folders:
         """Registered folders plus the ones the ``folders`` setting names."""
         return sources.folder_sources(self.home, self.settings.folders)
 
-    def estimate_folder(self, path: str | Path, ignore: Sequence[str] = ()) -> sync.Estimate:
+    def estimate_folder(
+        self, path: str | Path, ignore: Sequence[str] = (), *, gitignore: bool = True
+    ) -> sync.Estimate:
         """What syncing ``path`` would read (files, bytes, chunks), before anything is stored."""
         root = Path(path).expanduser().resolve()
-        candidate = sources.FolderSource(root.name, str(root), tuple(ignore))
+        candidate = sources.FolderSource(root.name, str(root), tuple(ignore), gitignore=gitignore)
         return sync.estimate_folder(candidate, max_files=self.settings.max_files_per_source)
 
     def add_folder(
-        self, path: str | Path, name: str | None = None, ignore: Sequence[str] = ()
+        self,
+        path: str | Path,
+        name: str | None = None,
+        ignore: Sequence[str] = (),
+        *,
+        gitignore: bool = True,
     ) -> sources.FolderSource:
-        """Register a folder as a source (``sync`` ingests it)."""
-        return sources.register_folder(self.home, Path(path), name, ignore)
+        """Register a folder as a source (``sync`` ingests it); ``gitignore``: whether its
+        walk honours ``.gitignore`` files (``ingest/gitignore.py``)."""
+        return sources.register_folder(self.home, Path(path), name, ignore, gitignore=gitignore)
+
+    def set_gitignore(self, name: str, gitignore: bool) -> sources.FolderSource:
+        """Whether the folder source ``name`` honours ``.gitignore`` from its next sync on:
+        how a source registered before it was read opts in (issue 20 item 12)."""
+        folder = self._folder(name)
+        return sources.set_gitignore(self.home, folder, gitignore)
+
+    def left_out(self, name: str, *, skipped: bool) -> LeftOut:
+        """Every file of the folder source ``name`` that is not indexed: the failed ones
+        with their reasons, and with ``skipped`` every path a walk made now leaves out."""
+        folder = self._folder(name)
+        row = rows.get_source(self.db.conn, name)
+        failed = rows.failed_locations(self.db.conn, row.id) if row else []
+        files = tuple(FailedFile(name, path, reason) for path, reason in failed)
+        if not skipped:
+            return LeftOut(name, files)
+        max_files = self.settings.max_files_per_source
+        walk = sync.walk_source(folder, max_files=max_files, examples=None)
+        return LeftOut(name, files, walk_groups(walk))
+
+    def _folder(self, name: str) -> sources.FolderSource:
+        """The folder source called ``name``; NotFound listing the known ones."""
+        folders = self.folder_sources()
+        for folder in folders:
+            if folder.name == name:
+                return folder
+        raise NotFound(
+            f"no folder source named {name!r}",
+            hint="folder sources: " + (", ".join(f.name for f in folders) or "none"),
+        )
 
     def remove_source(self, name: str) -> int:
         """Forget a folder source and every document only it held; returns how many paths."""

@@ -24,13 +24,14 @@ from kb_mcp import grep as grep_mod
 from kb_mcp import views
 from kb_mcp.catalog import Catalog
 from kb_mcp.cite import parse_cite
-from kb_mcp.doctor import run_checks
+from kb_mcp.doctor import FILES_NAMED, run_checks
 from kb_mcp.embed.active import EmbedderFactory
 from kb_mcp.entities import Entities
 from kb_mcp.folders import Folders
 from kb_mcp.graph.enrich import EnrichReport, ExtractorFactory
 from kb_mcp.home import DB_FILE
 from kb_mcp.ingest import sources, sync
+from kb_mcp.ingest.skipped import groups as skipped_groups
 from kb_mcp.lookup import MODEL_LOADING, Lookup
 from kb_mcp.results import (
     AddResult,
@@ -39,6 +40,7 @@ from kb_mcp.results import (
     DocumentView,
     EntityView,
     FailedFile,
+    LeftOut,
     Overview,
     ReadResult,
     ReindexReport,
@@ -49,6 +51,7 @@ from kb_mcp.search.engine import SearchResult
 from kb_mcp.search.query import parse_query
 from kb_mcp.settings import Settings
 from kb_mcp.state import LibraryState
+from kb_mcp.store import documents as rows
 from kb_mcp.store.counts import source_counts
 from kb_mcp.store.failures import storage_failure
 from kb_mcp.writing import Writing
@@ -129,15 +132,32 @@ class Library:
         """Registered folders plus the ones the ``folders`` setting names."""
         return self._folders.folder_sources()
 
-    def estimate_folder(self, path: str | Path, ignore: Sequence[str] = ()) -> sync.Estimate:
+    def estimate_folder(
+        self, path: str | Path, ignore: Sequence[str] = (), *, gitignore: bool = True
+    ) -> sync.Estimate:
         """What syncing ``path`` would read (files, bytes, chunks), before anything is stored."""
-        return self._folders.estimate_folder(path, ignore)
+        return self._folders.estimate_folder(path, ignore, gitignore=gitignore)
 
     def add_folder(
-        self, path: str | Path, name: str | None = None, ignore: Sequence[str] = ()
+        self,
+        path: str | Path,
+        name: str | None = None,
+        ignore: Sequence[str] = (),
+        *,
+        gitignore: bool = True,
     ) -> sources.FolderSource:
-        """Register a folder as a source (``sync`` ingests it)."""
-        return self._folders.add_folder(path, name, ignore)
+        """Register a folder as a source (``sync`` ingests it); ``gitignore``: whether its
+        walk honours ``.gitignore`` files."""
+        return self._folders.add_folder(path, name, ignore, gitignore=gitignore)
+
+    def set_gitignore(self, name: str, gitignore: bool) -> sources.FolderSource:
+        """Whether the folder source ``name`` honours ``.gitignore`` from its next sync on."""
+        return self._folders.set_gitignore(name, gitignore)
+
+    def left_out(self, name: str, *, skipped: bool = False) -> LeftOut:
+        """A folder source's files that are not indexed: every failed one with its reason,
+        and with ``skipped`` every path a walk made now leaves out, per reason."""
+        return self._folders.left_out(name, skipped=skipped)
 
     def remove_source(self, name: str) -> int:
         """Forget a folder source and every document only it held; returns how many paths."""
@@ -287,12 +307,22 @@ class Library:
 
     def doctor(self) -> DoctorReport:
         """Health checks of the home, database, index, folders, optional extras, vectors."""
+
+        def skipped() -> dict[str, dict[str, int]]:
+            summaries = rows.skipped_summaries(self.db.conn)
+            return {
+                s.name: {g.reason: g.count for g in skipped_groups(summaries.get(s.id))}
+                for s in rows.list_sources(self.db.conn)
+            }
+
         return run_checks(
             self.settings,
             self.db,
             self.fts,
             self.folder_sources(),
             lambda: sum(f for _, _, f in source_counts(self.db.conn).values()),
+            failed_first=lambda: views.failed_files(self.db, FILES_NAMED),
+            skipped=skipped,
             embedder=self.embedder(),
             vector_state=self.vector_state,
             graph_llm=self._enrichment.status,

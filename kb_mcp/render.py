@@ -16,6 +16,7 @@ from kb_mcp.results import (
     AddResult,
     DoctorReport,
     EntityView,
+    LeftOut,
     Overview,
     ReadResult,
     ReindexReport,
@@ -141,6 +142,9 @@ def overview_text(result: Overview) -> str:
             f"{s['documents']} documents, {s['chunks']} chunks{failed}; sync {s['sync_state']}"
             f"{vectors}"
         )
+        if s["skipped"]:
+            counts = ", ".join(f"{reason} {n}" for reason, n in sorted(s["skipped"].items()))
+            lines.append(f"  skipped: {counts} (which and why: `kb-mcp list {s['name']}`)")
     lines.append("modes: " + ", ".join(data["modes"]))
     for pair in data["near_duplicates"]:
         lines.append(f"near-duplicate: {pair['a']} ~ {pair['b']} ({pair['similarity']:.0f}%)")
@@ -162,7 +166,33 @@ def listing_text(result: SourceListing) -> str:
         lines.append(f"- {d['doc']}  {d['title']}  ({d['path']}, {d['date'] or d['updated_at']})")
         if d["note"]:
             lines.append(f"  note: {d['note']}")
+    source = data["source"]
+    if data["failed_total"]:
+        lines.append(f"failed (not indexed): {data['failed_total']}")
+        lines += [f"  {f['path']}: {f['reason']}" for f in data["failed"]]
+        if data["failed_total"] > len(data["failed"]):
+            lines.append(f"  … all of them: `kb-mcp list {source} --failed`")
+    lines += _skipped_lines(data["skipped"], f"`kb-mcp list {source} --skipped`")
     return "\n".join(lines)
+
+
+def _skipped_lines(groups: list[dict[str, Any]], see_all: str | None) -> list[str]:
+    """Per skip reason: the count, how to read one anyway, the paths named."""
+    lines = []
+    for group in groups:
+        lines.append(f"skipped, {group['reason']}: {group['count']} ({group['how_to_include']})")
+        lines += [f"  {path}" for path in group["paths"]]
+        if see_all and group["count"] > len(group["paths"]):
+            lines.append(f"  … all of them: {see_all}")
+    return lines
+
+
+def left_out_text(result: LeftOut) -> str:
+    """``kb-mcp list SOURCE --failed`` / ``--skipped``: every path, per reason."""
+    data = to_data(result)
+    lines = [f"source {data['source']}: {len(data['failed'])} failed"]
+    lines += [f"  {f['path']}: {f['reason']}" for f in data["failed"]]
+    return "\n".join(lines + _skipped_lines(data["skipped"], None))
 
 
 def add_text(result: AddResult) -> str:

@@ -56,6 +56,19 @@ class SourceInfo:
     # when there are no vectors: ``--embedder none``, or nothing embedded yet).
     embedded: int | None = None
     embed_pending: int | None = None
+    # What the last sync left out, counted per skip reason (``list SOURCE`` names them).
+    skipped: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedGroup:
+    """Entries a folder sync left out for one reason: how many, the first of them by
+    path (redacted; a folder's ends with ``/``), and how to read one anyway."""
+
+    reason: str
+    count: int
+    paths: tuple[str, ...]
+    how_to_include: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,10 +105,27 @@ class DocumentEntry:
 
 @dataclass(frozen=True, slots=True)
 class SourceListing:
+    """One page of a source's entries, with what its last sync could not index
+    (``failed``: the first of ``failed_total``) and left out (``skipped``)."""
+
     source: str
     documents: tuple[DocumentEntry, ...]
     total: int
     offset: int
+    failed: tuple[FailedFile, ...] = ()
+    failed_total: int = 0
+    skipped: tuple[SkippedGroup, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LeftOut:
+    """Every file of a folder source that is not indexed: the files that failed, with
+    the reader's reason, and (``skipped``, from a walk made now) every path left out,
+    per reason. What ``kb-mcp list SOURCE --failed`` / ``--skipped`` prints."""
+
+    source: str
+    failed: tuple[FailedFile, ...]
+    skipped: tuple[SkippedGroup, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

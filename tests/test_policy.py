@@ -216,3 +216,43 @@ def test_check_readable_reads_a_note_that_only_quotes_a_key(tmp_path: Path, text
     """issue 7 item 8: only a file that starts as a private key is refused by content."""
     (tmp_path / "notes.md").write_text(text)
     assert check_readable(tmp_path / "notes.md", tmp_path) == (tmp_path / "notes.md").resolve()
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("gitcredentials.txt", "gitcredentials(7)\n=================\n\nNAME\n----\n"),
+        ("git-credential-store.1", '.TH "GIT\\-CREDENTIAL\\-STORE" "1"\n.SH "NAME"\n'),
+        ("git-credential.7", "'\\\" t\n.TH GIT-CREDENTIAL 7\n"),
+        ("credential-helpers.txt", "= Credential helpers\n\nHow git asks for them.\n"),
+        ("secret-sharing.xml", "<!DOCTYPE html>\n<html><body>how to share</body></html>\n"),
+    ],
+)
+def test_check_readable_reads_a_document_named_for_secrets(
+    tmp_path: Path, name: str, text: str
+) -> None:
+    """issue 20 item 10: git's manual pages about credential helpers were refused by
+    name; a name with a secret word is decided by the file's first bytes."""
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    assert check_readable(path, tmp_path) == path.resolve()
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("secrets.txt", "prod\nHx9fQ2mLw8Zt\n"),
+        ("secrets.sh", "#!/bin/sh\nexport TOKEN=Hx9fQ2mLw8Zt\n"),
+        ("secrets.yaml", "# Production secrets\n---\ndb_password: Hx9fQ2mLw8Zt\n"),
+        ("credentials.csv", "user,password\nalice,Hx9fQ2mLw8Zt\n"),
+        ("credentials", "Credentials\n===========\n"),  # an exact name: always refused
+        (".git-credentials", "Git credentials\n===============\n"),
+    ],
+)
+def test_check_readable_still_refuses_values_named_for_secrets(
+    tmp_path: Path, name: str, text: str
+) -> None:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(Refused, match=r"secrets file|credential file"):
+        check_readable(path, tmp_path)

@@ -17,6 +17,7 @@ from kb_mcp.ingest.readers import (
     READERS,
     Converted,
     convert_bytes,
+    is_readable,
     is_supported,
     read_path,
     supported_suffixes,
@@ -58,9 +59,26 @@ def test_read_path_unsupported_suffix_lists_every_supported_format(tmp_path: Pat
     assert all(key in message for key in READERS)
 
 
-def test_read_path_file_without_suffix_is_unsupported(tmp_path: Path) -> None:
-    with pytest.raises(Unreadable, match=r"cannot read LICENSE: unsupported format \(no suffix\)"):
-        read_path(write(tmp_path, "LICENSE", "MIT"))
+def test_read_path_reads_a_file_without_reader_as_text_when_it_is_text(tmp_path: Path) -> None:
+    """issue 20 item 10: an extension-less README, PKG-INFO or a .mako template is read as
+    plain text; a file of unknown format whose content is binary is refused as such."""
+    for name in ("LICENSE", "PKG-INFO", "settings.mako"):
+        converted = read_path(write(tmp_path, name, "MIT License\n\nPermission is granted"))
+        assert (converted.kind, converted.markdown) == (
+            "text",
+            "MIT License\n\nPermission is granted",
+        )
+    with pytest.raises(Unreadable, match=r"cannot read blob\.xyz: binary data"):
+        read_path(write(tmp_path, "blob.xyz", bytes(range(256)) * 4))
+
+
+def test_is_readable_sniffs_only_files_without_reader_or_binary_suffix(tmp_path: Path) -> None:
+    """issue 20 item 10: the content decides for a name that says nothing; a binary
+    suffix is refused unopened, and a supported one is accepted unopened."""
+    assert is_readable(write(tmp_path, "README", "Install it with pip.\n"))
+    assert not is_readable(write(tmp_path, "core", bytes(range(256)) * 4))
+    assert not is_readable(write(tmp_path, "drawing.svg", "<svg></svg>\n"))
+    assert is_readable(tmp_path / "not-created-yet.md")
 
 
 def test_read_path_rejects_file_over_size_cap_naming_size_and_cap(tmp_path: Path) -> None:

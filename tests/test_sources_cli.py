@@ -110,7 +110,10 @@ def test_add_folder_with_yes_prints_the_estimate_before_adding(
     assert 0.5 * stored <= int(estimate["chunks"]) <= 1.5 * stored
     assert search_paths(kb, "ptarmigan") == [("notes", "small.md")]
     registry = json.loads((home / REGISTRY_FILE).read_text(encoding="utf-8"))
-    assert registry == [{"name": "notes", "root": str(notes.resolve()), "ignore": []}]
+    # a new source honours .gitignore (issue 20 item 12), and says so in the registry
+    assert registry == [
+        {"name": "notes", "root": str(notes.resolve()), "ignore": [], "gitignore": True}
+    ]
 
 
 def test_add_folder_with_name_and_ignore_registers_both(kb: Cli, notes: Path, home: Path) -> None:

@@ -239,9 +239,16 @@ def cmd_list(args: argparse.Namespace) -> int:
     """Show sources, counts and index health; with a source, its entries (one per path)."""
     from kb_mcp import render
     from kb_mcp.catalog import DAMAGED
+    from kb_mcp.errors import InvalidInput
 
     with _open(args) as library:
-        if args.source:
+        if (args.failed or args.skipped) and not args.source:
+            raise InvalidInput(
+                "--failed and --skipped need a source: `kb-mcp list SOURCE --failed`"
+            )
+        if args.failed or args.skipped:
+            _emit(args, library.left_out(args.source, skipped=args.skipped), render.left_out_text)
+        elif args.source:
             result = library.list_source(args.source, args.limit, args.offset)
             _emit(args, result, render.listing_text)
         else:
@@ -413,6 +420,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("source", nargs="?")
     _bounded(p, "--limit", "limit", "entries per page", default=50)
     _bounded(p, "--offset", "offset", "entries to skip", default=0)
+    p.add_argument(
+        "--failed", action="store_true", help="every file of SOURCE that failed, and why"
+    )
+    p.add_argument(
+        "--skipped",
+        action="store_true",
+        help="every path of SOURCE a sync leaves out (walked now), per reason, and how to "
+        "read one anyway; with the failed files",
+    )
     p = command("reindex", cmd_reindex, json_flag=True)
     p.add_argument("--rebuild", action="store_true", help="drop every derived row first")
     _embedder_flags(p, wait_flag=True)
@@ -428,6 +444,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="gitignore-style pattern to leave out (repeatable)",
     )
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    gitignore = p.add_mutually_exclusive_group()
+    gitignore.add_argument(
+        "--gitignore",
+        dest="gitignore",
+        action="store_true",
+        default=None,
+        help="honour the folder's .gitignore files (the default for a new source; on a "
+        "source added before they were read, opts it in)",
+    )
+    gitignore.add_argument(
+        "--no-gitignore",
+        dest="gitignore",
+        action="store_false",
+        help="do not read the folder's .gitignore files (.kbignore still applies)",
+    )
     _embedder_flags(p, wait_flag=True)
     p = command("remove", cmd_remove)
     p.add_argument("source")

@@ -18,7 +18,7 @@ from kb_mcp.cli.progress import ProgressBar
 from kb_mcp.cli.terminal import terminal_safe
 
 if TYPE_CHECKING:
-    from kb_mcp.ingest.sync import SyncReport
+    from kb_mcp.ingest.sync import Estimate, SyncReport
     from kb_mcp.library import Library
 
 
@@ -39,6 +39,9 @@ def _print_report(report: SyncReport) -> None:
     print(line)
     for path, reason in report.failures[:20]:
         print(terminal_safe(f"  failed: {path}: {reason}"))
+    skipped = ", ".join(f"{k} {v}" for k, v in sorted(report.skipped.items()) if v)
+    if skipped:
+        print(f"  skipped: {skipped} (which and why: `kb-mcp list {report.source}`)")
 
 
 def _sync_and_report(library: Library, source: str | None) -> int:
@@ -125,9 +128,27 @@ def cmd_add(args: argparse.Namespace, library: Library) -> int:
         print(render.add_text(result))
         _after_sync(args, library)
         return 0
-    if path.is_dir():  # refused before the walk, not after it (or after a yes)
+    gitignore = args.gitignore is not False  # a new source honours .gitignore unless told
+    if path.is_dir():
+        resolved = str(path.resolve())
+        existing = next((s for s in library.folder_sources() if s.root == resolved), None)
+        if existing is not None and args.gitignore is not None:
+            return _set_gitignore(args, library, existing.name, args.gitignore)
+        # refused before the walk, not after it (or after a yes)
         check_registrable(library.folder_sources(), path.resolve(), args.name)
-    estimate = library.estimate_folder(path, args.ignore)
+    _print_estimate(path, library.estimate_folder(path, args.ignore, gitignore=gitignore))
+    if not args.yes and not _confirm("Add this folder and index it now?"):
+        raise Refused("not added: confirm with --yes (or answer y at the prompt)")
+    source = library.add_folder(path, args.name, args.ignore, gitignore=gitignore)
+    print(f"added source {source.name!r} → {source.root}")
+    if not source.gitignore:
+        print("its .gitignore files are not read (--no-gitignore)")
+    _sync_and_report(library, source.name)
+    _after_sync(args, library)
+    return 0
+
+
+def _print_estimate(path: Path, estimate: Estimate) -> None:
     print(
         f"{path.resolve()}: {estimate.files} files, {estimate.bytes / 1e6:.1f} MB, "
         f"about {estimate.chunks} chunks"
@@ -136,11 +157,24 @@ def cmd_add(args: argparse.Namespace, library: Library) -> int:
     skipped = ", ".join(f"{k} {v}" for k, v in sorted(estimate.skipped.items()) if v)
     if skipped:
         print(f"skipped: {skipped}")
-    if not args.yes and not _confirm("Add this folder and index it now?"):
-        raise Refused("not added: confirm with --yes (or answer y at the prompt)")
-    source = library.add_folder(path, args.name, args.ignore)
-    print(f"added source {source.name!r} → {source.root}")
-    _sync_and_report(library, source.name)
+
+
+def _set_gitignore(args: argparse.Namespace, library: Library, name: str, on: bool) -> int:
+    """``kb-mcp add DIR --gitignore`` / ``--no-gitignore`` on a folder that is a source
+    already: store the choice, after showing what a sync would then read (files a
+    .gitignore now leaves out are removed from the index by that sync)."""
+    from kb_mcp.errors import Refused
+
+    folder = next(s for s in library.folder_sources() if s.name == name)
+    path = Path(folder.root)
+    _print_estimate(path, library.estimate_folder(path, folder.ignore, gitignore=on))
+    verb = "honour" if on else "stop reading"
+    if not args.yes and not _confirm(f"Make {name!r} {verb} .gitignore and sync it now?"):
+        raise Refused("nothing changed: confirm with --yes (or answer y at the prompt)")
+    library.set_gitignore(name, on)
+    state = "honours .gitignore" if on else "no longer reads .gitignore"
+    print(f"source {name!r} {state} from now on")
+    _sync_and_report(library, name)
     _after_sync(args, library)
     return 0
 

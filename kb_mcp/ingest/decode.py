@@ -45,7 +45,8 @@ _BOMS: tuple[tuple[bytes, str], ...] = (
 
 # How much of the input the heuristics look at: binary formats and UTF-16
 # both show themselves in their first few kilobytes.
-_SNIFF_BYTES = 8192
+SNIFF_BYTES = 8192
+_SNIFF_BYTES = SNIFF_BYTES
 
 # BOM-less UTF-16: the NUL-carrying half of the byte pairs must be at least
 # this share NULs, and the other half almost none (one in fifty).
@@ -179,6 +180,23 @@ def _reject_control_heavy(text: str) -> None:
     share = controls / len(sample)
     if share > _MAX_CONTROL_SHARE:
         raise Unreadable(f"binary data ({share:.0%} control characters)")
+
+
+def looks_like_text(head: bytes) -> bool:
+    """Whether a file's first bytes (``SNIFF_BYTES`` of them, say) read as text by the
+    rules above: what a file with no reader for its name is read by (issue 20 item 10:
+    ``README``, ``PKG-INFO``, ``*.mako``). A multi-byte character cut by the sample's
+    end is dropped first, so UTF-8 text is not mistaken for a legacy encoding."""
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as err:
+        if err.reason == "unexpected end of data":
+            head = head[: err.start]
+    try:
+        decode_bytes(head)
+    except Unreadable:
+        return False
+    return True
 
 
 def first_lines(text: str, count: int) -> list[str]:

@@ -27,10 +27,12 @@ is a git repository keeps its ignored files indexable until you add a ``.kbignor
 ignore files in subfolders are not read, and, as in git, a file cannot be
 re-included when a folder above it is excluded (the walk never enters that folder).
 
-Why not read ``.gitignore``: a file that stops being found is archived on the next
-sync, so honouring ``.gitignore`` implicitly would silently drop documents from every
-existing source that happens to be a repository. Writing a ``.kbignore`` is an
-explicit act, so the removal it causes is the user's intent.
+These rules are those of a source registered before ``.gitignore`` was read, kept as
+they were: a file that stops being found is archived on the next sync, so honouring
+``.gitignore`` implicitly would silently drop documents from every existing source
+that happens to be a repository. Sources added since (and any the user opts in with
+``kb-mcp add DIR --gitignore``) read ``.gitignore`` and ``.kbignore`` at every level
+with git's full semantics instead (``ingest/gitignore.py``).
 """
 
 from __future__ import annotations
@@ -95,17 +97,25 @@ class IgnoreRules:
                 return True
         return self.ignores_entry(rel_path, is_dir)
 
+    def __bool__(self) -> bool:
+        return bool(self.rules)
+
     def ignores_entry(self, rel_path: str, is_dir: bool) -> bool:
         """Whether the rules exclude this entry itself, parents not considered.
 
         This is the walk's form: it checks each folder before entering it, so by the
-        time an entry is seen no folder above it is excluded. The last matching rule
-        decides, so the rules are scanned from the end.
+        time an entry is seen no folder above it is excluded.
         """
+        return self.verdict(rel_path, is_dir) is True
+
+    def verdict(self, rel_path: str, is_dir: bool, *, own_only: bool = False) -> bool | None:
+        """True: excluded; False: kept by a ``!`` line; None: no line matches. The last
+        matching rule decides, so the rules are scanned from the end. (``own_only`` is
+        for ``IgnoreTree``'s signature: every rule here is kb-mcp's own.)"""
         for rule in reversed(self.rules):
             if (is_dir or not rule.dir_only) and rule.regex.match(rel_path):
                 return not rule.negated
-        return False
+        return None
 
 
 def _compile_line(line: str, where: str) -> IgnoreRule | None:

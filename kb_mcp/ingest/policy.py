@@ -21,8 +21,14 @@ Decisions worth knowing:
   source code by its suffix (``secrets.py``, ``test_secrets.py``, ``secret-rotation.md``):
   those mention secrets far more often than they hold one, a question about them must
   find them (issue 7 item 8), and what they do hold is redacted on the way in. Shell
-  scripts and ``.txt`` stay refused: ``secrets.sh`` / ``secrets.txt`` are where values are
-  kept.
+  scripts and ``.txt`` stay refused by name: ``secrets.sh`` / ``secrets.txt`` are where
+  values are kept. Such a name is a suspicion, not a verdict, when the file is at hand:
+  ``check_readable`` and the walk read it when its first bytes open a document (a
+  manual page's roff header, a setext or AsciiDoc title, an HTML page:
+  ``opens_as_document``), which a file of values never does. git's manual pages
+  ``gitcredentials.txt`` and ``git-credential-store.1`` were refused by name (issue 20
+  item 10). Exact credential names (``.git-credentials``, ``credentials``, ``.netrc``,
+  ``credentials.json``, …) stay refused whatever they hold.
 - A file whose content starts as a PEM private key (or a PuTTY key) is refused whatever
   its name (``check_readable`` peeks at its first bytes): keys are often saved as
   ``deploy`` or ``key.txt``.
@@ -42,7 +48,10 @@ from kb_mcp.errors import NotFound, Refused, Unreadable
 
 __all__ = [
     "check_readable",
+    "named_for_secrets",
+    "opens_as_document",
     "sensitive_content_reason",
+    "sensitive_file_reason",
     "sensitive_folder_reason",
     "sensitive_name_reason",
     "sensitive_reason",
@@ -127,6 +136,18 @@ _PEM_KEY_START = re.compile(
     rb"|PuTTY-User-Key-File-)"
 )
 PEEK_BYTES = 256
+_SECRETS_FILE = "secrets file"
+# How a document opens, after blank lines: a roff manual page (a comment, ``.TH`` or
+# ``.Dd``), a setext title (a line with a letter that is no comment, then a line of
+# ``=`` or ``-``: a YAML ``---`` after a ``# comment`` is not one), an AsciiDoc document
+# title, or HTML.
+_DOCUMENT_START = re.compile(
+    r"\A\s*(?:(?:\.\\\"|'\\\"|\.TH\s|\.Dd\s)"
+    r"|(?![#;/%!])[^\n]*[^\W\d_][^\n]*\n(?:={3,}|-{3,})[ \t]*(?:\n|\Z)"
+    r"|= \S"
+    r"|<!doctype html|<html)",
+    re.IGNORECASE,
+)
 
 # Folders whose whole content is credentials, lower case.
 _SENSITIVE_FOLDERS = frozenset(
@@ -149,8 +170,26 @@ _SENSITIVE_CONFIG_FOLDERS = frozenset({"gcloud", "gh"})
 
 
 def sensitive_name_reason(name: str) -> str | None:
-    """Why a file called ``name`` is never read, or None if its name is harmless."""
+    """Why a file called ``name`` is never read, or None if its name is harmless.
+
+    Judged by the name alone; ``named_for_secrets`` says when the file's first bytes may
+    still show it is a document (``sensitive_content_reason``)."""
+    if reason := _certain_name_reason(name.lower()):
+        return reason
+    return _SECRETS_FILE if named_for_secrets(name) else None
+
+
+def named_for_secrets(name: str) -> bool:
+    """Whether ``name`` is refused only for a secret word in it (``secrets.txt``,
+    ``gitcredentials.txt``): the content decides once the file is at hand."""
     lower = name.lower()
+    if _certain_name_reason(lower):
+        return False
+    return any(word in lower for word in _SECRET_WORDS) and not _is_doc_or_code(lower)
+
+
+def _certain_name_reason(lower: str) -> str | None:
+    """The name rules no content can lift: keys, exact credential names, ``.env``."""
     if reason := _SENSITIVE_NAMES.get(lower):
         return reason
     if lower.endswith(_ANY_SENSITIVE_SUFFIX):
@@ -159,8 +198,6 @@ def sensitive_name_reason(name: str) -> str | None:
         return "public key" if lower.endswith(".pub") else _PRIVATE_KEY
     if lower.startswith(".env.") and lower not in _ENV_DOCS:
         return _ENV_FILE
-    if any(word in lower for word in _SECRET_WORDS) and not _is_doc_or_code(lower):
-        return "secrets file"
     if lower.endswith(".json") and any(m in lower for m in _SERVICE_ACCOUNT_MARKERS):
         return "service-account key"
     return None
@@ -171,13 +208,28 @@ def _is_doc_or_code(lower: str) -> bool:
     return suffix in _DOC_OR_CODE_SUFFIXES
 
 
-def sensitive_content_reason(head: bytes) -> str | None:
-    """Why a file whose first bytes are ``head`` is never read, or None.
+def sensitive_content_reason(head: bytes, name: str = "") -> str | None:
+    """Why a file called ``name`` whose first bytes are ``head`` is never read, or None.
 
     Only a file that *starts* as a private key is refused: a note that quotes a key in
-    its middle is read, and the key redacted.
+    its middle is read, and the key redacted. A name ``named_for_secrets`` is refused
+    unless ``head`` opens a document.
     """
-    return "private key (PEM content)" if _PEM_KEY_START.match(head) else None
+    if _PEM_KEY_START.match(head):
+        return "private key (PEM content)"
+    if name and named_for_secrets(name) and not opens_as_document(head):
+        return _SECRETS_FILE
+    return None
+
+
+def opens_as_document(head: bytes) -> bool:
+    """Whether a file's first bytes open a document: a roff manual page, a title
+    underlined setext-style (AsciiDoc and reStructuredText), an AsciiDoc ``= Title`` or
+    an HTML page. A values file (``KEY=value`` lines, bare tokens, JSON, YAML) opens with
+    none of them; a Markdown ``# heading`` is not taken, because ``#`` opens a comment in
+    shell, YAML and ``.env`` files too."""
+    text = head.decode("utf-8", errors="replace").removeprefix("\ufeff")
+    return bool(_DOCUMENT_START.match(text))
 
 
 def sensitive_folder_reason(name: str, parent: str = "") -> str | None:
@@ -190,18 +242,23 @@ def sensitive_folder_reason(name: str, parent: str = "") -> str | None:
     return None
 
 
-def sensitive_reason(path: Path) -> str | None:
+def sensitive_reason(path: Path, *, content_decides: bool = False) -> str | None:
     """None if the path may be read; else a short reason ("private key", …).
 
     Every component is checked as a folder (``a/.ssh/config`` is refused for
     ``.ssh``), and the last one as a file name too. Only names are looked at; the
-    path is not touched on disk.
+    path is not touched on disk. ``content_decides``: a name ``named_for_secrets`` passes,
+    for a caller that reads the first bytes next (``sensitive_content_reason``).
     """
     parts = path.parts
     for i, part in enumerate(parts):
         if reason := sensitive_folder_reason(part, parts[i - 1] if i else ""):
             return reason
-    return sensitive_name_reason(parts[-1]) if parts else None
+    if not parts:
+        return None
+    if content_decides:
+        return _certain_name_reason(parts[-1].lower())
+    return sensitive_name_reason(parts[-1])
 
 
 def check_readable(path: Path, root: Path, *, root_is_resolved: bool = False) -> Path:
@@ -210,14 +267,17 @@ def check_readable(path: Path, root: Path, *, root_is_resolved: bool = False) ->
     Symlinks are resolved (strictly: the file must exist), then the policy is
     applied to both the path as given and the resolved path, and the resolved path
     must be a regular file inside ``root.resolve()`` that does not start as a private
-    key (its first ``PEEK_BYTES`` are read for that). Returns the resolved path, which
+    key, nor, under a name ``named_for_secrets``, as anything but a document (its first
+    ``PEEK_BYTES`` are read for that). Returns the resolved path, which
     is what the caller should open. ``root_is_resolved`` skips resolving ``root``
     again (a sync resolves it once for all its files). Raises ``Refused`` naming the
     path and the reason, ``NotFound`` if it is gone, ``Unreadable`` if it cannot be
     resolved.
     """
     resolved = _resolve(path)
-    if reason := sensitive_reason(path) or sensitive_reason(resolved):
+    if reason := sensitive_reason(path, content_decides=True) or sensitive_reason(
+        resolved, content_decides=True
+    ):
         raise Refused(
             f"refusing to read {_describe(path, resolved)}: {reason}",
             hint="kb-mcp never reads keys, credentials or .env files",
@@ -231,12 +291,20 @@ def check_readable(path: Path, root: Path, *, root_is_resolved: bool = False) ->
         )
     if not resolved.is_file():
         raise Refused(f"refusing to read {_describe(path, resolved)}: not a regular file")
-    if reason := sensitive_content_reason(_peek(resolved)):
+    head = _peek(resolved)
+    if reason := sensitive_content_reason(head, path.name) or sensitive_content_reason(
+        head, resolved.name
+    ):
         raise Refused(
             f"refusing to read {_describe(path, resolved)}: {reason}",
             hint="kb-mcp never reads keys, credentials or .env files",
         )
     return resolved
+
+
+def sensitive_file_reason(path: Path) -> str | None:
+    """``sensitive_content_reason`` of the file at ``path`` (its first bytes, its name)."""
+    return sensitive_content_reason(_peek(path), path.name)
 
 
 def _peek(path: Path) -> bytes:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kb_mcp.errors import Conflict, InvalidInput, NotFound
@@ -21,10 +21,17 @@ RESERVED_NAMES = frozenset({"agent", "uploads"})
 
 @dataclass(frozen=True, slots=True)
 class FolderSource:
+    """A folder the user named. ``gitignore``: whether its walk honours ``.gitignore``
+    (and ``.kbignore``) at every level (``ingest/gitignore.py``). A source registered
+    before that existed has no stored choice and keeps the root ``.kbignore`` alone, as
+    do folders of the ``folders`` setting: honouring ``.gitignore`` unasked would archive
+    documents they rely on (issue 20 item 12). ``kb-mcp add DIR --gitignore`` opts in."""
+
     name: str
     root: str
     ignore: tuple[str, ...] = ()
     configured: bool = False  # from the ``folders`` setting rather than ``kb-mcp add``
+    gitignore: bool = False
 
 
 def load_registry(home: Path) -> list[FolderSource]:
@@ -33,7 +40,15 @@ def load_registry(home: Path) -> list[FolderSource]:
         return []
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        return [FolderSource(d["name"], d["root"], tuple(d.get("ignore", ()))) for d in data]
+        return [
+            FolderSource(
+                d["name"],
+                d["root"],
+                tuple(d.get("ignore", ())),
+                gitignore=bool(d.get("gitignore", False)),
+            )
+            for d in data
+        ]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise InvalidInput(
             f"cannot read the source registry {path}: {exc}",
@@ -42,7 +57,13 @@ def load_registry(home: Path) -> list[FolderSource]:
 
 
 def save_registry(home: Path, sources: Sequence[FolderSource]) -> None:
-    data = [{"name": s.name, "root": s.root, "ignore": list(s.ignore)} for s in sources]
+    """Write the registry; ``gitignore`` only where it is on, so a file written before it
+    existed, and rewritten since, still reads as the user left it."""
+    data = [
+        {"name": s.name, "root": s.root, "ignore": list(s.ignore)}
+        | ({"gitignore": True} if s.gitignore else {})
+        for s in sources
+    ]
     atomic_write(home / REGISTRY_FILE, json.dumps(data, indent=2).encode("utf-8"))
 
 
@@ -86,7 +107,7 @@ def check_registrable(sources: Sequence[FolderSource], root: Path, name: str | N
 
 
 def register_folder(
-    home: Path, root: Path, name: str | None, ignore: Sequence[str]
+    home: Path, root: Path, name: str | None, ignore: Sequence[str], *, gitignore: bool = True
 ) -> FolderSource:
     """Add a folder to the registry; the name defaults to the folder's own name."""
     resolved = root.expanduser().resolve()
@@ -96,10 +117,23 @@ def register_folder(
     check_registrable(sources, resolved, name)
     taken = {s.name for s in sources}
     source = FolderSource(
-        name or _free_name(resolved.name or "folder", taken), str(resolved), tuple(ignore)
+        name or _free_name(resolved.name or "folder", taken),
+        str(resolved),
+        tuple(ignore),
+        gitignore=gitignore,
     )
     save_registry(home, [*sources, source])
     return source
+
+
+def set_gitignore(home: Path, source: FolderSource, gitignore: bool) -> FolderSource:
+    """Store whether ``source`` honours ``.gitignore``; a folder of the ``folders`` setting
+    is registered under its name to hold the choice. Returns the source as it is now."""
+    changed = replace(source, gitignore=gitignore, configured=False)
+    sources = load_registry(home)
+    kept = [changed if s.name == source.name else s for s in sources]
+    save_registry(home, kept if changed in kept else [*sources, changed])
+    return changed
 
 
 def unregister_folder(home: Path, name: str) -> FolderSource:

@@ -31,12 +31,12 @@ from pathlib import Path
 
 from kb_mcp.chunk.markdown import DEFAULT_BUDGET_CHARS
 from kb_mcp.index import postings
-from kb_mcp.ingest import filework, readers, relink
+from kb_mcp.ingest import filework, readers, relink, skipped
 from kb_mcp.ingest.filework import FileWork, failure_reason, gc_paused, is_bounded, utc_now
 from kb_mcp.ingest.pipeline import PendingRows, remove_location, store_document
 from kb_mcp.ingest.readahead import indexed_hash, read_ahead, reader_pool, stat_unchanged
 from kb_mcp.ingest.sources import FolderSource
-from kb_mcp.ingest.walk import FoundFile, walk_folder
+from kb_mcp.ingest.walk import SKIPPED_EXAMPLES, FoundFile, WalkResult, walk_folder
 from kb_mcp.store import documents as rows
 from kb_mcp.store.db import Database
 
@@ -62,6 +62,7 @@ class SyncReport:
     skipped: dict[str, int] = field(default_factory=dict)
     failures: list[tuple[str, str]] = field(default_factory=list)
     seconds: float = 0.0
+    skipped_paths: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,10 +302,11 @@ def sync_folder(
     report = SyncReport(source.name)
     root = Path(source.root)
     with gc_paused():
-        walk = walk_folder(
-            root, accept=readers.is_supported, ignore_globs=source.ignore, max_files=max_files
-        )
+        walk = walk_source(source, max_files=max_files)
         report.over_cap, report.skipped = walk.over_cap, dict(walk.skipped)
+        report.skipped_paths = dict(walk.skipped_paths)
+        with db.write() as conn:
+            rows.set_skipped(conn, source_id, skipped.summary(walk))
         recorded = rows.source_locations(db.conn, source_id)
         keys = {f.rel: db.paths.key(f.rel) for f in walk.files}
         known = _by_raw_path(recorded, keys)
@@ -357,14 +359,26 @@ def sync_folder(
     return report
 
 
-def estimate_folder(source: FolderSource, *, max_files: int) -> Estimate:
-    """What a sync of ``source`` would read, with the same filters the sync applies."""
-    walk = walk_folder(
+def walk_source(
+    source: FolderSource, *, max_files: int, examples: int | None = SKIPPED_EXAMPLES
+) -> WalkResult:
+    """The walk a sync of ``source`` makes: its ignore patterns and ``.gitignore`` choice,
+    and every file whose format or content is text (``readers.is_readable``).
+    ``examples``: skipped paths named per reason (None: all)."""
+    return walk_folder(
         Path(source.root),
-        accept=readers.is_supported,
+        accept=readers.is_readable,
+        known_format=readers.is_supported,
         ignore_globs=source.ignore,
         max_files=max_files,
+        gitignore=source.gitignore,
+        examples=examples,
     )
+
+
+def estimate_folder(source: FolderSource, *, max_files: int) -> Estimate:
+    """What a sync of ``source`` would read, with the same filters the sync applies."""
+    walk = walk_source(source, max_files=max_files)
     chunks = sum(max(1, -(-f.size // DEFAULT_BUDGET_CHARS)) for f in walk.files)
     return Estimate(
         source.name, len(walk.files), walk.total_bytes, chunks, walk.over_cap, dict(walk.skipped)

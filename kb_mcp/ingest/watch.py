@@ -10,9 +10,10 @@ names of the sources that changed; the caller syncs those. It never syncs itself
   changes are collected until ``STEP_MS`` pass without a new one, or ``DEBOUNCE_MS``
   after the first.
 - **Ignore rules.** A change counts only if the walk would keep that path
-  (``walk.path_skip_reason``: the same pruned, hidden, junk, sensitive, ``.kbignore``
+  (``walk.path_skip_reason``: the same pruned, hidden, junk, sensitive, ignore-file
   and format rules), so a build writing into ``node_modules/`` or ``dist/`` wakes
-  nothing. A changed ``.kbignore`` counts, and its rules are read again.
+  nothing. A changed ignore file (``.kbignore``, and ``.gitignore`` at any level for a
+  source that honours it) counts, and the rules are read again.
 - **Fallback.** Where the OS cannot watch (the inotify watch limit reached, a network
   file system that sends no events, ``watch = poll``), ``watchfiles`` polls instead,
   every ``POLL_DELAY_MS``; with ``watch = off`` nothing runs and the interval sync
@@ -35,7 +36,7 @@ from kb_mcp.errors import InvalidInput, KbError
 from kb_mcp.ingest import readers
 from kb_mcp.ingest.ignore import IgnoreRules
 from kb_mcp.ingest.sources import FolderSource
-from kb_mcp.ingest.walk import IGNORE_FILE, load_rules, path_skip_reason
+from kb_mcp.ingest.walk import IGNORE_FILE, IGNORE_FILES, Rules, load_rules, path_skip_reason
 
 log = logging.getLogger("kb_mcp.server")
 
@@ -58,7 +59,8 @@ class _Root:
     name: str
     path: str  # absolute, as watchfiles reports changes under it
     ignore: tuple[str, ...]
-    rules: IgnoreRules
+    gitignore: bool
+    rules: Rules
 
 
 def _default_watch() -> Watch:
@@ -164,14 +166,26 @@ class FolderWatcher:
         return names
 
     def _counts(self, root: _Root, rel: str, path: str) -> bool:
-        if rel == IGNORE_FILE:
-            root.rules = _rules(root.path, root.ignore)
+        if _is_ignore_file(root, rel):
+            root.rules = _rules(root.path, root.ignore, root.gitignore)
             return True
         is_dir = os.path.isdir(path) if os.path.lexists(path) else None
-        skip = path_skip_reason(
-            os.path.basename(root.path), rel, root.rules, readers.is_supported, is_dir=is_dir
-        )
+        try:
+            skip = path_skip_reason(
+                Path(root.path), rel, root.rules, readers.may_be_text, is_dir=is_dir
+            )
+        except KbError:  # a broken ignore file below: the sync says what is wrong with it
+            return True
         return skip is None
+
+
+def _is_ignore_file(root: _Root, rel: str) -> bool:
+    """Whether ``rel`` is an ignore file the source's walk reads: the root ``.kbignore``,
+    or (for a source that honours ``.gitignore``) a ``.kbignore`` or ``.gitignore`` at
+    any level."""
+    if not root.gitignore:
+        return rel == IGNORE_FILE
+    return rel.rsplit("/", 1)[-1] in IGNORE_FILES
 
 
 def _roots(folders: Sequence[FolderSource]) -> list[_Root]:
@@ -180,17 +194,16 @@ def _roots(folders: Sequence[FolderSource]) -> list[_Root]:
     for folder in folders:
         path = os.path.abspath(os.path.expanduser(folder.root))
         if os.path.isdir(path):
-            roots.append(
-                _Root(folder.name, path, tuple(folder.ignore), _rules(path, folder.ignore))
-            )
+            rules = _rules(path, folder.ignore, folder.gitignore)
+            roots.append(_Root(folder.name, path, tuple(folder.ignore), folder.gitignore, rules))
     return roots
 
 
-def _rules(path: str, ignore: Sequence[str]) -> IgnoreRules:
-    """The walk's rules; a broken ``.kbignore`` means "count every change" (the sync says
+def _rules(path: str, ignore: Sequence[str], gitignore: bool) -> Rules:
+    """The walk's rules; a broken ignore file means "count every change" (the sync says
     what is wrong with it)."""
     try:
-        return load_rules(Path(path), ignore)
+        return load_rules(Path(path), ignore, gitignore=gitignore)
     except KbError:
         return IgnoreRules()
 

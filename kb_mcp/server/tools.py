@@ -65,7 +65,8 @@ lists what corrects, withdraws, supersedes or updates it, and what it changes.""
 LIST_DESCRIPTION = """\
 Without `source`: the library's sources (folders, agent-added, uploads) with document
 and chunk counts, sync state, index health and the search modes available. With
-`source`: that source's documents, newest first, a page at a time (limit / offset)."""
+`source`: that source's documents, newest first, a page at a time (limit / offset), and
+the files its last sync could not index or left out, with the reason for each."""
 
 ADD_DESCRIPTION = """\
 Save text you have already read into the knowledge base so later searches find it.

@@ -150,6 +150,17 @@ def set_sync_state(
     )
 
 
+def set_skipped(conn: apsw.Connection, source_id: int, summary: str) -> None:
+    """Store what the source's last walk left out (``ingest/skipped.py`` makes it)."""
+    conn.execute("UPDATE sources SET skipped = ? WHERE id = ?", (summary, source_id))
+
+
+def skipped_summaries(conn: apsw.Connection) -> dict[int, str]:
+    """Each source's stored ``set_skipped`` summary, by source id (synced sources only)."""
+    rows = conn.execute("SELECT id, skipped FROM sources WHERE skipped IS NOT NULL")
+    return dict(rows.fetchall())
+
+
 def delete_source(conn: apsw.Connection, source_id: int) -> None:
     conn.execute("DELETE FROM sources WHERE id = ?", (source_id,))
 

@@ -383,6 +383,12 @@ WHEN OLD.document_id IS NOT NEW.document_id OR OLD.path IS NOT NEW.path
 END;
 """
 
+# 10: what each folder source's last sync left out (issue 20 item 9): counts per skip
+# reason and the first paths of each, redacted, as JSON (``ingest/skipped.py``). A
+# column of the source's sync status rather than rows: skipped files are not documents,
+# and only a bounded sample of their paths is kept. NULL until the next sync.
+_V10_SKIPPED = "ALTER TABLE sources ADD COLUMN skipped TEXT;"
+
 Migration = str | Callable[[apsw.Connection], None]
 MIGRATIONS: tuple[Migration, ...] = (
     _V1,
@@ -394,6 +400,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     _V7_POSTINGS,
     _V8_NAMES_LOG,
     _v9_redacted_location_paths,
+    _V10_SKIPPED,
 )
 # Steps that delete text which must not survive in the file: the database is compacted
 # (rewritten from its live rows) after them, see ``Database.compact``.

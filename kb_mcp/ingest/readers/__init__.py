@@ -5,6 +5,13 @@ or exact names of files that have no suffix (``"Makefile"``); the supported-form
 lists in error messages and ``supported_suffixes`` are generated from it, so
 they cannot drift from what is actually dispatched.
 
+Any other file is read as plain text when its content is text (issue 20 item 10: an
+extension-less ``README``, ``PKG-INFO``, ``*.mako`` templates were left out for their
+names): ``is_readable`` sniffs its first bytes (``decode.looks_like_text``), and the
+plain-text reader refuses it as binary if the rest says otherwise. ``BINARY_SUFFIXES``
+are never opened for that: formats that are never text, and machine text nobody reads
+(SVG drawings, source maps).
+
 Readers raise ``Unreadable`` with the bare reason ("no text layer …"), since
 bytes have no name; ``read_path`` prefixes "cannot read <name>: ". A missing
 optional extra raises ``Unavailable`` with the pip command as its hint, and is
@@ -16,12 +23,31 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
+from functools import lru_cache, partial
 from pathlib import Path
 
 from kb_mcp.errors import Unreadable
+from kb_mcp.ingest.decode import SNIFF_BYTES, looks_like_text
 
 MAX_BYTES = 50 * 1024 * 1024
+
+# Suffixes (lower case) with no reader that are never read as text: images, audio and
+# video, archives and packages, compiled code, fonts, binary office files and databases,
+# plus text no person writes (SVG drawings, source maps).
+BINARY_SUFFIXES = frozenset(
+    {
+        *(".png", ".jpg", ".jpeg", ".gif", ".bmp", ".ico", ".icns", ".webp", ".tif"),
+        *(".tiff", ".psd", ".heic", ".avif", ".svg", ".svgz", ".eps", ".xcf"),
+        *(".mp3", ".mp4", ".m4a", ".m4v", ".wav", ".flac", ".ogg", ".opus", ".avi"),
+        *(".mov", ".mkv", ".webm", ".zip", ".gz", ".tgz", ".bz2", ".xz", ".zst", ".7z"),
+        *(".rar", ".tar", ".jar", ".war", ".whl", ".egg", ".deb", ".rpm", ".dmg", ".iso"),
+        *(".pyc", ".pyo", ".pyd", ".o", ".obj", ".a", ".lib", ".so", ".dylib", ".dll"),
+        *(".exe", ".class", ".wasm", ".ttf", ".otf", ".woff", ".woff2", ".eot", ".doc"),
+        *(".xls", ".xlsx", ".ppt", ".pptx", ".odt", ".ods", ".odp", ".epub", ".db"),
+        *(".sqlite", ".sqlite3", ".mdb", ".npy", ".npz", ".pkl", ".pickle", ".parquet"),
+        *(".onnx", ".pt", ".bin", ".map"),
+    }
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +109,24 @@ READERS: dict[str, Reader] = {
 }
 
 
+_READER, _BINARY, _CONTENT = "reader", "binary", "content"
+
+
+@lru_cache(maxsize=1 << 16)
+def _by_name(name: str) -> str:
+    """What a file's name says: it has a reader, it is binary, or its content decides.
+
+    Cached by name: a walk asks it of every file, twice (the format and whether the
+    name decides), and a re-sync of the same names again."""
+    if name in READERS:
+        return _READER
+    dot = name.rfind(".")
+    suffix = name[dot:].lower() if 0 < dot < len(name) - 1 else ""
+    if suffix in READERS:
+        return _READER
+    return _BINARY if suffix in BINARY_SUFFIXES else _CONTENT
+
+
 def supported_suffixes() -> frozenset[str]:
     """Every file suffix with a reader (lower case, with the dot)."""
     return frozenset(key for key in READERS if key.startswith("."))
@@ -95,7 +139,30 @@ def format_key(path: Path) -> str:
 
 def is_supported(path: Path) -> bool:
     """True when ``path`` has a reader, by exact name (``Makefile``) or by suffix in any case."""
-    return format_key(path) in READERS
+    return _by_name(path.name) is _READER
+
+
+def may_be_text(path: Path) -> bool:
+    """True when ``path``'s name leaves reading it to its content: it has a reader, or
+    its suffix is not one of ``BINARY_SUFFIXES``. Decided without touching the disk (the
+    file watcher asks it of paths that may be gone)."""
+    return _by_name(path.name) is not _BINARY
+
+
+def is_readable(path: Path) -> bool:
+    """True when ``path`` has a reader by name, or ``may_be_text`` and its first bytes are
+    text. Opens only a file without a reader for its name; one that cannot be opened, or
+    is empty (``py.typed``, ``REQUESTED``), is not readable (the walk counts it
+    ``unsupported``)."""
+    verdict = _by_name(path.name)
+    if verdict is not _CONTENT:
+        return verdict is _READER
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(SNIFF_BYTES)
+    except OSError:
+        return False
+    return bool(head.strip()) and looks_like_text(head)  # an empty marker says nothing
 
 
 def read_path(path: Path, *, max_bytes: int = MAX_BYTES) -> Converted:
@@ -137,13 +204,18 @@ def convert_bytes(data: bytes, suffix: str) -> Converted:
 
 
 def _reader_for(suffix: str) -> Reader:
-    """Look the format up in ``READERS``; the error lists every supported one."""
+    """Look the format up in ``READERS``; any other but ``BINARY_SUFFIXES`` is read as
+    plain text (which refuses binary content). The error lists every supported format."""
     key = suffix if suffix in READERS else "." + suffix.lower().lstrip(".")
-    if (reader := READERS.get(key)) is None:
-        what = f"format '{suffix}'" if suffix.strip(".") else "format (no suffix)"
-        supported = ", ".join(sorted(READERS, key=str.lower))
-        raise Unreadable(f"unsupported {what}; supported: {supported}")
-    return reader
+    if (reader := READERS.get(key)) is not None:
+        return reader
+    if key not in BINARY_SUFFIXES:
+        return text.read_plain
+    supported = ", ".join(sorted(READERS, key=str.lower))
+    raise Unreadable(
+        f"unsupported format '{suffix}'; supported: {supported}, and any other file "
+        "whose content is text"
+    )
 
 
 def _mib(size: int) -> str:
@@ -151,14 +223,17 @@ def _mib(size: int) -> str:
 
 
 __all__ = [
+    "BINARY_SUFFIXES",
     "MAX_BYTES",
     "READERS",
     "Converted",
     "Reader",
     "convert_bytes",
     "format_key",
+    "is_readable",
     "is_supported",
     "markdown_table",
+    "may_be_text",
     "read_capped",
     "read_path",
     "supported_suffixes",
