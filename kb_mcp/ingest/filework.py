@@ -233,7 +233,7 @@ def _convert(data: bytes, key: str, pdf_mode: str) -> readers.Converted:
     if key == ".pdf" and pdf_mode == "text":
         from kb_mcp.ingest.readers.pdf import read_pdf_text
 
-        return read_pdf_text(data)
+        return readers.convert_bytes(data, key, read_pdf_text)
     return readers.convert_bytes(data, key)
 
 

@@ -9,10 +9,14 @@ Readers raise ``Unreadable`` with the bare reason ("no text layer …"), since
 bytes have no name; ``read_path`` prefixes "cannot read <name>: ". A missing
 optional extra raises ``Unavailable`` with the pip command as its hint, and is
 passed through unchanged because it is about the install, not the file.
+
+Every reader's text goes through ``normalize.normalize_text`` here (``convert_bytes``),
+the one place a file becomes text: split letters joined, U+FFFD gone, no line moved.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +24,7 @@ from functools import partial
 from pathlib import Path
 
 from kb_mcp.errors import Unreadable
+from kb_mcp.ingest.normalize import normalize_text
 
 MAX_BYTES = 50 * 1024 * 1024
 
@@ -131,9 +136,16 @@ def read_capped(path: Path, max_bytes: int = MAX_BYTES) -> bytes:
     return data
 
 
-def convert_bytes(data: bytes, suffix: str) -> Converted:
-    """Convert bytes of the format named by ``suffix`` (``".pdf"``, ``"pdf"`` or ``"Makefile"``)."""
-    return _reader_for(suffix)(data)
+def convert_bytes(data: bytes, suffix: str, reader: Reader | None = None) -> Converted:
+    """Convert bytes of the format named by ``suffix`` (``".pdf"``, ``"pdf"`` or ``"Makefile"``),
+    with ``reader`` instead of the table's when given (a PDF in ``pdf_mode = text``);
+    the text and title normalised (``normalize_text``)."""
+    converted = (reader or _reader_for(suffix))(data)
+    return dataclasses.replace(
+        converted,
+        markdown=normalize_text(converted.markdown),
+        title=normalize_text(converted.title) if converted.title else converted.title,
+    )
 
 
 def _reader_for(suffix: str) -> Reader:
