@@ -6,6 +6,7 @@ import base64
 import codecs
 import io
 import json
+import re
 import sys
 import zipfile
 from pathlib import Path
@@ -334,13 +335,37 @@ def test_pdf_corrupt_is_rejected(pymupdf) -> None:
         convert_bytes(b"%PDF-1.7\nthis is not really a pdf", ".pdf")
 
 
-def test_pdf_without_extra_is_unavailable_with_install_hint(
-    monkeypatch: pytest.MonkeyPatch,
+def test_pdf_without_extra_is_read_by_the_built_in_reader(
+    monkeypatch: pytest.MonkeyPatch, pymupdf
 ) -> None:
+    """issue 20 item 8: without pymupdf4llm, pypdfium2 reads the PDF, headings by font size."""
     monkeypatch.setitem(sys.modules, "pymupdf4llm", None)  # makes the import fail
-    with pytest.raises(Unavailable) as caught:
-        convert_bytes(b"%PDF-1.7", ".pdf")
-    assert caught.value.hint == "pip install 'kb-mcp[pdf]'"
+    pages = [("Chapter One", "Apples grow on trees."), ("Chapter Two", "Bananas are yellow.")]
+    converted = convert_bytes(pdf_bytes(pymupdf, pages), ".pdf")
+    assert converted.markdown == (
+        "# Chapter One\nApples grow on trees.\n\n# Chapter Two\nBananas are yellow.\n"
+    )
+    assert converted.title == "Chapter One"
+
+
+def test_built_in_pdf_reader_refuses_scans_encrypted_and_corrupt_files_with_reasons(
+    pymupdf,
+) -> None:
+    from kb_mcp.ingest.readers import pdfium
+
+    scan = pymupdf.open()
+    scan.new_page().draw_rect(pymupdf.Rect(72, 72, 300, 200), fill=(0.5, 0.5, 0.5))
+    secret = pymupdf.open(stream=pdf_bytes(pymupdf, [("Secret", "text")]), filetype="pdf")
+    cases = {
+        "no text layer (image-only PDF); run OCR first": scan.tobytes(),
+        "encrypted PDF (needs a password)": secret.tobytes(
+            encryption=pymupdf.PDF_ENCRYPT_AES_256, user_pw="u", owner_pw="o"
+        ),
+        "not a valid PDF": b"%PDF-1.7\nthis is not really a pdf",
+    }
+    for reason, data in cases.items():
+        with pytest.raises(Unreadable, match=re.escape(reason)):
+            pdfium.read_pdf(data)
 
 
 # --- DOCX -------------------------------------------------------------------------------------
