@@ -190,15 +190,10 @@ def _old_database(home: Path, folder: Path) -> None:
             for i, c in zip(ids, raw_chunks, strict=False)
         ),
     )
-    rows.upsert_location(
-        conn,
-        source_id,
-        "deploy.md",
-        document_id,
-        size=stat.st_size,
-        mtime_ns=stat.st_mtime_ns,
-        file_hash="0" * 64,
-        seen_at=now,
+    conn.execute(  # the row as a kb-mcp of schema 2 wrote it (no column added since)
+        "INSERT INTO locations(source_id, path, document_id, size, mtime_ns, file_hash, "
+        "seen_at) VALUES (?, 'deploy.md', ?, ?, ?, ?, ?)",
+        (source_id, document_id, stat.st_size, stat.st_mtime_ns, "0" * 64, now),
     )
     conn.close()
 

@@ -274,15 +274,20 @@ def upsert_location(
     mtime_ns: int | None = None,
     file_hash: str | None = None,
     seen_at: str | None = None,
+    failed_under: str | None = None,
 ) -> None:
+    """Record one file's state; ``failed_under``: the reader environment a failed file
+    failed in (``readers.environment``), None when the failure is worth retrying anyway."""
     conn.execute(
         "INSERT INTO locations(source_id, path, document_id, state, reason, size, mtime_ns, "
-        "file_hash, seen_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "file_hash, seen_at, failed_under) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
         "ON CONFLICT(source_id, path) DO UPDATE SET document_id = excluded.document_id, "
         "state = excluded.state, reason = excluded.reason, size = excluded.size, "
-        "mtime_ns = excluded.mtime_ns, file_hash = excluded.file_hash, seen_at = excluded.seen_at",
-        (source_id, path, document_id, state, reason, size, mtime_ns, file_hash, seen_at),
-    )
+        "mtime_ns = excluded.mtime_ns, file_hash = excluded.file_hash, "
+        "seen_at = excluded.seen_at, failed_under = excluded.failed_under",
+        (source_id, path, document_id, state, reason, size, mtime_ns, file_hash, seen_at,
+         failed_under),
+    )  # fmt: skip
 
 
 def location_document_id(conn: apsw.Connection, source_id: int, path: str) -> int | None:
@@ -472,12 +477,13 @@ class LocationState:
     size: int | None
     mtime_ns: int | None
     file_hash: str | None
+    failed_under: str | None = None  # see ``upsert_location``
 
 
 def source_locations(conn: apsw.Connection, source_id: int) -> dict[str, LocationState]:
     rows = conn.execute(
-        "SELECT path, document_id, state, reason, size, mtime_ns, file_hash FROM locations "
-        "WHERE source_id = ?",
+        "SELECT path, document_id, state, reason, size, mtime_ns, file_hash, failed_under "
+        "FROM locations WHERE source_id = ?",
         (source_id,),
     )
     return {r[0]: LocationState(*r) for r in rows}
@@ -502,8 +508,8 @@ def location_of(conn: apsw.Connection, document_id: int, kind: str) -> list[tupl
 
 def get_location(conn: apsw.Connection, source_id: int, path: str) -> LocationState | None:
     row = conn.execute(
-        "SELECT path, document_id, state, reason, size, mtime_ns, file_hash FROM locations "
-        "WHERE source_id = ? AND path = ?",
+        "SELECT path, document_id, state, reason, size, mtime_ns, file_hash, failed_under "
+        "FROM locations WHERE source_id = ? AND path = ?",
         (source_id, path),
     ).fetchone()
     return LocationState(*row) if row else None

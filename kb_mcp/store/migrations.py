@@ -296,6 +296,13 @@ CREATE TRIGGER names_log_rel_delete AFTER DELETE ON doc_relations BEGIN
 END;
 """
 
+# A failed file's reader environment (``readers.environment``): a sync reads the file again,
+# though unchanged, when its own differs (issue 20 item 8). NULL for a file that is indexed,
+# failed for a reason outside the readers (it could not be opened), or failed before this
+# column: each of those failed files is read again by the next sync. Adding a nullable
+# column rewrites no row.
+_V9_FAILED_UNDER = "ALTER TABLE locations ADD COLUMN failed_under TEXT"
+
 Migration = str | Callable[[apsw.Connection], None]
 MIGRATIONS: tuple[Migration, ...] = (
     _V1,
@@ -306,6 +313,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     _V6_RELATIONS,
     _V7_POSTINGS,
     _V8_NAMES_LOG,
+    _V9_FAILED_UNDER,
 )
 # Steps that delete text which must not survive in the file: the database is compacted
 # (rewritten from its live rows) after them, see ``Database.compact``.

@@ -12,17 +12,24 @@ passed through unchanged because it is about the install, not the file.
 
 Every reader's text goes through ``normalize.normalize_text`` here (``convert_bytes``),
 the one place a file becomes text: split letters joined, U+FFFD gone, no line moved.
+A file that fails is recorded with the ``environment`` it failed in, and read again by
+the next sync that runs in another one (``ingest/sync``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import importlib.metadata
+import importlib.util
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from kb_mcp import __version__
 from kb_mcp.errors import Unreadable
 from kb_mcp.ingest.normalize import normalize_text
 
@@ -148,6 +155,39 @@ def convert_bytes(data: bytes, suffix: str, reader: Reader | None = None) -> Con
     )
 
 
+# The libraries readers import (module → its distribution): what ``environment`` watches.
+READER_LIBRARIES = {
+    "pypdfium2": "pypdfium2",
+    "pymupdf": "pymupdf",
+    "pymupdf4llm": "pymupdf4llm",
+    "docx": "python-docx",
+    "charset_normalizer": "charset-normalizer",
+}
+
+
+def environment(*settings: str) -> str:
+    """A short key for what reads files in this process: kb-mcp's and Python's versions,
+    each reader library's version and the file it would be imported from (or its
+    absence), and the reader ``settings`` given (``pdf_mode``).
+
+    A file that failed keeps the key it failed under; a sync whose key differs reads it
+    again, though the file did not change (issue 20 item 8: a PDF that failed for a
+    missing reader stayed failed after the reader was installed). Installing, upgrading
+    or removing a reader, or choosing another, changes it; nothing else does. Computed
+    per sync, never cached: a running server sees an install made after it started.
+    """
+    parts = [f"kb-mcp {__version__}", f"python {sys.version.split()[0]}", *settings]
+    for module, distribution in READER_LIBRARIES.items():
+        try:
+            spec = importlib.util.find_spec(module)
+            version = importlib.metadata.version(distribution)
+        except (ImportError, ValueError):  # ValueError: a module left without a spec
+            spec, version = None, None
+        origin = spec.origin if spec is not None else None
+        parts.append(f"{module} {version or '-'} {origin or 'absent'}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
 def _reader_for(suffix: str) -> Reader:
     """Look the format up in ``READERS``; the error lists every supported one."""
     key = suffix if suffix in READERS else "." + suffix.lower().lstrip(".")
@@ -168,6 +208,7 @@ __all__ = [
     "Converted",
     "Reader",
     "convert_bytes",
+    "environment",
     "format_key",
     "is_supported",
     "markdown_table",
