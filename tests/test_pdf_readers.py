@@ -152,3 +152,37 @@ def test_a_failure_an_older_kb_mcp_recorded_without_its_cause_is_retried_once(
         assert path == "scan.pdf" and "not a valid PDF" in reason
         scan = rows.get_location(library.db.conn, source.id, "scan.pdf")
         assert scan.failed_under is not None  # its cause kept: not read again until it goes
+
+
+def test_a_failed_file_is_left_alone_in_the_same_environment_and_retried_in_another(
+    tmp_path: Path,
+) -> None:
+    """Reading a failed file again is worth it only when its cause may have gone: a sync
+    in the same reader environment leaves it (its recorded ``seen_at`` stays), a sync
+    with another reader chosen (``pdf_mode``) reads it again."""
+    from kb_mcp.library import Library
+    from kb_mcp.settings import Settings
+    from kb_mcp.store import documents as rows
+
+    folder = tmp_path / "manuals"
+    folder.mkdir()
+    (folder / "scan.pdf").write_bytes(b"%PDF-1.7\nnot a real pdf")
+    home = tmp_path / "home"
+
+    def sync_and_seen(pdf_mode: str) -> tuple[int, str]:
+        with Library(Settings(home=home, embedder="none", pdf_mode=pdf_mode)) as library:
+            [report] = library.sync()
+            source = rows.get_source(library.db.conn, "manuals")
+            seen = library.db.conn.execute(
+                "SELECT seen_at FROM locations WHERE source_id = ?", (source.id,)
+            ).fetchone()[0]
+            with library.db.write() as conn:  # a mark only a new read of the file replaces
+                conn.execute("UPDATE locations SET seen_at = 'before'")
+            return report.failed, seen
+
+    with Library(Settings(home=home, embedder="none")) as library:
+        library.add_folder(folder)
+    assert sync_and_seen("layout")[0] == 1
+    assert sync_and_seen("layout") == (1, "before")  # not read again
+    failed, seen = sync_and_seen("text")
+    assert failed == 1 and seen != "before"  # read again by the other reader
