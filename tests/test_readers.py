@@ -348,6 +348,24 @@ def test_pdf_without_extra_is_read_by_the_built_in_reader(
     assert converted.title == "Chapter One"
 
 
+def test_built_in_pdf_reader_drops_running_headers_and_page_numbers(pymupdf) -> None:
+    """A page's running header ("Heliograph Guide") and its number, repeated at the
+    edge of every page, are not text of the document: they would cut a paragraph that
+    runs on over a page and match every search for the guide's name."""
+    from kb_mcp.ingest.readers import pdfium
+
+    document = pymupdf.open()
+    for number in range(1, 5):
+        page = document.new_page()
+        page.insert_text((72, 40), "Heliograph Guide", fontsize=9)
+        page.insert_text((72, 100), f"Step {number}: polish mirror number {number}.", fontsize=11)
+        page.insert_text((300, 800), str(number), fontsize=9)
+    markdown = pdfium.read_pdf(document.tobytes()).markdown
+    assert (
+        markdown == "\n\n".join(f"Step {n}: polish mirror number {n}." for n in range(1, 5)) + "\n"
+    )
+
+
 def test_built_in_pdf_reader_refuses_scans_encrypted_and_corrupt_files_with_reasons(
     pymupdf,
 ) -> None:
