@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import importlib.metadata
 import importlib.util
 import os
 import sys
@@ -155,37 +154,42 @@ def convert_bytes(data: bytes, suffix: str, reader: Reader | None = None) -> Con
     )
 
 
-# The libraries readers import (module → its distribution): what ``environment`` watches.
-READER_LIBRARIES = {
-    "pypdfium2": "pypdfium2",
-    "pymupdf": "pymupdf",
-    "pymupdf4llm": "pymupdf4llm",
-    "docx": "python-docx",
-    "charset_normalizer": "charset-normalizer",
-}
+# The libraries readers import: what ``environment`` watches.
+READER_LIBRARIES = ("pypdfium2", "pymupdf", "pymupdf4llm", "docx", "charset_normalizer")
 
 
 def environment(*settings: str) -> str:
     """A short key for what reads files in this process: kb-mcp's and Python's versions,
-    each reader library's version and the file it would be imported from (or its
-    absence), and the reader ``settings`` given (``pdf_mode``).
+    the reader ``settings`` given (``pdf_mode``), and for each reader library the file it
+    would be imported from, with that file's size and mtime (or its absence).
 
     A file that failed keeps the key it failed under; a sync whose key differs reads it
     again, though the file did not change (issue 20 item 8: a PDF that failed for a
     missing reader stayed failed after the reader was installed). Installing, upgrading
-    or removing a reader, or choosing another, changes it; nothing else does. Computed
-    per sync, never cached: a running server sees an install made after it started.
+    (pip writes the module's files anew) or removing a reader, or choosing another,
+    changes it. The files are looked up, not imported, and not read (a distribution's
+    version would be: 6-10 ms a sync, against under 1 ms); computed per sync, never
+    cached, so a running server sees an install made after it started.
     """
     parts = [f"kb-mcp {__version__}", f"python {sys.version.split()[0]}", *settings]
-    for module, distribution in READER_LIBRARIES.items():
-        try:
-            spec = importlib.util.find_spec(module)
-            version = importlib.metadata.version(distribution)
-        except (ImportError, ValueError):  # ValueError: a module left without a spec
-            spec, version = None, None
-        origin = spec.origin if spec is not None else None
-        parts.append(f"{module} {version or '-'} {origin or 'absent'}")
+    for module in READER_LIBRARIES:
+        parts.append(f"{module} {_module_file(module)}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def _module_file(module: str) -> str:
+    """Where ``module`` would be imported from, its size and mtime; "absent" if nowhere."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):  # ValueError: a module left without a spec
+        spec = None
+    if spec is None or spec.origin is None:
+        return "absent"
+    try:
+        stat = os.stat(spec.origin)
+    except OSError:
+        return f"{spec.origin} unreadable"
+    return f"{spec.origin} {stat.st_size} {stat.st_mtime_ns}"
 
 
 def _reader_for(suffix: str) -> Reader:
