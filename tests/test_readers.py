@@ -366,6 +366,19 @@ def test_built_in_pdf_reader_drops_running_headers_and_page_numbers(pymupdf) -> 
     )
 
 
+def test_built_in_pdf_reader_joins_words_hyphenated_at_a_line_end(pymupdf) -> None:
+    """PDFium joins a word broken over two lines and marks the join (U+FFFE): the word is
+    stored whole, so a search finds it, and a word that held a hyphen keeps it."""
+    from kb_mcp.ingest.readers import pdfium
+
+    document = pymupdf.open()
+    text = "Polish-\ning the mirror day-to-\nday, run --gen-\nsuppressions first."
+    document.new_page().insert_text((72, 72), text, fontsize=11)
+    assert pdfium.read_pdf(document.tobytes()).markdown == (
+        "Polishing the mirror day-to-day, run --gen-suppressions first.\n"
+    )
+
+
 def test_built_in_pdf_reader_refuses_scans_encrypted_and_corrupt_files_with_reasons(
     pymupdf,
 ) -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -49,7 +50,8 @@ _PAGE_NUMBER = re.compile(
 _DIGITS = re.compile(r"\d+")
 _TOC_LEADER = re.compile(r"(?:\. ?){3,}\s*\w*\s*$")
 _LETTER = re.compile(r"[^\W\d_]")
-_SOFT_HYPHEN = re.compile(r"(\S*)\ufffe")
+_LINE_END = re.compile(r"\r\n|\r|\n")
+_SOFT_HYPHEN = re.compile(r"(\S*)\ufffe(?=(\S?))")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
@@ -119,18 +121,26 @@ def _page_lines(document: pypdfium2.PdfDocument, index: int) -> list[_Line]:
         # text is PDFium's character i; not so past a character outside the BMP (two
         # UTF-16 units), and then no font sizes are asked for.
         sized = len(text) == textpage.count_chars()
-        lines, start = [], 0
-        for line in re.split(r"\r\n|\r|\n", text):
+        lines = []
+        for start, line in _line_spans(text):
             lead = len(line) - len(line.lstrip())
             size = 0.0
             if sized and line.strip():
                 size = raw.FPDFText_GetFontSize(textpage.raw, start + lead)
             lines.append(_Line(_clean(line), round(size * 2) / 2))
-            start += len(line) + 2  # PDFium ends its lines with \r\n
         return lines
     finally:
         textpage.close()
         page.close()
+
+
+def _line_spans(text: str) -> Iterator[tuple[int, str]]:
+    """Each line of ``text`` (PDFium ends them with \\r\\n) and the offset it starts at."""
+    start = 0
+    for end in _LINE_END.finditer(text):
+        yield start, text[start : end.start()]
+        start = end.end()
+    yield start, text[start:]
 
 
 def _has_text(pages: list[list[_Line]]) -> bool:
@@ -166,8 +176,15 @@ def _edge_key(line: _Line) -> str:
 
 def _clean(line: str) -> str:
     """PDFium's marks resolved (module docstring) and trailing blanks dropped."""
-    line = _SOFT_HYPHEN.sub(lambda m: m.group(1) + ("-" if "-" in m.group(1) else ""), line)
+    line = _SOFT_HYPHEN.sub(_soft_hyphen, line)
     return _CONTROL.sub("", line).rstrip()
+
+
+def _soft_hyphen(match: re.Match[str]) -> str:
+    """A word PDFium joined at a line end: whole ("improv|ing"), or with its hyphen when
+    the word holds one already ("day-to|day") or nothing follows on the line."""
+    word, joined = match.group(1), match.group(2)
+    return word + ("-" if "-" in word or not joined else "")
 
 
 def _heading_levels(lines: list[_Line]) -> dict[float, int]:
