@@ -101,6 +101,25 @@ def test_without_the_pdf_extra_a_pdf_is_read_by_the_default_reader(
     assert [text.index(line) for line in order] == sorted(text.index(line) for line in order)
 
 
+def test_a_pdf_the_rich_reader_fails_on_is_read_by_the_default_reader_with_a_note(
+    tmp_path: Path, manuals: Path, child_env: dict[str, str]
+) -> None:
+    """A converter's bug is not the file's: when pymupdf4llm raises (here a pymupdf4llm
+    whose converter always does), pypdfium2 reads the PDF and ``list`` says why."""
+    home, blockers = tmp_path / "home", tmp_path / "blockers"
+    blockers.mkdir()
+    (blockers / "pymupdf4llm.py").write_text(
+        "def to_markdown(*args, **kwargs):\n    raise RuntimeError('layout model crashed')\n"
+    )
+    out = kb(home, child_env, blockers, "add", str(manuals), "--yes")
+    assert "1 added" in out and "0 failed" in out, out
+    assert search_paths(home, child_env, blockers, "quillon screws") == ["heliograph.pdf"]
+    [listed] = json.loads(kb(home, child_env, blockers, "list", "manuals", "--json"))["documents"]
+    assert listed["note"] == (
+        "pymupdf4llm failed (RuntimeError: layout model crashed); read by the built-in PDF reader"
+    )
+
+
 def test_a_pdf_failed_for_a_missing_reader_is_read_by_a_plain_sync_once_it_is_installed(
     tmp_path: Path, manuals: Path, child_env: dict[str, str]
 ) -> None:

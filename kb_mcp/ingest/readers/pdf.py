@@ -17,7 +17,9 @@ state in both libraries.
 OCR is switched off: it would need an external engine, would print notices to
 stdout, and would make text appear that is not in the file.
 
-A PDF without a text layer (a scan) is rejected with a reason instead of being
+When pymupdf4llm raises on a file, the file is read by pypdfium2 instead, and the
+library's reason kept in its notes (``list`` shows it): a converter's bug is not the
+file's. A PDF without a text layer (a scan) is rejected with a reason instead of being
 stored as an empty document, so the user learns to run OCR first.
 
 ``read_pdf_text`` is the faster mode (setting ``pdf_mode = text``): pypdfium2's text,
@@ -27,6 +29,7 @@ the extra is installed (``docs/architecture.md`` has the measured speed and qual
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from kb_mcp.errors import Unreadable
@@ -44,8 +47,13 @@ def read_pdf(data: bytes) -> Converted:
         return pdfium.read_pdf(data)
     with _open(data) as document:
         _require_text_layer(document)
-        markdown = pdfium.tidy(_to_markdown(document))
+        markdown, failure = _to_markdown(document)
         title = (document.metadata or {}).get("title", "").strip()
+    if markdown is None:  # the converter's bug is not the file's: the built-in reader reads it
+        built_in = pdfium.read_pdf(data)
+        note = f"pymupdf4llm failed ({failure}); read by the built-in PDF reader"
+        return dataclasses.replace(built_in, notes=(*built_in.notes, note))
+    markdown = pdfium.tidy(markdown)
     return Converted(markdown, "pdf", None, title or markdown_title(markdown), exact=False)
 
 
@@ -91,13 +99,15 @@ def _require_text_layer(document: pymupdf.Document) -> None:
         raise Unreadable("no text layer (image-only PDF); run OCR first")
 
 
-def _to_markdown(document: pymupdf.Document) -> str:
+def _to_markdown(document: pymupdf.Document) -> tuple[str | None, str | None]:
+    """pymupdf4llm's Markdown, or None and why it failed."""
     import pymupdf4llm
 
     # Trigger: any exception inside the converter. Why: it is third-party code walking
     # untrusted files, and its failures are not a documented set. Outcome: the file is
-    # reported unreadable with the library's reason, and a folder sync goes on.
+    # read by the built-in reader instead, with the library's reason in its notes
+    # (shown by ``list``), and a folder sync goes on.
     try:
-        return pymupdf4llm.to_markdown(document, use_ocr=False, show_progress=False)
+        return pymupdf4llm.to_markdown(document, use_ocr=False, show_progress=False), None
     except Exception as error:
-        raise Unreadable(f"PDF conversion failed ({type(error).__name__}: {error})") from error
+        return None, f"{type(error).__name__}: {error}"
