@@ -25,6 +25,8 @@ from kb_mcp.settings import Settings
         ("na¨ıve Micha¨el Fran´cois", "naïve Michaël Franćois"),  # TeX's dotless i
         ("caf\u0065\u0301", "café"),  # decomposed: NFC
         ("\ufb01le \ufb02ow", "file flow"),  # ligature glyphs
+        ("infor\u00admation zebu\u200bfarming", "information zebufarming"),  # invisible
+        ("\u0915\u094d\u200d\u0937", "\u0915\u094d\u200d\u0937"),  # ZWJ shapes Devanagari: kept
         ("ab\ufffdcd", "ab cd"),  # between two words: the separator it stood for
         ("\ufffd bullet", " bullet"),  # elsewhere: dropped
         ("x¨", "x¨"),  # no letter after it: as printed
@@ -81,3 +83,19 @@ def test_pdf_and_text_files_are_stored_normalised_with_citations_on_the_files_li
     assert "Thanks to Michaël Peeters." in cited.text.split("\n")
     assert cited.start_line <= 3 <= cited.end_line  # line 3 of the file
     assert "\ufffd" not in note and "¨" not in note
+
+
+def test_a_soft_hyphen_inside_a_word_no_longer_hides_it_from_search_and_grep(
+    library: Library, tmp_path: Path
+) -> None:
+    """HTML and word processors put U+00AD where a word may break: invisible, but it cut
+    "information" in two for the keyword index and for grep."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "page.html").write_text(
+        "<html><body><p>Quokka infor\u00admation desk.</p></body></html>", encoding="utf-8"
+    )
+    library.add_folder(folder)
+    library.sync()
+    assert [hit.path for hit in library.search("information").hits] == ["page.html"]
+    assert [m.path for m in library.grep("information desk").matches] == ["page.html"]

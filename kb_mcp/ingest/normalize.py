@@ -4,8 +4,10 @@ Trigger: PDF text kept "M¨oller" and U+FFFD (issue 20 item 13). LaTeX-made PDFs
 accent as a glyph of its own before its letter, so every PDF reader extracts a spacing
 diacritic (U+00A8) and then the letter: the word is then found by neither "Möller" nor
 "Moller". Other sources split letters too: decomposed text (macOS, some converters:
-"o" + U+0308), PDF ligature glyphs ("ﬁle" for "file"), and U+FFFD where a reader or the
-decoder met a character it could not map.
+"o" + U+0308), PDF ligature glyphs ("ﬁle" for "file"), invisible characters inside a
+word (a soft hyphen from HTML or a word processor: "infor\u00admation" was found by
+neither search nor grep for "information"), and U+FFFD where a reader or the decoder met
+a character it could not map.
 
 Outcome: ``normalize_text`` runs on every reader's output, in the one place text is
 converted (``readers.convert_bytes``, and the window-by-window reading of a large file,
@@ -17,6 +19,10 @@ converted (``readers.convert_bytes``, and the window-by-window reading of a larg
 - NFC: canonically equivalent text is one string (it also maps the CJK compatibility
   ideographs to their unified forms, as NFC always does);
 - the Latin ligatures U+FB00-FB06 become their letters;
+- the invisible characters that only hint where a line may break or must not (soft
+  hyphen U+00AD, zero-width space U+200B, word joiner U+2060, U+FEFF inside the text)
+  go, so the text is the word a reader sees (ZWJ and ZWNJ stay: they change how
+  emoji and Indic or Persian script are written);
 - U+FFFD goes: between two word characters it becomes a space (the keyword index reads
   it as a separator already, and joining the two words would make a word that is in
   neither), elsewhere it is dropped.
@@ -48,14 +54,16 @@ _COMBINING = {
 # The dotless letters TeX puts under an accent ("\"{\i}"): the accented letter is the dotted one's.
 _DOTLESS = {"\u0131": "i", "\u0237": "j"}
 _SPACING_BEFORE_LETTER = re.compile(f"([{''.join(_COMBINING)}])([^\\W\\d_])")
-_LIGATURES = str.maketrans(
+# Ligature glyphs → their letters; invisible break hints → nothing.
+_LETTERS = str.maketrans(
     {"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\ufb03": "ffi", "\ufb04": "ffl",
-     "\ufb05": "st", "\ufb06": "st"}
+     "\ufb05": "st", "\ufb06": "st",
+     "\u00ad": None, "\u200b": None, "\u2060": None, "\ufeff": None}
 )  # fmt: skip
-_LIGATURE = re.compile("[\ufb00-\ufb06]")
+_TRANSLATED = re.compile("[\ufb00-\ufb06\u00ad\u200b\u2060\ufeff]")
 _REPLACEMENTS = re.compile("\ufffd+")  # a literal first: the scan is fast
 # Any character a rule other than NFC acts on.
-_ACTED_ON = re.compile(f"[{''.join(_COMBINING)}\ufb00-\ufb06\ufffd]")
+_ACTED_ON = re.compile(f"[{''.join(_COMBINING)}\ufb00-\ufb06\u00ad\u200b\u2060\ufeff\ufffd]")
 
 
 def normalize_text(text: str) -> str:
@@ -71,8 +79,8 @@ def normalize_text(text: str) -> str:
     if _ACTED_ON.search(text):
         if _SPACING_BEFORE_LETTER.search(text):
             text = _SPACING_BEFORE_LETTER.sub(_precomposed, text)
-        if _LIGATURE.search(text):
-            text = text.translate(_LIGATURES)
+        if _TRANSLATED.search(text):
+            text = text.translate(_LETTERS)
         if "\ufffd" in text:
             text = _REPLACEMENTS.sub(_without_replacement, text)
     return text if unicodedata.is_normalized("NFC", text) else unicodedata.normalize("NFC", text)
