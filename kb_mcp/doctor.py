@@ -26,7 +26,15 @@ if TYPE_CHECKING:
     from kb_mcp.graph.enrich import EnrichStatus
 
 FILES_NAMED = 3  # failed files named by `doctor`; `kb-mcp list SOURCE --failed` has all
-EXTRAS = {"pdf": ("pymupdf4llm", "PDF files"), "docx": ("docx", "DOCX files")}
+# extra → (module it installs, what happens without it)
+EXTRAS = {
+    "pdf": (
+        "pymupdf4llm",
+        "PDF files are read by the built-in reader (pypdfium2: text, headings by font "
+        "size); the extra adds reading order of columns and tables",
+    ),
+    "docx": ("docx", "DOCX files are skipped as unsupported"),
+}
 
 
 def _database(db: Database) -> Check:
@@ -54,11 +62,7 @@ def _folder(folder: FolderSource) -> Check:
 
 def _extra(name: str, module: str, what: str) -> Check:
     found = importlib.util.find_spec(module) is not None
-    detail = (
-        "installed"
-        if found
-        else f"not installed: {what} are skipped as unsupported; pip install 'kb-mcp[{name}]'"
-    )
+    detail = "installed" if found else f"not installed: {what}; pip install 'kb-mcp[{name}]'"
     return Check(f"extra {name}", True, detail)
 
 

@@ -199,9 +199,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "pdf_mode",
         "layout",
-        "How PDFs become text: `layout` (pymupdf4llm with its layout model: reading "
-        "order of multi-column pages, headings, tables as Markdown) or `text` (pymupdf's "
-        "plain text in its stored order, several times faster, no tables or headings).",
+        "How PDFs become text: `layout` (pymupdf4llm with its layout model when the "
+        "`pdf` extra is installed: reading order of multi-column pages, headings, tables "
+        "as Markdown; else the built-in reader) or `text` (the built-in reader, "
+        "pypdfium2: each page's text in its stored order with headings by font size, "
+        "no tables; many times faster than the layout model).",
         choices=PDF_MODES,
     ),
     Setting(

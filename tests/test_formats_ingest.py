@@ -346,7 +346,7 @@ def test_pdf_over_its_time_or_memory_bound_is_killed_failed_and_the_rest_syncs(
 def test_pdf_mode_text_indexes_the_plain_text_without_layout_analysis(
     tmp_path: Path, folder: Path, pymupdf
 ) -> None:
-    """issue 10: ``pdf_mode = text`` reads a PDF with pymupdf's plain text (no layout
+    """issue 10: ``pdf_mode = text`` reads a PDF with pypdfium2's plain text (no layout
     model), titled by its metadata; an image-only PDF is still refused with the reason."""
     from kb_mcp.ingest.readers import pdf
     from kb_mcp.settings import PDF_MODES, Settings

@@ -6,6 +6,7 @@ import base64
 import codecs
 import io
 import json
+import re
 import sys
 import zipfile
 from pathlib import Path
@@ -352,13 +353,68 @@ def test_pdf_corrupt_is_rejected(pymupdf) -> None:
         convert_bytes(b"%PDF-1.7\nthis is not really a pdf", ".pdf")
 
 
-def test_pdf_without_extra_is_unavailable_with_install_hint(
-    monkeypatch: pytest.MonkeyPatch,
+def test_pdf_without_extra_is_read_by_the_built_in_reader(
+    monkeypatch: pytest.MonkeyPatch, pymupdf
 ) -> None:
+    """issue 20 item 8: without pymupdf4llm, pypdfium2 reads the PDF, headings by font size."""
     monkeypatch.setitem(sys.modules, "pymupdf4llm", None)  # makes the import fail
-    with pytest.raises(Unavailable) as caught:
-        convert_bytes(b"%PDF-1.7", ".pdf")
-    assert caught.value.hint == "pip install 'kb-mcp[pdf]'"
+    pages = [("Chapter One", "Apples grow on trees."), ("Chapter Two", "Bananas are yellow.")]
+    converted = convert_bytes(pdf_bytes(pymupdf, pages), ".pdf")
+    assert converted.markdown == (
+        "# Chapter One\nApples grow on trees.\n\n# Chapter Two\nBananas are yellow.\n"
+    )
+    assert converted.title == "Chapter One"
+
+
+def test_built_in_pdf_reader_drops_running_headers_and_page_numbers(pymupdf) -> None:
+    """A page's running header ("Heliograph Guide") and its number, repeated at the
+    edge of every page, are not text of the document: they would cut a paragraph that
+    runs on over a page and match every search for the guide's name."""
+    from kb_mcp.ingest.readers import pdfium
+
+    document = pymupdf.open()
+    for number in range(1, 5):
+        page = document.new_page()
+        page.insert_text((72, 40), "Heliograph Guide", fontsize=9)
+        page.insert_text((72, 100), f"Step {number}: polish mirror number {number}.", fontsize=11)
+        page.insert_text((300, 800), str(number), fontsize=9)
+    markdown = pdfium.read_pdf(document.tobytes()).markdown
+    assert (
+        markdown == "\n\n".join(f"Step {n}: polish mirror number {n}." for n in range(1, 5)) + "\n"
+    )
+
+
+def test_built_in_pdf_reader_joins_words_hyphenated_at_a_line_end(pymupdf) -> None:
+    """PDFium joins a word broken over two lines and marks the join (U+FFFE): the word is
+    stored whole, so a search finds it, and a word that held a hyphen keeps it."""
+    from kb_mcp.ingest.readers import pdfium
+
+    document = pymupdf.open()
+    text = "Polish-\ning the mirror day-to-\nday, run --gen-\nsuppressions first."
+    document.new_page().insert_text((72, 72), text, fontsize=11)
+    assert pdfium.read_pdf(document.tobytes()).markdown == (
+        "Polishing the mirror day-to-day, run --gen-suppressions first.\n"
+    )
+
+
+def test_built_in_pdf_reader_refuses_scans_encrypted_and_corrupt_files_with_reasons(
+    pymupdf,
+) -> None:
+    from kb_mcp.ingest.readers import pdfium
+
+    scan = pymupdf.open()
+    scan.new_page().draw_rect(pymupdf.Rect(72, 72, 300, 200), fill=(0.5, 0.5, 0.5))
+    secret = pymupdf.open(stream=pdf_bytes(pymupdf, [("Secret", "text")]), filetype="pdf")
+    cases = {
+        "no text layer (image-only PDF); run OCR first": scan.tobytes(),
+        "encrypted PDF (needs a password)": secret.tobytes(
+            encryption=pymupdf.PDF_ENCRYPT_AES_256, user_pw="u", owner_pw="o"
+        ),
+        "not a valid PDF": b"%PDF-1.7\nthis is not really a pdf",
+    }
+    for reason, data in cases.items():
+        with pytest.raises(Unreadable, match=re.escape(reason)):
+            pdfium.read_pdf(data)
 
 
 # --- DOCX -------------------------------------------------------------------------------------

@@ -138,6 +138,23 @@ class FileWork:
     chunks: Iterable[Chunk] = ()
     derived: Derived | None = None
     note: str | None = None
+    transient: bool = False  # the failure came from opening or reading the file: ``is_transient``
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether a file failed because the OS would not give its bytes (permission denied,
+    an I/O error, the file replaced while read): not the file's content, not a reader.
+
+    Such a failure is retried by every sync, not only when the file or the readers
+    change: ``chmod`` changes neither the size nor the mtime a sync compares, and the
+    retry is cheap, failing again before any conversion.
+    """
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError):
+            return True
+        seen = seen.__cause__
+    return False
 
 
 _QUOTED = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"")
@@ -224,7 +241,9 @@ def read_file(
         chunks = chunks if large and stream else tuple(chunks)
         derived = derive(doc, chunks, eager=not large)
     except Exception as exc:
-        return FileWork(found, now, file_hash, failure=failure_reason(exc))
+        return FileWork(
+            found, now, file_hash, failure=failure_reason(exc), transient=is_transient(exc)
+        )
     note = note_text(notes)
     return FileWork(found, now, file_hash, doc=doc, chunks=chunks, derived=derived, note=note)
 
@@ -233,7 +252,7 @@ def _convert(data: bytes, key: str, pdf_mode: str) -> readers.Converted:
     if key == ".pdf" and pdf_mode == "text":
         from kb_mcp.ingest.readers.pdf import read_pdf_text
 
-        return read_pdf_text(data)
+        return readers.convert_bytes(data, key, read_pdf_text)
     return readers.convert_bytes(data, key)
 
 

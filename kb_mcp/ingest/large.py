@@ -12,7 +12,9 @@ them one window at a time (``chunk.stream.iter_utf8_chunks``). The text is never
 string: only its opening is (``Large.head``), for what reads a document's opening
 (frontmatter, title, stated dates and relations, near-duplicates).
 
-The result is the whole-file path's, byte for byte: the same redacted text (tested), so
+The result is the whole-file path's, byte for byte: the same normalised
+(``normalize.normalize_text``: its rules work inside a line, and a window ends at a line
+end) and redacted text (tested), so
 the same hash, key, chunks and cites. Other files (another encoding, a converted format)
 return None and are read whole as before.
 """
@@ -29,6 +31,7 @@ from kb_mcp.chunk.stream import iter_utf8_chunks
 from kb_mcp.ingest.decode import utf8_windows
 from kb_mcp.ingest.derive import Derived, derive
 from kb_mcp.ingest.frontmatter import split_frontmatter
+from kb_mcp.ingest.normalize import normalize_text
 from kb_mcp.ingest.readers import Converted
 from kb_mcp.ingest.readers.generated import PieceCheck
 from kb_mcp.ingest.readers.text import (
@@ -85,6 +88,7 @@ def read_large(data: bytes, key: str) -> Large | None:
 
     def raw() -> Iterator[str]:
         for piece in utf8_windows(data, WINDOW_BYTES):
+            piece = normalize_text(piece)  # as convert_bytes: a window ends at a line end
             if kind == "markdown":
                 piece, cut = strip_data_uris(piece)
                 inlined[0] += cut

@@ -7,8 +7,11 @@ stored path is redacted, so it cannot be the key). Files are committed in small 
 so an interrupted sync keeps what it did and the next one resumes where it stopped.
 Reading a file is a boundary: whatever a
 reader raises for one file (a ``KbError`` or any other exception, in this process or in a
-worker), that file is recorded as failed with its reason (shown by ``list``) and is not
-retried until it changes, and the rest of the folder syncs. Files
+worker), that file is recorded as failed with its reason (shown by ``list``) and the
+reader environment it failed in, and the rest of the folder syncs. A failed file is read
+again when it changes, when a sync runs in another reader environment (a reader
+installed, upgraded or chosen: ``readers.environment``), and by every sync when it could
+not be opened (``due_for_retry``). Files
 that vanished lose their chunks from every index; files beyond the per-source cap or in
 folders that could not be listed are still present and are left alone.
 
@@ -22,6 +25,7 @@ module is the writer's side: batches, their transactions, and the sync's bookkee
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import time
 from collections.abc import Callable, Iterator
@@ -82,8 +86,10 @@ def _record_failure(
     reason: str,
     now: str,
     pending: PendingRows | None = None,
+    failed_under: str | None = None,
 ) -> None:
-    """Keep the failure visible; any document the file held before is unlinked."""
+    """Keep the failure visible, with the reader environment it failed in (None: retry
+    it on every sync); any document the file held before is unlinked."""
     if pending is not None:
         pending.flush(db.conn)  # a removal reads the mentions it takes back
     path = db.paths.of(found.rel)
@@ -99,6 +105,7 @@ def _record_failure(
             size=found.size,
             mtime_ns=found.mtime_ns,
             seen_at=now,
+            failed_under=failed_under,
         )
 
 
@@ -108,14 +115,18 @@ def apply_file(
     work: FileWork,
     previous: rows.LocationState | None,
     pending: PendingRows | None = None,
+    *,
+    environment: str,
 ) -> str:
     """Write what ``filework.read_file`` found; returns added / updated / unchanged / failed.
 
     ``pending``: the batch's FTS rows and entities, written when the caller flushes it (inside the
-    same transaction, before it commits)."""
+    same transaction, before it commits). ``environment``: the sync's
+    ``readers.environment``, kept with a failure."""
     found = work.found
     if work.failure is not None:
-        _record_failure(db, source_id, found, work.failure, work.now, pending)
+        under = None if work.transient else environment
+        _record_failure(db, source_id, found, work.failure, work.now, pending, under)
         return "failed"
     state = {
         "size": found.size,
@@ -144,7 +155,8 @@ def apply_file(
                     db, source_id, path, work.doc, work.chunks, work.derived, **state
                 )
         except Exception as exc:
-            _record_failure(db, source_id, found, failure_reason(exc), work.now, pending)
+            reason = failure_reason(exc)
+            _record_failure(db, source_id, found, reason, work.now, pending, environment)
             return "failed"
     if previous is None or previous.document_id is None:
         return "added"
@@ -157,6 +169,7 @@ def sync_file(
     root: Path,
     found: FoundFile,
     previous: rows.LocationState | None,
+    pdf_mode: str = "layout",
 ) -> str:
     """Bring one file's rows up to date; returns added / updated / unchanged / failed
     (``failed`` also for a file that failed before and has not changed since).
@@ -164,13 +177,34 @@ def sync_file(
     ``root`` must be resolved already.
     """
     if stat_unchanged(found, previous):
-        # A file that failed stays failed (and is not retried) until it changes.
+        # A failed file stays failed here: a sync decides its retries (``due_for_retry``).
         return "failed" if previous.state == "failed" else "unchanged"
     read = (
         filework.read_bounded if is_bounded(found) else filework.read_file
     )  # a PDF: in a bounded process
-    work = read(root, found, indexed_hash(previous), utc_now())
-    return apply_file(db, source_id, work, previous)
+    work = read(root, found, indexed_hash(previous), utc_now(), pdf_mode)
+    return apply_file(db, source_id, work, previous, environment=readers.environment(pdf_mode))
+
+
+def due_for_retry(previous: rows.LocationState, environment: str) -> bool:
+    """Whether a failed file is read again though it did not change: it failed in another
+    reader environment (the cause may have gone with it), or for a cause outside the
+    readers (``failed_under`` NULL: it could not be opened, or failed before the column)."""
+    return previous.state == "failed" and previous.failed_under != environment
+
+
+def _with_retries(
+    known: dict[str, rows.LocationState], environment: str
+) -> dict[str, rows.LocationState]:
+    """``known`` with each failed file ``due_for_retry`` recorded without its size and
+    mtime, so every later step (the unchanged count, the read-ahead) reads it as a file
+    that changed."""
+    return {
+        rel: dataclasses.replace(p, size=None, mtime_ns=None)
+        if due_for_retry(p, environment)
+        else p
+        for rel, p in known.items()
+    }
 
 
 def _by_raw_path(
@@ -212,10 +246,11 @@ def _apply(
     work: FileWork | None,
     previous: rows.LocationState | None,
     pending: PendingRows,
+    environment: str,
 ) -> str:
-    if work is None:  # size and mtime as recorded; a failed file stays failed until it changes
+    if work is None:  # size and mtime as recorded, and not due for a retry
         return "failed" if previous and previous.state == "failed" else "unchanged"
-    return apply_file(db, source_id, work, previous, pending)
+    return apply_file(db, source_id, work, previous, pending, environment=environment)
 
 
 def _count_unchanged(
@@ -235,7 +270,7 @@ def _count_unchanged(
         if not stat_unchanged(found, previous):
             stale.append(found)
             continue
-        # A file that failed stays failed (and is not retried) until it changes.
+        # A failed file not due for a retry (``_with_retries``) stays failed.
         if previous.state == "failed":
             report.failed += 1
         else:
@@ -307,7 +342,8 @@ def sync_folder(
         report.skipped_paths = dict(walk.skipped_paths)
         with db.write() as conn:
             rows.set_skipped(conn, source_id, skipped.summary(walk))
-        recorded = rows.source_locations(db.conn, source_id)
+        environment = readers.environment(pdf_mode)
+        recorded = _with_retries(rows.source_locations(db.conn, source_id), environment)
         keys = {f.rel: db.paths.key(f.rel) for f in walk.files}
         known = _by_raw_path(recorded, keys)
         stale = _count_unchanged(walk.files, known, report, progress)
@@ -329,7 +365,8 @@ def sync_folder(
             with _page_cache(db, batch), db.write() as conn:
                 pending = PendingRows()
                 for found, work in batch:
-                    outcome = _apply(db, source_id, found, work, known.get(found.rel), pending)
+                    previous = known.get(found.rel)
+                    outcome = _apply(db, source_id, found, work, previous, pending, environment)
                     setattr(report, outcome, getattr(report, outcome) + 1)
                     done += 1
                     if progress:

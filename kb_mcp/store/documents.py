@@ -292,28 +292,21 @@ def upsert_location(
     mtime_ns: int | None = None,
     file_hash: str | None = None,
     seen_at: str | None = None,
+    failed_under: str | None = None,
 ) -> None:
-    """Record a location by its path's key; its shown path follows today's redaction."""
+    """Record a location by its path's key; its shown path follows today's redaction.
+    ``failed_under``: the reader environment a failed file failed in
+    (``readers.environment``), None when the failure is worth retrying anyway."""
     conn.execute(
         "INSERT INTO locations(source_id, path, path_key, document_id, state, reason, size, "
-        "mtime_ns, file_hash, seen_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "mtime_ns, file_hash, seen_at, failed_under) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
         "ON CONFLICT(source_id, path_key) DO UPDATE SET path = excluded.path, "
         "document_id = excluded.document_id, state = excluded.state, reason = excluded.reason, "
         "size = excluded.size, mtime_ns = excluded.mtime_ns, file_hash = excluded.file_hash, "
-        "seen_at = excluded.seen_at",
-        (
-            source_id,
-            path.shown,
-            path.key,
-            document_id,
-            state,
-            reason,
-            size,
-            mtime_ns,
-            file_hash,
-            seen_at,
-        ),
-    )
+        "seen_at = excluded.seen_at, failed_under = excluded.failed_under",
+        (source_id, path.shown, path.key, document_id, state, reason, size, mtime_ns,
+         file_hash, seen_at, failed_under),
+    )  # fmt: skip
 
 
 def location_document_id(conn: apsw.Connection, source_id: int, key: str) -> int | None:
@@ -506,12 +499,14 @@ class LocationState:
     size: int | None
     mtime_ns: int | None
     file_hash: str | None
+    failed_under: str | None = None  # see ``upsert_location``
 
 
 def source_locations(conn: apsw.Connection, source_id: int) -> dict[str, LocationState]:
     """A source's locations by their path's key (the raw path is not stored)."""
     rows = conn.execute(
-        "SELECT path, path_key, document_id, state, reason, size, mtime_ns, file_hash "
+        "SELECT path, path_key, document_id, state, reason, size, mtime_ns, file_hash, "
+        "failed_under "
         "FROM locations WHERE source_id = ?",
         (source_id,),
     )
@@ -540,8 +535,8 @@ def location_of(
 
 def get_location(conn: apsw.Connection, source_id: int, key: str) -> LocationState | None:
     row = conn.execute(
-        "SELECT path, path_key, document_id, state, reason, size, mtime_ns, file_hash "
-        "FROM locations WHERE source_id = ? AND path_key = ?",
+        "SELECT path, path_key, document_id, state, reason, size, mtime_ns, file_hash, "
+        "failed_under FROM locations WHERE source_id = ? AND path_key = ?",
         (source_id, key),
     ).fetchone()
     return LocationState(*row) if row else None

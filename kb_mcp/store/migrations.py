@@ -389,6 +389,13 @@ END;
 # and only a bounded sample of their paths is kept. NULL until the next sync.
 _V10_SKIPPED = "ALTER TABLE sources ADD COLUMN skipped TEXT;"
 
+# 11: a failed file's reader environment (``readers.environment``): a sync reads the file
+# again, though unchanged, when its own differs (issue 20 item 8). NULL for a file that is
+# indexed, failed for a reason outside the readers (it could not be opened), or failed
+# before this column: each of those failed files is read again by the next sync. Adding a
+# nullable column rewrites no row.
+_V11_FAILED_UNDER = "ALTER TABLE locations ADD COLUMN failed_under TEXT"
+
 Migration = str | Callable[[apsw.Connection], None]
 MIGRATIONS: tuple[Migration, ...] = (
     _V1,
@@ -401,6 +408,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     _V8_NAMES_LOG,
     _v9_redacted_location_paths,
     _V10_SKIPPED,
+    _V11_FAILED_UNDER,
 )
 # Steps that delete text which must not survive in the file: the database is compacted
 # (rewritten from its live rows) after them, see ``Database.compact``.

@@ -16,18 +16,29 @@ Readers raise ``Unreadable`` with the bare reason ("no text layer …"), since
 bytes have no name; ``read_path`` prefixes "cannot read <name>: ". A missing
 optional extra raises ``Unavailable`` with the pip command as its hint, and is
 passed through unchanged because it is about the install, not the file.
+
+Every reader's text goes through ``normalize.normalize_text`` here (``convert_bytes``),
+the one place a file becomes text: split letters joined, U+FFFD gone, no line moved.
+A file that fails is recorded with the ``environment`` it failed in, and read again by
+the next sync that runs in another one (``ingest/sync``).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import importlib.util
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache, partial
 from pathlib import Path
 
+from kb_mcp import __version__
 from kb_mcp.errors import Unreadable
 from kb_mcp.ingest.decode import SNIFF_BYTES, looks_like_text
+from kb_mcp.ingest.normalize import normalize_text
 
 MAX_BYTES = 50 * 1024 * 1024
 
@@ -198,9 +209,54 @@ def read_capped(path: Path, max_bytes: int = MAX_BYTES) -> bytes:
     return data
 
 
-def convert_bytes(data: bytes, suffix: str) -> Converted:
-    """Convert bytes of the format named by ``suffix`` (``".pdf"``, ``"pdf"`` or ``"Makefile"``)."""
-    return _reader_for(suffix)(data)
+def convert_bytes(data: bytes, suffix: str, reader: Reader | None = None) -> Converted:
+    """Convert bytes of the format named by ``suffix`` (``".pdf"``, ``"pdf"`` or ``"Makefile"``),
+    with ``reader`` instead of the table's when given (a PDF in ``pdf_mode = text``);
+    the text and title normalised (``normalize_text``)."""
+    converted = (reader or _reader_for(suffix))(data)
+    return dataclasses.replace(
+        converted,
+        markdown=normalize_text(converted.markdown),
+        title=normalize_text(converted.title) if converted.title else converted.title,
+    )
+
+
+# The libraries readers import: what ``environment`` watches.
+READER_LIBRARIES = ("pypdfium2", "pymupdf", "pymupdf4llm", "docx", "charset_normalizer")
+
+
+def environment(*settings: str) -> str:
+    """A short key for what reads files in this process: kb-mcp's and Python's versions,
+    the reader ``settings`` given (``pdf_mode``), and for each reader library the file it
+    would be imported from, with that file's size and mtime (or its absence).
+
+    A file that failed keeps the key it failed under; a sync whose key differs reads it
+    again, though the file did not change (issue 20 item 8: a PDF that failed for a
+    missing reader stayed failed after the reader was installed). Installing, upgrading
+    (pip writes the module's files anew) or removing a reader, or choosing another,
+    changes it. The files are looked up, not imported, and not read (a distribution's
+    version would be: 6-10 ms a sync, against under 1 ms); computed per sync, never
+    cached, so a running server sees an install made after it started.
+    """
+    parts = [f"kb-mcp {__version__}", f"python {sys.version.split()[0]}", *settings]
+    for module in READER_LIBRARIES:
+        parts.append(f"{module} {_module_file(module)}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def _module_file(module: str) -> str:
+    """Where ``module`` would be imported from, its size and mtime; "absent" if nowhere."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):  # ValueError: a module left without a spec
+        spec = None
+    if spec is None or spec.origin is None:
+        return "absent"
+    try:
+        stat = os.stat(spec.origin)
+    except OSError:
+        return f"{spec.origin} unreadable"
+    return f"{spec.origin} {stat.st_size} {stat.st_mtime_ns}"
 
 
 def _reader_for(suffix: str) -> Reader:
@@ -229,6 +285,7 @@ __all__ = [
     "Converted",
     "Reader",
     "convert_bytes",
+    "environment",
     "format_key",
     "is_readable",
     "is_supported",

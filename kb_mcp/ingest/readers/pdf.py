@@ -1,7 +1,10 @@
-"""PDF → Markdown through pymupdf4llm (the optional ``pdf`` extra).
+"""PDF → Markdown: pymupdf4llm when it is installed (the optional ``pdf`` extra), else
+the reader every install has (``readers/pdfium``, pypdfium2).
 
-pymupdf and pymupdf4llm are AGPL-3.0, so they are imported only when a PDF is
-read, and a missing install raises ``Unavailable`` with the pip command.
+pymupdf and pymupdf4llm are AGPL-3.0, so they are not a dependency: they are imported
+only when a PDF is read, and when they cannot be (not installed, or pymupdf4llm's import
+refusing a pymupdf of another version) the PDF is read by pypdfium2 instead of failing
+(issue 20 item 8: PDFs failed in the default install).
 
 With pymupdf 2.0, ``import pymupdf`` also loads the bundled pymupdf-layout
 model (an ONNX network shipped in the wheel: offline, and deterministic across
@@ -14,21 +17,23 @@ state in both libraries.
 OCR is switched off: it would need an external engine, would print notices to
 stdout, and would make text appear that is not in the file.
 
-A PDF without a text layer (a scan) is rejected with a reason instead of being
+When pymupdf4llm raises on a file, the file is read by pypdfium2 instead, and the
+library's reason kept in its notes (``list`` shows it): a converter's bug is not the
+file's. A PDF without a text layer (a scan) is rejected with a reason instead of being
 stored as an empty document, so the user learns to run OCR first.
 
-``read_pdf_text`` is the faster mode (setting ``pdf_mode = text``): pymupdf's own text
-extraction, page by page in the order the file stores its text, without the layout
-model or pymupdf4llm (``docs/architecture.md`` has the measured speed and quality).
+``read_pdf_text`` is the faster mode (setting ``pdf_mode = text``): pypdfium2's text,
+page by page in the order the file stores it, with headings by font size, whether or not
+the extra is installed (``docs/architecture.md`` has the measured speed and quality).
 """
 
 from __future__ import annotations
 
-import re
+import dataclasses
 from typing import TYPE_CHECKING
 
-from kb_mcp.errors import Unavailable, Unreadable
-from kb_mcp.ingest.readers import Converted
+from kb_mcp.errors import Unreadable
+from kb_mcp.ingest.readers import Converted, pdfium
 from kb_mcp.ingest.readers.text import markdown_title
 
 if TYPE_CHECKING:
@@ -36,12 +41,19 @@ if TYPE_CHECKING:
 
 
 def read_pdf(data: bytes) -> Converted:
-    """Convert a PDF to Markdown titled by its metadata, else its first ``# `` heading."""
-    _require_extra()
+    """Convert a PDF to Markdown titled by its metadata, else its first ``# `` heading:
+    with pymupdf4llm when it can be imported, else with pypdfium2."""
+    if not _rich_reader_importable():
+        return pdfium.read_pdf(data)
     with _open(data) as document:
         _require_text_layer(document)
-        markdown = _tidy(_to_markdown(document))
+        markdown, failure = _to_markdown(document)
         title = (document.metadata or {}).get("title", "").strip()
+    if markdown is None:  # the converter's bug is not the file's: the built-in reader reads it
+        built_in = pdfium.read_pdf(data)
+        note = f"pymupdf4llm failed ({failure}); read by the built-in PDF reader"
+        return dataclasses.replace(built_in, notes=(*built_in.notes, note))
+    markdown = pdfium.tidy(markdown)
     return Converted(markdown, "pdf", None, title or markdown_title(markdown), exact=False)
 
 
@@ -49,31 +61,22 @@ PDF_MODES = ("layout", "text")
 
 
 def read_pdf_text(data: bytes) -> Converted:
-    """The fast mode: each page's plain text (``page.get_text``), blank line between
-    pages, no layout analysis; same title and text-layer rules as ``read_pdf``."""
-    _require_extra()
-    with _open(data) as document:
-        pages = [page.get_text() for page in document]
-        if not any(p.strip() for p in pages):
-            raise Unreadable("no text layer (image-only PDF); run OCR first")
-        markdown = _tidy("\n\n".join(pages))
-        title = (document.metadata or {}).get("title", "").strip()
-    first = next((line for line in markdown.split("\n") if line.strip()), "")
-    return Converted(markdown, "pdf", None, title or first.strip()[:200], exact=False)
+    """The fast mode: pypdfium2's text of each page, whatever is installed."""
+    return pdfium.read_pdf(data)
 
 
-def _require_extra() -> None:
-    """Import the AGPL libraries on first use; raise ``Unavailable`` when not installed."""
+def _rich_reader_importable() -> bool:
+    """Whether the AGPL libraries import here (imported on first use, never at start).
+
+    Any ``ImportError`` counts as not installed: pymupdf4llm also raises it when its
+    version does not match pymupdf's.
+    """
     try:
         import pymupdf  # noqa: F401
         import pymupdf4llm  # noqa: F401
-    except ImportError as error:
-        # The import error is quoted: pymupdf4llm also raises it when its version
-        # does not match pymupdf's.
-        raise Unavailable(
-            f"reading PDF files needs the optional 'pdf' extra ({error})",
-            hint="pip install 'kb-mcp[pdf]'",
-        ) from error
+    except ImportError:
+        return False
+    return True
 
 
 def _open(data: bytes) -> pymupdf.Document:
@@ -96,20 +99,15 @@ def _require_text_layer(document: pymupdf.Document) -> None:
         raise Unreadable("no text layer (image-only PDF); run OCR first")
 
 
-def _to_markdown(document: pymupdf.Document) -> str:
+def _to_markdown(document: pymupdf.Document) -> tuple[str | None, str | None]:
+    """pymupdf4llm's Markdown, or None and why it failed."""
     import pymupdf4llm
 
     # Trigger: any exception inside the converter. Why: it is third-party code walking
     # untrusted files, and its failures are not a documented set. Outcome: the file is
-    # reported unreadable with the library's reason, and a folder sync goes on.
+    # read by the built-in reader instead, with the library's reason in its notes
+    # (shown by ``list``), and a folder sync goes on.
     try:
-        return pymupdf4llm.to_markdown(document, use_ocr=False, show_progress=False)
+        return pymupdf4llm.to_markdown(document, use_ocr=False, show_progress=False), None
     except Exception as error:
-        raise Unreadable(f"PDF conversion failed ({type(error).__name__}: {error})") from error
-
-
-def _tidy(markdown: str) -> str:
-    """Drop trailing spaces and the runs of blank lines the converter leaves between blocks."""
-    lines = [line.rstrip() for line in markdown.split("\n")]
-    text = re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
-    return text + "\n" if text else ""
+        return None, f"{type(error).__name__}: {error}"
