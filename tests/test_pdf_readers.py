@@ -159,9 +159,10 @@ def test_a_failure_an_older_kb_mcp_recorded_without_its_cause_is_retried_once(
             for name in ("heliograph.pdf", "scan.pdf"):
                 stat = (folder / name).stat()
                 conn.execute(  # as kb-mcp before this change left it: no cause kept
-                    "INSERT INTO locations(source_id, path, state, reason, size, mtime_ns) "
-                    "VALUES (?, ?, 'failed', ?, ?, ?)",
-                    (source.id, name, "reading PDF files needs the optional 'pdf' extra",
+                    "INSERT INTO locations(source_id, path, path_key, state, reason, size, "
+                    "mtime_ns) VALUES (?, ?, ?, 'failed', ?, ?, ?)",
+                    (source.id, name, library.db.paths.key(name),
+                     "reading PDF files needs the optional 'pdf' extra",
                      stat.st_size, stat.st_mtime_ns),
                 )  # fmt: skip
         [report] = library.sync()
@@ -169,7 +170,7 @@ def test_a_failure_an_older_kb_mcp_recorded_without_its_cause_is_retried_once(
         assert [h.path for h in library.search("quillon screws").hits] == ["heliograph.pdf"]
         [(path, reason)] = report.failures
         assert path == "scan.pdf" and "not a valid PDF" in reason
-        scan = rows.get_location(library.db.conn, source.id, "scan.pdf")
+        scan = rows.get_location(library.db.conn, source.id, library.db.paths.key("scan.pdf"))
         assert scan.failed_under is not None  # its cause kept: not read again until it goes
 
 
