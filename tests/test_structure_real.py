@@ -15,12 +15,17 @@ with made-up words to search for.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kb_mcp.chunk import split_document
+from kb_mcp.chunk.asciidoc import split_asciidoc
+from kb_mcp.chunk.pack import chunk_cap
 from kb_mcp.ingest.readers import read_path
 from kb_mcp.library import Library
 from kb_mcp.search.engine import Hit
@@ -198,6 +203,46 @@ def test_asciidoc_listing_lines_are_found_under_their_section_with_exact_cites(
         assert hit.section == ("tidewatch-sync(1)", section), (word, hit.section)
         assert hit.text == "\n".join(lines[hit.start_line - 1 : hit.end_line])
         assert word in library.read(hit.cite).text
+
+
+# Lines of every AsciiDoc block kind the scanner knows, unbalanced delimiters and noise.
+_ASCIIDOC_LINES = [
+    "= Title", "== Section ==", "Name", "----", "------", "====", "~~~~", "....", "--", "+",
+    "****", "____", "++++", "////", "|===", "```", "```sh", "[[anchor]]", "[verse]",
+    "[source,shell]", ".Block title", ":doctype: manpage", "-a::", "* item", ". step",
+    "$ tidewatch sync", "\tindented", "", "", "Short sentence. Another one!", "word " * 40,
+    "中文没有空格的一段文字。第二句。",
+]  # fmt: skip
+_asciidoc_texts = st.lists(
+    st.one_of(st.sampled_from(_ASCIIDOC_LINES), st.text(max_size=40)), max_size=60
+).map("\n".join)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_asciidoc_texts, st.integers(min_value=1, max_value=300))
+def test_split_asciidoc_chunks_are_exact_slices_within_the_cap(text: str, budget: int) -> None:
+    """Whatever the input: chunks in order, within the hard cap, each the text of its lines."""
+    lines = text.split("\n")
+    chunks = split_asciidoc(text, budget=budget, overlap=20)
+    assert [c.ordinal for c in chunks] == list(range(len(chunks)))
+    for chunk in chunks:
+        assert chunk.text.strip()
+        assert len(chunk.text) <= chunk_cap(budget)
+        assert 1 <= chunk.start_line <= chunk.end_line <= len(lines)
+        assert chunk.text in "\n".join(lines[chunk.start_line - 1 : chunk.end_line])
+
+
+def test_a_title_line_with_a_long_run_of_spaces_is_read_in_linear_time() -> None:
+    """A one-line title's pattern once backtracked over spaces: 60,000 of them took
+    minutes (quadratic); read in a single pass it is milliseconds."""
+    text = "= tidewatch\n\n== Options" + " " * 60_000 + "x\n\nThe quillwort gauge.\n"
+
+    started = time.perf_counter()
+    chunks = split_asciidoc(text)
+    elapsed = time.perf_counter() - started
+
+    assert elapsed < 2.0, f"{elapsed:.1f}s"
+    assert chunks[-1].heading_path[0] == "tidewatch"
 
 
 def test_plain_text_with_a_banner_and_markdown_headings_is_not_read_as_asciidoc(

@@ -41,7 +41,9 @@ from kb_mcp.chunk import Chunk
 from kb_mcp.chunk.pack import DEFAULT_BUDGET_CHARS, DEFAULT_OVERLAP_CHARS, index_lines
 from kb_mcp.chunk.sections import Block, chunk_blocks
 
-_ONE_LINE_TITLE = re.compile(r"(={1,6})[ \t]+(\S.*?)(?:[ \t]+=+)?[ \t]*")
+# The title's text is cut out in Python, not by the pattern: a lazy ``(.*?)`` before an
+# optional closing ``=`` run backtracks over a long run of spaces in quadratic time.
+_ONE_LINE_TITLE = re.compile(r"(={1,6})[ \t]+(?=\S)")
 _UNDERLINE = re.compile(r"([=\-~^+])\1+[ \t]*")
 _UNDERLINE_LEVELS = {"=": 1, "-": 2, "~": 3, "^": 4, "+": 5}
 _OPENING_LINES = 40  # where a document title is looked for
@@ -158,8 +160,8 @@ def _read_block(lines: list[str], i: int, closers: dict[int, int], open_ends: li
 def _title(lines: list[str], i: int) -> tuple[int, int, str] | None:
     """``(last line, level, title)`` of a section title starting at line ``i``, else None."""
     line = lines[i].rstrip()
-    if one_line := _ONE_LINE_TITLE.fullmatch(line):
-        return i, len(one_line[1]), one_line[2]
+    if one_line := _ONE_LINE_TITLE.match(line):
+        return i, len(one_line[1]), _without_closing_run(line[one_line.end() :])
     following = lines[i + 1].rstrip() if i + 1 < len(lines) else ""
     underline = _UNDERLINE.fullmatch(following)
     if underline is None or not _can_be_title(line):
@@ -167,6 +169,12 @@ def _title(lines: list[str], i: int) -> tuple[int, int, str] | None:
     if abs(len(following) - len(line)) > _UNDERLINE_SLACK:
         return None
     return i + 1, _UNDERLINE_LEVELS[underline[1]], line.strip()
+
+
+def _without_closing_run(title: str) -> str:
+    """``Name ==`` → ``Name``: a one-line title may close with a run of ``=``."""
+    bare = title.rstrip("=")
+    return bare.rstrip() if bare != title and bare[-1:].isspace() else title
 
 
 def _can_be_title(line: str) -> bool:
