@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from kb_mcp.chunk.asciidoc import document_title, looks_like_asciidoc
+from kb_mcp.chunk.markdown import atx_heading
 from kb_mcp.ingest.decode import decode_bytes
 from kb_mcp.ingest.frontmatter import Frontmatter, cap_title, split_frontmatter
 from kb_mcp.ingest.readers import Converted
@@ -41,7 +42,6 @@ CODE_LANGUAGES: dict[str, str] = {
     "Makefile": "make", "makefile": "make", "GNUmakefile": "make", "Dockerfile": "dockerfile",
 }  # fmt: skip
 
-_ATX_H1 = re.compile(r"^ {0,3}# +(.+?)(?: +#+)? *$")
 _FENCE = re.compile(r"^ {0,3}(```|~~~)")
 
 
@@ -171,6 +171,8 @@ def _title(front: Frontmatter) -> str | None:
     for line in front.body.split("\n"):
         if _FENCE.match(line):
             in_fence = not in_fence
-        elif not in_fence and (heading := _ATX_H1.match(line)):
-            return cap_title(heading.group(1).strip())
+            continue
+        heading = None if in_fence else atx_heading(line)
+        if heading and heading[0] == 1 and (text := heading[1].strip()):
+            return cap_title(text)
     return None
