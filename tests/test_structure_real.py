@@ -30,6 +30,7 @@ from kb_mcp.ingest.readers import read_path
 from kb_mcp.ingest.readers.text import plain_converted
 from kb_mcp.library import Library
 from kb_mcp.search.engine import Hit
+from kb_mcp.search.prior import classify_path
 from kb_mcp.settings import Settings
 
 
@@ -186,6 +187,16 @@ def test_asciidoc_manual_page_sections_are_its_headings(rel: str, tmp_path: Path
     assert {p[0] for p in paths} == {"tidewatch-sync(1)"}, paths
     assert {p[-1] for p in paths if len(p) > 1} <= SECTIONS, paths
     assert all(len(p) == 2 for p in paths), paths
+
+
+@pytest.mark.parametrize("name", ["man/tidewatch-sync.adoc", "man/tidewatch-sync.asciidoc"])
+def test_both_asciidoc_suffixes_are_read_as_asciidoc_prose(name: str, tmp_path: Path) -> None:
+    """``.asciidoc`` is read as ``.adoc`` is, and ranks as prose documentation as it does."""
+    path = tmp_path / name
+    path.parent.mkdir()
+    path.write_text(MANPAGE_ADOC, encoding="utf-8")
+    assert read_path(path).kind == "asciidoc"
+    assert classify_path(name) == "doc"
 
 
 @pytest.mark.parametrize("rel", sorted(MANPAGES))
