@@ -120,8 +120,9 @@ SEE ALSO
 linkgit:tidewatch-check[1]
 """
 
-# The same page as Asciidoctor writes it: one-line titles, attributes under the title, an
-# example block holding a "==" line that is no section, a block title and a source block.
+# The same page as Asciidoctor writes it: one-line titles, attributes under the title, a
+# section title under a comment and preprocessor lines, an example block holding a "=="
+# line that is no section, a block title and a source block.
 MANPAGE_ADOC = """\
 = tidewatch-sync(1)
 :doctype: manpage
@@ -144,7 +145,10 @@ $ tidewatch list --changed --brinewater
 but nothing is written.
 --
 
+// tag::examples[]
+ifdef::env-site[]
 [[examples]]
+endif::[]
 == EXAMPLES
 
 .Copy the harbour gauge, then check it

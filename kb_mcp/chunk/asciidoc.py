@@ -9,8 +9,8 @@ linear, a subset of what AsciiDoc (asciidoc.py, Asciidoctor) parses, chosen for 
 decides chunk boundaries:
 
 - **Section titles** are headings, in either form, only where a block starts (after a
-  blank line, the start, or a block's attribute, anchor and title lines such as
-  ``[[anchor]]``, ``[verse]``, ``.Example``):
+  blank line, the start, or a block's attribute, anchor, title, comment and preprocessor
+  lines such as ``[[anchor]]``, ``[verse]``, ``.Example``, ``// tag::x[]``, ``endif::[]``):
 
   - one line: ``= Title`` (level 1, the document title), ``== Section`` (2) … ``======`` (6);
   - two lines: the title over an underline of one repeated character, ``=`` (1), ``-``
@@ -49,8 +49,12 @@ _UNDERLINE_LEVELS = {"=": 1, "-": 2, "~": 3, "^": 4, "+": 5}
 _OPENING_LINES = 40  # where a document title is looked for
 _UNDERLINE_SLACK = 2  # asciidoc.py: the underline is as long as the title, ± 2 characters
 # Lines that belong to the block below them: an anchor ``[[id]]``, an attribute list
-# (``[verse]``, ``[source,shell]``) and a block title (``.Example``).
-_BLOCK_META = re.compile(r"\[\[[^\]]*\]\]|\[[^\[\]\s][^\]]*\]|\.[^.\s].*")
+# (``[verse]``, ``[source,shell]``), a block title (``.Example``), a line comment
+# (``// tag::quick[]``; ``////`` opens a comment block) and a preprocessor or block
+# macro line (``endif::[]``, ``include::part.adoc[]``).
+_BLOCK_META = re.compile(
+    r"\[\[[^\]]*\]\]|\[[^\[\]\s][^\]]*\]|\.[^.\s].*|//(?!//).*|[a-z]\w*::\S*\[.*\]"
+)
 _ATTRIBUTE_ENTRY = re.compile(r":!?[\w][\w-]*!?:(?:[ \t]|$)")
 # Delimiter line → the kind of block it opens; the rest are compound (content inside).
 _DELIMITER = re.compile(r"(-{4,}|\.{4,}|\+{4,}|/{4,}|={4,}|\*{4,}|_{4,}|--|[|,:!]={3,}|`{3,})")
