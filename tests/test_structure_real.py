@@ -266,6 +266,7 @@ def test_a_title_line_with_a_long_run_of_spaces_is_read_in_linear_time() -> None
     [
         pytest.param(":a" * 25_000, id="reST role sniff"),
         pytest.param("== Options" + " " * 50_000 + "x", id="AsciiDoc title"),
+        pytest.param("include::" + "[x" * 100_000 + "\n== Options", id="AsciiDoc macro"),
         pytest.param("# Options" + " " * 50_000 + "x", id="Markdown heading"),
     ],
 )

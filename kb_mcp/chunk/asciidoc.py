@@ -53,7 +53,7 @@ _UNDERLINE_SLACK = 2  # asciidoc.py: the underline is as long as the title, ± 2
 # (``// tag::quick[]``; ``////`` opens a comment block) and a preprocessor or block
 # macro line (``endif::[]``, ``include::part.adoc[]``).
 _BLOCK_META = re.compile(
-    r"\[\[[^\]]*\]\]|\[[^\[\]\s][^\]]*\]|\.[^.\s].*|//(?!//).*|[a-z]\w*::\S*\[.*\]"
+    r"\[\[[^\]]*\]\]|\[[^\[\]\s][^\]]*\]|\.[^.\s].*|//(?!//).*|[a-z]\w*::[^\s\[]*\[.*\]"
 )
 _ATTRIBUTE_ENTRY = re.compile(r":!?[\w][\w-]*!?:(?:[ \t]|$)")
 # Delimiter line → the kind of block it opens; the rest are compound (content inside).
