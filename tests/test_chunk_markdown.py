@@ -9,6 +9,7 @@ from inline_snapshot import snapshot
 
 from kb_mcp.chunk import Chunk
 from kb_mcp.chunk.markdown import DEFAULT_BUDGET_CHARS, split_markdown
+from kb_mcp.ingest.readers.text import markdown_title
 
 
 def _outline(chunks: list[Chunk]) -> list[tuple[tuple[str, ...], int, int]]:
@@ -293,3 +294,21 @@ def test_split_markdown_handles_five_megabytes_in_linear_time() -> None:
     assert elapsed < 5.0, f"5 MB took {elapsed:.2f}s"
     assert max(len(c.text) for c in chunks) <= DEFAULT_BUDGET_CHARS
     assert len(chunks) >= source.count("## Section")
+
+
+def test_heading_and_table_lines_with_a_long_run_of_spaces_are_read_in_linear_time() -> None:
+    """The ATX heading pattern (and the title reader's) had a lazy title before an
+    optional closing ``#`` run, and the table delimiter pattern nested runs of spaces:
+    both backtracked over a long run of spaces in quadratic time (a heading line holding
+    20,000 spaces took 14 s; these 50,000, minutes in all)."""
+    spaces = " " * 50_000
+    text = f"# Ocelot{spaces}x\n\n| a | b |\n|---{spaces}x\n\nThe ocelot moved north.\n"
+
+    started = time.perf_counter()
+    chunks = split_markdown(text)
+    title = markdown_title(text)
+    elapsed = time.perf_counter() - started
+
+    assert elapsed < 2.0, f"{elapsed:.1f}s"
+    assert chunks[-1].heading_path[0].startswith("Ocelot")
+    assert title is not None and title.startswith("Ocelot")

@@ -1,4 +1,4 @@
-"""Markdown, reStructuredText and source code → chunks. Pure functions over strings; no I/O.
+"""Markdown, reST, AsciiDoc and source code → chunks. Pure functions over strings; no I/O.
 
 ``split_document`` picks the chunker for a converted document's kind.
 
@@ -31,6 +31,7 @@ class Chunk:
 
 
 # The chunkers build Chunk values, so they are imported after it is defined.
+from kb_mcp.chunk.asciidoc import split_asciidoc  # noqa: E402
 from kb_mcp.chunk.code import split_code  # noqa: E402
 from kb_mcp.chunk.markdown import split_markdown  # noqa: E402
 from kb_mcp.chunk.rst import split_rst  # noqa: E402
@@ -40,11 +41,15 @@ def split_document(text: str, kind: str, language: str | None = None) -> list[Ch
     """Chunks of a converted document, by the chunker its ``kind`` calls for.
 
     ``code`` splits at definitions of ``language``; ``rst`` by reST sections (never by
-    Markdown rules, whose ``~~~`` fences are reST adornments); every other kind is
-    Markdown or reads as such (converted HTML, PDF and DOCX, plain text, data).
+    Markdown rules, whose ``~~~`` fences are reST adornments); ``asciidoc`` by AsciiDoc
+    sections (whose ``----`` listing delimiters are Markdown setext underlines); every
+    other kind is Markdown or reads as such (converted HTML, PDF and DOCX, plain text,
+    data).
     """
     if kind == "code":
         return split_code(text, language)
     if kind == "rst":
         return split_rst(text)
+    if kind == "asciidoc":
+        return split_asciidoc(text)
     return split_markdown(text)

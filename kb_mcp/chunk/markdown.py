@@ -27,7 +27,8 @@ from kb_mcp.chunk import Chunk
 from kb_mcp.chunk.pack import DEFAULT_BUDGET_CHARS, DEFAULT_OVERLAP_CHARS, index_lines
 from kb_mcp.chunk.sections import Block, chunk_blocks, trim_blank_tail
 
-_ATX = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+# An ATX heading's start; its title is cut out by ``atx_heading``.
+_ATX_START = re.compile(r" {0,3}(#{1,6})(?:[ \t]|$)")
 _SETEXT = re.compile(r" {0,3}(=+|-+)[ \t]*$")
 _FENCE = re.compile(r"[ \t]*(`{3,}|~{3,})(.*)$")
 _THEMATIC = re.compile(r" {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
@@ -36,7 +37,11 @@ _LIST_ITEM = re.compile(r"[ \t]*(?:[-+*]|\d{1,9}[.)])(?:[ \t]|$)")
 _LIST_INTERRUPT = re.compile(r" {0,3}(?:[-+*]|1[.)])[ \t]+\S")
 _QUOTE = re.compile(r" {0,3}>")
 _HTML = re.compile(r" {0,3}<(?:[A-Za-z][\w-]*(?=[\s/>]|$)|/[A-Za-z]|!--|\?|![A-Z])")
-_TABLE_DELIMITER = re.compile(r" {0,3}\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
+# Possessive runs of spaces: a delimiter row ending in a long run of spaces and another
+# character made the plain pattern backtrack in quadratic time (10,000 spaces: 0.8 s).
+_TABLE_DELIMITER = re.compile(
+    r" {0,3}\|?[ \t]*+:?-+:?[ \t]*+(?:\|[ \t]*+:?-+:?[ \t]*+)*+\|?[ \t]*+$"
+)
 _YAML_KEY = re.compile(r"[\w\"'][^:]*:(?:\s|$)|#")  # first frontmatter line: `key:` or a comment
 
 
@@ -91,8 +96,8 @@ def scan_blocks(lines: list[str], begin: int) -> list[Block]:
 def _read_block(lines: list[str], i: int, unclosed: dict[str, int]) -> Block:
     """The block that starts at non-blank line ``i``."""
     line = lines[i]
-    if heading := _ATX.match(line):
-        return Block("heading", i, i, len(heading[1]), (heading[2] or "").strip())
+    if heading := atx_heading(line):
+        return Block("heading", i, i, heading[0], heading[1].strip())
     if marker := _fence_marker(line):
         return Block("code", i, _fence_end(lines, i, marker, unclosed))
     if line.startswith(("    ", "\t")):
@@ -108,6 +113,22 @@ def _read_block(lines: list[str], i: int, unclosed: dict[str, int]) -> Block:
     if _HTML.match(line):  # ends at a blank line, as CommonMark HTML blocks of types 6 and 7
         return Block("prose", i, _run_end(lines, i, lambda s: True))
     return _read_paragraph(lines, i)
+
+
+def atx_heading(line: str) -> tuple[int, str] | None:
+    """``(level, title)`` of an ATX heading line (``## Title ##``), else None.
+
+    The title is cut out here rather than by one pattern: a lazy title before an optional
+    closing ``#`` run backtracked over a long run of spaces in quadratic time (a heading
+    line holding 20,000 spaces took 14 s)."""
+    start = _ATX_START.match(line)
+    if start is None:
+        return None
+    title = line[start.end(1) :].rstrip(" \t")
+    bare = title.rstrip("#")
+    if bare != title and (not bare or bare[-1] in " \t"):
+        title = bare  # the closing run of "#", after a space
+    return len(start[1]), title.strip(" \t")
 
 
 def _read_paragraph(lines: list[str], i: int) -> Block:
@@ -149,7 +170,7 @@ def _read_list(lines: list[str], i: int, unclosed: dict[str, int]) -> Block:
 
 def _interrupts(lines: list[str], k: int) -> bool:
     """Whether line ``k`` starts a new block even without a blank line before it."""
-    starters = (_ATX, _THEMATIC, _QUOTE, _HTML, _LIST_INTERRUPT)
+    starters = (_ATX_START, _THEMATIC, _QUOTE, _HTML, _LIST_INTERRUPT)
     line = lines[k]
     return (
         any(p.match(line) for p in starters)
@@ -179,7 +200,7 @@ def _fence_end(lines: list[str], i: int, marker: str, unclosed: dict[str, int]) 
                 return k
         unclosed[marker[0]] = len(marker)
     k = i + 1
-    while k < len(lines) and not _ATX.match(lines[k]):
+    while k < len(lines) and not _ATX_START.match(lines[k]):
         k += 1
     return trim_blank_tail(lines, i, k - 1)
 

@@ -20,10 +20,11 @@ Where a window ends:
   next window. Cut at a heading, no section spans two windows and the heading path is
   carried over (the enclosing headings' stack), so the chunks are those of the whole
   text.
-- Code and reST: at the last blank line followed by a non-indented line in the window's
-  second half (a top-level definition or a section title starts there), else the last
-  line end. reST adornment levels are learnt again in each window, so a heading's level
-  (and so its path) may differ from the whole text's past the first window.
+- Code, reST and AsciiDoc: at the last blank line followed by a non-indented line in the
+  window's second half (a top-level definition or a section title starts there), else
+  the last line end. reST adornment levels are learnt again in each window, so a
+  heading's level (and so its path) may differ from the whole text's past the first
+  window; a window's AsciiDoc headings do not carry the titles of the windows before it.
 
 A single block over a window (a fence of megabytes) is cut at the window's last line
 end; the next window reads on from there as Markdown.
@@ -59,7 +60,7 @@ def iter_chunks(
     window = window or WINDOW_CHARS
     if len(text) <= window:
         yield from split_document(text, kind, language)
-    elif kind in ("code", "rst"):
+    elif kind in ("code", "rst", "asciidoc"):
         yield from _plain_windows(text, kind, language, window)
     else:
         yield from _markdown_windows(text, window)
@@ -78,7 +79,7 @@ def iter_utf8_chunks(
     window = window or WINDOW_CHARS
     if len(data) <= window:
         yield from split_document(data.decode("utf-8"), kind, language)
-    elif kind in ("code", "rst"):
+    elif kind in ("code", "rst", "asciidoc"):
         yield from _plain_windows(data, kind, language, window)
     else:
         yield from _markdown_windows(data, window)

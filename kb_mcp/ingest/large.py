@@ -35,13 +35,15 @@ from kb_mcp.ingest.normalize import normalize_text
 from kb_mcp.ingest.readers import Converted
 from kb_mcp.ingest.readers.generated import PieceCheck
 from kb_mcp.ingest.readers.text import (
+    ASCIIDOC_SUFFIXES,
     CODE_LANGUAGES,
     DATA_SUFFIXES,
     MARKDOWN_SUFFIXES,
     PLAIN_SUFFIXES,
     RST_SUFFIXES,
-    looks_like_rst,
+    asciidoc_converted,
     markdown_title,
+    plain_converted,
     strip_data_uris,
 )
 from kb_mcp.redact.stream import redact_pieces
@@ -124,6 +126,8 @@ def _kind(key: str) -> tuple[str | None, str | None]:
         return "text", None
     if suffix in RST_SUFFIXES:
         return "rst", None
+    if suffix in ASCIIDOC_SUFFIXES:
+        return "asciidoc", None
     if suffix in DATA_SUFFIXES:
         return "data", None
     if (language := CODE_LANGUAGES.get(key)) is not None:
@@ -135,8 +139,10 @@ def _converted(
     head: str, raw_head: str, kind: str, language: str | None, inlined: int
 ) -> Converted:
     """What the whole-file reader returns, learnt from the opening (``readers.text``)."""
-    if kind == "text" and looks_like_rst(raw_head):
-        kind = "rst"  # read_plain's test, on the opening only
+    if kind == "text":  # read_plain's tests, on the opening only
+        return dataclasses.replace(plain_converted(raw_head), markdown=head)
+    if kind == "asciidoc":
+        return dataclasses.replace(asciidoc_converted(raw_head), markdown=head)
     if kind != "markdown":
         return Converted(head, kind, language, None, exact=True)
     front = split_frontmatter(raw_head)

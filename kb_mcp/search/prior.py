@@ -92,7 +92,7 @@ _FIXTURE_DIRS = frozenset(
 _TEST_DIRS = frozenset("tests test __tests__ spec specs e2e".split())
 _EXAMPLE_DIRS = frozenset("examples example docs_src samples sample demo demos".split())
 _DOC_DIRS = frozenset("docs doc documentation".split())
-_PROSE = frozenset(".md .markdown .rst .txt .adoc .org .ipynb".split())
+_PROSE = frozenset(".md .markdown .rst .txt .adoc .asciidoc .org .ipynb".split())
 _CONFIG_NAMES = frozenset(
     "pyproject.toml setup.cfg tox.ini noxfile.py makefile justfile dockerfile "
     "manifest.in .gitignore .editorconfig".split()

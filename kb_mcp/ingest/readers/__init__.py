@@ -73,7 +73,8 @@ class Converted:
     """
 
     markdown: str
-    kind: str  # "markdown" | "rst" | "text" | "code" | "html" | "pdf" | "docx" | "data"
+    # "markdown" | "rst" | "asciidoc" | "text" | "code" | "html" | "pdf" | "docx" | "data"
+    kind: str
     language: str | None  # for code: "python", "typescript", …
     title: str | None
     exact: bool
@@ -112,6 +113,7 @@ READERS: dict[str, Reader] = {
     **dict.fromkeys(text.MARKDOWN_SUFFIXES, text.read_markdown),
     **dict.fromkeys(text.PLAIN_SUFFIXES, text.read_plain),
     **dict.fromkeys(text.RST_SUFFIXES, text.read_rst),
+    **dict.fromkeys(text.ASCIIDOC_SUFFIXES, text.read_asciidoc),
     **dict.fromkeys(text.DATA_SUFFIXES, text.read_data),
     **{key: partial(text.read_code, language=lang) for key, lang in text.CODE_LANGUAGES.items()},
     **dict.fromkeys(html.SUFFIXES, html.read_html),

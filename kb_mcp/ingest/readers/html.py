@@ -6,12 +6,21 @@ lists, fenced code, tables, quotes and links. Scripts, styles and other non-text
 elements are always dropped; navigation, sidebars, forms, and page-level headers
 and footers are dropped as boilerplate. Content is taken from ``<main>`` (or a
 lone ``<article>``) when the page marks it, else from ``<body>``.
+
+Site navigation is dropped by the structure that marks it, not by its words (issue 20
+item 11: every page of a DocBook- or Sphinx-built site began with its Prev / Up / Home /
+Next table): an ARIA navigation, search, banner or content-info role; a class word that
+names navigation (DocBook XSL's ``navheader`` / ``navfooter``, Sphinx's ``related`` bars
+and ``sphinxsidebar``, breadcrumbs, ``toc``, footers); an id that is one such word on an
+element holding no heading (a section's id is its title's slug, so "Navigation" or
+"Footer" sections stay); and a short block of links to the previous, next or parent
+page (``rel="next"``: texinfo's "Next: … Previous: … Up: …" line, pagers).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
@@ -28,6 +37,19 @@ _CHROME = frozenset({"nav", "aside", "form", "header", "footer"})
 # Inside <main> or <article>, <header> and <footer> hold that content's own
 # heading and byline, not the site's banner, so they are kept there.
 _CONTENT_CHROME = _CHROME - {"header", "footer"}
+# Navigation marked by structure (module docstring). Class words are split at "-" and
+# "_" (``wy-breadcrumbs``, ``nav-panel``, ``rst-footer-buttons``); "header" is not one:
+# asciidoc's div#header holds the page title and its NAME section.
+_NAVIGATION_ROLES = frozenset({"navigation", "search", "banner", "contentinfo"})
+_NAVIGATION_WORDS = frozenset(
+    {
+        *("nav", "navbar", "navigation", "navheader", "navfooter", "breadcrumb"),
+        *("breadcrumbs", "related", "sphinxsidebar", "toc", "footer"),
+    }
+)
+_NAVIGATION_RELS = frozenset({"next", "prev", "previous", "up"})
+# What a link bar may say besides its links: labels such as "Next:", "Up:" and separators.
+_LINK_BAR_LABEL_CHARS = 40
 
 _VOID = frozenset(
     {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "wbr"}
@@ -65,6 +87,9 @@ class _Element:
     children: list[_Element | str] = field(default_factory=list)
 
 
+_Skip = Callable[[_Element], bool]
+
+
 def read_html(data: bytes) -> Converted:
     """Convert an HTML page to Markdown titled by ``<title>``, else its first ``<h1>``."""
     declared = _META_CHARSET.search(data[:4096])
@@ -76,17 +101,68 @@ def read_html(data: bytes) -> Converted:
     return Converted(markdown, "html", None, title, exact=False)
 
 
+@dataclass(frozen=True, slots=True)
+class _Drop:
+    """What rendering leaves out: elements named in ``tags``, and (``chrome``) the ones
+    that mark themselves as site navigation."""
+
+    tags: frozenset[str]
+    chrome: bool = True
+
+    def __call__(self, element: _Element) -> bool:
+        return element.tag in self.tags or (self.chrome and _is_navigation(element))
+
+
 def _convert(tree: _Element) -> tuple[str, str | None]:
     """The Markdown of the page's content, and its title."""
     root = _content_root(tree)
-    drop = _NEVER_TEXT | (_CHROME if root.tag in {"body", "#document"} else _CONTENT_CHROME)
+    tags = _NEVER_TEXT | (_CHROME if root.tag in {"body", "#document"} else _CONTENT_CHROME)
+    drop = _Drop(tags)
     # Some pages wrap everything in chrome (ASP.NET puts the whole body in a <form>):
     # stripping boilerplate must never empty a page that has text.
-    markdown = _render(root, drop) or _render(root, _NEVER_TEXT)
+    markdown = _render(root, drop) or _render(root, _Drop(_NEVER_TEXT, chrome=False))
     # An inline <svg> has <title>s of its own: icon labels, not the page's title.
-    title = _find(tree, "title", skip=frozenset({"svg"})) or _find(root, "h1", skip=drop)
+    title = _find(tree, "title", skip=_Drop(frozenset({"svg"}), chrome=False))
+    title = title or _find(root, "h1", skip=drop)
     title_text = " ".join(_raw_text(title).split()) if title else ""
     return markdown, title_text or None
+
+
+def _is_navigation(element: _Element) -> bool:
+    """Whether the element marks itself as site navigation (module docstring).
+
+    Classes and ids count on blocks only: navigation is a region of the page, while an
+    inline ``<a class="toc-backref">`` is a heading's own text (Python's FAQ pages)."""
+    attrs = element.attrs
+    if attrs.get("role", "").strip().lower() in _NAVIGATION_ROLES:
+        return True
+    if element.tag not in _BLOCKS:
+        return False
+    if not _NAVIGATION_WORDS.isdisjoint(re.split(r"[\s_-]+", attrs.get("class", "").lower())):
+        return True
+    if attrs.get("id", "").strip().lower() in _NAVIGATION_WORDS:
+        return not any(el.tag in _HEADINGS for el in _iter(element))
+    return _is_link_bar(element)
+
+
+def _is_link_bar(block: _Element) -> bool:
+    """A block whose own text is links, one to the previous, next or parent page, and
+    labels (``Next: <a rel="next">…</a>, Up: …``)."""
+    links: list[_Element] = []
+    labels: list[str] = []
+    pending = [block]
+    while pending:
+        for child in pending.pop().children:
+            if isinstance(child, str):
+                labels.append(child)
+            elif child.tag == "a":
+                links.append(child)
+            elif child.tag not in _BLOCKS:
+                pending.append(child)
+    rels = {rel for link in links for rel in link.attrs.get("rel", "").lower().split()}
+    if _NAVIGATION_RELS.isdisjoint(rels):
+        return False
+    return len("".join("".join(labels).split())) <= _LINK_BAR_LABEL_CHARS
 
 
 class _TreeBuilder(HTMLParser):
@@ -137,7 +213,7 @@ def _parse(text: str) -> _Element:
 
 def _content_root(tree: _Element) -> _Element:
     """``<main>`` (or role=main), else the only ``<article>``, else ``<body>``, else everything."""
-    elements = list(_iter(tree, skip=_NEVER_TEXT | _CHROME))
+    elements = list(_iter(tree, skip=_Drop(_NEVER_TEXT | _CHROME, chrome=False)))
     mains = [el for el in elements if el.tag == "main" or el.attrs.get("role") == "main"]
     articles = [el for el in elements if el.tag == "article"]
     if mains:
@@ -151,31 +227,37 @@ def _children(element: _Element) -> list[_Element]:
     return [child for child in element.children if isinstance(child, _Element)]
 
 
-def _iter(element: _Element, skip: frozenset[str] = frozenset()) -> Iterator[_Element]:
-    """Every element below ``element`` in document order, not entering ``skip`` tags."""
+def _iter(element: _Element, skip: _Skip = lambda _: False) -> Iterator[_Element]:
+    """Every element below ``element`` in document order, not entering ``skip`` ones."""
     for child in _children(element):
-        if child.tag not in skip:
+        if not skip(child):
             yield child
             yield from _iter(child, skip)
 
 
-def _find(element: _Element, tag: str, skip: frozenset[str] = frozenset()) -> _Element | None:
-    """The first element named ``tag`` below ``element``, not looking inside ``skip`` tags."""
+def _find(element: _Element, tag: str, skip: _Skip = lambda _: False) -> _Element | None:
+    """The first element named ``tag`` below ``element``, not looking inside ``skip`` ones."""
     return next((el for el in _iter(element, skip) if el.tag == tag), None)
 
 
-def _render(root: _Element, drop: frozenset[str]) -> str:
-    return "\n\n".join(_blocks(root, drop))
+def _render(root: _Element, drop: _Drop) -> str:
+    """The Markdown of ``root``; a rule left at either end separated dropped chrome."""
+    blocks = _blocks(root, drop)
+    while blocks and blocks[0] == "---":
+        del blocks[0]
+    while blocks and blocks[-1] == "---":
+        del blocks[-1]
+    return "\n\n".join(blocks)
 
 
-def _blocks(element: _Element, drop: frozenset[str]) -> list[str]:
+def _blocks(element: _Element, drop: _Drop) -> list[str]:
     """Markdown blocks of ``element``'s children: inline runs become paragraphs."""
     blocks: list[str] = []
     inline: list[str] = []
     for child in element.children:
         if isinstance(child, str):
             inline.append(child)
-        elif child.tag in drop:
+        elif drop(child):
             continue
         elif child.tag in _BLOCKS:
             _flush(inline, blocks)
@@ -192,7 +274,7 @@ def _flush(inline: list[str], blocks: list[str]) -> None:
     inline.clear()
 
 
-def _block(element: _Element, drop: frozenset[str]) -> list[str]:
+def _block(element: _Element, drop: _Drop) -> list[str]:
     tag = element.tag
     if tag in _HEADINGS:
         text = _squash(_inline(element, drop)).replace("\n", " ")
@@ -212,14 +294,14 @@ def _block(element: _Element, drop: frozenset[str]) -> list[str]:
     return _blocks(element, drop)
 
 
-def _inline(element: _Element, drop: frozenset[str]) -> str:
+def _inline(element: _Element, drop: _Drop) -> str:
     """Inline Markdown for an element met inside running text."""
     if element.tag == "br":
         return _BREAK
     inner = "".join(
         child if isinstance(child, str) else _inline(child, drop)
         for child in element.children
-        if isinstance(child, str) or child.tag not in drop
+        if isinstance(child, str) or not drop(child)
     )
     if element.tag == "a":
         return _link(inner, element.attrs.get("href", ""))
@@ -266,14 +348,14 @@ def _emphasis(inner: str, mark: str) -> str:
     return f"{lead}{mark}{core}{mark}{trail}"
 
 
-def _list(element: _Element, drop: frozenset[str]) -> str:
+def _list(element: _Element, drop: _Drop) -> str:
     """A Markdown list; nested lists come out indented under their item's text."""
     ordered = element.tag == "ol"
     start = element.attrs.get("start", "1")
     number = int(start) if start.isdigit() else 1
     items: list[str] = []
     for child in _children(element):
-        if child.tag in drop:
+        if drop(child):
             continue
         if child.tag == "li":
             marker = f"{number}. " if ordered else "- "

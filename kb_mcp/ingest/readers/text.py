@@ -1,4 +1,4 @@
-"""Pass-through formats: Markdown, plain text, data files and source code.
+"""Pass-through formats: Markdown, plain text, reST, AsciiDoc, data files and source code.
 
 These are stored exactly as decoded, so line N of the stored text is line N of
 the file and a citation opens on the right line in an editor. Only the kind,
@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import re
 
+from kb_mcp.chunk.asciidoc import document_title, looks_like_asciidoc
+from kb_mcp.chunk.markdown import atx_heading
 from kb_mcp.ingest.decode import decode_bytes
 from kb_mcp.ingest.frontmatter import Frontmatter, cap_title, split_frontmatter
 from kb_mcp.ingest.readers import Converted
 from kb_mcp.ingest.readers.generated import check_not_generated
 
 MARKDOWN_SUFFIXES = frozenset({".md", ".markdown", ".mdx"})
-PLAIN_SUFFIXES = frozenset({".txt", ".text", ".org", ".adoc"})
+PLAIN_SUFFIXES = frozenset({".txt", ".text", ".org"})
 RST_SUFFIXES = frozenset({".rst", ".rest"})
+ASCIIDOC_SUFFIXES = frozenset({".adoc", ".asciidoc"})
 DATA_SUFFIXES = frozenset(
     {".csv", ".tsv", ".json", ".jsonl", ".yaml", ".yml", ".toml", ".ini", ".cfg", ".xml"}
 )
@@ -39,7 +42,6 @@ CODE_LANGUAGES: dict[str, str] = {
     "Makefile": "make", "makefile": "make", "GNUmakefile": "make", "Dockerfile": "dockerfile",
 }  # fmt: skip
 
-_ATX_H1 = re.compile(r"^ {0,3}# +(.+?)(?: +#+)? *$")
 _FENCE = re.compile(r"^ {0,3}(```|~~~)")
 
 
@@ -76,21 +78,45 @@ def strip_data_uris(text: str) -> tuple[str, int]:
 
 
 def read_plain(data: bytes) -> Converted:
-    """Plain text and lightweight markup other than Markdown (org, AsciiDoc), as is.
+    """Plain text and lightweight markup other than Markdown (org), as is.
 
     A ``.txt`` file written in reST (Django's documentation, Sphinx's ``_sources/*.rst.txt``)
     is chunked as reST: read as Markdown, its ``~~~~`` section underlines open code fences
     and swallow the sections after them, so their titles never reach the heading path.
+    One written in AsciiDoc (git's manual pages) is read as AsciiDoc, for the same reason:
+    its ``----`` listing delimiters are Markdown setext underlines.
     """
-    text = _decode(data)
-    return Converted(text, "rst" if looks_like_rst(text) else "text", None, None, exact=True)
+    return plain_converted(_decode(data))
+
+
+def plain_converted(text: str) -> Converted:
+    """``text`` of a plain-text file as the kind its content is written in."""
+    if looks_like_rst(text):
+        return Converted(text, "rst", None, None, exact=True)
+    if looks_like_asciidoc(text):
+        return asciidoc_converted(text)
+    return Converted(text, "text", None, None, exact=True)
+
+
+def read_asciidoc(data: bytes) -> Converted:
+    """AsciiDoc as is, titled by its document title; chunked by AsciiDoc sections."""
+    return asciidoc_converted(_decode(data))
+
+
+def asciidoc_converted(text: str) -> Converted:
+    """``text`` of an AsciiDoc file, titled by its document title."""
+    title = document_title(text)
+    return Converted(text, "asciidoc", None, cap_title(title) if title else None, exact=True)
 
 
 # One repeated docutils adornment character, a section title's underline (or overline).
 _RST_ADORNMENT = re.compile(r"([=\-~^\"'`#*+:.])\1+[ \t]*")
 # Explicit markup (``.. note::``, ``.. _target:``) and roles (``:doc:`x```): what plain
-# text and Markdown do not have.
-_RST_MARKUP = re.compile(r"^\.\. (?:[\w-]+::|_[^:\n]+:)|:[a-z][\w:+-]*:`[^`\n]+`", re.MULTILINE)
+# text and Markdown do not have. A role starts where a run of name characters does: tried
+# at every colon of a long ``:a:a:a…`` run, the name scan was quadratic (40 KB: 15 s).
+_RST_MARKUP = re.compile(
+    r"^\.\. (?:[\w-]+::|_[^:\n]+:)|(?<![\w:+-]):[a-z][\w:+-]*:`[^`\n]+`", re.MULTILINE
+)
 
 
 def looks_like_rst(text: str) -> bool:
@@ -148,6 +174,8 @@ def _title(front: Frontmatter) -> str | None:
     for line in front.body.split("\n"):
         if _FENCE.match(line):
             in_fence = not in_fence
-        elif not in_fence and (heading := _ATX_H1.match(line)):
-            return cap_title(heading.group(1).strip())
+            continue
+        heading = None if in_fence else atx_heading(line)
+        if heading and heading[0] == 1 and (text := heading[1].strip()):
+            return cap_title(text)
     return None
