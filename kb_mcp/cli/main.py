@@ -259,8 +259,11 @@ def cmd_reindex(args: argparse.Namespace) -> int:
             raise
         # The index cannot even be opened: set it aside (nothing in it is the truth).
         library = _open_fresh(args)
+    from kb_mcp.cli.progress import READING_FILES, PhaseProgress
+
     with library:
-        result = library.reindex(rebuild=args.rebuild)
+        with PhaseProgress(READING_FILES) as progress:
+            result = library.reindex(rebuild=args.rebuild, progress=progress)
         _emit(args, result, render.reindex_text)
         if not args.no_wait:
             from kb_mcp.cli.sources import embed_and_report, enrich_and_report
