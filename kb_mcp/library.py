@@ -122,9 +122,12 @@ class Library:
         """Import one file as an upload: converted to Markdown under ``docs/``, original kept."""
         return self._writing.import_file(path)
 
-    def reindex(self, *, rebuild: bool = False) -> ReindexReport:
-        """Bring the index in line with the files; with ``rebuild`` drop every derived row first."""
-        return self._writing.reindex(rebuild=rebuild)
+    def reindex(
+        self, *, rebuild: bool = False, progress: sync.Progress | None = None
+    ) -> ReindexReport:
+        """Bring the index in line with the files; with ``rebuild`` drop every derived row
+        first. ``progress`` follows the folders' sync, the long part."""
+        return self._writing.reindex(rebuild=rebuild, progress=progress)
 
     # --- folder sources (folders.py) -----------------------------------------------------
 

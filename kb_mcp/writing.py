@@ -27,7 +27,7 @@ from kb_mcp.ingest.pipeline import (
 )
 from kb_mcp.ingest.policy import check_readable
 from kb_mcp.ingest.status import classify_status
-from kb_mcp.ingest.sync import SyncReport
+from kb_mcp.ingest.sync import Progress, SyncReport
 from kb_mcp.redact import redact
 from kb_mcp.results import AddResult, ReindexReport
 from kb_mcp.state import LibraryState
@@ -37,8 +37,8 @@ from kb_mcp.store import documents as rows
 class Writing:
     """``Library.add_document``, ``import_file`` and ``reindex``."""
 
-    def __init__(self, state: LibraryState, sync: Callable[[], list[SyncReport]]) -> None:
-        """``sync`` syncs every folder source: the last step of a reindex."""
+    def __init__(self, state: LibraryState, sync: Callable[..., list[SyncReport]]) -> None:
+        """``sync(progress=…)`` syncs every folder source: the last step of a reindex."""
         self.settings = state.settings
         self.home = state.home
         self.db = state.db
@@ -192,7 +192,7 @@ class Writing:
             doc_key, stored.outcome.value, doc.title, stored.chunks, body.count, body.kinds
         )
 
-    def reindex(self, *, rebuild: bool = False) -> ReindexReport:
+    def reindex(self, *, rebuild: bool = False, progress: Progress | None = None) -> ReindexReport:
         """Bring the index in line with the files; with ``rebuild`` drop every derived row first.
 
         Files are the truth: agent documents are re-read from ``<home>/docs/``. A plain
@@ -203,7 +203,7 @@ class Writing:
         """
         self._ready()  # docs/ files re-redacted first: a rebuild reads them
         if not rebuild:
-            return self._reindex_files(rebuild=False)
+            return self._reindex_files(rebuild=False, progress=progress)
         with self.db.write() as conn:
             vectors.forget_all(conn)  # chunk ids start over: no vector may survive
             graph.forget_all(conn)
@@ -211,9 +211,9 @@ class Writing:
             rows.delete_everything(conn)
             self.fts.invalidate()
             self.fts.ensure_current()
-            return self._reindex_files(rebuild=True)
+            return self._reindex_files(rebuild=True, progress=progress)
 
-    def _reindex_files(self, *, rebuild: bool) -> ReindexReport:
+    def _reindex_files(self, *, rebuild: bool, progress: Progress | None) -> ReindexReport:
         """Re-store every agent file, drop what vanished, sync the folders; the report."""
         failed: list[str] = []
         seen = set()
@@ -229,7 +229,7 @@ class Writing:
             source = rows.get_source(self.db.conn, name)
             if source is not None:
                 self._drop_vanished_agent_docs(source.id, seen)
-        for report in self.sync():
+        for report in self.sync(progress=progress):
             failed += [f"{report.source}/{path}: {reason}" for path, reason in report.failures]
         documents, chunks = rows.document_total(self.db.conn)
         return ReindexReport(rebuild, documents, chunks, tuple(failed))

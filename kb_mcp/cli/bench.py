@@ -7,10 +7,13 @@ import sys
 from pathlib import Path
 
 from kb_mcp.cli.main import LEGS_HELP, parse_legs
-from kb_mcp.cli.progress import ProgressBar
+from kb_mcp.cli.progress import Phase, PhaseProgress
 
 GOLDEN = "golden"
 GOLDEN2 = "golden2"
+# A bench's library is built by one progress callback: the files read, then the passages
+# embedded (kb_mcp/bench/retrieval.py, questions.py); "items" covers both.
+BENCH_INGEST = Phase("ingesting", "items")
 
 
 def dataset_path(name: str) -> Path:
@@ -30,8 +33,7 @@ def cmd_bench_retrieval(args: argparse.Namespace) -> int:
     overrides = {"embedder": args.embedder, "embed_model": args.embed_model}
     if args.no_relations:
         overrides["relations"] = False
-    bar = ProgressBar("ingest")
-    try:
+    with PhaseProgress(BENCH_INGEST) as bar:
         report = run_retrieval_bench(
             dataset_path(args.dataset),
             args.split,
@@ -42,8 +44,6 @@ def cmd_bench_retrieval(args: argparse.Namespace) -> int:
             top_k=args.top_k,
             legs=parse_legs(args.legs),
         )
-    finally:
-        bar.close()
     print(report_table(report))
     if args.json:
         write_json(report, Path(args.json))
@@ -56,8 +56,7 @@ def cmd_bench_questions(args: argparse.Namespace) -> int:
     from kb_mcp.settings import load
 
     overrides = {"embedder": args.embedder, "embed_model": args.embed_model}
-    bar = ProgressBar("ingest")
-    try:
+    with PhaseProgress(BENCH_INGEST) as bar:
         report = run_questions_bench(
             Path(args.set).expanduser(),
             Path(args.corpus),
@@ -67,8 +66,6 @@ def cmd_bench_questions(args: argparse.Namespace) -> int:
             progress=bar,
             settings=load(home=args.home, overrides=overrides),
         )
-    finally:
-        bar.close()
     print(report_table(report))
     if args.json:
         write_json(report, Path(args.json))

@@ -275,8 +275,11 @@ def cmd_reindex(args: argparse.Namespace) -> int:
         # A damaged page would end the rebuild half-way (issue 20 item 4): the same.
         library.close()
         library = _open_fresh(args, f"is damaged: {problems[0]}")
+    from kb_mcp.cli.progress import READING_FILES, PhaseProgress
+
     with library:
-        result = library.reindex(rebuild=args.rebuild)
+        with PhaseProgress(READING_FILES) as progress:
+            result = library.reindex(rebuild=args.rebuild, progress=progress)
         _emit(args, result, render.reindex_text)
         if not args.no_wait:
             from kb_mcp.cli.sources import embed_and_report, enrich_and_report

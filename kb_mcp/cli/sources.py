@@ -1,10 +1,11 @@
 """``kb-mcp add`` / ``remove`` / ``sync``: folder sources and single-file uploads.
 
 ``add`` and ``sync`` (and ``reindex``) return once the new passages have vectors too,
-with a progress bar on stderr, unless ``--no-wait``: then they return as soon as keyword
-search is ready, and the vectors are built by ``kb-mcp serve`` in the background or by
-the next command that waits. A failing embedder never fails the command: the files are
-indexed, keyword search works, and the line printed says what is pending and why.
+with their progress on stderr (``cli/progress.py``), unless ``--no-wait``: then they
+return as soon as keyword search is ready, and the vectors are built by ``kb-mcp serve``
+in the background or by the next command that waits. A failing embedder never fails the
+command: the files are indexed, keyword search works, and the line printed says what is
+pending and why.
 """
 
 from __future__ import annotations
@@ -14,7 +15,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kb_mcp.cli.progress import ProgressBar
+from kb_mcp.cli.progress import (
+    EMBEDDING_PASSAGES,
+    ENRICHING_PASSAGES,
+    READING_FILES,
+    PhaseProgress,
+)
 from kb_mcp.cli.terminal import terminal_safe
 
 if TYPE_CHECKING:
@@ -45,27 +51,21 @@ def _print_report(report: SyncReport) -> None:
 
 
 def _sync_and_report(library: Library, source: str | None) -> int:
-    """Sync with a progress bar on stderr, print one summary per source; how many."""
-    bar = ProgressBar(f"sync {source}" if source else "sync")
-    try:
-        reports = library.sync(source, progress=bar)
-    finally:
-        bar.close()
+    """Sync with its progress on stderr, print one summary per source; how many."""
+    with PhaseProgress(READING_FILES) as progress:
+        reports = library.sync(source, progress=progress)
     for report in reports:
         _print_report(report)
     return len(reports)
 
 
 def embed_and_report(library: Library, *, quiet: bool = False) -> None:
-    """Embed what is pending, with a progress bar, then one summary line: on stdout (on
+    """Embed what is pending, with its progress on stderr, then one summary line: on stdout (on
     stderr if ``quiet``, so ``--json`` output stays one JSON document), or on stderr as a
     warning when the embedder failed. Silent when the embedder is none or there was
     nothing to embed."""
-    bar = ProgressBar("embed")
-    try:
-        report = library.embed_pending(progress=bar)
-    finally:
-        bar.close()
+    with PhaseProgress(EMBEDDING_PASSAGES) as progress:
+        report = library.embed_pending(progress=progress)
     if report is None or not (report.embedded or report.pending):
         return  # no embedder, or nothing to embed: nothing worth a line
     if report.error:  # a warning, not a result: the command itself succeeded
@@ -86,14 +86,11 @@ def embed_and_report(library: Library, *, quiet: bool = False) -> None:
 
 
 def enrich_and_report(library: Library, *, quiet: bool = False) -> None:
-    """Run the graph's LLM pass (``graph_extractor = ollama``) with a progress bar, then
+    """Run the graph's LLM pass (``graph_extractor = ollama``) with its progress, then
     one line; a failure is a warning on stderr (the heuristic graph is in place and the
     next sync or the server retries). Silent with the heuristic extractor."""
-    bar = ProgressBar("graph")
-    try:
-        report = library.enrich_graph(progress=bar)
-    finally:
-        bar.close()
+    with PhaseProgress(ENRICHING_PASSAGES) as progress:
+        report = library.enrich_graph(progress=progress)
     if report is None or not (report.enriched or report.failed or report.pending):
         return
     line = (
