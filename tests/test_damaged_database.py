@@ -143,3 +143,18 @@ def test_rebuild_moves_the_damaged_file_aside_and_rebuilds_from_the_files(
         found = json.loads(kb(damaged, child_env, "search", query, "--json").stdout)
         assert path in [r["path"] for r in found["results"]], query
     assert "note 42" in kb(damaged, child_env, "grep", "of note 42 about").stdout
+
+
+def test_web_pages_name_the_fix_instead_of_an_internal_error(damaged: Path) -> None:
+    """The web view meets the damage where the tools do, and says the same."""
+    from starlette.testclient import TestClient
+
+    from kb_mcp.web.app import build_app
+    from kb_mcp.web.guard import Policy
+
+    with Library(Settings(home=damaged, embedder="none")) as library:
+        app = build_app(library, Policy("127.0.0.1", None))
+        with TestClient(app, base_url="http://127.0.0.1:8765") as client:
+            page = client.get("/search", params={"q": "backup rotation"})
+    assert page.status_code == 503, page.text[:300]
+    assert "is damaged" in page.text and "reindex --rebuild" in page.text

@@ -14,6 +14,7 @@ import re
 import time
 from collections.abc import Callable
 from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from starlette.applications import Starlette
@@ -26,6 +27,7 @@ from kb_mcp import limits, render
 from kb_mcp.errors import Conflict, InvalidInput, KbError, NotFound, Refused, Unavailable
 from kb_mcp.redact import redact_output
 from kb_mcp.server import budget
+from kb_mcp.store.failures import storage_failure
 from kb_mcp.web import pages, paging
 from kb_mcp.web.guard import Guard, Policy
 
@@ -71,12 +73,12 @@ def _param(request: Request, name: str, limit: int = MAX_PARAM_CHARS) -> str:
     return value
 
 
-def _guarded(handler: Handler) -> Callable[[Request], Response]:
+def _guarded(handler: Handler, home: Path) -> Callable[[Request], Response]:
     """``handler``'s page, or the error page a failure deserves (never a traceback)."""
 
     def endpoint(request: Request) -> Response:
         started = time.perf_counter()
-        response = _answer(handler, request)
+        response = _answer(handler, request, home)
         # Server time (library call + HTML), for the browser's devtools and `bench web`.
         took = (time.perf_counter() - started) * 1000
         response.headers["server-timing"] = f"page;dur={took:.2f}"
@@ -85,15 +87,16 @@ def _guarded(handler: Handler) -> Callable[[Request], Response]:
     return endpoint
 
 
-def _answer(handler: Handler, request: Request) -> HTMLResponse:
+def _answer(handler: Handler, request: Request, home: Path) -> HTMLResponse:
     try:
         return HTMLResponse(handler(request))
-    except KbError as exc:
-        status, title = _status_of(exc)
-        message = redact_output(exc.message).text
-        hint = redact_output(exc.hint).text if exc.hint else None
-        return HTMLResponse(pages.error_page(status, title, message, hint), status)
-    except Exception:
+    except Exception as exc:
+        known = exc if isinstance(exc, KbError) else storage_failure(exc, home)
+        if known is not None:  # a damaged kb.db or a full disk names its fix too
+            status, title = _status_of(known)
+            message = redact_output(known.message).text
+            hint = redact_output(known.hint).text if known.hint else None
+            return HTMLResponse(pages.error_page(status, title, message, hint), status)
         log.exception("internal error in %s", request.url.path)
         message = "internal error; the server's log has the details"
         return HTMLResponse(pages.error_page(500, "Internal error", message), 500)
@@ -159,11 +162,11 @@ def build_app(library: Library, policy: Policy) -> Guard:
         return pages.audit_page(render.to_data(library.audit_log(AUDIT_SHOWN, AUDIT_WINDOW)))
 
     routes = [
-        Route("/", _guarded(home)),
-        Route("/search", _guarded(search)),
-        Route("/doc/{doc:path}", _guarded(document)),
-        Route("/entities", _guarded(entities)),
-        Route("/audit", _guarded(audit)),
+        Route("/", _guarded(home, library.settings.home)),
+        Route("/search", _guarded(search, library.settings.home)),
+        Route("/doc/{doc:path}", _guarded(document, library.settings.home)),
+        Route("/entities", _guarded(entities, library.settings.home)),
+        Route("/audit", _guarded(audit, library.settings.home)),
         Route("/static/web.css", stylesheet),
     ]
     app = Starlette(
