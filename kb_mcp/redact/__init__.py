@@ -24,7 +24,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kb_mcp.redact import confusables, exfil, tokens, values
+from kb_mcp.redact import (
+    blocks,
+    confusables,
+    encoded,
+    exfil,
+    generic,
+    joined,
+    localised,
+    pipes,
+    tokens,
+    values,
+)
 from kb_mcp.redact._rule import Scan
 from kb_mcp.redact.pem import redact_pem
 
@@ -42,9 +53,15 @@ class Redaction:
 
 _CREDENTIAL_RULES: tuple[Scan, ...] = (
     redact_pem,
+    encoded.redact_encoded,
+    # lines continued onto the next, redacted as one line by all the rules, on the raw text
+    # (a rule below could take one piece alone and hide the rest from the joined line)
+    joined.redact_joined,
     # before the provider rule turns the key id into a marker (it accepts the marker too)
     tokens.redact_aws_secret_beside_id,
     values.redact_csv_columns,
+    pipes.redact_pipe_columns,
+    blocks.redact_blocks,
     tokens.PROVIDER_TOKENS,
     tokens.VAULT_LEGACY,
     tokens.redact_azure_ad_secret,
@@ -57,9 +74,13 @@ _CREDENTIAL_RULES: tuple[Scan, ...] = (
     values.CLI_USER,
     values.PASSWORD_FLAGS,
     values.KUBECONFIG,
+    values.HTML_NAMED_VALUES,
     values.ASSIGNMENT,
     values.PROSE_PASSWORD,
+    localised.LOCALISED_PASSWORD,
     confusables.redact_disguised_keys,
+    # last: it takes what no rule above knew, beside any key-like word
+    generic.redact_generated_values,
 )
 # Exfiltration first: a URL that carries a secret out goes whole, not with a marker inside.
 _OUTPUT_RULES: tuple[Scan, ...] = (

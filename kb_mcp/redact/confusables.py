@@ -7,11 +7,13 @@ run again over a folded copy of the text, and each value they would redact there
 back to its span in the original, which gets the marker. Every other character, newlines
 included, stays where it was, so line numbers and positions outside the value are exact.
 
-Folding: fullwidth ASCII (U+FF01-FF5E) and the Cyrillic and Greek letters that look like Latin
-ones become those letters, one character for one; zero-width and invisible format characters
-are removed, with an offset map back. Full NFKC is not used: it changes lengths in ways an
-offset map would have to follow character by character (ligatures, ``①``, ``㎏``), and
-mathematical alphanumerics (``𝐩𝐚𝐬𝐬``) are left out for the same reason.
+Folding: every character whose NFKC form is one character becomes that character (what a
+reader sees: fullwidth ``ｐａｓｓ`` and ``：``, ``＝``, the ideographic space; issue 20 asked
+that the rules see NFKC text), and the Cyrillic and Greek letters that look like Latin ones
+become those letters, one character for one; zero-width and invisible format characters
+are removed, with an offset map back. A character whose NFKC form is longer or empty
+(ligatures, ``①``, ``㎏``) is kept as it is, so every offset maps back by segments; and
+mathematical alphanumerics (``𝐩𝐚𝐬𝐬``) are left out, as before.
 
 Cost: nothing for ASCII text (``str.isascii`` is a C scan); otherwise one skipping regex scan
 for a look-alike inside or beside an ASCII word, or a fullwidth letter, and the fold and the
@@ -21,9 +23,10 @@ two rules again on the lines holding one.
 from __future__ import annotations
 
 import re
+import unicodedata
 from bisect import bisect_right
 
-from kb_mcp.redact import values
+from kb_mcp.redact import localised, values
 from kb_mcp.redact._rule import Rule, line_span, marker, splice
 
 # Cyrillic and Greek letters drawn like Latin ones (Unicode confusables.txt, the ones a key
@@ -36,20 +39,34 @@ _LOOK_ALIKES = {
     "α": "a", "ο": "o", "ρ": "p", "ν": "v", "ι": "i", "κ": "k", "τ": "t",
     "Α": "A", "Β": "B", "Ε": "E", "Κ": "K", "Ο": "O", "Ρ": "P", "Τ": "T", "Χ": "X",
 }  # fmt: skip
-_FOLD = {ord(k): v for k, v in _LOOK_ALIKES.items()} | {
-    code: chr(code - 0xFEE0) for code in range(0xFF01, 0xFF5F)
-}
+
+
+class _Fold(dict[int, str]):
+    """``str.translate`` table: look-alikes, else the character's NFKC form when that is
+    one character (computed once per character met)."""
+
+    def __missing__(self, code: int) -> str:
+        char = chr(code)
+        normal = unicodedata.normalize("NFKC", char)
+        self[code] = folded = normal if len(normal) == 1 else char
+        return folded
+
+
+_FOLD = _Fold({ord(k): v for k, v in _LOOK_ALIKES.items()})
 _INVISIBLE = "\u00ad\u180e\u200b-\u200f\u2060-\u2064\ufeff"
 _ZERO_WIDTH = re.compile(f"[{_INVISIBLE}]+")
 _ODD = "".join(_LOOK_ALIKES) + _INVISIBLE
-_FULLWIDTH_LETTERS = "Ａ-Ｚａ-ｚ"
-# A look-alike or invisible character touching an ASCII letter, or a fullwidth letter. The
-# pattern starts with one class of non-ASCII characters, so ``re`` skips everything else in
-# C; plain Cyrillic or Greek prose (no ASCII letter glued to it) does not count.
-_DISGUISED = re.compile(
-    f"[{_ODD}{_FULLWIDTH_LETTERS}](?:(?<=[A-Za-z].)|(?=[A-Za-z])|(?<=[{_FULLWIDTH_LETTERS}]))"
+_FULLWIDTH = "\uff01-\uff5e\u3000"
+# A look-alike or invisible character touching an ASCII letter, or any fullwidth form
+# (``：`` after 密码 as much as ``ｐａｓｓ``). The pattern starts with one class of non-ASCII
+# characters, so ``re`` skips everything else in C; plain Cyrillic or Greek prose (no ASCII
+# letter glued to it) does not count.
+_DISGUISED = re.compile(f"[{_ODD}](?:(?<=[A-Za-z].)|(?=[A-Za-z]))|[{_FULLWIDTH}]")
+_KEY_RULES: tuple[Rule, ...] = (
+    values.ASSIGNMENT,
+    values.PROSE_PASSWORD_RULE,
+    localised.LOCALISED_PASSWORD_RULE,
 )
-_KEY_RULES: tuple[Rule, ...] = (values.ASSIGNMENT, values.PROSE_PASSWORD_RULE)
 
 
 def _folded(line: str) -> tuple[str, list[int], list[int]]:

@@ -1,0 +1,77 @@
+"""Passwords named in other languages: ``密码：X``, ``パスワードは「X」です``, ``Passwort: X``,
+``пароль = X``, ``Le mot de passe est X``.
+
+Trigger: the English key rules never saw these (issue 20). Outcome: the same two shapes as
+in English, over ``keywords.PASSWORD_WORDS``, on the text and (through ``confusables``) on
+its NFKC fold, so fullwidth ``：`` and ``＝`` separate as ``:`` and ``=`` do.
+
+- ``word: X`` / ``word = X``: X goes when it is quoted (ASCII quotes, 「」, 『』, “”, «»),
+  ends its line, is followed by CJK text (which needs no space), or looks made up (6+
+  characters with a digit or symbol): "Passwort: bitte beim Admin erfragen" stays.
+- ``word <copula> X`` ("ist", "lautet", "est", "是", "は"…): X must be quoted or look made up;
+  so must X when up to three words qualify the key ("Пароль от сервера: X").
+
+A value is ASCII-ish: it stops at whitespace, quotes, CJK punctuation and CJK, kana or
+Hangul letters (``Hq5Lz8Wd2X，请保管``), so a password written in those scripts is missed.
+"""
+
+from __future__ import annotations
+
+import re
+
+from kb_mcp.redact._rule import Gated, Rule, is_placeholder, marker
+from kb_mcp.redact.keywords import COPULA, PASSWORD_WORD, PASSWORD_WORDS
+
+_OPEN = "\"'`「『“«„‘"
+_CLOSE = "\"'`」』”»“’"
+_CJK = "\u3000-\u30ff\u3400-\u9fff\uac00-\ud7af\uff00-\uffef"
+_STOP = rf"\s{re.escape(_OPEN + _CLOSE)}{_CJK}"
+_LOCALISED = re.compile(
+    rf"(?i:(?P<key>{PASSWORD_WORD}))(?![A-Za-z\u00c0-\u024f])"
+    r"(?:[ \t]*\([^()\n]{0,40}\))?"  # "Passwort (Datenbank): …"
+    # "Пароль от сервера: …", "Passwort für den Server lautet …"
+    r"(?P<qualifier>(?:[ \t]+[^\s:=：＝\"'`]{1,24}){1,3}?)?"
+    rf"(?:[ \t]*(?P<sep>[:=])[ \t]*|[ \t]*(?i:{COPULA})[ \t]*:?[ \t]*)"
+    rf"(?:[{re.escape(_OPEN)}](?P<quoted>[^{re.escape(_CLOSE)}\n]{{1,200}})[{re.escape(_CLOSE)}]"
+    rf"|(?P<bare>[^{_STOP}]{{1,200}}))"
+)
+_TRAILING = ".,;:!?)]}"
+_PATH = re.compile(r"(?:~|\.{1,2})?/|[A-Za-z]:\\")
+_LINE_END = re.compile(rf"[ \t]*(?:$|\n|[{_CJK}])")
+
+
+def _made_up(value: str) -> bool:
+    letters = sum(c.isalpha() for c in value)
+    return len(value) >= 6 and 0 < letters < len(value)
+
+
+def _redact_localised(match: re.Match[str]) -> tuple[str, str] | None:
+    group = "quoted" if match["quoted"] is not None else "bare"
+    value = match[group]
+    if "[REDACTED:" in value:
+        return None
+    if group == "bare":
+        value = value.rstrip(_TRAILING)
+        start = match.start("bare")
+        ends_line = _LINE_END.match(match.string, start + len(value)) is not None
+        plain_key = match["sep"] and not match["qualifier"]
+        if not (_made_up(value) or (plain_key and ends_line and len(value) >= 4)):
+            return None
+        if _PATH.match(value) or "(" in value:
+            return None
+    if is_placeholder(value):
+        return None
+    start = match.start(group)
+    text = match.string
+    return "password", text[match.start() : start] + marker("password") + text[
+        start + len(value) : match.end()
+    ]
+
+
+LOCALISED_PASSWORD_RULE = Rule(_LOCALISED, _redact_localised)
+# The ASCII spellings are tested on lower-cased text; the rest are not cased.
+LOCALISED_PASSWORD = Gated(
+    tuple(sorted({w.split()[0].split("-")[0] for w in PASSWORD_WORDS})),
+    LOCALISED_PASSWORD_RULE,
+    lower=True,
+)
