@@ -185,6 +185,8 @@ def test_redact_next_line_look_alikes_stay(text: str) -> None:
         ("smtp.passwd=Pq7zXm2Lk", "Pq7zXm2Lk"),
         ("PWD='Pq7zXm2Lk'", "Pq7zXm2Lk"),
         ("Cookie: theme=dark; sessionid=Sx8kQz2mLp4Wn7Rt", "Sx8kQz2mLp4Wn7Rt"),
+        ("Cookie: sid=abc123; csrf=short9", "short9"),
+        ('curl -H "Cookie: session=plainword"', "plainword"),
         ("Set-Cookie: sid=Sx8kQz2mLp4Wn7Rt; Path=/; HttpOnly", "Sx8kQz2mLp4Wn7Rt"),
         ("session_cookie = 's%3AQz8kLm2Wp4Xn7Rt'", "Qz8kLm2Wp4Xn7Rt"),
     ],

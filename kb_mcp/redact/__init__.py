@@ -75,6 +75,7 @@ _CREDENTIAL_RULES: tuple[Scan, ...] = (
     values.PASSWORD_FLAGS,
     values.KUBECONFIG,
     values.HTML_NAMED_VALUES,
+    values.COOKIE_HEADERS,
     values.ASSIGNMENT,
     values.PROSE_PASSWORD,
     localised.LOCALISED_PASSWORD,

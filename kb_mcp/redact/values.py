@@ -454,3 +454,38 @@ def redact_html_named_values(text: str, kinds: list[str]) -> str:
 
 
 HTML_NAMED_VALUES = Gated(("content", "value"), redact_html_named_values, lower=True)
+
+
+# --- Cookie headers --------------------------------------------------------------------------
+# ``Cookie: a=1; sessionid=…; csrftoken=…`` sends every cookie's value: each goes (names
+# stay). ``Set-Cookie: sid=…; Path=/; HttpOnly`` sets one: its first pair's value goes, the
+# attributes stay.
+_COOKIE_HEADER = re.compile(
+    r"[Cc](?<![\w][Cc])(?i:ookie)[\"']?[ \t]*:[ \t]*(?P<pairs>[^\n\"'`]{1,4000})"
+)
+_COOKIE_PAIR = re.compile(r"(?:^|;)[ \t]*[^=;\s]{1,200}=(?P<value>[^;\s]{1,4000})")
+
+
+def redact_cookie_headers(text: str, kinds: list[str]) -> str:
+    """Cookie values in ``Cookie:`` and ``Set-Cookie:`` headers (see above)."""
+    edits = []
+    for header in _COOKIE_HEADER.finditer(text):
+        setting = text[max(0, header.start() - 4) : header.start()].lower() == "set-"
+        start = header.start("pairs")
+        for pair in _COOKIE_PAIR.finditer(header["pairs"]):
+            value = pair["value"]
+            if not is_placeholder(value):
+                edits.append(
+                    (
+                        start + pair.start("value"),
+                        start + pair.end("value"),
+                        marker("session_cookie"),
+                    )
+                )
+                kinds.append("session_cookie")
+            if setting:
+                break
+    return splice(text, edits) if edits else text
+
+
+COOKIE_HEADERS = Gated(("ookie",), redact_cookie_headers, lower=True)
