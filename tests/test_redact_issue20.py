@@ -12,9 +12,11 @@ that must stay, line structure, streaming, and a library stored under the previo
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_redact_issue11 import _stored_secrets
@@ -384,3 +386,50 @@ def test_reredact_cleans_issue20_classes_stored_under_the_previous_rules(tmp_pat
         text = lib.read("handover").text
     assert [s for s in secrets if s in text] == []
     assert _stored_secrets(home, secrets) == []
+
+
+def test_provider_token_in_a_file_name_is_out_of_titles_list_read_search_and_web(
+    tmp_path: Path,
+) -> None:
+    """issue 20 (secrets: a file named ``stripe-sk_live_….md`` showed the key in its title,
+    ``list``, ``read``, search hits and the web view, the hyphen hiding the token from the
+    boundary rule). The stored path is item 3's (``locations.path``) and not checked here."""
+    from starlette.testclient import TestClient
+
+    from kb_mcp.web.app import build_app
+    from kb_mcp.web.guard import Policy
+
+    stripe, github = "Fk3Zq8Lm2Wx6Kp9Rn4Yv", "Gk3Zq8Lm2Wx6Kp9Rn4Yv7Bs1Dt5Fg8Hj2KlMn"
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / f"stripe-sk_live_{stripe}.md").write_text("Payment settlement notes.\n")
+    (folder / f"token-ghp_{github}.txt").write_text("Settlement runner notes.\n")
+    with Library(Settings(home=tmp_path / "home", embedder="none")) as library:
+        library.add_folder(folder, "notes")
+        [report] = library.sync()
+        assert report.added == 2, report.failures
+        listing = library.list_source("notes")
+        docs = [d.doc for d in listing.documents]
+        reads = [library.read(doc) for doc in docs]
+        hits = library.search("settlement notes")
+        titles = [row[0] for row in library.db.query("SELECT title FROM documents")]
+        with TestClient(build_app(library, Policy("127.0.0.1", None)),
+                        base_url="http://127.0.0.1:8765") as client:  # fmt: skip
+            pages = [client.get("/").text, client.get("/search?q=settlement").text]
+            pages += [client.get(f"/doc/{doc}").text for doc in docs]
+    outputs = {
+        "titles": "\n".join(titles),
+        "list": repr([_pathless(entry) for entry in listing.documents]),
+        "read": repr([_pathless(result) for result in reads]),
+        "search": repr([_pathless(hit) for hit in hits.hits]),
+        "web": "\n".join(pages),
+    }
+    assert {
+        place: [s for s in (stripe, github) if s in text] for place, text in outputs.items()
+    } == {place: [] for place in outputs}
+    assert all("[REDACTED:" in title for title in titles), titles
+
+
+def _pathless(result: Any) -> Any:
+    """A result without its ``path`` field: stored paths are item 3's (``locations.path``)."""
+    return dataclasses.replace(result, path="")
