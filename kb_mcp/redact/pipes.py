@@ -50,7 +50,9 @@ def _column(name: str) -> tuple[str, bool] | None:
         return word_kind(name), True
     if _LOCAL_PASSWORD.search(name):
         return "password", True
-    if key_like(name) or (not name.isascii() and _LOCAL_SECRET.search(name)):
+    # the header's last word says what the column holds: "Session key", not "Key type"
+    last = (name.split() or [""])[-1]
+    if key_like(last) or (not name.isascii() and _LOCAL_SECRET.search(name)):
         return "secret", False
     return None
 
