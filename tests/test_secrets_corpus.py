@@ -174,8 +174,8 @@ CORPUS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "pipe_table_password": (
         "accounts.md",
         "| host | user | password |\n|---|---|---|\n| db1 | ann | Pt5Lq8Zw3Xm |\n"
-        "| db2 | bob | plainword |\n",
-        ("Pt5Lq8Zw3Xm", "plainword"),
+        "| db2 | bob | Hunt3r-Cell |\n",
+        ("Pt5Lq8Zw3Xm", "Hunt3r-Cell"),
     ),
     "yaml_block_scalar": (
         "values.yaml",

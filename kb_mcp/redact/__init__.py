@@ -15,9 +15,13 @@ original file.
 
 Patterns are linear (no unbounded quantifier nests inside another) and start at a literal
 prefix, a key word or a short class, so that secret-free text is mostly skipped in C. The
-rules live in ``pem`` (private keys), ``tokens`` (provider formats, password hashes),
-``values`` (secrets named by a key, header, flag, URL or CSV column), ``confusables`` (key
-words in disguise) and ``exfil`` (output URLs).
+rules live in ``pem`` (private keys), ``encoded`` (base64 blobs holding a secret),
+``joined`` (values cut over lines), ``tokens`` (provider formats, password hashes),
+``values`` (secrets named by a key, header, flag, URL, CSV column or HTML attribute),
+``pipes`` (Markdown table columns), ``blocks`` (block values under a key), ``localised``
+(password words of other languages), ``confusables`` (key words in disguise or in NFKC
+forms), ``generic`` (a generated value beside a key-like word: the second line of
+defence) and ``exfil`` (output URLs); ``keywords`` holds the words that name a secret.
 """
 
 from __future__ import annotations
@@ -163,8 +167,20 @@ def redact(text: str) -> Redaction:
     followed by more words on its line (prose).
 
     Key words spelled with look-alike characters (Cyrillic ``а``, fullwidth ``ｐａｓｓ``, a
-    zero-width space inside) are found on a folded copy of their line and only the value is
-    replaced in the original (see ``confusables``).
+    zero-width space inside, a JSON ``\\u`` escape) are found on a folded copy of their
+    line and only the value is replaced in the original (see ``confusables``).
+
+    Issue 20 added whole classes (each module's docstring says what it takes and keeps):
+    password words of other languages and NFKC forms (``localised``); the columns of a
+    Markdown pipe table under a secret-naming header (``pipes``); block values under a
+    secret name: YAML block scalars and items, JSON containers, heredocs (``blocks``);
+    lines joined by string concatenation, a ``\\`` continuation or a key ending its line
+    (``joined``); base64 blobs whose decoding holds a secret (``encoded``); the key-name
+    grammar (``keywords``: ``secret_key_base``, ``signing_key``, ``db_pw``,
+    ``credentials``), ``session_cookie`` values of ``Cookie:`` / ``Set-Cookie:`` headers
+    and HTML ``content`` / ``value`` attributes named by another attribute (``values``);
+    and, last, ``secret`` for a generated-looking value within 64 characters after a
+    key-like word in any language (``generic``).
     """
     return _apply(text, _CREDENTIAL_RULES)
 
