@@ -176,7 +176,7 @@ class Writing:
         doc = agent.AgentDocument(
             doc_key=doc_key,
             title=redact(converted.title or resolved.name).text,
-            uri=resolved.name,
+            uri=redact(resolved.name).text,  # a file named stripe-sk_live_….md (issue 20)
             tags=(),
             content=body.text,
             created_at=existing.created_at if existing else now,

@@ -393,7 +393,9 @@ def test_provider_token_in_a_file_name_is_out_of_titles_list_read_search_and_web
 ) -> None:
     """issue 20 (secrets: a file named ``stripe-sk_live_….md`` showed the key in its title,
     ``list``, ``read``, search hits and the web view, the hyphen hiding the token from the
-    boundary rule). The stored path is item 3's (``locations.path``) and not checked here."""
+    boundary rule; an uploaded file's name was its stored uri and its ``docs/`` file's
+    ``source_uri``). A folder file's stored path is item 3's (``locations.path``) and not
+    checked here."""
     from starlette.testclient import TestClient
 
     from kb_mcp.web.app import build_app
@@ -404,22 +406,32 @@ def test_provider_token_in_a_file_name_is_out_of_titles_list_read_search_and_web
     folder.mkdir()
     (folder / f"stripe-sk_live_{stripe}.md").write_text("Payment settlement notes.\n")
     (folder / f"token-ghp_{github}.txt").write_text("Settlement runner notes.\n")
-    with Library(Settings(home=tmp_path / "home", embedder="none")) as library:
+    uploads = tmp_path / "uploads"
+    uploads.mkdir()
+    upload = uploads / f"invoice-sk_live_{stripe}.md"
+    upload.write_text("Settlement upload notes.\n")
+    home = tmp_path / "home"
+    with Library(Settings(home=home, embedder="none")) as library:
         library.add_folder(folder, "notes")
         [report] = library.sync()
         assert report.added == 2, report.failures
+        library.import_file(upload)
         listing = library.list_source("notes")
-        docs = [d.doc for d in listing.documents]
+        listing_uploads = library.list_source("uploads")
+        docs = [d.doc for d in (*listing.documents, *listing_uploads.documents)]
         reads = [library.read(doc) for doc in docs]
         hits = library.search("settlement notes")
         titles = [row[0] for row in library.db.query("SELECT title FROM documents")]
+        uris = [row[0] or "" for row in library.db.query("SELECT uri FROM documents")]
         with TestClient(build_app(library, Policy("127.0.0.1", None)),
                         base_url="http://127.0.0.1:8765") as client:  # fmt: skip
             pages = [client.get("/").text, client.get("/search?q=settlement").text]
             pages += [client.get(f"/doc/{doc}").text for doc in docs]
     outputs = {
         "titles": "\n".join(titles),
-        "list": repr([_pathless(entry) for entry in listing.documents]),
+        "uris": "\n".join(uris),
+        "docs/": "\n".join(p.name + p.read_text() for p in (home / "docs").glob("*.md")),
+        "list": repr([_pathless(e) for e in (*listing.documents, *listing_uploads.documents)]),
         "read": repr([_pathless(result) for result in reads]),
         "search": repr([_pathless(hit) for hit in hits.hits]),
         "web": "\n".join(pages),
