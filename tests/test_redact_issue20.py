@@ -73,6 +73,10 @@ def _clean(text: str, *secrets: str) -> str:
         ("api_key：Ak9zQw2Lm8Xp4Rt", "Ak9zQw2Lm8Xp4Rt"),  # fullwidth colon
         ("ＤＢ＿ＰＡＳＳＷＯＲＤ＝Ｎｆ７ｋＱｗ２Ｌｍ", "Ｎｆ７ｋＱｗ２Ｌｍ"),  # all fullwidth
         ("password\u3000=\u3000Id9qWz2Lm5", "Id9qWz2Lm5"),  # ideographic spaces
+        ("API密钥：Qx7mZ2Lk9W", "Qx7mZ2Lk9W"),  # a secret word, a made-up value
+        ("部署令牌为 Lm7Zq2Wx9K", "Lm7Zq2Wx9K"),
+        ("서버 비번: Kp3zXq8Wm1", "Kp3zXq8Wm1"),
+        ("mdp : Fz4kQw9Lm2", "Fz4kQw9Lm2"),
     ],
 )
 def test_redact_password_words_of_other_languages_and_nfkc_forms(text: str, secret: str) -> None:
@@ -121,7 +125,14 @@ def test_redact_pipe_table_secret_column_every_row() -> None:
 
 
 @pytest.mark.parametrize(
-    "header", ["| API token | Owner |", "Secret access key | Owner", "| 密码 | 用户 |"]
+    "header",
+    [
+        "| API token | Owner |",
+        "Secret access key | Owner",
+        "| 密码 | 用户 |",
+        "| **Password** (prod) | Owner |",
+        "| Passwort: | Owner |",
+    ],
 )
 def test_redact_pipe_table_headers_in_other_spellings(header: str) -> None:
     """issue 20: headers without outer pipes, several words, another language."""
@@ -148,6 +159,8 @@ def test_redact_pipe_table_headers_in_other_spellings(header: str) -> None:
          ("Pw7xQz2mLk9",)),
         ("The root password:\nPw7xQz2mLk9\n", ("Pw7xQz2mLk9",)),
         ("数据库密码：\nQx7mZ2Lk9Wp\n", ("Qx7mZ2Lk9Wp",)),
+        ("The admin password is:\n\n```\nHq8Zm2Lx7Wp\n```\n", ("Hq8Zm2Lx7Wp",)),
+        ("Passwort:\n\n    Hq8Zm2Lx7Wp\n", ("Hq8Zm2Lx7Wp",)),
     ],
 )  # fmt: skip
 def test_redact_value_on_the_lines_after_its_key(text: str, secrets: tuple[str, ...]) -> None:
@@ -228,6 +241,10 @@ def test_redact_key_name_look_alikes_stay(text: str) -> None:
             PEM_B64[64:128],
         ),
         ("".join(f"{PEM_B64[i : i + 76]}\n" for i in range(0, len(PEM_B64), 76)), PEM_B64[76:152]),
+        (
+            "cfg: cGFzc3dvcmQ9SHE4Wm0yTHg3",
+            "cGFzc3dvcmQ9SHE4Wm0yTHg3",
+        ),  # a short one: base64 of password=Hq8Zm2Lx7
     ],
 )
 def test_redact_base64_blob_that_decodes_to_a_secret(text: str, secret: str) -> None:
@@ -253,6 +270,8 @@ def test_redact_base64_of_ordinary_text_or_binary_stays() -> None:
         ("export GH=ghp_Ab3dEf6hIj9kLm2\\\nnOp5qRs8tUv1wXy4zAb7cD\n",
          ("ghp_Ab3dEf6hIj9kLm2", "nOp5qRs8tUv1wXy4zAb7cD")),
         ("const t = 'xoxb-1234-5678' + 'Abc9Def8Ghi7';\n", ("1234-5678", "Abc9Def8Ghi7")),
+        ('TOKEN = "ghp_Ab3dEf6hIj9kLm2" "nOp5qRs8tUv1wXy4zAb7cD"\n',
+         ("ghp_Ab3dEf6hIj9kLm2", "nOp5qRs8tUv1wXy4zAb7cD")),
     ],
 )  # fmt: skip
 def test_redact_token_split_by_string_concatenation(text: str, secrets: tuple[str, ...]) -> None:

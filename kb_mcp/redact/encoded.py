@@ -2,7 +2,7 @@
 a Kubernetes ``.dockerconfigjson`` (``eyJhdXRocyI6…``), a Secret's ``data:`` values.
 
 Trigger: a key or a registry login base64-encoded once more passed every rule, since none
-reads through an encoding (issue 20). Outcome: a run of 40+ base64 (or base64url)
+reads through an encoding (issue 20). Outcome: a run of 24+ base64 (or base64url)
 characters, and the full-width base64 lines that continue it, is decoded; when the decoding
 is text and ``redact`` finds a secret in it, every line of the blob becomes a marker of the
 kind found there. Binary decodings (images, certificates in DER, compressed data) are not
@@ -17,7 +17,8 @@ import re
 
 from kb_mcp.redact._rule import marker, splice
 
-_BLOB = re.compile(r"(?<![A-Za-z0-9+/_=-])[A-Za-z0-9+/_-]{40,}={0,2}(?![A-Za-z0-9+/_=-])")
+# 24 characters: base64 of "password=" and a 9-character value
+_BLOB = re.compile(r"(?<![A-Za-z0-9+/_=-])[A-Za-z0-9+/_-]{24,}={0,2}(?![A-Za-z0-9+/_=-])")
 _LINE = re.compile(r"[ \t]*(?P<body>[A-Za-z0-9+/]{4,}={0,2})[ \t]*\r?")
 MAX_BLOB = 256 * 1024
 FULL_WIDTH = 60  # a wrapped line (76 for MIME, 64 for PEM); shorter ends the blob

@@ -34,12 +34,15 @@ _CONCAT = re.compile(
 _BACKSLASH = re.compile(r"\\\r?\n[ \t]*")
 # A line end with more text on the next line; the line must end in a key and a separator
 # or copula (``_KEY_BEFORE``, tried only on lines whose last character or word is one).
-_LINE_END = re.compile(r"\S[ \t]*\r?\n[ \t]*(?=\S)")
+# Blank lines and a code fence may come between ("The password is:⏎⏎```⏎X⏎```").
+_LINE_END = re.compile(
+    r"\S[ \t]*\r?\n(?:[ \t]*\r?\n){0,2}(?:[ \t]*(?:```|~~~)[\w+-]*[ \t]*\r?\n)?[ \t]*(?=\S)"
+)
 _SEPARATORS = frozenset(":=：＝")
 _COPULA_WORDS = frozenset(COPULAS)
 _KEY_BEFORE = re.compile(
     rf"(?:{KEY_WORD}|(?i:{PASSWORD_WORD}|{SECRET_WORD}))s?[\"'`*]*[ \t]*"
-    rf"(?:[:=：＝]|(?i:[ \t]+(?:{COPULA}))|(?<=[^\x00-\x7f])(?:{COPULA}))\Z"
+    rf"(?:[:=：＝]|(?:(?i:[ \t]+(?:{COPULA}))|(?<=[^\x00-\x7f])(?:{COPULA}))[ \t]*[:：]?)\Z"
 )
 REACH = 64
 # What may stand before the key on a line joined to the next: not code (``except

@@ -94,8 +94,11 @@ PASSWORD_WORDS = (
     *("palavra-passe", "palavra passe", "wachtwoord", "lösenord", "losenord", "passord"),
     *("adgangskode", "salasana", "hasło", "haslo", "heslo", "jelszó", "şifre", "sifre"),
     *("parolă", "κωδικός", "mật khẩu", "kata sandi", "kata laluan", "пароля", "паролем"),
-    *("clave", "parola d'ordine", "parola chiave"),
+    *("clave", "parola d'ordine", "비번", "паролю", "пароли"),
 )
+# Short forms that also mean other things (MDP: a Markov decision process): the value
+# after them must look made up, as after ``SECRET_WORDS``.
+SHORT_PASSWORD_WORDS = ("mdp",)
 # Words for a secret, a key or a token: only a generated-looking value beside them counts.
 SECRET_WORDS = (
     *("密钥", "秘钥", "密鑰", "令牌", "凭证", "憑證", "口令", "秘密鍵", "シークレット", "トークン"),
@@ -124,6 +127,7 @@ def _alternation(words_: tuple[str, ...]) -> str:
 
 
 PASSWORD_WORD = _alternation(PASSWORD_WORDS)
+SHORT_PASSWORD_WORD = _alternation(SHORT_PASSWORD_WORDS)
 SECRET_WORD = _alternation(SECRET_WORDS)
 COPULA = _alternation(COPULAS)
 

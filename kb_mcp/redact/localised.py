@@ -9,7 +9,9 @@ its NFKC fold, so fullwidth ``：`` and ``＝`` separate as ``:`` and ``=`` do.
   ends its line, is followed by CJK text (which needs no space), or looks made up (6+
   characters with a digit or symbol): "Passwort: bitte beim Admin erfragen" stays.
 - ``word <copula> X`` ("ist", "lautet", "est", "是", "は"…): X must be quoted or look made up;
-  so must X when up to three words qualify the key ("Пароль от сервера: X").
+  so must X when up to three words qualify the key ("Пароль от сервера: X"), and after a
+  word for a secret, key or token (``API密钥：X``, ``令牌为 X``, kind ``secret``) or a
+  short form with other meanings (``mdp``).
 
 A value is ASCII-ish: it stops at whitespace, quotes, CJK punctuation and CJK, kana or
 Hangul letters (``Hq5Lz8Wd2X，请保管``), so a password written in those scripts is missed.
@@ -20,14 +22,23 @@ from __future__ import annotations
 import re
 
 from kb_mcp.redact._rule import Gated, Rule, is_placeholder, marker
-from kb_mcp.redact.keywords import COPULA, PASSWORD_WORD, PASSWORD_WORDS
+from kb_mcp.redact.keywords import (
+    COPULA,
+    PASSWORD_WORD,
+    PASSWORD_WORDS,
+    SECRET_WORD,
+    SECRET_WORDS,
+    SHORT_PASSWORD_WORD,
+    SHORT_PASSWORD_WORDS,
+)
 
 _OPEN = "\"'`「『“«„‘"
 _CLOSE = "\"'`」』”»“’"
 _CJK = "\u3000-\u30ff\u3400-\u9fff\uac00-\ud7af\uff00-\uffef"
 _STOP = rf"\s{re.escape(_OPEN + _CLOSE)}{_CJK}"
 _LOCALISED = re.compile(
-    rf"(?i:(?P<key>{PASSWORD_WORD}))(?![A-Za-z\u00c0-\u024f])"
+    rf"(?:(?P<key>{PASSWORD_WORD})|(?P<loose_key>{SHORT_PASSWORD_WORD}|{SECRET_WORD}))"
+    r"(?![A-Za-z\u00c0-\u024f])"
     r"(?:[ \t]*\([^()\n]{0,40}\))?"  # "Passwort (Datenbank): …"
     # "Пароль от сервера: …", "Passwort für den Server lautet …"
     r"(?P<qualifier>(?:[ \t]+[^\s:=：＝\"'`]{1,24}){1,3}?)?"
@@ -54,7 +65,7 @@ def _redact_localised(match: re.Match[str]) -> tuple[str, str] | None:
         value = value.rstrip(_TRAILING)
         start = match.start("bare")
         ends_line = _LINE_END.match(match.string, start + len(value)) is not None
-        plain_key = match["sep"] and not match["qualifier"]
+        plain_key = match["key"] and match["sep"] and not match["qualifier"]
         if not (_made_up(value) or (plain_key and ends_line and len(value) >= 4)):
             return None
         if _PATH.match(value) or "(" in value:
@@ -63,15 +74,20 @@ def _redact_localised(match: re.Match[str]) -> tuple[str, str] | None:
         return None
     start = match.start(group)
     text = match.string
-    return "password", text[match.start() : start] + marker("password") + text[
-        start + len(value) : match.end()
-    ]
+    secret_word = match["loose_key"] and match["loose_key"].lower() not in SHORT_PASSWORD_WORDS
+    kind = "secret" if secret_word else "password"
+    return kind, text[match.start() : start] + marker(kind) + text[start + len(value) : match.end()]
 
 
 LOCALISED_PASSWORD_RULE = Rule(_LOCALISED, _redact_localised)
 # The ASCII spellings are tested on lower-cased text; the rest are not cased.
 LOCALISED_PASSWORD = Gated(
-    tuple(sorted({w.split()[0].split("-")[0] for w in PASSWORD_WORDS})),
+    tuple(
+        sorted(
+            {w.split()[0].split("-")[0] for w in PASSWORD_WORDS + SHORT_PASSWORD_WORDS}
+            | set(SECRET_WORDS)
+        )
+    ),
     LOCALISED_PASSWORD_RULE,
     lower=True,
 )

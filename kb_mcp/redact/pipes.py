@@ -26,6 +26,7 @@ _SECRET_NAME = re.compile(rf"(?:^|(?<=[_ -])){KEY_WORD}s?$")
 _LOCAL_PASSWORD = re.compile(rf"(?i:{PASSWORD_WORD})")
 _LOCAL_SECRET = re.compile(rf"(?i:{SECRET_WORD})")
 _CELL_SPLIT = re.compile(r"(?<!\\)\|")
+_ASIDE = re.compile(r"\([^()]*\)|\[[^\[\]]*\]")
 
 
 def _cells(text: str, start: int, end: int) -> list[tuple[int, int]]:
@@ -45,7 +46,9 @@ def _cells(text: str, start: int, end: int) -> list[tuple[int, int]]:
 
 def _column(name: str) -> tuple[str, bool] | None:
     """(kind, strong) for a header cell that names a secret (strong) or is key-like."""
-    name = name.strip("`*_ ").strip()
+    # "**Password** (prod)", "Passwort:": the words, without emphasis, asides and colons
+    name = " ".join(_ASIDE.sub(" ", name).replace("*", " ").replace("`", " ").split())
+    name = name.strip("_ :")
     if _SECRET_NAME.search(name.replace(" ", "_")) or _SECRET_NAME.search(name):
         return word_kind(name), True
     if _LOCAL_PASSWORD.search(name):

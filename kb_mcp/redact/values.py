@@ -243,7 +243,7 @@ KUBECONFIG = Rule(
 _PROSE_PASSWORD = re.compile(
     r"[Pp](?<![A-Za-z0-9_][Pp])(?i:ass(?:w(?:or)?d|phrase|code)|wd)s?"
     r"(?:[ \t]+(?i:for|of|to|on)(?:[ \t]+[\w.@/-]{1,40}){1,4}?)?"
-    r"(?:(?:[ \t]+(?i:is|was)[ \t]+|[ \t]*:[ \t]*)"
+    r"(?:(?:[ \t]+(?i:is|was)(?:[ \t]*:)?[ \t]+|[ \t]*:[ \t]*)"
     r"(?:(?P<q>[\"'`])(?P<quoted>[^\"'`\n]{1,200})(?P=q)|(?P<bare>[^\s\"'`]{1,200}))"
     r"|[ \t]+(?P<loose>[^\s\"'`]{8,200}))"
 )
