@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterator
 
 from kb_mcp.redact._rule import is_placeholder, line_span, marker, splice
-from kb_mcp.redact.keywords import KEY_WORD, PASSWORD_WORD, word_kind
+from kb_mcp.redact.keywords import KEY_WORD, PASSWORD_WORD, may_name_a_secret, word_kind
 from kb_mcp.redact.values import names_something
 
 MAX_LINES = 200
@@ -36,7 +36,7 @@ _SECRET_KEY = rf"(?:{KEY_WORD}|{PASSWORD_WORD})"
 # Each opener is found at its separator (a literal ``re`` skips to in C); the key before it
 # is checked on the text before (``_KEY_BEFORE``), and for YAML what stands before the key.
 _YAML_OPENER = re.compile(
-    r"(?m)[:：](?P<after>[ \t]*(?P<scalar>[|>][-+0-9]*)?[ \t]*(?:#[^\n]*)?\r?)$"
+    r"(?m)[:：](?<![)\]}]:)(?P<after>[ \t]*(?P<scalar>[|>][-+0-9]*)?[ \t]*(?:#[^\n]*)?\r?)$"
 )
 _CONTAINER_OPENER = re.compile(r"(?:[:=：]|=>)[ \t]*(?P<open>[\[{])(?!REDACTED:)")
 _KEY_BEFORE = re.compile(rf"(?P<key>{_SECRET_KEY})\\{{0,4}}[\"']?[ \t]*\Z")
@@ -139,6 +139,8 @@ def _heredoc_edits(text: str, opener: re.Match[str]) -> tuple[int, list[tuple[in
 def _key_before(text: str, at: int) -> re.Match[str] | None:
     """The secret name ending right before ``at`` on its line, if any."""
     start = max(text.rfind("\n", 0, at) + 1, at - REACH)
+    if not may_name_a_secret(text[start:at]):
+        return None
     return _KEY_BEFORE.search(text, start, at)
 
 

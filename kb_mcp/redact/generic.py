@@ -22,7 +22,7 @@ import re
 from collections import Counter
 
 from kb_mcp.redact._rule import marker, reads_like_words, splice
-from kb_mcp.redact.keywords import PASSWORD_WORD, SECRET_WORD, key_like
+from kb_mcp.redact.keywords import PASSWORD_WORD, SECRET_WORD, key_like, may_name_a_secret
 
 # A run of a token alphabet (base64, base64url, hex, JWT dots), padding kept with it.
 _CANDIDATE = re.compile(r"[A-Za-z0-9+/_~.-]{16,1024}={0,3}")
@@ -75,14 +75,13 @@ def redact_generated_values(text: str, kinds: list[str]) -> str:
     """Generated-looking values with a key-like word before them on their line."""
     edits = []
     for match in _CANDIDATE.finditer(text):
-        value = match.group(0).rstrip(".")
-        if not any(c.isdigit() or c.isupper() for c in value) or not looks_generated(value):
-            continue
         start = match.start()
-        if text.endswith("base64,", 0, start):
-            continue  # a data URI: an image, not a key
         line_start = text.rfind("\n", 0, start) + 1
-        if _keyed(text[max(line_start, start - REACH) : start]):
+        before = text[max(line_start, start - REACH) : start]
+        if not may_name_a_secret(before) or before.endswith("base64,"):  # base64,: a data URI
+            continue
+        value = match.group(0).rstrip(".")
+        if looks_generated(value) and _keyed(before):
             edits.append((start, start + len(value), marker("secret")))
     kinds += ["secret"] * len(edits)
     return splice(text, edits) if edits else text

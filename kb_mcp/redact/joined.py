@@ -19,7 +19,14 @@ from __future__ import annotations
 import re
 
 from kb_mcp.redact._rule import marker, splice
-from kb_mcp.redact.keywords import COPULA, COPULAS, KEY_WORD, PASSWORD_WORD, SECRET_WORD
+from kb_mcp.redact.keywords import (
+    COPULA,
+    COPULAS,
+    KEY_WORD,
+    PASSWORD_WORD,
+    SECRET_WORD,
+    may_name_a_secret,
+)
 
 MAX_LINES = 8
 MAX_CHARS = 4096
@@ -32,14 +39,24 @@ _CONCAT = re.compile(
     rf"|(?P<p>[\"'])[ \t]*(?:\+|\.\.|&|~)[ \t]*(?P=p)"  # on one line: "ghp_abc" + "def"
 )
 _BACKSLASH = re.compile(r"\\\r?\n[ \t]*")
-# A line end with more text on the next line; the line must end in a key and a separator
-# or copula (``_KEY_BEFORE``, tried only on lines whose last character or word is one).
+# A line ending in a separator or a copula, with more text on the next line: the text before
+# must end in a key (``_KEY_BEFORE``). Each pattern starts with a class ``re`` skips to in
+# C (a separator, a CJK copula, a blank before a word), so the other lines cost nothing.
 # Blank lines and a code fence may come between ("The password is:⏎⏎```⏎X⏎```").
-_LINE_END = re.compile(
-    r"\S[ \t]*\r?\n(?:[ \t]*\r?\n){0,2}(?:[ \t]*(?:```|~~~)[\w+-]*[ \t]*\r?\n)?[ \t]*(?=\S)"
+_NEXT_LINE = r"[ \t]*\r?\n(?:[ \t]*\r?\n){0,2}(?:[ \t]*(?:```|~~~)[\w+-]*[ \t]*\r?\n)?[ \t]*(?=\S)"
+# "on", "er", "je" end too many words to be worth a line-end join
+_ASCII_COPULAS = "|".join(
+    sorted(
+        (c for c in COPULAS if c.isascii() and c.isalpha() and c not in ("on", "er", "je")),
+        key=len,
+        reverse=True,
+    )
 )
-_SEPARATORS = frozenset(":=：＝")
-_COPULA_WORDS = frozenset(COPULAS)
+_LINE_ENDS = (
+    # not a colon closing code (``def f():``, ``d[k]:``, ``{…}:``)
+    re.compile(rf"[:=：＝是为為はが는은—–](?<![)\]}}]:){_NEXT_LINE}"),
+    re.compile(rf"[ \t](?i:{_ASCII_COPULAS}){_NEXT_LINE}"),
+)
 _KEY_BEFORE = re.compile(
     rf"(?:{KEY_WORD}|(?i:{PASSWORD_WORD}|{SECRET_WORD}))s?[\"'`*]*[ \t]*"
     rf"(?:[:=：＝]|(?:(?i:[ \t]+(?:{COPULA}))|(?<=[^\x00-\x7f])(?:{COPULA}))[ \t]*[:：]?)\Z"
@@ -60,14 +77,10 @@ def _glues(text: str) -> list[tuple[int, int, str]]:
     glues = [(m.start(), m.end(), "") for m in _CONCAT.finditer(text)]
     if "\\\n" in text or "\\\r\n" in text:
         glues += [(m.start(), m.end(), "") for m in _BACKSLASH.finditer(text)]
-    for m in _LINE_END.finditer(text):
-        last = m.group(0)[0]
+    for m in (m for pattern in _LINE_ENDS for m in pattern.finditer(text)):
         newline = text.index("\n", m.start())
-        head = text[max(text.rfind("\n", 0, m.start()) + 1, newline - REACH) : m.start() + 1]
-        if last not in _SEPARATORS and (
-            (head.rsplit(None, 1) or [""])[-1].lower() not in _COPULA_WORDS
-            and (last.isascii() or last not in "是为為はが는은")
-        ):
+        head = text[max(text.rfind("\n", 0, m.start()) + 1, newline - REACH) : newline].rstrip()
+        if not may_name_a_secret(head):
             continue
         key = _KEY_BEFORE.search(head)
         if key is None or _CODE_HEAD.match(head) or not _CODE_MARKS.isdisjoint(head[: key.start()]):

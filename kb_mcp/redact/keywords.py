@@ -147,3 +147,22 @@ _HINTS = frozenset(
 def key_like(identifier: str) -> bool:
     """Whether an identifier's words hint at a secret (``cache_key``, ``X-Auth``, ``sessionId``)."""
     return any(w.lower() in _HINTS for w in words(identifier))
+
+
+# Substrings every key-like word or secret name holds one of (lower-cased), so a window of
+# text without any is skipped before a regex or an entropy count runs on it.
+_HINT_PARTS = tuple(
+    sorted(
+        {"pass", "pw", "key", "token", "secret", "cred", "auth", "bearer", "cookie", "session"}
+        | {"sid", "private", "sig", "hmac", "jwt", "otp", "pin", "salt", "nonce"}
+        | {w[:4].lower() for w in PASSWORD_WORDS + SHORT_PASSWORD_WORDS + SECRET_WORDS}
+    )
+)
+
+
+def may_name_a_secret(window: str) -> bool:
+    """False only when ``window`` holds no part of any key word (a cheap first cut)."""
+    if not window.isascii():
+        return True
+    lower = window.lower()
+    return any(part in lower for part in _HINT_PARTS)
