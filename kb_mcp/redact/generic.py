@@ -27,6 +27,7 @@ from kb_mcp.redact.keywords import PASSWORD_WORD, SECRET_WORD, key_like, may_nam
 # A run of a token alphabet (base64, base64url, hex, JWT dots), padding kept with it.
 _CANDIDATE = re.compile(r"[A-Za-z0-9+/_~.-]{16,1024}={0,3}")
 _PARTS = re.compile(r"[./~+]+")
+_DIGIT_OR_UPPER = re.compile(r"[0-9A-Z]")
 # How far before a value its key word may stand, on the same line.
 REACH = 64
 _IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
@@ -81,7 +82,8 @@ def redact_generated_values(text: str, kinds: list[str]) -> str:
         if not may_name_a_secret(before) or before.endswith("base64,"):  # base64,: a data URI
             continue
         value = match.group(0).rstrip(".")
-        if looks_generated(value) and _keyed(before):
+        # all lower case and no digit: an identifier (``m.__pydantic_private__``), not data
+        if _DIGIT_OR_UPPER.search(value) and looks_generated(value) and _keyed(before):
             edits.append((start, start + len(value), marker("secret")))
     kinds += ["secret"] * len(edits)
     return splice(text, edits) if edits else text
