@@ -33,10 +33,12 @@ MAX_CHARS = 4096
 
 _OPERATOR = r"(?:\+|\.\.?|&|\|\||~)?"
 # A string literal closing at a line end (an operator after it) and the next opening at the
-# next line's start (an operator before it), in the same quote.
+# next line's start (an operator before it), or ``"ghp_abc" + "def"`` on one line; one
+# branch led by a quote (two made ``re`` try both at every quote: 5x slower), the quotes
+# checked to be the same in ``_glues``.
 _CONCAT = re.compile(
-    rf"(?P<q>[\"'])[ \t]*{_OPERATOR}[ \t]*\\?\r?\n[ \t]*{_OPERATOR}[ \t]*(?P=q)"
-    rf"|(?P<p>[\"'])[ \t]*(?:\+|\.\.|&|~)[ \t]*(?P=p)"  # on one line: "ghp_abc" + "def"
+    rf"[\"'](?:[ \t]*{_OPERATOR}[ \t]*\\?\r?\n[ \t]*{_OPERATOR}[ \t]*"
+    r"|[ \t]*(?:\+|\.\.|&|~)[ \t]*)[\"']"
 )
 _BACKSLASH = re.compile(r"\\\r?\n[ \t]*")
 # A line ending in a separator or a copula, with more text on the next line: the text before
@@ -45,17 +47,19 @@ _BACKSLASH = re.compile(r"\\\r?\n[ \t]*")
 # Blank lines and a code fence may come between ("The password is:⏎⏎```⏎X⏎```").
 _NEXT_LINE = r"[ \t]*\r?\n(?:[ \t]*\r?\n){0,2}(?:[ \t]*(?:```|~~~)[\w+-]*[ \t]*\r?\n)?[ \t]*(?=\S)"
 # "on", "er", "je" end too many words to be worth a line-end join
-_ASCII_COPULAS = "|".join(
-    sorted(
-        (c for c in COPULAS if c.isascii() and c.isalpha() and c not in ("on", "er", "je")),
-        key=len,
-        reverse=True,
-    )
+# "on", "er", "je" end too many words to be worth a line-end join
+_ASCII_COPULAS = tuple(
+    c for c in COPULAS if c.isascii() and c.isalpha() and c not in ("on", "er", "je")
 )
 _LINE_ENDS = (
     # not a colon closing code (``def f():``, ``d[k]:``, ``{…}:``)
     re.compile(rf"[:=：＝是为為はが는은—–](?<![)\]}}]:){_NEXT_LINE}"),
-    re.compile(rf"[ \t](?i:{_ASCII_COPULAS}){_NEXT_LINE}"),
+    # led by the newline (a literal ``re`` skips to), the copula checked behind it
+    re.compile(
+        r"\n(?i:"
+        + "|".join(f"(?<=[ \t]{w}\n)|(?<=[ \t]{w}\r\n)" for w in _ASCII_COPULAS)
+        + r")(?:[ \t]*\r?\n){0,2}(?:[ \t]*(?:```|~~~)[\w+-]*[ \t]*\r?\n)?[ \t]*(?=\S)"
+    ),
 )
 _KEY_BEFORE = re.compile(
     rf"(?:{KEY_WORD}|(?i:{PASSWORD_WORD}|{SECRET_WORD}))s?[\"'`*]*[ \t]*"
@@ -74,7 +78,7 @@ _CODE_MARKS = frozenset("()[]{}=<>;")
 
 def _glues(text: str) -> list[tuple[int, int, str]]:
     """(start, end, replacement) of each join: what lies between two pieces of one value."""
-    glues = [(m.start(), m.end(), "") for m in _CONCAT.finditer(text)]
+    glues = [(m.start(), m.end(), "") for m in _CONCAT.finditer(text) if m[0][0] == m[0][-1]]
     if "\\\n" in text or "\\\r\n" in text:
         glues += [(m.start(), m.end(), "") for m in _BACKSLASH.finditer(text)]
     for m in (m for pattern in _LINE_ENDS for m in pattern.finditer(text)):

@@ -29,7 +29,7 @@ from __future__ import annotations
 # the key-name grammar, base64 blobs holding a secret, HTML name/content pairs, tokens
 # after a joiner, and the generic generated-value-beside-a-key-word rule.
 RULES_VERSION = 4
-RULES_FINGERPRINT = "7acf171116b5578f"
+RULES_FINGERPRINT = "c8a8269d87d57fe2"
 # The modules whose code decides what ``redact`` takes out of stored text.
 RULE_MODULES = (
     *("__init__", "_rule", "pem", "tokens", "values", "confusables", "keywords", "localised"),
