@@ -41,8 +41,14 @@ DERIVED = frozenset(
 STORED_TEXT = frozenset({("documents", "text"), ("chunks", "text"), ("chunks", "heading_path")})
 # Kinds whose value is a secret on one line by itself (a PEM body line is one only inside
 # its block, which cannot be a heading or a frontmatter value; a CSV row without a key id
-# only under its header).
-NEEDS_CONTEXT = frozenset({"pem_private_key", "aws_secret_far_from_header"})
+# only under its header). Issue 20's multi-line classes likewise: a table row under its
+# header, a block or heredoc line under its key, a wrapped or concatenated value's pieces.
+NEEDS_CONTEXT = frozenset(
+    {
+        *("pem_private_key", "aws_secret_far_from_header", "pipe_table_password"),
+        *("yaml_block_scalar", "heredoc", "prose_wrapped", "token_concatenation"),
+    }
+)
 ONE_LINE = {kind: v for kind, v in CORPUS.items() if kind not in NEEDS_CONTEXT}
 EVERY_VALUE = [s for _name, _text, secrets in CORPUS.values() for s in secrets]
 

@@ -16,6 +16,7 @@ message lists each leaking kind with where it leaked.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from pathlib import Path
@@ -32,6 +33,15 @@ from kb_mcp.library import DB_FILE, Library
 from kb_mcp.server.audit import AUDIT_FILE
 from kb_mcp.settings import Settings
 
+ISSUE20_PEM = (
+    "-----BEGIN EC PRIVATE KEY-----\n"
+    "MHcCAQEEIBq7Zr2Wm9Xp4Lt8Vn3Bc6Df1Gh5Jk0QeRsTuYwXazKoAoGCCqGSM49\n"
+    "-----END EC PRIVATE KEY-----\n"
+)
+PEM_B64 = base64.b64encode(ISSUE20_PEM.encode()).decode()
+DOCKERCONFIG = base64.b64encode(
+    json.dumps({"auths": {"registry.acme.io": {"auth": "Y2k6S3o3UW0yTHA5V3g0"}}}).encode()
+).decode()
 PEM_BODY = [
     f"MIIEpQIBAAKCAQEAq{i:02d}Zr7Wm9Xp4Lt8Vn3Bc6Df1Gh5Jk0QeRsTuYwXazK2mP" for i in range(12)
 ]
@@ -140,7 +150,151 @@ CORPUS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "ci-bot,,2024-05-06,KHdbga7yHWLEwj7Pt776hrw9mXmOlT4BDg3d0SPF\n",
         ("eYbKYdMAvTtms/X6tz5V+AS3ddOFWfk1ELGXRFzh", "KHdbga7yHWLEwj7Pt776hrw9mXmOlT4BDg3d0SPF"),
     ),
+    # issue 20: the classes the third adversarial run got through
+    "password_chinese": (
+        "部署说明.md",
+        "# 部署\n\n生产数据库密码：Gq7Wz3Lp9Xk\n",
+        ("Gq7Wz3Lp9Xk",),
+    ),
+    "password_japanese": (
+        "本番環境.md",
+        "本番サーバーのパスワードは「Nm4Xq8Zr2Lw」です。\n",
+        ("Nm4Xq8Zr2Lw",),
+    ),
+    "password_german": (
+        "zugang.md",
+        "Das Kennwort für den Server lautet Kw5Zt9Qm3Xp.\n",
+        ("Kw5Zt9Qm3Xp",),
+    ),
+    "password_russian": ("dostup.md", "Пароль от базы: Rv6Yq2Nz8Lm\n", ("Rv6Yq2Nz8Lm",)),
+    "password_korean": ("접속정보.md", "관리자 비밀번호: Bx3Lq7Wz9Km\n", ("Bx3Lq7Wz9Km",)),
+    "password_spanish": ("acceso.md", "contraseña: Es4Nq8Wz2Lx\n", ("Es4Nq8Wz2Lx",)),
+    "password_french": ("acces.md", "Le mot de passe est Fm7Qz3Lw9Xr.\n", ("Fm7Qz3Lw9Xr",)),
+    "fullwidth_separator": ("ci-token.md", "token＝Fw8Zq2Lm6Xp4Rt9Wk\n", ("Fw8Zq2Lm6Xp4Rt9Wk",)),
+    "pipe_table_password": (
+        "accounts.md",
+        "| host | user | password |\n|---|---|---|\n| db1 | ann | Pt5Lq8Zw3Xm |\n"
+        "| db2 | bob | Hunt3r-Cell |\n",
+        ("Pt5Lq8Zw3Xm", "Hunt3r-Cell"),
+    ),
+    "yaml_block_scalar": (
+        "values.yaml",
+        "db:\n  password: |\n    Yk6Wq2Zm9Lp\n  port: 5432\n",
+        ("Yk6Wq2Zm9Lp",),
+    ),
+    "heredoc": (
+        "setup.sh",
+        "export DB_PASSWORD=$(cat <<'EOF'\nHr2Zq8Lm5Wx\nEOF\n)\n",
+        ("Hr2Zq8Lm5Wx",),
+    ),
+    "prose_wrapped": (
+        "handover.md",
+        "For the staging console the password is\n  Wr9Lq3Zm6Xp and the login is ops.\n",
+        ("Wr9Lq3Zm6Xp",),
+    ),
+    "secret_key_base": (
+        "rails-config.yml",
+        "production:\n  secret_key_base: 5c8e1f3a9b2d7e4f6a0c8e1f3a9b2d7e4f6a0c8e\n",
+        ("5c8e1f3a9b2d7e4f6a0c8e1f3a9b2d7e4f6a0c8e",),
+    ),
+    "signing_key": ("jwt-settings.ini", "JWT_SIGNING_KEY=Sg4Zq9Lm2Wx7Kp\n", ("Sg4Zq9Lm2Wx7Kp",)),
+    "short_pw": ("db.ini", "[db]\ndb_pw = Dp8Zq3Lm6Wx\n", ("Dp8Zq3Lm6Wx",)),
+    "cookie_header": (
+        "request-example.md",
+        "GET /api HTTP/1.1\nCookie: theme=dark; session=Ck7Zq2Lm9Wx4Pr8T\n",
+        ("Ck7Zq2Lm9Wx4Pr8T",),
+    ),
+    "credentials_array": (
+        "service.json",
+        '{"credentials": ["Ca5Zq8Lm2Wx", "Cb6Zq9Lm3Wy"]}\n',
+        ("Ca5Zq8Lm2Wx", "Cb6Zq9Lm3Wy"),
+    ),
+    "pem_in_base64": ("tls-manifest.yaml", f"data:\n  tls.key: {PEM_B64}\n", (PEM_B64[8:60],)),
+    "dockerconfigjson": (
+        "registry-manifest.yaml",
+        f"data:\n  .dockerconfigjson: {DOCKERCONFIG}\n",
+        (DOCKERCONFIG[8:60],),
+    ),
+    "token_concatenation": (
+        "client.py",
+        'TOKEN = (\n    "ghp_Tc4Zq8Lm2Wx6Kp9"\n    "Rn3Yv7Bs1Dt5Fg8Hj2KlM"\n)\n',
+        ("Tc4Zq8Lm2Wx6Kp9", "Rn3Yv7Bs1Dt5Fg8Hj2KlM"),
+    ),
+    "html_attributes": (
+        "page.md",
+        '<meta name="api-key" content="Hm5Zq9Lm3Wx7Kp2R">\n'
+        '<img src="x.png" alt="password: Ha8Zq2Lm6Wx">\n',
+        ("Hm5Zq9Lm3Wx7Kp2R", "Ha8Zq2Lm6Wx"),
+    ),
+    "token_after_hyphen": (
+        "deploy-notes.md",
+        "Use token-ghp_Th3Zq7Lm1Wx5Kp9Rn2Yv6Bs0Dt4Fg8Hj2KlM in CI.\n",
+        ("Th3Zq7Lm1Wx5Kp9Rn2Yv6Bs0Dt4Fg8Hj2KlM",),
+    ),
+    "generic_key_like": (
+        "notes.md",
+        "hmacSalt := Gs9Zq4Lm7Wx2Kp5Rn8Yv\n",
+        ("Gs9Zq4Lm7Wx2Kp5Rn8Yv",),
+    ),
 }
+
+
+# issue 20: the classes through the readers of uploads, each file with values of its own.
+# A PDF's text is whatever its text layer holds (one line a line here); a DOCX table
+# becomes a Markdown pipe table; an HTML page's attributes are dropped, its table kept.
+BINARY_LINES = [
+    "Deploy notes",
+    "db_pw = Pd4Zq8Lm2Wx",
+    "Das Passwort lautet Pd5Zq9Lm3Wy.",
+    "Use token-ghp_Pd6Zq7Lm1Wx5Kp9Rn2Yv6Bs0Dt4Fg8Hj2KlM in CI.",
+    "hmacSalt := Pd7Zq4Lm7Wx2Kp5Rn8Yv",
+]
+BINARY_SECRETS: dict[str, tuple[str, ...]] = {
+    "pdf_upload": ("Pd4Zq8Lm2Wx", "Pd5Zq9Lm3Wy", "Pd6Zq7Lm1Wx5Kp9Rn2Yv6Bs0Dt4Fg8Hj2KlM",
+                   "Pd7Zq4Lm7Wx2Kp5Rn8Yv"),
+    "docx_upload": ("Dx4Zq8Lm2Wx", "Dx5Zq9Lm3Wy", "Dx6Zq7Lm1Wx5Kp9Rn2Yv6Bs0Dt4Fg8Hj2KlM",
+                    "Dx7Zq4Lm7Wx2Kp5Rn8Yv", "Dt3Zq8Lm5Wx", "Dt4Zq9Lm6Wy", "Dz3Zq8Lm5Wx"),
+    "html_upload": ("Ht4Zq8Lm2Wx", "Ht5Zq9Lm3Wy", "Ht6Zq7Lm1Wx5Kp9Rn2Yv6Bs0Dt4Fg8Hj2KlM",
+                    "Ht7Zq4Lm7Wx2Kp5Rn8Yv", "Hb3Zq8Lm5Wx", "Hm5Zq9Lm3Wx7Kp2T", "Hv8Zq2Lm6Wx"),
+}  # fmt: skip
+
+
+def _lines_for(prefix: str) -> list[str]:
+    return [line.replace("Pd", prefix) for line in BINARY_LINES]
+
+
+def write_binary_uploads(folder: Path) -> list[Path]:
+    """A PDF, a DOCX (paragraphs, a password table, 密码 in a paragraph) and an HTML page
+    (a password table, a meta api-key, an img alt, a password input) holding
+    ``BINARY_SECRETS``."""
+    import docx
+    import pymupdf
+
+    pdf = pymupdf.open()
+    page = pdf.new_page()
+    for n, line in enumerate(_lines_for("Pd")):
+        page.insert_text((72, 72 + 18 * n), line, fontsize=10)
+    (folder / "deploy.pdf").write_bytes(pdf.tobytes())
+    document = docx.Document()
+    for line in _lines_for("Dx"):
+        document.add_paragraph(line)
+    document.add_paragraph("生产数据库密码：Dz3Zq8Lm5Wx")
+    table = document.add_table(rows=3, cols=2)
+    for row, cells in zip(table.rows, [("User", "Password"), ("ann", "Dt3Zq8Lm5Wx"),
+                                       ("bob", "Dt4Zq9Lm6Wy")], strict=True):  # fmt: skip
+        for cell, text in zip(row.cells, cells, strict=True):
+            cell.text = text
+    document.save(folder / "deploy.docx")
+    paragraphs = "".join(f"<p>{line}</p>\n" for line in _lines_for("Ht"))
+    (folder / "deploy.html").write_text(
+        '<html><head><title>Ops</title><meta name="api-key" content="Hm5Zq9Lm3Wx7Kp2T">'
+        f"</head><body><main><h1>Ops</h1>\n{paragraphs}"
+        "<table><tr><th>user</th><th>password</th></tr><tr><td>ann</td><td>Hb3Zq8Lm5Wx</td>"
+        '</tr></table>\n<p><img src="a.png" alt="password: Hv8Zq2Lm6Wx"></p>\n'
+        '<p><input type="password" value="Hv8Zq2Lm6Wx"></p></main></body></html>\n',
+        encoding="utf-8",
+    )
+    return [folder / "deploy.pdf", folder / "deploy.docx", folder / "deploy.html"]
 
 
 def text_of(result: Any) -> str:
@@ -187,6 +341,12 @@ async def tool_outputs(client: Any, docs: list[str]) -> list[str]:
                     output = output.replace(form, "<argument>")
         outputs.append(output)
 
+    async def probe(secret: str) -> None:
+        await call("search", query=secret)
+        await call("grep", pattern=secret)
+        await call("grep", pattern=re.escape(secret[:8]), regex=True)
+        await call("grep", pattern="[:=] ?" + re.escape(secret[:3]), regex=True)
+
     await call("list")
     for source in ("corpus", "agent", "uploads"):
         await call("list", source=source)
@@ -194,10 +354,10 @@ async def tool_outputs(client: Any, docs: list[str]) -> list[str]:
         words = " ".join(re.findall(r"[A-Za-z]{4,}", text)[:6])
         await call("search", query=words or kind)
         for secret in secrets:
-            await call("search", query=secret)
-            await call("grep", pattern=secret)
-            await call("grep", pattern=re.escape(secret[:8]), regex=True)
-            await call("grep", pattern="[:=] ?" + re.escape(secret[:3]), regex=True)
+            await probe(secret)
+    for secrets in BINARY_SECRETS.values():
+        for secret in secrets:
+            await probe(secret)
     for doc in docs:
         result = await client.call_tool("read", {"doc": doc}, raise_on_error=False)
         outputs.append(text_of(result))
@@ -244,6 +404,10 @@ def ingest_every_source(home: Path, tmp_path: Path, kb_cli) -> tuple[str, list[s
         assert report.added == len(CORPUS), report.failures
         for name, _text, _secrets in CORPUS.values():
             library.import_file(uploads / name)
+        binaries = tmp_path / "binaries"
+        binaries.mkdir()
+        for path in write_binary_uploads(binaries):
+            library.import_file(path)
     for kind, (_name, text, _secrets) in CORPUS.items():
         (home / "docs" / f"hand-{kind}.md").write_text(hand_edited_file(kind, text))
     reindexed = kb_cli("reindex")
@@ -299,7 +463,7 @@ async def test_no_secret_of_any_kind_is_stored_indexed_or_returned(
         for source in ("corpus", "agent", "uploads"):
             listed = await client.call_tool("list", {"source": source, "limit": 200})
             docs += [d["doc"] for d in listed.structured_content["documents"]]
-        assert len(docs) == 4 * len(CORPUS)
+        assert len(docs) == 4 * len(CORPUS) + len(BINARY_SECRETS)
         outputs = await tool_outputs(client, docs)
 
     places: dict[str, str] = {
@@ -315,8 +479,9 @@ async def test_no_secret_of_any_kind_is_stored_indexed_or_returned(
     }
     places["kb.db tables"], vocab = database_text(home / DB_FILE)
     leaks: dict[str, list[str]] = {}
+    every = {kind: secrets for kind, (_n, _t, secrets) in CORPUS.items()} | BINARY_SECRETS
     with Library(Settings(home=home, embedder="none")) as library:
-        for kind, (_name, _text, secrets) in CORPUS.items():
+        for kind, secrets in every.items():
             for secret in secrets:
                 where = [place for place, text in places.items() if secret in text]
                 if distinctive_terms(library, secret) & vocab:
@@ -325,9 +490,10 @@ async def test_no_secret_of_any_kind_is_stored_indexed_or_returned(
                 found += [place for place in where if place not in found]
     leaks = {kind: where for kind, where in leaks.items() if where}
     assert leaks == {}, "\n".join(f"{kind}: {', '.join(where)}" for kind, where in leaks.items())
-    values = sum(len(secrets) for _n, _t, secrets in CORPUS.values())
+    values = sum(len(secrets) for secrets in every.values())
     figures(
         "secrets",
-        f"{len(CORPUS)} kinds ({values} values) x 4 sources x {len(places) + 1} places "
+        f"{len(every)} kinds ({values} values) x 4 sources and PDF/DOCX/HTML uploads x "
+        f"{len(places) + 1} places "
         f"({len(outputs)} tool outputs, {len(embedded)} embedded texts): 0 leaks",
     )

@@ -126,6 +126,31 @@ def cmd_bench_web(args: argparse.Namespace) -> int:
     return run_bench(args.chunks, args.workdir, keep=args.keep, json_out=args.json)
 
 
+def cmd_bench_redaction(args: argparse.Namespace) -> int:
+    """What the redaction rules take out of real public text, rule by rule, and every line
+    the generic rule changed there (its false positives, to judge by hand)."""
+    from kb_mcp.bench.redaction import main
+
+    return main(args.paths, args.mb, args.seed, args.samples, args.json)
+
+
+def _add_redaction_parser(bench_sub: argparse._SubParsersAction) -> None:
+    p = bench_sub.add_parser(
+        "redaction", help=cmd_bench_redaction.__doc__, description=cmd_bench_redaction.__doc__
+    )
+    p.add_argument(
+        "paths",
+        nargs="*",
+        help="folders of .py/.rst/.md/.txt files (default: the installed Python packages "
+        "and /usr/share/doc)",
+    )
+    p.add_argument("--mb", type=float, default=20.0, help="megabytes to read (default 20)")
+    p.add_argument("--seed", type=int, default=1, help="file order (default 1)")
+    p.add_argument("--samples", type=int, default=50, help="generic-rule lines shown (default 50)")
+    p.add_argument("--json", metavar="OUT", help="also write the figures as JSON")
+    p.set_defaults(func=cmd_bench_redaction)
+
+
 def _add_web_parser(bench_sub: argparse._SubParsersAction) -> None:
     p = bench_sub.add_parser("web", help=cmd_bench_web.__doc__, description=cmd_bench_web.__doc__)
     p.add_argument("--chunks", type=int, default=100_000, help="library size (default 100000)")
@@ -211,6 +236,7 @@ def add_bench_parser(sub: argparse._SubParsersAction, common, embedder_flags) ->
     p.set_defaults(func=cmd_bench_perf)
     _add_startup_parser(bench_sub, common)
     _add_web_parser(bench_sub)
+    _add_redaction_parser(bench_sub)
 
 
 def _add_embed_perf_flags(p: argparse.ArgumentParser) -> None:

@@ -15,16 +15,31 @@ original file.
 
 Patterns are linear (no unbounded quantifier nests inside another) and start at a literal
 prefix, a key word or a short class, so that secret-free text is mostly skipped in C. The
-rules live in ``pem`` (private keys), ``tokens`` (provider formats, password hashes),
-``values`` (secrets named by a key, header, flag, URL or CSV column), ``confusables`` (key
-words in disguise) and ``exfil`` (output URLs).
+rules live in ``pem`` (private keys), ``encoded`` (base64 blobs holding a secret),
+``joined`` (values cut over lines), ``tokens`` (provider formats, password hashes),
+``values`` (secrets named by a key, header, flag, URL, CSV column or HTML attribute),
+``pipes`` (Markdown table columns), ``blocks`` (block values under a key), ``localised``
+(password words of other languages), ``confusables`` (key words in disguise or in NFKC
+forms), ``generic`` (a generated value beside a key-like word: the second line of
+defence) and ``exfil`` (output URLs); ``keywords`` holds the words that name a secret.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kb_mcp.redact import confusables, exfil, tokens, values
+from kb_mcp.redact import (
+    blocks,
+    confusables,
+    encoded,
+    exfil,
+    generic,
+    joined,
+    localised,
+    pipes,
+    tokens,
+    values,
+)
 from kb_mcp.redact._rule import Scan
 from kb_mcp.redact.pem import redact_pem
 
@@ -42,9 +57,15 @@ class Redaction:
 
 _CREDENTIAL_RULES: tuple[Scan, ...] = (
     redact_pem,
+    encoded.redact_encoded,
+    # lines continued onto the next, redacted as one line by all the rules, on the raw text
+    # (a rule below could take one piece alone and hide the rest from the joined line)
+    joined.redact_joined,
     # before the provider rule turns the key id into a marker (it accepts the marker too)
     tokens.redact_aws_secret_beside_id,
     values.redact_csv_columns,
+    pipes.redact_pipe_columns,
+    blocks.redact_blocks,
     tokens.PROVIDER_TOKENS,
     tokens.VAULT_LEGACY,
     tokens.redact_azure_ad_secret,
@@ -57,9 +78,14 @@ _CREDENTIAL_RULES: tuple[Scan, ...] = (
     values.CLI_USER,
     values.PASSWORD_FLAGS,
     values.KUBECONFIG,
+    values.HTML_NAMED_VALUES,
+    values.COOKIE_HEADERS,
     values.ASSIGNMENT,
     values.PROSE_PASSWORD,
+    localised.LOCALISED_PASSWORD,
     confusables.redact_disguised_keys,
+    # last: it takes what no rule above knew, beside any key-like word
+    generic.redact_generated_values,
 )
 # Exfiltration first: a URL that carries a secret out goes whole, not with a marker inside.
 _OUTPUT_RULES: tuple[Scan, ...] = (
@@ -141,8 +167,20 @@ def redact(text: str) -> Redaction:
     followed by more words on its line (prose).
 
     Key words spelled with look-alike characters (Cyrillic ``а``, fullwidth ``ｐａｓｓ``, a
-    zero-width space inside) are found on a folded copy of their line and only the value is
-    replaced in the original (see ``confusables``).
+    zero-width space inside, a JSON ``\\u`` escape) are found on a folded copy of their
+    line and only the value is replaced in the original (see ``confusables``).
+
+    Issue 20 added whole classes (each module's docstring says what it takes and keeps):
+    password words of other languages and NFKC forms (``localised``); the columns of a
+    Markdown pipe table under a secret-naming header (``pipes``); block values under a
+    secret name: YAML block scalars and items, JSON containers, heredocs (``blocks``);
+    lines joined by string concatenation, a ``\\`` continuation or a key ending its line
+    (``joined``); base64 blobs whose decoding holds a secret (``encoded``); the key-name
+    grammar (``keywords``: ``secret_key_base``, ``signing_key``, ``db_pw``,
+    ``credentials``), ``session_cookie`` values of ``Cookie:`` / ``Set-Cookie:`` headers
+    and HTML ``content`` / ``value`` attributes named by another attribute (``values``);
+    and, last, ``secret`` for a generated-looking value within 64 characters after a
+    key-like word in any language (``generic``).
     """
     return _apply(text, _CREDENTIAL_RULES)
 

@@ -89,6 +89,8 @@ _PLACEHOLDER_WORDS = frozenset(
     {
         *("none", "null", "nil", "true", "false", "undefined", "redacted", "hidden", "required"),
         *("changeme", "change_me", "changeit", "example", "placeholder", "dummy", "optional"),
+        # fetch()'s credentials option: `{credentials: "include"}`
+        *("include", "omit", "same-origin"),
         # type names and keywords: `password: str`, `token = await fetch()`
         *("secret", "password", "token", "str", "string", "bytes", "int", "bool", "any"),
         *("secretstr", "await", "new", "yield", "lambda", "function", "async", "not", "typeof"),

@@ -7,11 +7,13 @@ run again over a folded copy of the text, and each value they would redact there
 back to its span in the original, which gets the marker. Every other character, newlines
 included, stays where it was, so line numbers and positions outside the value are exact.
 
-Folding: fullwidth ASCII (U+FF01-FF5E) and the Cyrillic and Greek letters that look like Latin
-ones become those letters, one character for one; zero-width and invisible format characters
-are removed, with an offset map back. Full NFKC is not used: it changes lengths in ways an
-offset map would have to follow character by character (ligatures, ``①``, ``㎏``), and
-mathematical alphanumerics (``𝐩𝐚𝐬𝐬``) are left out for the same reason.
+Folding: every character whose NFKC form is one character becomes that character (what a
+reader sees: fullwidth ``ｐａｓｓ`` and ``：``, ``＝``, the ideographic space; issue 20 asked
+that the rules see NFKC text), and the Cyrillic and Greek letters that look like Latin ones
+become those letters, one character for one; zero-width and invisible format characters
+are removed, with an offset map back. A character whose NFKC form is longer or empty
+(ligatures, ``①``, ``㎏``) is kept as it is, so every offset maps back by segments; and
+mathematical alphanumerics (``𝐩𝐚𝐬𝐬``) are left out, as before.
 
 Cost: nothing for ASCII text (``str.isascii`` is a C scan); otherwise one skipping regex scan
 for a look-alike inside or beside an ASCII word, or a fullwidth letter, and the fold and the
@@ -21,9 +23,10 @@ two rules again on the lines holding one.
 from __future__ import annotations
 
 import re
+import unicodedata
 from bisect import bisect_right
 
-from kb_mcp.redact import values
+from kb_mcp.redact import localised, values
 from kb_mcp.redact._rule import Rule, line_span, marker, splice
 
 # Cyrillic and Greek letters drawn like Latin ones (Unicode confusables.txt, the ones a key
@@ -36,33 +39,61 @@ _LOOK_ALIKES = {
     "α": "a", "ο": "o", "ρ": "p", "ν": "v", "ι": "i", "κ": "k", "τ": "t",
     "Α": "A", "Β": "B", "Ε": "E", "Κ": "K", "Ο": "O", "Ρ": "P", "Τ": "T", "Χ": "X",
 }  # fmt: skip
-_FOLD = {ord(k): v for k, v in _LOOK_ALIKES.items()} | {
-    code: chr(code - 0xFEE0) for code in range(0xFF01, 0xFF5F)
-}
+
+
+class _Fold(dict[int, str]):
+    """``str.translate`` table: look-alikes, else the character's NFKC form when that is
+    one character (computed once per character met)."""
+
+    def __missing__(self, code: int) -> str:
+        char = chr(code)
+        normal = unicodedata.normalize("NFKC", char)
+        self[code] = folded = normal if len(normal) == 1 else char
+        return folded
+
+
+_FOLD = _Fold({ord(k): v for k, v in _LOOK_ALIKES.items()})
+_NFKC = _Fold()
 _INVISIBLE = "\u00ad\u180e\u200b-\u200f\u2060-\u2064\ufeff"
-_ZERO_WIDTH = re.compile(f"[{_INVISIBLE}]+")
+_FOLDED_AWAY = re.compile(rf"[{_INVISIBLE}]+|\\u(?P<hex>[0-9a-fA-F]{{4}})")
 _ODD = "".join(_LOOK_ALIKES) + _INVISIBLE
-_FULLWIDTH_LETTERS = "Ａ-Ｚａ-ｚ"
-# A look-alike or invisible character touching an ASCII letter, or a fullwidth letter. The
-# pattern starts with one class of non-ASCII characters, so ``re`` skips everything else in
-# C; plain Cyrillic or Greek prose (no ASCII letter glued to it) does not count.
+_FULLWIDTH = "\uff01-\uff5e\u3000"
+# A look-alike or invisible character touching an ASCII letter, or any fullwidth form
+# (``：`` after 密码 as much as ``ｐａｓｓ``). The pattern starts with one class of non-ASCII
+# characters, so ``re`` skips everything else in C; plain Cyrillic or Greek prose (no ASCII
+# letter glued to it) does not count.
 _DISGUISED = re.compile(
-    f"[{_ODD}{_FULLWIDTH_LETTERS}](?:(?<=[A-Za-z].)|(?=[A-Za-z])|(?<=[{_FULLWIDTH_LETTERS}]))"
+    rf"[{_ODD}](?:(?<=[A-Za-z].)|(?=[A-Za-z]))|[{_FULLWIDTH}]|\\u(?=[0-9a-fA-F]{{4}})"
 )
-_KEY_RULES: tuple[Rule, ...] = (values.ASSIGNMENT, values.PROSE_PASSWORD_RULE)
+# Each key rule and whether it reads the line with look-alikes folded to Latin: the rules
+# of other languages must see Cyrillic and Greek as they are (``пароль``, not ``пapoль``).
+_KEY_RULES: tuple[tuple[Rule, bool], ...] = (
+    (values.ASSIGNMENT, True),
+    (values.PROSE_PASSWORD_RULE, True),
+    (localised.LOCALISED_PASSWORD_RULE, False),
+)
 
 
-def _folded(line: str) -> tuple[str, list[int], list[int]]:
-    """The folded line and its segments: folded start → original start (see ``_hits``)."""
-    line = line.translate(_FOLD)
-    folded_starts, original_starts, parts, pos = [0], [0], [], 0
-    for gap in _ZERO_WIDTH.finditer(line):
-        parts.append(line[pos : gap.start()])
-        pos = gap.end()
-        folded_starts.append(folded_starts[-1] + len(parts[-1]))
+def _folded(line: str, look_alikes: bool = True) -> tuple[str, list[int], list[int]]:
+    """The folded line and its segments: folded start → original start (see ``_hits``).
+
+    An invisible character is dropped; a ``\\uXXXX`` escape (a JSON string's spelling of
+    ``密码``) becomes its character, mapped back to the escape's start."""
+    folded_starts, original_starts, parts, pos, length = [0], [0], [], 0, 0
+    for away in _FOLDED_AWAY.finditer(line):
+        parts.append(line[pos : away.start()])
+        length += away.start() - pos
+        if away["hex"]:
+            folded_starts.append(length)
+            original_starts.append(away.start())
+            parts.append(chr(int(away["hex"], 16)))
+            length += 1
+        pos = away.end()
+        folded_starts.append(length)
         original_starts.append(pos)
     parts.append(line[pos:])
-    return "".join(parts), folded_starts, original_starts
+    folded = "".join(parts).translate(_FOLD if look_alikes else _NFKC)
+    return folded, folded_starts, original_starts
 
 
 def _value_span(match: re.Match[str], replacement: str) -> tuple[int, int]:
@@ -74,14 +105,16 @@ def _value_span(match: re.Match[str], replacement: str) -> tuple[int, int]:
 
 def _hits(line: str, offset: int) -> list[tuple[int, int, str]]:
     """(start, end, kind) in the text of each value the key rules find in the folded line."""
-    folded, folded_starts, original_starts = _folded(line)
-
-    def original(pos: int) -> int:
-        i = bisect_right(folded_starts, pos) - 1
-        return offset + original_starts[i] + pos - folded_starts[i]
-
     hits = []
-    for rule in _KEY_RULES:
+    for rule, look_alikes in _KEY_RULES:
+        folded, folded_starts, original_starts = _folded(line, look_alikes)
+
+        def original(
+            pos: int, starts: list[int] = folded_starts, to: list[int] = original_starts
+        ) -> int:
+            i = bisect_right(starts, pos) - 1
+            return offset + to[i] + pos - starts[i]
+
         for match in rule.pattern.finditer(folded):
             hit = rule.replace(match)
             if hit is not None:
@@ -96,7 +129,7 @@ def redact_disguised_keys(text: str, kinds: list[str]) -> str:
     Only the lines holding such a character are folded: the key rules never match across a
     line, and text in one script throughout costs one skipping search.
     """
-    if text.isascii():
+    if text.isascii() and "\\u" not in text:
         return text
     hits, done = [], -1
     for odd in _DISGUISED.finditer(text):

@@ -12,14 +12,18 @@ Why the pieces equal the whole text's redaction: ``redact`` keeps every line whe
 that line alone (their patterns never cross a newline). A window is therefore cut after a
 line end, redacted with a few lines of *context* in front of it (the lines before the
 cut, for look-behinds at its first line), and the output lines of the context are dropped.
-The two multi-line rules set where the cut may go and what the context holds:
+The multi-line rules set where the cut may go and what the context holds:
 
 - PEM keys (``pem.safe_cut``): a BEGIN whose END is not in the window, and a run of
   base64 lines an END below could claim, are carried over: the cut moves above them and
   they are redacted with the next window.
-- CSV columns (``values.open_table``): when a table naming a secret column is still open
-  at the cut, its header line goes into the next window's context, so the rows below the
-  cut are redacted under it.
+- Blocks under a secret name and joined lines (``blocks.safe_cut``, ``joined.safe_cut``,
+  issue 20): the cut moves above an opener whose block reaches it, and above lines
+  joined to the line after the cut.
+- CSV and pipe-table columns (``values.open_table``, ``pipes.open_table``): when a table
+  naming a secret column is still open at the cut, its header line (and a pipe table's
+  delimiter line) goes into the next window's context, so the rows below the cut are
+  redacted under it.
 
 A carried block is bounded by ``MAX_CARRY_CHARS``: a BEGIN line whose END never comes
 (a prose mention of one) would otherwise carry the rest of the file. Past it the window
@@ -31,9 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from kb_mcp.redact import redact
-from kb_mcp.redact.pem import safe_cut
-from kb_mcp.redact.values import open_table
+from kb_mcp.redact import blocks, joined, pem, pipes, redact, values
 
 # Characters redacted at once. ``redact`` holds several copies of what it is given (the
 # window with its context, each substituting rule's result, a lower-cased copy for a
@@ -76,7 +78,9 @@ def _cut(pending: str, window: int) -> int:
     last = pending.rfind("\n") + 1
     if len(pending) > MAX_CARRY_CHARS + window:
         return last
-    return safe_cut(pending, last)
+    cut = pem.safe_cut(pending, last)
+    cut = blocks.safe_cut(pending, cut)
+    return joined.safe_cut(pending, cut)
 
 
 def _redacted(context: str, body: str) -> str:
@@ -94,7 +98,12 @@ def _context(done: str) -> str:
     lines) of what was redacted, and the header line of a table still open there."""
     start = done.rfind("\n", 0, max(0, len(done) - CONTEXT_CHARS)) + 1
     tail = done[start:]
-    header = open_table(done)
-    if header is None or header >= start:
-        return tail
-    return done[header : done.index("\n", header) + 1] + tail
+    headers = ""
+    # a CSV table is carried by its header line, a pipe table by its header and delimiter
+    for header, lines in ((values.open_table(done), 1), (pipes.open_table(done), 2)):
+        if header is not None and header < start:
+            end = header
+            for _ in range(lines):
+                end = done.index("\n", end) + 1
+            headers += done[header:end]
+    return headers + tail

@@ -131,7 +131,10 @@ def _token_pattern() -> re.Pattern[str]:
     characters that can start a token, drops a position inside a word at once, and tries
     only the formats of that first character. (A leading lookahead or IGNORECASE gives
     ``re`` no first characters to skip to.) ASCII boundaries, not \\b: CJK letters count
-    as \\w, and a token glued to Chinese text is still a token.
+    as \\w, and a token glued to Chinese text is still a token. Only a letter or digit
+    before the prefix makes it part of a longer word: a token right after a joiner
+    (``token-ghp_…``, a file named ``stripe-sk_live_….md``, ``KEY_ghp_…``) is still a token
+    (issue 20: ``-`` and ``_`` once counted as word characters and kept it whole).
     """
     by_head: dict[str, dict[str, list[str]]] = {}
     for kind, alt in _FORMATS:
@@ -141,7 +144,7 @@ def _token_pattern() -> re.Pattern[str]:
         named = "|".join(f"(?P<{kind}__{n}>{'|'.join(alts)})" for kind, alts in kinds.items())
         branches.append(f"(?<={re.escape(head)})(?:{named})")
     heads = "".join(re.escape(head) for head in sorted(by_head))
-    return re.compile(rf"[{heads}](?<![A-Za-z0-9_-].)(?:{'|'.join(branches)})(?![A-Za-z0-9_])")
+    return re.compile(rf"[{heads}](?<![A-Za-z0-9].)(?:{'|'.join(branches)})(?![A-Za-z0-9_])")
 
 
 def _redact_token(match: re.Match[str]) -> tuple[str, str] | None:

@@ -20,6 +20,7 @@ from kb_mcp.redact._rule import (
     replace_group,
     splice,
 )
+from kb_mcp.redact.keywords import KEY_WORD, word_kind
 
 # --- Authorization headers and URL passwords: the named group is the value and its kind ------
 _AUTH_HEADER = re.compile(
@@ -114,38 +115,9 @@ PASSWORD_FLAGS = Gated(
 )
 
 # --- key = value assignments -------------------------------------------------------------------
-# Key words match at the end of a longer key (DB_PASSWORD, dbPassword, client_secret) but not
-# before more identifier (password_hash, api_key_name, get_token, max_tokens). "pass" counts
-# only after a separator (DB_PASS, smtp.pass) so that bypass: and compass: stay prose.
-# The pattern starts with a class of first letters and dispatches on it with a lookbehind, so
-# that ``re`` skips to those letters in C; the kind is read from the word afterwards.
-KEY_WORD = (
-    r"[AaPpSsTt](?i:(?<=a)(?:ws[_-]?secret[_-]?access[_-]?key|pi[_-]?key|ccess[_-]?key"
-    r"|ccount[_-]?key)|(?<=p)(?:ass(?:w(?:or)?d|phrase)|wd|rivate[_-]?key|ass(?<=[_.-]pass))"
-    r"|(?<=s)(?:ecret[_-]?access[_-]?key|ecret(?:[_-]?key)?)|(?<=t)oken)"
-)
-_KIND_OF_WORD = {
-    "token": "token",
-    "apikey": "api_key",
-    "accesskey": "access_key",
-    "accountkey": "account_key",  # Azure storage AccountKey=
-    "privatekey": "private_key",
-    "pwd": "password",
-}
-
-
-def word_kind(word: str) -> str:
-    """The kind a key word names: DB_PASSWORD → password, Secret access key → aws_secret_key."""
-    letters = re.sub(r"[^a-z]", "", word.lower())
-    if letters.endswith("secretaccesskey"):
-        return "aws_secret_key"
-    if letters.startswith("pass"):
-        return "password"
-    if letters.startswith("secret"):
-        return "secret"
-    return _KIND_OF_WORD.get(letters, "secret")
-
-
+# Key words (``keywords.KEY_WORD``) match at the end of a longer key (DB_PASSWORD, dbPassword,
+# client_secret) but not before more identifier (password_hash, api_key_name, get_token,
+# max_tokens); the kind is read from the word afterwards.
 # A key word as a whole part of an identifier: api_key, tokenValue, DB_PASSWORD, HTTPToken —
 # not the tail of hunter2secret.
 _KEY_PART = re.compile(
@@ -169,7 +141,7 @@ _DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
 _PATH = re.compile(r"(?:~|\.{1,2})?/|[A-Za-z]:\\")
 
 
-def _names_something(name: str) -> bool:
+def names_something(name: str) -> bool:
     """A name made of words, and not one word plus digits (``Password2024``): the classic
     made-up password."""
     lone_word = re.fullmatch(r"[A-Za-z]+\d+", name) is not None
@@ -186,8 +158,8 @@ def _is_code(value: str) -> bool:
     if any(c in value for c in "()[]{}"):
         return True
     if _DOTTED_NAME.fullmatch(value) is not None:
-        return all(_names_something(part) for part in value.split("."))
-    return value.isidentifier() and _KEY_PART.search(value) is not None and _names_something(value)
+        return all(names_something(part) for part in value.split("."))
+    return value.isidentifier() and _KEY_PART.search(value) is not None and names_something(value)
 
 
 # What may close a quoted "key: value" or an emphasised **key: value** right after the value.
@@ -214,12 +186,24 @@ def _closed_value(match: re.Match[str]) -> str | None:
     return core
 
 
+_IDENTIFIER_TAIL = re.compile(r"[\w.-]*\Z")
+
+
+def _spells_its_key(match: re.Match[str], value: str) -> bool:
+    """An enum or a constant whose value is its own name: ``COOKIE = "cookie"``,
+    ``OTP_CREDENTIALS = "otpCredentials"`` (issue 20 widened the key names)."""
+    head = _IDENTIFIER_TAIL.search(match.string, max(0, match.start() - 80), match.start())
+    name = (head.group(0) if head else "") + match["key"]
+    letters = re.sub(r"[^a-z0-9]", "", value.lower())
+    return letters == re.sub(r"[^a-z0-9]", "", name.lower().rpartition(".")[2])
+
+
 def _redact_assignment(match: re.Match[str]) -> tuple[str, str] | None:
     # The value groups close last, so lastgroup names the one that matched (dq, sq, edq, bq,
     # bare).
     group = match.lastgroup or "bare"
     value = match[group]
-    if is_placeholder(value) or _PATH.match(value):
+    if is_placeholder(value) or _PATH.match(value) or _spells_its_key(match, value):
         return None
     kind = word_kind(match["key"])
     if group == "bare":
@@ -259,7 +243,7 @@ KUBECONFIG = Rule(
 _PROSE_PASSWORD = re.compile(
     r"[Pp](?<![A-Za-z0-9_][Pp])(?i:ass(?:w(?:or)?d|phrase|code)|wd)s?"
     r"(?:[ \t]+(?i:for|of|to|on)(?:[ \t]+[\w.@/-]{1,40}){1,4}?)?"
-    r"(?:(?:[ \t]+(?i:is|was)[ \t]+|[ \t]*:[ \t]*)"
+    r"(?:(?:[ \t]+(?i:is|was)(?:[ \t]*:)?[ \t]+|[ \t]*:[ \t]*)"
     r"(?:(?P<q>[\"'`])(?P<quoted>[^\"'`\n]{1,200})(?P=q)|(?P<bare>[^\s\"'`]{1,200}))"
     r"|[ \t]+(?P<loose>[^\s\"'`]{8,200}))"
 )
@@ -429,3 +413,79 @@ def open_table(text: str) -> int | None:
         if table.delimiter not in text[line_start:row_end]:
             return None
     return start
+
+
+# --- HTML: a value attribute named by another attribute ---------------------------------------
+# <meta name="api-key" content="…">, <input type="password" value="…">: the name and the
+# value sit in two attributes of one tag, so no key=value rule sees them together (issue 20).
+# Named by a secret name (``KEY_WORD`` ending it), the value goes; named by a key-like word
+# only (``name="session"``), it goes when it looks generated.
+_TAG = re.compile(r"<[A-Za-z][^<>]{0,2000}>")
+_ATTRIBUTE = re.compile(r"""([\w:.-]+)[ \t\r\n]*=[ \t\r\n]*(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))""")
+_NAMING = frozenset({"name", "id", "type", "property", "itemprop", "key", "http-equiv", "for"})
+_VALUED = frozenset({"content", "value"})
+_SECRET_NAME = re.compile(rf"{KEY_WORD}s?$")
+
+
+def redact_html_named_values(text: str, kinds: list[str]) -> str:
+    """``content`` / ``value`` attributes of a tag whose name attribute names a secret."""
+    from kb_mcp.redact.generic import looks_generated
+    from kb_mcp.redact.keywords import key_like
+
+    edits = []
+    for tag in _TAG.finditer(text):
+        attributes = list(_ATTRIBUTE.finditer(tag.group(0)))
+        names = [a[2] or a[3] or a[4] or "" for a in attributes if a[1].lower() in _NAMING]
+        strong = next((n for n in names if _SECRET_NAME.search(n)), None)
+        if strong is None and not any(key_like(n) for n in names):
+            continue
+        for attribute in attributes:
+            group = next((g for g in (2, 3, 4) if attribute[g] is not None), 4)
+            value = attribute[group] or ""
+            if attribute[1].lower() not in _VALUED or is_placeholder(value):
+                continue
+            if strong is None and not looks_generated(value):
+                continue
+            kind = word_kind(strong) if strong else "secret"
+            start, end = attribute.span(group)
+            edits.append((tag.start() + start, tag.start() + end, marker(kind)))
+            kinds.append(kind)
+    return splice(text, edits) if edits else text
+
+
+HTML_NAMED_VALUES = Gated(("content", "value"), redact_html_named_values, lower=True)
+
+
+# --- Cookie headers --------------------------------------------------------------------------
+# ``Cookie: a=1; sessionid=…; csrftoken=…`` sends every cookie's value: each goes (names
+# stay). ``Set-Cookie: sid=…; Path=/; HttpOnly`` sets one: its first pair's value goes, the
+# attributes stay.
+_COOKIE_HEADER = re.compile(
+    r"[Cc](?<![\w][Cc])(?i:ookie)[\"']?[ \t]*:[ \t]*(?P<pairs>[^\n\"'`]{1,4000})"
+)
+_COOKIE_PAIR = re.compile(r"(?:^|;)[ \t]*[^=;\s]{1,200}=(?P<value>[^;\s]{1,4000})")
+
+
+def redact_cookie_headers(text: str, kinds: list[str]) -> str:
+    """Cookie values in ``Cookie:`` and ``Set-Cookie:`` headers (see above)."""
+    edits = []
+    for header in _COOKIE_HEADER.finditer(text):
+        setting = text[max(0, header.start() - 4) : header.start()].lower() == "set-"
+        start = header.start("pairs")
+        for pair in _COOKIE_PAIR.finditer(header["pairs"]):
+            value = pair["value"]
+            if not is_placeholder(value):
+                edits.append(
+                    (
+                        start + pair.start("value"),
+                        start + pair.end("value"),
+                        marker("session_cookie"),
+                    )
+                )
+                kinds.append("session_cookie")
+            if setting:
+                break
+    return splice(text, edits) if edits else text
+
+
+COOKIE_HEADERS = Gated(("ookie",), redact_cookie_headers, lower=True)

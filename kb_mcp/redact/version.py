@@ -24,7 +24,14 @@ from __future__ import annotations
 # 3: issue 11, values in quoted or escaped context, CSV rows past a ragged row, TSV.
 # (issue 10 added pem.safe_cut and values.open_table for redact.stream: nothing redacted
 # differently, so the fingerprint moved and the version did not.)
-RULES_VERSION = 3
-RULES_FINGERPRINT = "941948ee19aca91e"
+# 4: issue 20, key words of other languages and NFKC, pipe-table columns, values on the
+# next line (block scalars, heredocs, containers, wrapped prose, string concatenation),
+# the key-name grammar, base64 blobs holding a secret, HTML name/content pairs, tokens
+# after a joiner, and the generic generated-value-beside-a-key-word rule.
+RULES_VERSION = 4
+RULES_FINGERPRINT = "c8a8269d87d57fe2"
 # The modules whose code decides what ``redact`` takes out of stored text.
-RULE_MODULES = ("__init__", "_rule", "pem", "tokens", "values", "confusables")
+RULE_MODULES = (
+    *("__init__", "_rule", "pem", "tokens", "values", "confusables", "keywords", "localised"),
+    *("generic", "pipes", "blocks", "joined", "encoded"),
+)
