@@ -94,7 +94,8 @@ def resolve_document(db: Database, doc: str) -> rows.DocumentRow:
         raise _ambiguous(db, doc, by_path)
     if by_path:
         return by_path[0]
-    raise NotFound(f"no document {doc!r} in this library", hint=_suggest(db, doc))
+    # Suggested from the name as it would be stored: names are compared redacted to redacted.
+    raise NotFound(f"no document {doc!r} in this library", hint=_suggest(db, shown_path(doc)))
 
 
 def _ambiguous(db: Database, path: str, found: list[rows.DocumentRow]) -> InvalidInput:

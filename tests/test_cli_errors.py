@@ -70,14 +70,15 @@ def test_cli_error_hint_naming_a_file_is_redacted(
     tmp_path: Path, child_env: dict[str, str]
 ) -> None:
     """The CLI printed a "did you mean" hint with a token-named file in clear (MCP redacted
-    it)."""
+    it). A near miss (the wrong suffix) still gets the hint, redacted; the stored path is
+    redacted too (issue 20 item 3), so nothing in clear is there to show."""
     token = "ghp_" + "abcdefghijklmnopqrstuvwxyz0123456789"
     folder = tmp_path / "notes"
     folder.mkdir()
     (folder / f"{token}.txt").write_text("hello\n")
     home = tmp_path / "home"
     assert _kb(child_env, "--home", str(home), "add", str(folder), "--yes").returncode == 0
-    done = _kb(child_env, "--home", str(home), "read", token[:-2] + ".txt")
+    done = _kb(child_env, "--home", str(home), "read", token + ".md")
     assert done.returncode != 0
     assert "did you mean" in done.stderr
     assert token not in done.stderr

@@ -191,7 +191,8 @@ questions in natural language.\
                 "description": """\
 Without `source`: the library's sources (folders, agent-added, uploads) with document
 and chunk counts, sync state, index health and the search modes available. With
-`source`: that source's documents, newest first, a page at a time (limit / offset).\
+`source`: that source's documents, newest first, a page at a time (limit / offset), and
+the files its last sync could not index or left out, with the reason for each.\
 """,
                 "input_schema": {
                     "type": "object",
