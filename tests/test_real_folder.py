@@ -210,3 +210,51 @@ def test_a_folder_of_the_folders_setting_keeps_todays_rules_until_opted_in(
         assert (opted.name, opted.configured, opted.gitignore) == ("corpus", False, True)
         library.sync()
         assert listed_paths(library, "corpus") == INDEXED
+
+
+def test_every_real_folder_case_of_issue_20_through_one_sync(tmp_path: Path) -> None:
+    """The issue's whole list in one folder, as a new user adds it: a PDF (read with the
+    built-in reader, its accents folded), an AsciiDoc manual page cut at its headings, a
+    built HTML page stored from its heading, Sphinx sources in ``docs/build``, a
+    credential-helper manual page, a ``.mako`` file and an extension-less README."""
+    from test_pdf_readers import manual_pdf
+    from test_structure_real import MANPAGE_TXT, NAVIGATION, SECTIONS, SITE_PAGES
+
+    corpus = tmp_path / "corpus"
+    build_corpus(corpus)
+    (corpus / "man").mkdir()
+    (corpus / "man/tidewatch-sync.txt").write_text(MANPAGE_TXT, encoding="utf-8")
+    page, heading, _ = SITE_PAGES["docbook/ch02.en.html"]
+    (corpus / "site").mkdir()
+    (corpus / "site/ch02.en.html").write_text(page, encoding="utf-8")
+    (corpus / "manuals").mkdir()
+    (corpus / "manuals/heliograph.pdf").write_bytes(manual_pdf())
+    with Library(Settings(home=tmp_path / "home", embedder="none")) as library:
+        library.add_folder(corpus)
+        [report] = library.sync()
+        assert report.failed == 0, report.failures
+        new = {"man/tidewatch-sync.txt", "site/ch02.en.html", "manuals/heliograph.pdf"}
+        assert listed_paths(library, "corpus") == INDEXED | new
+
+        def hits(query: str, path: str) -> list:
+            found = [h for h in library.search(query, top_k=50).hits if h.path == path]
+            assert found, (query, path)
+            return found
+
+        [pdf] = hits("quillon screws tripod", "manuals/heliograph.pdf")[:1]
+        assert "Adjusting the tripod" in pdf.section[-1], pdf.section
+        manual = library.list_source("corpus", limit=200).documents
+        [man] = [e.doc for e in manual if e.path == "man/tidewatch-sync.txt"]
+        sections = {
+            h.section for h in library.search("tidewatch-sync", top_k=50).hits if h.doc == man
+        }
+        assert sections, "the manual page is found"
+        assert {path[-1] for path in sections} <= SECTIONS, sections
+        [site] = [e.doc for e in manual if e.path == "site/ch02.en.html"]
+        stored = library.read(site).text
+        assert stored.startswith(heading + "\n"), stored[:200]
+        assert not any(word.lower() in stored.lower() for word in NAVIGATION[:4])
+        assert {"pkg/docs/build/index.rst", "pkg/README", "pkg/templates/settings.mako"} <= (
+            listed_paths(library, "corpus")
+        )
+        assert "git/man1/git-credential-store.1" in listed_paths(library, "corpus")
