@@ -12,6 +12,13 @@ import sys
 import tempfile
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kb_mcp.errors import Unavailable
+
+if TYPE_CHECKING:
+    from fastmcp import Client
+    from fastmcp.client.client import CallToolResult
 
 CORPUS = "kb_mcp.cli"
 STEPS: tuple[tuple[str, dict], ...] = (
@@ -63,13 +70,22 @@ async def _session(home: Path) -> None:
         print("tools:", ", ".join(t.name for t in tools))
         last_cite = None
         for tool, arguments in STEPS:
-            result = await client.call_tool(tool, arguments)
+            result = await _call(client, tool, arguments)
             _show(tool, arguments, result.content[0].text)
             if tool == "search" and result.structured_content["results"]:
                 last_cite = last_cite or result.structured_content["results"][0]["cite"]
         if last_cite:
-            result = await client.call_tool("read", {"doc": last_cite})
+            result = await _call(client, "read", {"doc": last_cite})
             _show("read", {"doc": last_cite}, result.content[0].text)
+
+
+async def _call(client: Client, tool: str, arguments: dict) -> CallToolResult:
+    """The tool's result; a tool error ends the demo with the server's own words (its
+    code and hint), not as an internal error of the demo."""
+    result = await client.call_tool(tool, arguments, raise_on_error=False)
+    if result.is_error:
+        raise Unavailable(f"the demo's {tool} call failed: {result.content[0].text}")
+    return result
 
 
 def run_demo(keep: bool = False) -> int:
