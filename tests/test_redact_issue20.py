@@ -397,7 +397,8 @@ def test_reredact_cleans_issue20_classes_stored_under_the_previous_rules(tmp_pat
         with lib.db.write() as conn:
             source_id = rows.ensure_source(conn, "uploads", "upload", now)
             meta.put(conn, reredact.VERSION_KEY, str(RULES_VERSION - 1))
-        store_document(lib.db, source_id, "handover.md", record, split_document(body, "markdown"),
+        path = lib.db.paths.of("handover.md")
+        store_document(lib.db, source_id, path, record, split_document(body, "markdown"),
                        seen_at=now)  # fmt: skip
     assert RULES_VERSION == 4
     with Library(Settings(home=home, embedder="none")) as lib:

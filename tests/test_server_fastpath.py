@@ -45,6 +45,14 @@ def line(message: dict[str, Any] | bytes) -> bytes:
     return message if isinstance(message, bytes) else json.dumps(message).encode() + b"\n"
 
 
+# A grep that runs until its time limit (1.5 s in these tests): RE2 steps this pattern
+# byte by byte (its DFA outgrows the memory cap), 3.3 s a megabyte here, and the text is
+# 1.9 MB (add_document's limit is 2 MB), so a machine several times faster still reaches
+# the limit (tests/test_grep.py).
+SLOW_GREP = {"pattern": r"(?i)\p{L}{200}z", "regex": True}
+LETTERS = ("ab" * 5_000 + "\n") * 190
+
+
 def library_home(root: Path) -> Settings:
     settings = Settings(home=root / "home", embedder="none", sync_interval_s=0)
     body = "\n\n".join(f"## Part {i}\n\n" + "restore steps here. " * 60 for i in range(160))
@@ -54,6 +62,7 @@ def library_home(root: Path) -> Settings:
         )
         library.add_document("Big", f"# Big\n\n{body}\n", "t://big", by_agent=False)
         library.add_document("Many a", "a" * 5000 + "b\n", "t://aaaa", by_agent=False)
+        library.add_document("Letters", LETTERS, "t://letters", by_agent=False)
     return settings
 
 
@@ -180,7 +189,7 @@ def test_fastpath_cancelled_call_is_never_answered_and_stdin_eof_waits_for_calls
     FastMCP is dropped, as FastMCP drops what it has not answered at EOF."""
     settings = replace(library_home(tmp_path), grep_timeout_ms=1500)
     session = Session(settings)
-    slow = {"pattern": "(a|aa)+$", "regex": True}  # runs until the time limit
+    slow = SLOW_GREP  # runs until the time limit
     session.send(INITIALIZED, tool_call(2, "grep", **slow), tool_call(3, "grep", **slow))
     session.send(
         {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}}
@@ -199,7 +208,7 @@ def test_fastpath_hands_over_after_the_call_in_flight(tmp_path: Path) -> None:
     one in flight answers, then everything after it is FastMCP's, in order."""
     settings = replace(library_home(tmp_path), grep_timeout_ms=1500)
     session = Session(settings)
-    session.send(INITIALIZED, tool_call(2, "grep", pattern="(a|aa)+$", regex=True))
+    session.send(INITIALIZED, tool_call(2, "grep", **SLOW_GREP))
     session.send(tool_call(5, "list"))
     session.wait_replies(2)  # list answered: the grep, read before it, is running
     session.ready.set()  # FastMCP has loaded
@@ -248,7 +257,7 @@ def test_serve_first_search_then_handover_answers_every_request_once(
         server.handshake()
         server.send(line(tool_call(1, "search", query="restore")))
         server.send(line({"jsonrpc": "2.0", "id": 2, "method": "prompts/list"}))
-        server.send(line(tool_call(3, "grep", pattern="(a|aa)+$", regex=True)))
+        server.send(line(tool_call(3, "grep", **SLOW_GREP)))
         # prompts/list waits for FastMCP's import: over 20 s at load 15 on 2 cores.
         replies = [server.reply(STARTUP_TIMEOUT_S) for _ in range(3)]
         server.send(line(tool_call(4, "read", doc="t://b")))
