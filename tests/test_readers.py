@@ -397,6 +397,26 @@ def test_built_in_pdf_reader_joins_words_hyphenated_at_a_line_end(pymupdf) -> No
     )
 
 
+def test_built_in_pdf_reader_keeps_body_lines_that_look_like_markdown_headings_text(
+    pymupdf,
+) -> None:
+    """A manual prints root prompts and shell comments (``# apt-get update``) and rules of
+    ``=`` under a line, in body type: read as Markdown they were headings, and became the
+    section of every passage after them (found on Debian's packaged manuals)."""
+    from kb_mcp.chunk import split_document
+    from kb_mcp.ingest.readers import pdfium
+
+    document = pymupdf.open()
+    page = document.new_page()
+    page.insert_text((72, 60), "Updating the tide tables", fontsize=20)
+    body = "Run as root:\n# apt-get update\nThe checksum\n=====\nis printed last."
+    page.insert_text((72, 100), body, fontsize=11)
+    converted = pdfium.read_pdf(document.tobytes())
+    sections = {c.heading_path for c in split_document(converted.markdown, converted.kind)}
+    assert sections == {("Updating the tide tables",)}, converted.markdown
+    assert "\\# apt-get update" in converted.markdown  # Markdown's own escape
+
+
 def test_built_in_pdf_reader_refuses_scans_encrypted_and_corrupt_files_with_reasons(
     pymupdf,
 ) -> None:

@@ -41,6 +41,8 @@ HEADING_SCALE = 1.2
 MAX_HEADING_CHARS = 100
 HEADING_LEVELS = 3
 RUNNING_MIN_PAGES = 3
+# What Markdown reads as a heading at a line's start: ATX "#" marks, a setext underline.
+_HEADING_SYNTAX = re.compile(r"^( {0,3})(#{1,6}(?=[ \t]|$)|=+[ \t]*$|-+[ \t]*$)")
 # "12", "Page 3", "3 of 9", "- 4 -", and roman numerals written as such ("xiv", not "mild").
 _ROMAN = r"m{0,3}(?:cm|cd|d?c{0,3})(?:xc|xl|l?x{0,3})(?:ix|iv|v?i{0,3})"
 _PAGE_NUMBER = re.compile(
@@ -211,9 +213,12 @@ def _heading_shaped(line: _Line) -> bool:
 
 
 def _markdown_line(line: _Line, levels: dict[float, int]) -> str:
+    """A heading by its font size; any other line as text, escaped where Markdown would
+    read it as a heading: a shell prompt or comment printed in a manual (``# apt-get
+    update``), or a rule of ``=`` / ``-`` under a line (a setext underline)."""
     if (level := levels.get(line.size)) and _heading_shaped(line):
         return "#" * level + " " + line.text.strip()
-    return line.text
+    return _HEADING_SYNTAX.sub(r"\1\\\2", line.text)
 
 
 def tidy(markdown: str) -> str:
