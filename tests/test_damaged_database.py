@@ -158,3 +158,20 @@ def test_web_pages_name_the_fix_instead_of_an_internal_error(damaged: Path) -> N
             page = client.get("/search", params={"q": "backup rotation"})
     assert page.status_code == 503, page.text[:300]
     assert "is damaged" in page.text and "reindex --rebuild" in page.text
+
+
+def test_a_damaged_cell_is_named_by_its_finding_not_sqlites_heading(
+    intact: Path, tmp_path: Path, child_env: dict[str, str]
+) -> None:
+    """Cell pointers overwritten in one page: ``quick_check`` heads its findings with
+    "*** in database main ***", which ``list`` showed as the whole diagnosis."""
+    home = tmp_path / "home"
+    shutil.copytree(intact, home)
+    with apsw.Connection(str(home / DB_FILE)) as conn:
+        pages = [p for (p,) in conn.execute("SELECT pageno FROM dbstat WHERE name='chunks'")]
+    with open(home / DB_FILE, "r+b") as db:
+        db.seek((sorted(pages)[len(pages) // 2] - 1) * PAGE_BYTES + 8)
+        db.write(b"\xff" * 8)  # the page's first cell pointers point past its end
+    done = kb(home, child_env, "list")
+    [health] = [line for line in done.stdout.splitlines() if "database=damaged: " in line]
+    assert "***" not in health and "Tree " in health and REBUILD in health, health

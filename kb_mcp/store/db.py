@@ -314,7 +314,12 @@ class Database:
             return None
         except (apsw.CorruptError, apsw.NotADBError) as exc:
             return [str(exc)]
-        return [] if found == ["ok"] else found
+        if found == ["ok"]:
+            return []
+        # SQLite heads its findings with "*** in database main ***" inside the first one:
+        # one finding a line, the heading dropped, so the first says what is wrong.
+        lines = [line.strip() for row in found for line in str(row).splitlines()]
+        return [line for line in lines if line and not line.startswith("***")] or found
 
     def close(self) -> None:
         """Close every connection of every thread; the object is unusable afterwards."""
