@@ -52,7 +52,8 @@ WINDOW_BYTES = 1 << 16
 WINDOW_OVERLAP_BYTES = 1 << 13
 _HINT = "to search for the text literally, drop --regex (CLI) or pass regex=false (MCP)"
 _SYNTAX = (
-    f"grep regexes are RE2 syntax: no lookaround or backreferences, repeats up to {{{MAX_REPEAT}}}"
+    "grep regexes are RE2 syntax: no lookaround or backreferences, repeats up to "
+    f"{{{MAX_REPEAT}}}, nested repeats up to {MAX_REPEAT:,} times in all"
 )
 _UTF8 = "surrogatepass"  # stored text is valid Unicode; never fail on an odd code point
 
