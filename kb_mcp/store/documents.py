@@ -151,8 +151,11 @@ def set_sync_state(
 
 
 def set_skipped(conn: apsw.Connection, source_id: int, summary: str) -> None:
-    """Store what the source's last walk left out (``ingest/skipped.py`` makes it)."""
-    conn.execute("UPDATE sources SET skipped = ? WHERE id = ?", (summary, source_id))
+    """Store what the source's last walk left out (``ingest/skipped.py`` makes it); an
+    unchanged summary writes nothing."""
+    conn.execute(
+        "UPDATE sources SET skipped = ?1 WHERE id = ?2 AND skipped IS NOT ?1", (summary, source_id)
+    )
 
 
 def skipped_summaries(conn: apsw.Connection) -> dict[int, str]:
