@@ -68,7 +68,7 @@ _DISGUISED = re.compile(
 # Each key rule and whether it reads the line with look-alikes folded to Latin: the rules
 # of other languages must see Cyrillic and Greek as they are (``пароль``, not ``пapoль``).
 _KEY_RULES: tuple[tuple[Rule, bool], ...] = (
-    (values.ASSIGNMENT, True),
+    (values.ASSIGNMENT_RULE, True),
     (values.PROSE_PASSWORD_RULE, True),
     (localised.LOCALISED_PASSWORD_RULE, False),
 )

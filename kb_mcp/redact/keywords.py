@@ -61,6 +61,13 @@ def _key_word() -> str:
 
 # A secret name as the last word(s) of a longer key: DB_PASSWORD, clientSecret, X-Api-Key.
 KEY_WORD = _key_word()
+# One of these (lower-cased) is in every match of KEY_WORD, so a line without any holds no
+# secret name (``_rule.LineGated``). Kept with ``_FORMS``: a form holding none of them
+# needs its own. Narrower than ``pass``: Python's ``pass`` statement names nothing.
+KEY_WORD_NEEDLES = (
+    *("key", "passw", "passp", "_pass", ".pass", "-pass", "pw", "secret", "token"),
+    *("credential", "cookie"),
+)
 
 _KIND_OF_WORD = {
     "token": "token",
