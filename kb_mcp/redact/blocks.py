@@ -38,7 +38,9 @@ _SECRET_KEY = rf"(?:{KEY_WORD}|{PASSWORD_WORD})"
 _YAML_OPENER = re.compile(
     r"(?m)[:：](?<![)\]}]:)(?P<after>[ \t]*(?P<scalar>[|>][-+0-9]*)?[ \t]*(?:#[^\n]*)?\r?)$"
 )
-_CONTAINER_OPENER = re.compile(r"(?:[:=：]|=>)[ \t]*(?P<open>[\[{])(?!REDACTED:)")
+# ``=>`` as ``=`` and a ``>`` checked behind: a pattern led by a class, not an alternation
+# of a class and a literal, which ``re`` cannot skip to (0.08 s of 5 MB, not 0.04)
+_CONTAINER_OPENER = re.compile(r"[:=：](?:(?<==)>)?[ \t]*(?P<open>[\[{])(?!REDACTED:)")
 _KEY_BEFORE = re.compile(rf"(?P<key>{_SECRET_KEY})\\{{0,4}}[\"']?[ \t]*\Z")
 _YAML_LINE_HEAD = re.compile(r"(?P<indent>[ \t]*)(?P<dash>-[ \t]+)?[\"']?[\w.-]*")
 REACH = 64

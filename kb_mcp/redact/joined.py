@@ -54,11 +54,15 @@ _ASCII_COPULAS = tuple(
 _LINE_ENDS = (
     # not a colon closing code (``def f():``, ``d[k]:``, ``{…}:``)
     re.compile(rf"[:=：＝是为為はが는은—–](?<![)\]}}]:){_NEXT_LINE}"),
-    # led by the newline (a literal ``re`` skips to), the copula checked behind it
+    # led by the newline (a literal ``re`` skips to), the copula checked behind it; first
+    # the letter before the newline, which ends no copula on most lines (0.05 s of 5 MB
+    # trying every copula behind every newline, 0.01 s with this guard)
     re.compile(
-        r"\n(?i:"
+        r"\n(?i:(?<=["
+        + "".join(sorted({w[-1] for w in _ASCII_COPULAS}))
+        + r"\r]\n)(?:"
         + "|".join(f"(?<=[ \t]{w}\n)|(?<=[ \t]{w}\r\n)" for w in _ASCII_COPULAS)
-        + r")(?:[ \t]*\r?\n){0,2}(?:[ \t]*(?:```|~~~)[\w+-]*[ \t]*\r?\n)?[ \t]*(?=\S)"
+        + r"))(?:[ \t]*\r?\n){0,2}(?:[ \t]*(?:```|~~~)[\w+-]*[ \t]*\r?\n)?[ \t]*(?=\S)"
     ),
 )
 _KEY_BEFORE = re.compile(
