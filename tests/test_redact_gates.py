@@ -4,11 +4,12 @@ takes out exactly the same, whatever the case, Unicode letters or line endings."
 
 from __future__ import annotations
 
+import base64
 import re
 
 import pytest
 
-from kb_mcp.redact import keywords, values
+from kb_mcp.redact import keywords, redact, values
 from kb_mcp.redact._rule import case_folded, lines_holding
 
 # Key words in spellings ``str.lower`` and ``re`` fold apart (``ſ``, ``ı``, Kelvin ``K``,
@@ -63,3 +64,20 @@ def test_case_folding_keeps_offsets_and_folds_as_re_ignores_case() -> None:
     assert case_folded("APİ_KEY") is None  # İ lower-cases to two characters
     assert lines_holding("a\nmy paſſ\r\nb pass", ("pass",)) == [(2, 10), (11, 17)]
     assert lines_holding("APİ_KEY", ("key",)) is None
+
+
+PEM_B64 = base64.b64encode(
+    b"-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7Vb3Kx9\n"
+    b"-----END PRIVATE KEY-----\n"
+).decode()
+
+
+@pytest.mark.parametrize("lead", ["", " ", "\n", "x = ", "data:\n  "])
+def test_searches_led_by_the_character_before_take_a_value_at_the_text_start_too(
+    lead: str,
+) -> None:
+    """Provider tokens and base64 runs are sought from the character before them, and the
+    text's first one, which has none, on its own."""
+    token = "ghp_" + "a1B2c3D4e5" * 4
+    assert redact(lead + token).text == lead + "[REDACTED:github_token]"
+    assert redact(lead + PEM_B64).text == lead + "[REDACTED:private_key]"
