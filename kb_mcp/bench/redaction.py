@@ -119,7 +119,7 @@ def run(roots: list[Path], megabytes: float, seed: int = 1, samples: int = 50) -
 def table(report: RedactionBench) -> str:
     rows = [
         f"{report.files} files, {report.megabytes:.1f} MB, {report.lines:,} lines, "
-        f"{report.seconds:.0f} s CPU",
+        f"{report.seconds:.1f} s CPU",
         f"{'rule':<40} {'lines':>7} {'lines/MB':>9}",
     ]
     rows += [

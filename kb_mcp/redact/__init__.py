@@ -66,7 +66,7 @@ _CREDENTIAL_RULES: tuple[Scan, ...] = (
     values.redact_csv_columns,
     pipes.redact_pipe_columns,
     blocks.redact_blocks,
-    tokens.PROVIDER_TOKENS,
+    tokens.redact_provider_tokens,
     tokens.VAULT_LEGACY,
     tokens.redact_azure_ad_secret,
     tokens.SAS_SIGNATURE,

@@ -69,6 +69,66 @@ class Gated:
         return any(needle in haystack for needle in self.needles)
 
 
+@dataclass(frozen=True, slots=True)
+class LineGated:
+    """A rule run only over the lines holding one of its needles (``lines_holding``).
+
+    Why: a pattern that starts with a class of many letters (the key words start with 13)
+    makes ``re`` try most positions of a text, while a substring search per needle finds
+    the few lines worth it (the assignment rule: 0.7 s for 5 MB of package text, 0.05 s
+    gated). Sound only for a rule whose every match lies within one line and holds a
+    needle: it then finds the same matches, and the replacer sees the whole text as the
+    match's string, as without the gate.
+    """
+
+    needles: tuple[str, ...]
+    rule: Rule
+
+    def __call__(self, text: str, kinds: list[str]) -> str:
+        spans = lines_holding(text, self.needles)
+        if spans is None:
+            return self.rule(text, kinds)
+        edits = []
+        for start, end in spans:
+            for match in self.rule.pattern.finditer(text, start, end):
+                hit = self.rule.replace(match)
+                if hit is not None:
+                    kinds.append(hit[0])
+                    edits.append((match.start(), match.end(), hit[1]))
+        return splice(text, edits) if edits else text
+
+
+def case_folded(text: str) -> str | None:
+    """``text`` lower-cased one character for one, as ``re`` compares letters ignoring
+    case, for needle searches whose offsets are the text's; None when a character's lower
+    case is longer (``İ``), which would shift every offset after it.
+
+    ``str.lower`` keeps ``ſ`` and ``ı``, which ``re`` matches to ``s`` and ``i`` ignoring
+    case: folded too, so ``paſſword`` holds the needle ``pass`` as the pattern sees it."""
+    lower = text.lower()
+    if len(lower) != len(text):
+        return None
+    if "ſ" in lower or "ı" in lower:
+        lower = lower.replace("ſ", "s").replace("ı", "i")
+    return lower
+
+
+def lines_holding(text: str, needles: tuple[str, ...]) -> list[tuple[int, int]] | None:
+    """Start and end (as ``line_span``) of each line holding a needle, in order, the text
+    case-folded (``case_folded``); None when it cannot be (then every line may hold one)."""
+    folded = case_folded(text)
+    if folded is None:
+        return None
+    spans = set()
+    for needle in needles:
+        at = folded.find(needle)
+        while at >= 0:
+            span = line_span(text, at)
+            spans.add(span)
+            at = folded.find(needle, span[1])  # the next line holding it
+    return sorted(spans)
+
+
 def replace_group(match: re.Match[str], group: str, kind: str) -> tuple[str, str]:
     """Replace one group of the match and keep its surroundings (key name, quotes, host)."""
     start, end = match.span(group)

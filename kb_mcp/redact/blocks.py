@@ -38,9 +38,15 @@ _SECRET_KEY = rf"(?:{KEY_WORD}|{PASSWORD_WORD})"
 _YAML_OPENER = re.compile(
     r"(?m)[:：](?<![)\]}]:)(?P<after>[ \t]*(?P<scalar>[|>][-+0-9]*)?[ \t]*(?:#[^\n]*)?\r?)$"
 )
-_CONTAINER_OPENER = re.compile(r"(?:[:=：]|=>)[ \t]*(?P<open>[\[{])(?!REDACTED:)")
+# ``=>`` as ``=`` and a ``>`` checked behind: a pattern led by a class, not an alternation
+# of a class and a literal, which ``re`` cannot skip to (0.08 s of 5 MB, not 0.04)
+_CONTAINER_OPENER = re.compile(r"[:=：](?:(?<==)>)?[ \t]*(?P<open>[\[{])(?!REDACTED:)")
 _KEY_BEFORE = re.compile(rf"(?P<key>{_SECRET_KEY})\\{{0,4}}[\"']?[ \t]*\Z")
 _YAML_LINE_HEAD = re.compile(r"(?P<indent>[ \t]*)(?P<dash>-[ \t]+)?[\"']?[\w.-]*")
+# What a line may hold before a YAML opener's colon: that head, a key word (letters,
+# joiners, blanks, an apostrophe) and its quotes and escapes. Any other character (``def
+# f(x):``, ``if a == b:``) means no key stands first, found before the key word is sought.
+_YAML_KEY_LINE = re.compile(r"[\w.\"' \t\\-]*")
 REACH = 64
 _HEREDOC = re.compile(r"<<-?[ \t]*(?P<q>['\"]?)(?P<tag>[A-Za-z_]\w{0,30})(?P=q)")
 _SECRET_NAME = re.compile(_SECRET_KEY)
@@ -69,6 +75,8 @@ def _yaml_edits(text: str, opener: re.Match[str]) -> tuple[int, list[tuple[int, 
     """Where the block under a YAML opener ends, and the value spans in it (none when the
     key is not the first thing on its line)."""
     line_start = text.rfind("\n", 0, opener.start()) + 1
+    if not _YAML_KEY_LINE.fullmatch(text, line_start, opener.start()):
+        return opener.end(), []
     key = _key_before(text, opener.start())
     head = key and _YAML_LINE_HEAD.fullmatch(text, line_start, key.start())
     if not head:

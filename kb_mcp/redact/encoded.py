@@ -14,11 +14,17 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from collections.abc import Iterator
 
 from kb_mcp.redact._rule import marker, splice
 
-# 24 characters: base64 of "password=" and a 9-character value
-_BLOB = re.compile(r"(?<![A-Za-z0-9+/_=-])[A-Za-z0-9+/_-]{24,}={0,2}(?![A-Za-z0-9+/_=-])")
+# 24 characters: base64 of "password=" and a 9-character value. Led by the character
+# before the run (a class ``re`` skips to in C, once per word) rather than a lookbehind
+# (which made it try every letter: 0.19 s for 5 MB, not 0.10); the text's first run has no
+# character before it and is matched on its own (``_blobs``).
+_RUN = r"(?P<blob>[A-Za-z0-9+/_-]{24,}={0,2})(?![A-Za-z0-9+/_=-])"
+_FIRST_BLOB = re.compile(_RUN)
+_BLOB = re.compile(r"[^A-Za-z0-9+/_=-]" + _RUN)
 _LINE = re.compile(r"[ \t]*(?P<body>[A-Za-z0-9+/]{4,}={0,2})[ \t]*\r?")
 MAX_BLOB = 256 * 1024
 FULL_WIDTH = 60  # a wrapped line (76 for MIME, 64 for PEM); shorter ends the blob
@@ -58,18 +64,27 @@ def _continuation(text: str, end: int) -> list[tuple[int, int]]:
     return spans
 
 
+def _blobs(text: str) -> Iterator[tuple[int, int]]:
+    """Spans of the base64 runs standing alone (no base64 character or ``=`` either side)."""
+    first = _FIRST_BLOB.match(text)
+    if first:
+        yield first.span("blob")
+    for match in _BLOB.finditer(text):
+        yield match.span("blob")
+
+
 def redact_encoded(text: str, kinds: list[str]) -> str:
     """Base64 blobs that decode to text holding a secret (see the module)."""
     from kb_mcp.redact import redact  # the whole rule set reads the decoding
 
     edits: list[tuple[int, int, str]] = []
     taken = -1
-    for match in _BLOB.finditer(text):
-        if match.start() < taken:
+    for start, end in _blobs(text):
+        if start < taken:
             continue
-        spans = [match.span()]
-        if len(match.group(0)) >= FULL_WIDTH:
-            spans += _continuation(text, match.end())
+        spans = [(start, end)]
+        if end - start >= FULL_WIDTH:
+            spans += _continuation(text, end)
         blob = "".join(text[a:b] for a, b in spans)
         if len(blob) > MAX_BLOB:
             continue

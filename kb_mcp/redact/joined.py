@@ -54,11 +54,15 @@ _ASCII_COPULAS = tuple(
 _LINE_ENDS = (
     # not a colon closing code (``def f():``, ``d[k]:``, ``{…}:``)
     re.compile(rf"[:=：＝是为為はが는은—–](?<![)\]}}]:){_NEXT_LINE}"),
-    # led by the newline (a literal ``re`` skips to), the copula checked behind it
+    # led by the newline (a literal ``re`` skips to), the copula checked behind it; first
+    # the letter before the newline, which ends no copula on most lines (0.05 s of 5 MB
+    # trying every copula behind every newline, 0.01 s with this guard)
     re.compile(
-        r"\n(?i:"
+        r"\n(?i:(?<=["
+        + "".join(sorted({w[-1] for w in _ASCII_COPULAS}))
+        + r"\r]\n)(?:"
         + "|".join(f"(?<=[ \t]{w}\n)|(?<=[ \t]{w}\r\n)" for w in _ASCII_COPULAS)
-        + r")(?:[ \t]*\r?\n){0,2}(?:[ \t]*(?:```|~~~)[\w+-]*[ \t]*\r?\n)?[ \t]*(?=\S)"
+        + r"))(?:[ \t]*\r?\n){0,2}(?:[ \t]*(?:```|~~~)[\w+-]*[ \t]*\r?\n)?[ \t]*(?=\S)"
     ),
 )
 _KEY_BEFORE = re.compile(
@@ -84,10 +88,11 @@ def _glues(text: str) -> list[tuple[int, int, str]]:
     for m in (m for pattern in _LINE_ENDS for m in pattern.finditer(text)):
         newline = text.index("\n", m.start())
         head = text[max(text.rfind("\n", 0, m.start()) + 1, newline - REACH) : newline].rstrip()
-        if not may_name_a_secret(head):
+        # a code statement first: the cheapest test, and the most lines ending in ":"
+        if _CODE_HEAD.match(head) or not may_name_a_secret(head):
             continue
         key = _KEY_BEFORE.search(head)
-        if key is None or _CODE_HEAD.match(head) or not _CODE_MARKS.isdisjoint(head[: key.start()]):
+        if key is None or not _CODE_MARKS.isdisjoint(head[: key.start()]):
             continue
         start = newline - 1 if text[newline - 1] == "\r" else newline
         glues.append((start, m.end(), " "))

@@ -61,6 +61,13 @@ def _key_word() -> str:
 
 # A secret name as the last word(s) of a longer key: DB_PASSWORD, clientSecret, X-Api-Key.
 KEY_WORD = _key_word()
+# One of these (lower-cased) is in every match of KEY_WORD, so a line without any holds no
+# secret name (``_rule.LineGated``). Kept with ``_FORMS``: a form holding none of them
+# needs its own. Narrower than ``pass``: Python's ``pass`` statement names nothing.
+KEY_WORD_NEEDLES = (
+    *("key", "passw", "passp", "_pass", ".pass", "-pass", "pw", "secret", "token"),
+    *("credential", "cookie"),
+)
 
 _KIND_OF_WORD = {
     "token": "token",
@@ -158,11 +165,14 @@ _HINT_PARTS = tuple(
         | {w[:4].lower() for w in PASSWORD_WORDS + SHORT_PASSWORD_WORDS + SECRET_WORDS}
     )
 )
+# The ASCII parts as one pattern: the only ones an ASCII window can hold, found in one
+# search instead of a substring test per part (this cut runs for each of tens of thousands
+# of windows in 5 MB of code: 0.06 s against 0.35 s).
+_ASCII_HINT = re.compile("|".join(re.escape(part) for part in _HINT_PARTS if part.isascii()))
 
 
 def may_name_a_secret(window: str) -> bool:
     """False only when ``window`` holds no part of any key word (a cheap first cut)."""
     if not window.isascii():
         return True
-    lower = window.lower()
-    return any(part in lower for part in _HINT_PARTS)
+    return _ASCII_HINT.search(window.lower()) is not None

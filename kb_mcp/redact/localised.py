@@ -89,6 +89,15 @@ _NEEDLES = tuple(
 )
 
 
+# The needles led by a letter of another script (Cyrillic, Greek, CJK, Hangul…), sought in
+# one pass: ``re`` skips in C to those rare first letters, where a find per needle read a
+# non-ASCII text once for each of them.
+_LATIN_LED = tuple(needle for needle in _NEEDLES if needle[0].isascii())
+_OTHER_SCRIPT_LED = re.compile(
+    "|".join(re.escape(needle) for needle in _NEEDLES if not needle[0].isascii())
+)
+
+
 def redact_localised_passwords(text: str, kinds: list[str]) -> str:
     """The rule over the lines holding one of the words, not over the whole text.
 
@@ -100,12 +109,17 @@ def redact_localised_passwords(text: str, kinds: list[str]) -> str:
     if len(lower) != len(text):  # a character whose lower case is longer (İ): no offsets
         return LOCALISED_PASSWORD_RULE(text, kinds)
     spans = set()
-    for needle in _NEEDLES:
+    for needle in _LATIN_LED:
         at = lower.find(needle)
         while at >= 0:
             span = line_span(text, at)
             spans.add(span)
             at = lower.find(needle, span[1])  # the next line holding it
+    found = None if lower.isascii() else _OTHER_SCRIPT_LED.search(lower)
+    while found:
+        span = line_span(text, found.start())
+        spans.add(span)
+        found = _OTHER_SCRIPT_LED.search(lower, span[1])
     edits = []
     for start, end in sorted(spans):
         line = text[start:end]

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from kb_mcp.redact._rule import (
     Gated,
+    LineGated,
     Rule,
     is_placeholder,
     line_span,
@@ -20,7 +21,7 @@ from kb_mcp.redact._rule import (
     replace_group,
     splice,
 )
-from kb_mcp.redact.keywords import KEY_WORD, word_kind
+from kb_mcp.redact.keywords import KEY_WORD, KEY_WORD_NEEDLES, word_kind
 
 # --- Authorization headers and URL passwords: the named group is the value and its kind ------
 _AUTH_HEADER = re.compile(
@@ -219,7 +220,10 @@ def _redact_assignment(match: re.Match[str]) -> tuple[str, str] | None:
     return replace_group(match, group, kind)
 
 
-ASSIGNMENT = Rule(_ASSIGN, _redact_assignment)
+ASSIGNMENT_RULE = Rule(_ASSIGN, _redact_assignment)
+# Its matches lie within a line (no part of the pattern crosses a newline) and start with
+# a key word, so only the lines holding a key word's needle are searched.
+ASSIGNMENT = LineGated(KEY_WORD_NEEDLES, ASSIGNMENT_RULE)
 
 # kubeconfig client-key-data / client-certificate-data: base64 of a key and its certificate.
 _KUBECONFIG = re.compile(

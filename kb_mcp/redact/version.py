@@ -28,8 +28,10 @@ from __future__ import annotations
 # next line (block scalars, heredocs, containers, wrapped prose, string concatenation),
 # the key-name grammar, base64 blobs holding a secret, HTML name/content pairs, tokens
 # after a joiner, and the generic generated-value-beside-a-key-word rule.
+# (issue 22 put cheap cuts in front of the rules; the oracle compared their output over
+# 20 MB of package text and the test corpora, byte for byte: the version did not move.)
 RULES_VERSION = 4
-RULES_FINGERPRINT = "c8a8269d87d57fe2"
+RULES_FINGERPRINT = "b1c350c7b0407ce9"
 # The modules whose code decides what ``redact`` takes out of stored text.
 RULE_MODULES = (
     *("__init__", "_rule", "pem", "tokens", "values", "confusables", "keywords", "localised"),
