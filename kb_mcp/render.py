@@ -112,6 +112,8 @@ def grep_text(result: GrepResult) -> str:
         tail.append("stopped at the time limit; results are partial")
     if not lines:
         lines.append(f"no line matches {data['pattern']!r}")
+        if not data["documents_scanned"]:  # said, or a glob's typo reads as "not there"
+            lines.append("no document was searched: the library is empty, or no path matches")
     return "\n".join(lines + tail)
 
 

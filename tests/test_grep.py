@@ -7,6 +7,7 @@ line numbers, runaway patterns hanging the server, and huge lines flooding a rep
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 import regex
@@ -331,3 +332,19 @@ def test_grep_long_line_column_counts_characters_not_bytes() -> None:
 def test_grep_ignore_case_folds_beyond_ascii() -> None:
     matches, *_ = grep("ÉTÉ", [("d", "p", "un été chaud")], ignore_case=True)
     assert [m.line for m in matches] == ["un été chaud"]
+
+
+def test_a_path_glob_no_path_matches_is_said_not_taken_for_no_match(tmp_path: Path) -> None:
+    """``--path-glob '['`` answered "no line matches", as if the text were not there."""
+    from library_checks import keyword_library
+
+    from kb_mcp import render
+
+    library = keyword_library(tmp_path, {"tides.md": "# Tides\n\nHigh water at noon.\n"})
+    with library:
+        missed = render.grep_text(library.grep("water", path_glob="["))
+        found = render.grep_text(library.grep("water", path_glob="*.md"))
+        absent = render.grep_text(library.grep("quillwort"))
+    assert missed.endswith("no document was searched: the library is empty, or no path matches")
+    assert found.startswith("tides.md:3: High water at noon.")
+    assert absent == "no line matches 'quillwort'"
