@@ -248,13 +248,35 @@ CREATE TABLE kw_delta (chunk_id INTEGER PRIMARY KEY, seq INTEGER NOT NULL);
 CREATE INDEX kw_delta_seq ON kw_delta(seq);
 """
 
+# What a change of a location tells ``names_log`` (``_V8``): made again by ``_v9`` for the
+# rebuilt table, since dropping a table drops its triggers.
+_LOCATION_NAME_TRIGGERS = """\
+CREATE TRIGGER names_log_loc_insert AFTER INSERT ON locations
+WHEN NEW.document_id IS NOT NULL BEGIN
+    INSERT INTO names_log(what, item, token) VALUES (0, NEW.document_id, random());
+END;
+CREATE TRIGGER names_log_loc_delete AFTER DELETE ON locations
+WHEN OLD.document_id IS NOT NULL BEGIN
+    INSERT INTO names_log(what, item, token) VALUES (0, OLD.document_id, random());
+END;
+CREATE TRIGGER names_log_loc_update AFTER UPDATE OF path, document_id, source_id ON locations
+WHEN OLD.document_id IS NOT NEW.document_id OR OLD.path IS NOT NEW.path
+    OR OLD.source_id IS NOT NEW.source_id BEGIN
+    INSERT INTO names_log(what, item, token)
+        SELECT 0, OLD.document_id, random() WHERE OLD.document_id IS NOT NULL;
+    INSERT INTO names_log(what, item, token)
+        SELECT 0, NEW.document_id, random() WHERE NEW.document_id IS NOT NULL;
+END;
+"""
+
 # 8: the change log of what a reference can match (issue 10 ingest): which documents'
 # names (title, uri, key, date, paths, whether a user's source holds them) and which
 # relation rows changed, in commit order, written by triggers so that no write path can
 # forget it. ``ingest/name_index.py`` keeps the names of the library in memory and
 # catches up from here instead of reading every document per stored file; ``token`` (a
 # random number per entry) tells it when an entry it saw was rolled back. Integers only.
-_V8_NAMES_LOG = """
+_V8_NAMES_LOG = (
+    """
 CREATE TABLE names_log (
     seq   INTEGER PRIMARY KEY,
     what  INTEGER NOT NULL,  -- 0: a document's names, 1: a relation row
@@ -272,22 +294,9 @@ WHEN OLD.title IS NOT NEW.title OR OLD.uri IS NOT NEW.uri OR OLD.doc_key IS NOT 
     OR OLD.doc_date IS NOT NEW.doc_date BEGIN
     INSERT INTO names_log(what, item, token) VALUES (0, NEW.id, random());
 END;
-CREATE TRIGGER names_log_loc_insert AFTER INSERT ON locations
-WHEN NEW.document_id IS NOT NULL BEGIN
-    INSERT INTO names_log(what, item, token) VALUES (0, NEW.document_id, random());
-END;
-CREATE TRIGGER names_log_loc_delete AFTER DELETE ON locations
-WHEN OLD.document_id IS NOT NULL BEGIN
-    INSERT INTO names_log(what, item, token) VALUES (0, OLD.document_id, random());
-END;
-CREATE TRIGGER names_log_loc_update AFTER UPDATE OF path, document_id, source_id ON locations
-WHEN OLD.document_id IS NOT NEW.document_id OR OLD.path IS NOT NEW.path
-    OR OLD.source_id IS NOT NEW.source_id BEGIN
-    INSERT INTO names_log(what, item, token)
-        SELECT 0, OLD.document_id, random() WHERE OLD.document_id IS NOT NULL;
-    INSERT INTO names_log(what, item, token)
-        SELECT 0, NEW.document_id, random() WHERE NEW.document_id IS NOT NULL;
-END;
+"""
+    + _LOCATION_NAME_TRIGGERS
+    + """\
 CREATE TRIGGER names_log_rel_insert AFTER INSERT ON doc_relations BEGIN
     INSERT INTO names_log(what, item, token) VALUES (1, NEW.id, random());
 END;
@@ -295,6 +304,7 @@ CREATE TRIGGER names_log_rel_delete AFTER DELETE ON doc_relations BEGIN
     INSERT INTO names_log(what, item, token) VALUES (1, OLD.id, random());
 END;
 """
+)
 
 
 def _v9_redacted_location_paths(conn: apsw.Connection) -> None:
@@ -363,25 +373,9 @@ def _v9_redacted_location_paths(conn: apsw.Connection) -> None:
 
 # The index and the ``names_log`` triggers of the rebuilt table, as ``_V1`` and ``_V8``
 # made them for the old one (dropped with it).
-_V9_LOCATION_INDEX_AND_TRIGGERS = """
-CREATE INDEX locations_document ON locations(document_id);
-CREATE TRIGGER names_log_loc_insert AFTER INSERT ON locations
-WHEN NEW.document_id IS NOT NULL BEGIN
-    INSERT INTO names_log(what, item, token) VALUES (0, NEW.document_id, random());
-END;
-CREATE TRIGGER names_log_loc_delete AFTER DELETE ON locations
-WHEN OLD.document_id IS NOT NULL BEGIN
-    INSERT INTO names_log(what, item, token) VALUES (0, OLD.document_id, random());
-END;
-CREATE TRIGGER names_log_loc_update AFTER UPDATE OF path, document_id, source_id ON locations
-WHEN OLD.document_id IS NOT NEW.document_id OR OLD.path IS NOT NEW.path
-    OR OLD.source_id IS NOT NEW.source_id BEGIN
-    INSERT INTO names_log(what, item, token)
-        SELECT 0, OLD.document_id, random() WHERE OLD.document_id IS NOT NULL;
-    INSERT INTO names_log(what, item, token)
-        SELECT 0, NEW.document_id, random() WHERE NEW.document_id IS NOT NULL;
-END;
-"""
+_V9_LOCATION_INDEX_AND_TRIGGERS = (
+    "CREATE INDEX locations_document ON locations(document_id);\n" + _LOCATION_NAME_TRIGGERS
+)
 
 # 10: what each folder source's last sync left out (issue 20 item 9): counts per skip
 # reason and the first paths of each, redacted, as JSON (``ingest/skipped.py``). A
