@@ -117,8 +117,12 @@ def lines_holding(text: str, needles: tuple[str, ...]) -> list[tuple[int, int]] 
     """Start and end (as ``line_span``) of each line holding a needle, in order, the text
     case-folded (``case_folded``); None when it cannot be (then every line may hold one)."""
     folded = case_folded(text)
-    if folded is None:
-        return None
+    return None if folded is None else needle_lines(text, folded, needles)
+
+
+def needle_lines(text: str, folded: str, needles: tuple[str, ...]) -> list[tuple[int, int]]:
+    """Start and end of each line of ``text`` holding a needle, sought in ``folded``: a
+    lower-cased copy of ``text`` with the same offsets (``case_folded``, or ``str.lower``)."""
     spans = set()
     for needle in needles:
         at = folded.find(needle)

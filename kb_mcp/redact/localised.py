@@ -21,7 +21,14 @@ from __future__ import annotations
 
 import re
 
-from kb_mcp.redact._rule import Rule, is_placeholder, line_span, marker, splice
+from kb_mcp.redact._rule import (
+    Rule,
+    is_placeholder,
+    line_span,
+    marker,
+    needle_lines,
+    splice,
+)
 from kb_mcp.redact.keywords import (
     COPULA,
     PASSWORD_WORD,
@@ -108,13 +115,7 @@ def redact_localised_passwords(text: str, kinds: list[str]) -> str:
     lower = text.lower()
     if len(lower) != len(text):  # a character whose lower case is longer (İ): no offsets
         return LOCALISED_PASSWORD_RULE(text, kinds)
-    spans = set()
-    for needle in _LATIN_LED:
-        at = lower.find(needle)
-        while at >= 0:
-            span = line_span(text, at)
-            spans.add(span)
-            at = lower.find(needle, span[1])  # the next line holding it
+    spans = set(needle_lines(text, lower, _LATIN_LED))
     found = None if lower.isascii() else _OTHER_SCRIPT_LED.search(lower)
     while found:
         span = line_span(text, found.start())
