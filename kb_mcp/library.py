@@ -256,6 +256,11 @@ class Library:
         """Ranked, cited passages, one per document; empty (with a reason) when none match."""
         return self._lookup.search(query, top_k, mode, source, legs)
 
+    @property
+    def lookup(self) -> Lookup:
+        """Search, grep and read, for the bench's deeper looks (``ranked``)."""
+        return self._lookup
+
     def grep(
         self,
         pattern: str,

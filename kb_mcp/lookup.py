@@ -19,10 +19,12 @@ from kb_mcp.errors import SearchTimedOut
 from kb_mcp.reader import read_document
 from kb_mcp.results import ReadResult
 from kb_mcp.search.engine import (
+    Ranked,
     SearchRequest,
     SearchResult,
     check_legs,
     plan_search,
+    rank_request,
     run_search,
 )
 from kb_mcp.state import LibraryState
@@ -89,6 +91,19 @@ class Lookup:
         if leg is not None and leg.embed_seconds:  # the leg is this search's own
             result = replace(result, embed_ms=round(leg.embed_seconds * 1000, 2))
         return result
+
+    def ranked(self, query: str, mode: str, source: str | None, exclude: frozenset[str]) -> Ranked:
+        """The fused ranking of ``query`` with every candidate's features, in fused order
+        and without a deadline, as if ``exclude`` were not stored: what ``kb-mcp bench
+        train-ranker`` learns from (``search/model.py``)."""
+        request = SearchRequest(query, 10, mode, source, None, self.settings.relations)
+        source_id = self._source_id(source) if source else None
+        self._ready()
+        leg = self._vector_leg() if mode != "keyword" else None
+        self._embed_question(leg, request.validated())
+        return rank_request(
+            self.db, self.fts, request, source_id, leg, self.graph, model=None, exclude=exclude
+        )
 
     def _embed_question(self, leg: VectorLeg | None, request: SearchRequest) -> None:
         """Embed the question before the database deadline starts, when the plan runs

@@ -608,26 +608,6 @@ def test_search_demotes_a_corrected_document_only_for_the_corrected_fact(
         assert who[0].relations == (f"corrected by {count[0].doc}#L4-L4",)
 
 
-def test_relation_rule_demotes_a_withdrawn_document_further_than_a_corrected_one() -> None:
-    """issue 9 (retraction): nothing of a withdrawn document holds, so it sinks
-    WITHDRAWN_RANKS ranks, also when its own status demoted it already; a corrected one
-    DEMOTION once; a question about the past leaves both alone."""
-    from kb_mcp.search.adjust import Candidate
-    from kb_mcp.search.freshness import DEMOTION
-    from kb_mcp.search.relations import WITHDRAWN, Change, relation_rule
-
-    withdrawn = Change("withdraws", True, "notice", "notice#L3-L3", "2026-03-20")
-    corrected = Change("corrects", True, "errata", "errata#L4-L4", "2026-03-20")
-    changes = {"a": [withdrawn], "b": [corrected], "c": [withdrawn]}
-    rule = relation_rule(changes, None, False, {"errata": 0})
-    assert WITHDRAWN < DEMOTION
-    assert rule(Candidate("a", 1.0)).factor == pytest.approx(WITHDRAWN)
-    assert rule(Candidate("b", 1.0)).factor == pytest.approx(DEMOTION)
-    obsolete = Candidate("c", 1.0, status="obsolete")  # freshness gave it DEMOTION
-    assert rule(obsolete).factor * DEMOTION == pytest.approx(WITHDRAWN)
-    assert relation_rule(changes, None, True, {"errata": 0})(Candidate("a", 1.0)) is None
-
-
 @pytest.mark.parametrize(
     ("query", "past", "kept"),
     [

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from kb_mcp.library import Library
-from kb_mcp.search.adjust import Adjustment
 from kb_mcp.settings import Settings
 
 LONG_DOCUMENTS = 3
@@ -123,22 +122,3 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Library]:
     library.sync()
     yield library
     library.close()
-
-
-def test_search_ranks_the_doc_above_a_test_file_that_matches_more_strongly(
-    project: Library,
-) -> None:
-    """issue 8: a how-to question wants the doc page; the test file says it was demoted."""
-    hits = project.search("set a request timeout on the client").hits
-    assert [h.path for h in hits] == ["docs/timeouts.md", "tests/test_timeouts.py"]
-    assert hits[1].leg_scores["keyword"] > hits[0].leg_scores["keyword"]
-    assert hits[0].adjustments == ()
-    assert hits[1].adjustments == (Adjustment("demoted: test file", 0.5),)
-
-
-def test_search_ranks_the_test_file_first_when_the_question_asks_for_tests(
-    project: Library,
-) -> None:
-    hits = project.search("which tests cover the request timeout").hits
-    assert [h.path for h in hits] == ["tests/test_timeouts.py", "docs/timeouts.md"]
-    assert hits[0].adjustments == (Adjustment("promoted: test file, asked for", 2.0),)

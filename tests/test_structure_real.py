@@ -30,7 +30,6 @@ from kb_mcp.ingest.readers import read_path
 from kb_mcp.ingest.readers.text import plain_converted
 from kb_mcp.library import Library
 from kb_mcp.search.engine import Hit
-from kb_mcp.search.prior import classify_path
 from kb_mcp.settings import Settings
 
 
@@ -200,7 +199,6 @@ def test_both_asciidoc_suffixes_are_read_as_asciidoc_prose(name: str, tmp_path: 
     path.parent.mkdir()
     path.write_text(MANPAGE_ADOC, encoding="utf-8")
     assert read_path(path).kind == "asciidoc"
-    assert classify_path(name) == "doc"
 
 
 @pytest.mark.parametrize("rel", sorted(MANPAGES))

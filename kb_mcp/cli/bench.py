@@ -176,6 +176,46 @@ def _add_pdf_readers_parser(bench_sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_bench_pdf_readers)
 
 
+def cmd_bench_train_ranker(args: argparse.Namespace) -> int:
+    """Fit the ranking and abstention model on the public training splits and the
+    hand-written development sets, and write its weights (kb_mcp/search/ranker.json)."""
+    import json
+
+    from kb_mcp.bench.train_ranker import WEIGHTS_FILE, train
+    from kb_mcp.settings import load
+
+    homes = Path(args.homes).expanduser()
+    overrides = {"embedder": args.embedder, "embed_model": args.embed_model}
+    output = Path(args.output) if args.output else WEIGHTS_FILE
+    with PhaseProgress(BENCH_INGEST) as bar:
+        cache = Path(args.examples) if args.examples else None
+        summary = train(homes, load(overrides=overrides), output=output, progress=bar, cache=cache)
+    print(json.dumps(summary, indent=1))
+    print(f"weights written to {output}")
+    return 0
+
+
+def _add_train_ranker_parser(bench_sub: argparse._SubParsersAction, embedder_flags) -> None:
+    p = bench_sub.add_parser(
+        "train-ranker",
+        help=cmd_bench_train_ranker.__doc__,
+        description=cmd_bench_train_ranker.__doc__,
+    )
+    p.add_argument(
+        "--homes",
+        required=True,
+        help="folder of one library per training set (built on first use, then reused)",
+    )
+    p.add_argument("--output", help="where to write the weights (default: the shipped file)")
+    p.add_argument(
+        "--examples",
+        help="a file keeping the collected feature rows: written on the first run, read "
+        "instead of running the questions on later ones (to try fits quickly)",
+    )
+    embedder_flags(p)
+    p.set_defaults(func=cmd_bench_train_ranker)
+
+
 def _add_web_parser(bench_sub: argparse._SubParsersAction) -> None:
     p = bench_sub.add_parser("web", help=cmd_bench_web.__doc__, description=cmd_bench_web.__doc__)
     p.add_argument("--chunks", type=int, default=100_000, help="library size (default 100000)")
@@ -263,6 +303,7 @@ def add_bench_parser(sub: argparse._SubParsersAction, common, embedder_flags) ->
     _add_web_parser(bench_sub)
     _add_redaction_parser(bench_sub)
     _add_pdf_readers_parser(bench_sub)
+    _add_train_ranker_parser(bench_sub, embedder_flags)
 
 
 def _add_embed_perf_flags(p: argparse.ArgumentParser) -> None:

@@ -26,9 +26,7 @@ if TYPE_CHECKING:  # imported lazily at run time: start-up stays lean
 # parser is built without importing the settings module; a test keeps the two equal.
 EMBEDDER_CHOICES = ("local", "ollama", "none")
 GRAPH_EXTRACTOR_CHOICES = ("heuristic", "ollama")  # settings.GRAPH_EXTRACTORS
-LEGS_HELP = (
-    "comma-separated legs to run instead of the mode's plan: any of keyword, vector, graph, hop"
-)
+LEGS_HELP = "comma-separated legs to run instead of the mode's plan: any of keyword, vector, graph"
 HOME_HELP = "library folder (default: $KB_MCP_HOME or the XDG data dir, ~/.local/share/kb-mcp)"
 
 

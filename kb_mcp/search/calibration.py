@@ -1,12 +1,11 @@
 """What the engine knows about each embedding model, measured on the tuning splits. Pure.
 
 A vector leg is only as good as its model, and models differ in ways the engine must
-respect: how much weight the leg deserves in the fusion, how low a cosine means "nothing
-here is about the question" (cosines are not comparable across models: one model's
-unrelated passages sit at 0.1, another's at 0.7), and whether the model reads Chinese and
-Japanese at all (an English-only model ranks CJK text at random and drags a fused list
-down). Each known model has its row; an unknown one (an Ollama model of the user's
-choice) gets equal weight and no cosine floor, so only the lexical floor decides.
+respect: how much weight the leg deserves in the fusion, and whether the model reads
+Chinese and Japanese at all (an English-only model ranks CJK text at random and drags a
+fused list down). Each known model has its row; an unknown one (an Ollama model of the
+user's choice) gets equal weight. What a cosine means for abstention is the ranking
+model's to weigh (``search/model.py``).
 """
 
 from __future__ import annotations
@@ -25,11 +24,8 @@ class VectorCalibration:
     """One model's place in the fusion."""
 
     weight: float = 1.0  # RRF weight of the vector leg (the keyword leg's is 1.0)
-    cosine_floor: float | None = None  # best-passage cosine below which nothing is relevant
-    cosine_rescue: float | None = None  # best cosine at which the lexical floor is waived
-    coverage_floor: float | None = None  # the lexical floor beside this model (None: keyword's)
     reads_cjk: bool = True  # False: the leg sits out questions in CJK
-    source: str = "not calibrated: equal weight, lexical floor only"
+    source: str = "not calibrated: equal weight"
 
 
 UNCALIBRATED = VectorCalibration()
@@ -41,17 +37,8 @@ CALIBRATIONS: dict[str, VectorCalibration] = {
     # 0.509 / 0.527 / 0.535 / 0.545 / 0.550 (0.409), golden 0.946 / 0.946 / 0.953 /
     # 0.944 / 0.943 (0.911). 1.0: the golden set's best, +0.13 on code, -0.009 on SciFact.
     # English-only (WordPiece vocabulary): CMRC2018 dev falls from 0.987 to 0.69 fused.
-    # Abstention: no cosine floor keeps false-empty answers under 2% and abstains more
-    # (answerable SciFact questions reach down to cosine 0.33 at the 1st percentile,
-    # the golden set's absent answers sit at 0.34-0.56). What works is a stricter lexical
-    # floor that a close passage waives: coverage below 35% and best cosine below 0.42
-    # answers nothing. Golden abstention 0.125 → 0.25, false-empty golden 1.0%, SciFact
-    # 1.4%, CoSQA 0.4% (0.44: 0.375 abstention but 1.9% / 1.7%, too close to 2%).
     "local:all-MiniLM-L6-v2-int8": VectorCalibration(
         weight=1.0,
-        cosine_floor=None,
-        cosine_rescue=0.42,
-        coverage_floor=0.35,
         reads_cjk=False,
         source="issue 8 tuning: SciFact train, CoSQA dev, CMRC2018 dev, golden",
     ),

@@ -12,48 +12,30 @@ of each document, times the factors of the adjustments that moved it
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from kb_mcp.cite import format_cite
 from kb_mcp.errors import InvalidInput, Unavailable
-from kb_mcp.index.fts import FtsIndex, head_text
+from kb_mcp.index.fts import FtsIndex
 from kb_mcp.index.graph import GraphIndex
 from kb_mcp.limits import TOP_K
-from kb_mcp.search import hop
-from kb_mcp.search.adjust import Adjustment, Candidate, Rule
+from kb_mcp.search.adjust import Adjustment, Candidate
 from kb_mcp.search.calibration import UNCALIBRATED, VectorCalibration, calibration_for, has_cjk
-from kb_mcp.search.counted import clauses, counted_noun
-from kb_mcp.search.distinct import DISTINCT_PASSAGES, distinct_reason
-from kb_mcp.search.floor import (
-    ANSWER_PASSAGES,
-    PERSON_PASSAGES,
-    PassageTerms,
-    answer_type_reason,
-    asks_for_number,
-    asks_for_person,
-    coverage,
-    floor_reason,
-    idf,
-    person_reason,
-    slot_words,
-)
 from kb_mcp.search.fuse import FusedHit, LegHit
-from kb_mcp.search.graph import expands, graph_leg
-from kb_mcp.search.graph import seeds as graph_seeds
-from kb_mcp.search.hop import asks_for_someone
+from kb_mcp.search.graph import graph_leg
 from kb_mcp.search.keyword import keyword_leg
-from kb_mcp.search.query import Query, or_expression, parse_query, without_common_units
+from kb_mcp.search.model import LegSetModel, shipped
+from kb_mcp.search.query import Query, parse_query, without_common_units
 from kb_mcp.search.rank import CANDIDATE_DOCUMENTS, UNEMBEDDED_LEG, Ranking, RankInputs, rank
 from kb_mcp.search.relations import annotations, without_past_phrase
-from kb_mcp.search.stats import UnitStats, unit_stats
+from kb_mcp.search.stats import unit_stats
 from kb_mcp.search.vector import NO_EMBEDDER, VectorLeg, VectorState
 from kb_mcp.store import documents as rows
 from kb_mcp.store.db import Database
 
 MODES = ("auto", "keyword", "vector", "hybrid")
-LEGS = ("keyword", "vector", "graph", "hop")
+LEGS = ("keyword", "vector", "graph")
 # Passages the vector leg reads (it ranks passages; the engine keeps each document's best).
 # As many as the documents each leg ranks: reading 4x as many scored the same to the
 # fourth digit on SciFact train, CoSQA dev and the golden set (hybrid nDCG@10 0.6944 /
@@ -72,13 +54,6 @@ GRAPH_WEIGHT = 0.05
 # Passages the graph leg ranks (it ranks passages; the engine keeps each document's best).
 GRAPH_PASSAGES = CANDIDATE_DOCUMENTS
 GRAPH_MODES: frozenset[str] = frozenset()
-# The hop leg (``search/hop.py``): its RRF weight, and the modes that run it for
-# questions asking for a who, a team or a way to reach one (unless legs are named).
-# Tuned on golden2 dev and golden, keyword (docs/retrieval.md "Hop leg"): 0.7 / 1.0 /
-# 1.5 gave golden2 dev macro 0.890 / 0.895 / 0.896 and golden contradiction 0.967 /
-# 0.967 / 0.935; 2.0 cost golden fact (0.845 → 0.818) in an earlier version.
-HOP_WEIGHT = 1.0
-HOP_MODES: frozenset[str] = frozenset({"auto", "keyword", "hybrid"})
 SCORE_DIGITS = 4  # significant digits of reported scores: enough to tell rank 99 from 100
 # Issue 7 item 22: an empty library is not "no passage matches"; say what to do.
 EMPTY_LIBRARY = (
@@ -173,7 +148,7 @@ class Plan:
     @property
     def mode(self) -> str:
         """The mode the keyword and vector legs make (the graph joins either)."""
-        seeds = [leg for leg in self.legs if leg not in ("graph", "hop")]
+        seeds = [leg for leg in self.legs if leg != "graph"]
         if len(seeds) > 1:
             return "hybrid"
         return seeds[0] if seeds else "graph"
@@ -258,90 +233,6 @@ def _run_legs(
     return legs, plan
 
 
-def _hop_reading(
-    db: Database, graph: GraphIndex | None, keyword: Sequence[LegHit], question: str
-) -> list[rows.PassageRow]:
-    """The passages the hop leg reads for names: the keyword leg's first documents, the
-    first one's header, and the passages mentioning the entities the question names."""
-    chunk_ids = [hit.chunk_id for hit in keyword[: hop.SEED_DOCUMENTS]]
-    chunk_ids += rows.first_chunks(db.conn, chunk_ids[: hop.HEADER_DOCUMENTS])
-    if graph is not None:
-        for entity in graph_seeds(graph, question):
-            if expands(entity):
-                chunk_ids += [cid for cid, _w in graph.mentions_of(entity.id, hop.MENTIONS_READ)]
-    return list(rows.passages(db.conn, list(dict.fromkeys(chunk_ids))).values())
-
-
-def _hop_leg(
-    db: Database,
-    fts: FtsIndex,
-    graph: GraphIndex | None,
-    stats: UnitStats,
-    matched: Query,
-    keyword: Sequence[LegHit],
-    request: SearchRequest,
-    source_id: int | None,
-) -> list[LegHit]:
-    """The hop leg (``search/hop.py``): names beside what the question names in its
-    closest passages → the passages holding them, ranked by bm25 over the names and the
-    question's words; [] when no name is found."""
-    asked = matched.match_expression()
-    if asked is None:
-        return []
-    wanted = {
-        t: idf(stats.df.get(t, 0), stats.chunks)
-        for toks in stats.tokens.values()
-        for t in toks
-        if len(t) > 1
-    }
-    reading = _hop_reading(db, graph, keyword, without_past_phrase(request.query))
-    sections = ((p.heading_path[-1] if p.heading_path else "", p.text) for p in reading)
-    names = hop.hop_names(hop.concerning_lines(sections, wanted, fts.tokens), wanted, fts.tokens)
-    if not names:
-        return []
-    # Requiring a name: the team page that says "Team Semaphore … #semaphore-incidents on
-    # Slack", not another team's page sharing more of the question's words (golden2 dev
-    # multi_hop 0.751 against 0.637 with the names merely added to the question).
-    expression = f"({or_expression(names)}) AND ({or_expression([*names, asked])})"
-    found = fts.best_per_document(expression, CANDIDATE_DOCUMENTS, source_id=source_id)
-    return [LegHit(cid, rank, score) for rank, (cid, score) in enumerate(found, start=1)]
-
-
-def _query_coverage(fts: FtsIndex, stats: UnitStats, passage: rows.PassageRow) -> float:
-    """Share of the query's IDF weight present in ``passage`` (see ``search/floor.py``)."""
-    present = set(fts.tokens(f"{head_text(passage.title, passage.heading_path)}\n{passage.text}"))
-    return coverage(list(stats.tokens.values()), present, stats.df, stats.chunks)
-
-
-def _passage_terms(
-    fts: FtsIndex, passage: rows.PassageRow, by_clause: bool = False
-) -> PassageTerms:
-    head = fts.tokens(head_text(passage.title, passage.heading_path))
-    cut = tuple(tuple(fts.tokens(c)) for c in clauses(passage.text)) if by_clause else ()
-    return PassageTerms(frozenset(head), tuple(fts.tokens(passage.text)), passage.text, cut)
-
-
-def _answer_type(fts: FtsIndex, stats: UnitStats, question: str, ranking: Ranking) -> str | None:
-    """The answer-type floor (``search/floor.py``), read only for questions asking for a
-    number: the others skip tokenizing the leading passages."""
-    number, person = asks_for_number(question), asks_for_person(question)
-    if number is None and person is None:
-        return None
-    noun = counted_noun(question)
-    counted = fts.tokens(noun) if noun else []
-    leading = ranking.leading(ANSWER_PASSAGES)
-    passages = [_passage_terms(fts, p, bool(counted)) for p in leading]
-    required = {word: tokens for word in slot_words(question) if (tokens := fts.tokens(word))}
-    if person is not None:
-        passages = [_passage_terms(fts, p) for p in ranking.leading(PERSON_PASSAGES)]
-        named = {w: fts.tokens(w) for w in re.findall(r"\b[A-Z][\w-]*", question)[1:]}
-        named = {w: toks for w, toks in named.items() if toks}
-        return person_reason(question, stats.tokens, passages, stats.df, stats.chunks, named)
-    return answer_type_reason(
-        question, stats.tokens, passages, stats.df, stats.chunks, required, counted
-    )
-
-
 def significant(value: float, digits: int = SCORE_DIGITS) -> float:
     """``value`` rounded to ``digits`` significant digits (rounding keeps the order)."""
     if value == 0 or not math.isfinite(value):
@@ -391,7 +282,6 @@ def _weights(calibration: VectorCalibration) -> dict[str, float]:
         "keyword": KEYWORD_WEIGHT,
         "vector": calibration.weight,
         "graph": GRAPH_WEIGHT,
-        "hop": HOP_WEIGHT,
         UNEMBEDDED_LEG: calibration.weight,
     }
 
@@ -411,17 +301,16 @@ def run_search(
     request: SearchRequest,
     source_id: int | None = None,
     vectors: VectorLeg | None = None,
-    rules: Sequence[Rule] = (),
     graph: GraphIndex | None = None,
 ) -> SearchResult:
-    """Ranked, cited passages for ``request`` (one per document); empty below the floor.
+    """Ranked, cited passages for ``request`` (one per document); empty when the model
+    doubts the best of them answers.
 
-    ``vectors`` is the vector leg (None: no embedder configured); ``rules`` are extra
-    factor rules (e.g. a path prior) applied with the freshness demotions. The result
-    says how long the question took to embed, so callers can time the rest apart.
+    ``vectors`` is the vector leg (None: no embedder configured). The result says how
+    long the question took to embed, so callers can time the rest apart.
     """
     before = vectors.embed_seconds if vectors is not None else 0.0
-    result = _search(db, fts, request, source_id, vectors, rules, graph)
+    result = _search(db, fts, request, source_id, vectors, graph)
     spent = (vectors.embed_seconds - before) if vectors is not None else 0.0
     if spent == 0.0:
         return result
@@ -441,9 +330,81 @@ def plan_search(request: SearchRequest, vectors: VectorLeg | None, graph: bool =
     plan = plan_legs(request.mode, state, request.query, calibration, model)
     if request.mode in GRAPH_MODES and graph:
         plan = plan.with_graph()
-    if request.mode in HOP_MODES and "keyword" in plan.legs and asks_for_someone(request.query):
-        plan = plan.with_leg("hop")
     return plan
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    """A request's legs run and ranked: what ``run_search`` answers from, and what the
+    ranking model's trainer reads (``ranking`` None: ``empty`` says why)."""
+
+    plan: Plan
+    ranking: Ranking | None
+    empty: str | None = None
+    passages: int = 0  # in the library (what abstention needs to be trusted)
+
+
+def rank_request(
+    db: Database,
+    fts: FtsIndex,
+    request: SearchRequest,
+    source_id: int | None = None,
+    vectors: VectorLeg | None = None,
+    graph: GraphIndex | None = None,
+    *,
+    model: LegSetModel | bool | None = True,
+    exclude: frozenset[str] = frozenset(),
+) -> Ranked:
+    """Plan, run the legs, fuse and rank ``request``. ``model``: True for the shipped
+    model of the legs that ran, None to keep the fused order; ``exclude``: documents
+    treated as not stored (both for ``kb-mcp bench train-ranker``)."""
+    request = request.validated()
+    plan = plan_search(request, vectors, graph is not None)
+    calibration = UNCALIBRATED
+    if vectors is not None and vectors.state().usable:
+        calibration = calibration_for(vectors.signature)
+    query = parse_query(without_past_phrase(request.query))
+    if query.is_empty:
+        return Ranked(plan, None, "the query has no searchable words")
+    fts.ensure_current()
+    stats = unit_stats(fts, query)
+    if stats.chunks == 0:
+        return Ranked(plan, None, EMPTY_LIBRARY)
+    matched = without_common_units(query, stats.unit_df(), stats.chunks)
+    legs, plan = _run_legs(plan, fts, matched, vectors, request, source_id, graph)
+    unembedded: set[int] = set()
+    if "vector" in legs and legs.get("keyword") and vectors is not None:
+        unembedded = vectors.unembedded([hit.chunk_id for hit in legs["keyword"]])
+    chosen = shipped().for_legs(plan.legs) if model is True else model or None
+    inputs = RankInputs(
+        request.query,
+        _weights(calibration),
+        request.relations,
+        stats,
+        unembedded,
+        chosen,
+        exclude,
+    )
+    ranking = rank(db, fts, legs, inputs)
+    if not ranking.order:
+        return Ranked(plan, None, "no passage matches the query", stats.chunks)
+    return Ranked(plan, ranking, None, stats.chunks)
+
+
+def _abstains(ranked: Ranked) -> str | None:
+    """Why the answer is empty, when the model doubts its first document answers (never
+    in a library smaller than those it learned from: ``Ranker.abstains_from``)."""
+    ranking, ranker = ranked.ranking, shipped()
+    model = ranker.for_legs(ranked.plan.legs)
+    if ranking is None or ranked.passages < ranker.abstains_from:
+        return None
+    if ranking.confidence is None or ranking.confidence >= model.threshold:
+        return None
+    return (
+        f"nothing relevant: the best passage answers with an estimated probability of "
+        f"{ranking.confidence:.0%} (threshold {model.threshold:.0%}); the answer is "
+        "probably not stored"
+    )
 
 
 def _search(
@@ -452,48 +413,15 @@ def _search(
     request: SearchRequest,
     source_id: int | None = None,
     vectors: VectorLeg | None = None,
-    rules: Sequence[Rule] = (),
     graph: GraphIndex | None = None,
 ) -> SearchResult:
     """``run_search`` without the timing."""
-    request = request.validated()
-    plan = plan_search(request, vectors, graph is not None)
-    calibration = UNCALIBRATED
-    if vectors is not None and vectors.state().usable:
-        calibration = calibration_for(vectors.signature)
-    query = parse_query(without_past_phrase(request.query))
-    if query.is_empty:
-        reason = _with("the query has no searchable words", plan)
-        return SearchResult(request.query, plan.mode, (), plan.fallback, reason)
-    fts.ensure_current()
-    stats = unit_stats(fts, query)
-    if stats.chunks == 0:
-        return SearchResult(request.query, plan.mode, (), plan.fallback, _with(EMPTY_LIBRARY, plan))
-    matched = without_common_units(query, stats.unit_df(), stats.chunks)
-    legs, plan = _run_legs(plan, fts, matched, vectors, request, source_id, graph)
-    if "hop" in plan.legs and asks_for_someone(request.query):  # named or planned
-        legs["hop"] = _hop_leg(
-            db, fts, graph, stats, matched, legs.get("keyword", []), request, source_id
-        )
-    nearest = legs["vector"][0].score if legs.get("vector") else None
-    unembedded: set[int] = set()
-    if "vector" in legs and legs.get("keyword") and vectors is not None:
-        unembedded = vectors.unembedded([hit.chunk_id for hit in legs["keyword"]])
-    head = max(request.top_k, ANSWER_PASSAGES, PERSON_PASSAGES)
-    inputs = RankInputs(
-        request.query, _weights(calibration), rules, request.relations, stats, unembedded, head
-    )
-    ranking = rank(db, fts, legs, inputs)
-    if not ranking.order:
-        reason = _with("no passage matches the query", plan)
-        return SearchResult(request.query, plan.mode, (), plan.fallback, reason)
-    lexical = max(_query_coverage(fts, stats, p) for p in ranking.tops())
-    reason = floor_reason(lexical if "keyword" in plan.legs else None, nearest, calibration)
-    if reason is None and "keyword" in plan.legs:
-        reason = _answer_type(fts, stats, request.query, ranking)
-        leading = ranking.leading(DISTINCT_PASSAGES)  # issue 9: search/distinct.py
-        reason = reason or distinct_reason(request.query, fts.tokens, leading)
-    if reason is not None:
+    ranked = rank_request(db, fts, request, source_id, vectors, graph)
+    plan, ranking = ranked.plan, ranked.ranking
+    reason = ranked.empty
+    if ranking is not None:
+        reason = _abstains(ranked)
+    if ranking is None or reason is not None:
         return SearchResult(request.query, plan.mode, (), plan.fallback, _with(reason, plan))
     shown = ranking.order[: request.top_k]
     notes = _annotations(ranking, shown) if request.relations else {}

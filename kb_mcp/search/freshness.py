@@ -1,20 +1,15 @@
-"""Let the current version of a fact win. Pure rules over per-document candidates.
+"""When a question and a passage are: the period a question names and a changelog
+entry's own date. Pure.
 
-Three signals, all from the documents themselves, each applied to the fused score as a
-factor that the result reports (``search/adjust.py``):
+The ranking model reads both (``search/features.py``: a candidate dated after the period
+asked about, recency among the candidates); nothing here moves a document itself.
 
-- **Demotion** (a factor rule). A document another one supersedes (``supersedes:``,
-  effective from the superseding document's date), and speculative or obsolete documents
-  (``ingest/status.py``), are scored ×``DEMOTION``: below a current document that
-  answers as well, still first when asked about the proposal itself.
-- **As-of questions** (an order pass). "as of March 2024", "as of 2023-10-01", "as of
-  mid-2022": documents dated after that day are scored just below the last document
-  dated on or before it. A passage in a changelog entry is dated by its entry
-  (``section_date``).
-- **Recency on near-ties** (an order pass). A newer document that matches about as well
-  as an older one just above it (within ``LEG_TIE`` on each leg's own score), on a
-  similar title or section, takes that document's score and the place above it: of two
-  versions of a fact, the later wins.
+- **As-of questions**: "as of March 2024", "as of 2023-10-01", "back in July 2024",
+  "before the April 2025 change", "Q3 2024" name a period; ``as_of_date`` is the day the
+  question asks about. English phrasings only: a question in another language names no
+  period here, and the model then reads recency alone.
+- **Changelog entries**: a passage under a heading that opens with a date ("## 2025-03-01",
+  "## [2.4.0] - 2025-03-01") is as old as its entry, not as its document's latest edit.
 
 Dates compare as ISO strings (``YYYY-MM-DD`` prefixes).
 """
@@ -25,34 +20,7 @@ import re
 from collections.abc import Sequence
 from datetime import date
 
-from rapidfuzz import fuzz
-
 from kb_mcp.ingest.dates import parse_date
-from kb_mcp.ingest.status import CURRENT, OBSOLETE
-from kb_mcp.search.adjust import Adjustment, Candidate, Rule
-from kb_mcp.search.fuse import RRF_K
-
-# Issue 8 moved these rules from the bm25 scale onto the fused (RRF) scale, where
-# neighbours differ by one rank (1/61 vs 1/62) however close their matches are. Golden set,
-# keyword mode, nDCG@10 (bm25-scale rules before: 0.910):
-# - DEMOTION is expressed in ranks: a demoted document scores as it would DEMOTION_RANKS
-#   ranks lower (1/66 instead of 1/61 at the head of a leg). 3 to 60 ranks (factor 0.95
-#   to 0.5) all give 0.911; 2 ranks (0.97) loses 4 points on hypothetical. The bm25 rule
-#   (DOMINANCE 2.0) came to about 2 ranks on this set (median count of documents within
-#   2x of the top bm25, interquartile 1-4). 5 keeps a margin and still lets a proposal
-#   that matches far better than anything current come first.
-# - LEG_TIE: a near-tie is read on each leg's own score, not on the fused one. On the
-#   fused score alone ("within N ranks") the best setting scored 0.906 and lost 11
-#   points on corrections; keyword 0.8 of the bm25 score (0.7: 0.902, 0.9: 0.906) is the
-#   bm25-scale value of before, and scores 0.911. Vector: 0.9 of the cosine; hybrid with
-#   the local model (all-MiniLM-L6-v2-int8) scores 0.953 at 0.7-0.9, 0.950 at 0.95, 0.945
-#   at 1.0 (correction 1.0 / 0.95 / 0.89).
-# - SAME_TOPIC 50: 40 loses 1 point overall (retraction, multi-hop), 60 loses 5 on
-#   corrections.
-DEMOTION_RANKS = 5
-DEMOTION = (RRF_K + 1) / (RRF_K + 1 + DEMOTION_RANKS)
-LEG_TIE = {"keyword": 0.8, "vector": 0.9}
-SAME_TOPIC = 50
 
 _MONTH_NAMES = (
     "january february march april may june july august september october november december"
@@ -164,110 +132,3 @@ def _month_end(year: int, month: int) -> str:
 def day(value: str | None) -> str:
     """An ISO date or timestamp's day (``YYYY-MM-DD``); "" for none, older than any."""
     return (value or "")[:10]
-
-
-def demotion_rule(as_of: str | None) -> Rule:
-    """The factor rule for superseded, speculative and obsolete documents (one factor
-    even when several apply: a superseded draft is not twice as wrong)."""
-
-    def demote(c: Candidate) -> Adjustment | None:
-        if c.superseded_on is not None and (as_of is None or day(c.superseded_on) <= as_of):
-            by = f" by {c.superseded_by}" if c.superseded_by else ""
-            return Adjustment(f"superseded{by} on {day(c.superseded_on)}", DEMOTION)
-        if c.status == OBSOLETE:
-            return Adjustment("obsolete: its status says it no longer holds", DEMOTION)
-        if c.status != CURRENT:
-            return Adjustment("speculative: a draft, proposal or idea", DEMOTION)
-        return None
-
-    return demote
-
-
-def same_topic(a: str, b: str) -> bool:
-    """Whether two passages read as versions of one another (titles and sections alike)."""
-    return fuzz.token_set_ratio(a.lower(), b.lower()) >= SAME_TOPIC
-
-
-def near_tied(upper: Candidate, lower: Candidate) -> bool:
-    """Whether ``lower`` matches about as well as ``upper``, by the legs' own evidence: in
-    every leg that found ``upper``, ``lower`` was found with at least ``LEG_TIE`` of its
-    score. (The fused score cannot tell: under RRF neighbours differ by one rank, however
-    close or far apart their matches are.)"""
-    for leg, score in upper.evidence.items():
-        mine = lower.evidence.get(leg)
-        if mine is None or mine < LEG_TIE.get(leg, 1.0) * score:
-            return False
-    return True
-
-
-def _standing(c: Candidate) -> float:
-    """The product of the factors the rules gave ``c`` (1.0: nothing held against it)."""
-    product = 1.0
-    for adjustment in c.adjustments:
-        product *= adjustment.factor
-    return product
-
-
-def may_pass(upper: Candidate, lower: Candidate) -> bool:
-    """Whether the recency pass moves ``lower`` above ``upper`` when they are neighbours in
-    equal standing: newer, about as good a match, on a similar topic."""
-    return (
-        day(lower.date) > day(upper.date)
-        and near_tied(upper, lower)
-        and same_topic(upper.topic, lower.topic)
-    )
-
-
-def _recency_pass(ranked: list[Candidate]) -> list[Candidate]:
-    """Move newer near-tied documents above older ones (only upward, so it terminates).
-
-    Only between documents in equal standing: recency picks the later of two versions, it
-    never lifts a draft or a superseded document over a current one. A mover takes the
-    score of the one it passes, so the order stays the order of the scores.
-    """
-    ranked = list(ranked)
-    standing = {c.key: _standing(c) for c in ranked}
-    moved = True
-    while moved:
-        moved = False
-        for i in range(len(ranked) - 1):
-            upper, lower = ranked[i], ranked[i + 1]
-            if standing[lower.key] >= standing[upper.key] and may_pass(upper, lower):
-                reason = f"newer version of {upper.key}: moved above it"
-                ranked[i], ranked[i + 1] = lower.moved_to(upper.score, reason), upper
-                moved = True
-    return ranked
-
-
-def _after_as_of(future: list[Candidate], floor: float, as_of: str) -> list[Candidate]:
-    """Documents dated after ``as_of``, scored below ``floor`` by one common factor (so
-    their own order stays)."""
-    if not future or future[0].score <= floor:
-        return future
-    factor = floor / future[0].score
-    return [
-        c.adjusted(
-            Adjustment(
-                f"dated {day(_dated(c))}, after the asked date {as_of}: placed below the "
-                "documents of that time",
-                factor,
-            )
-        )
-        for c in future
-    ]
-
-
-def _dated(c: Candidate) -> str | None:
-    """The date the as-of cut reads: the passage's changelog entry's, else the document's."""
-    return c.section_date or c.date
-
-
-def reorder(ranked: list[Candidate], as_of: str | None) -> list[Candidate]:
-    """The order passes over best-first candidates: the as-of cut, then recency."""
-    if as_of is None:
-        return _recency_pass(ranked)
-    present = [c for c in ranked if not _dated(c) or day(_dated(c)) <= as_of]
-    future = [c for c in ranked if _dated(c) and day(_dated(c)) > as_of]
-    present = _recency_pass(present)
-    floor = present[-1].score if present else float("inf")
-    return present + _after_as_of(future, floor, as_of)

@@ -1,34 +1,33 @@
-"""The ranking stage: the legs' passages → per-document ranks → weighted RRF → factor
-rules → order passes. Everything a search does after its legs and before its floors.
+"""The ranking stage: the legs' passages → per-document ranks → weighted RRF → the
+ranking model over the fused head → the relation order pass.
 
-Its cost is per candidate document (a passage row, a ``Candidate``, each rule), so it is
-kept to what the question can use (issue 10: at 100k chunks it was 6–10 ms of a 17 ms
-search): rules whose trigger the question lacks are not built, a passage's changelog date
-is read only for an as-of question, relations are read only when a candidate has any,
-the supersession dates only when the library has a supersession, and when the keyword
-leg's scores prove the head of the answer only its first documents are ranked
-(``search/shortlist.py``).
+Fusion (``search/fuse.py``) chooses the candidates and the passage each stands on; the
+model (``search/model.py``, weights from ``kb-mcp bench train-ranker``) orders them and
+says how likely the first answers; document relations then place a correction above
+what it corrects when both matched (``search/relations.py``). Nothing here reads the
+question's words for meaning: what moves a document is evidence a model weighed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kb_mcp.index.fts import FtsIndex, head_text
+from kb_mcp.ingest.status import CURRENT
 from kb_mcp.limits import TOP_K
-from kb_mcp.search import definition, shortlist
-from kb_mcp.search import prior as path_prior
-from kb_mcp.search.adjust import Adjustment, Candidate, Rule, apply_rules
-from kb_mcp.search.freshness import as_of_date, demotion_rule, reorder, section_date
-from kb_mcp.search.fuse import FusedHit, LegHit, fuse_rankings
+from kb_mcp.search.adjust import Candidate
+from kb_mcp.search.features import Evidence, Question, feature_rows
+from kb_mcp.search.freshness import as_of_date
+from kb_mcp.search.fuse import RRF_K, FusedHit, LegHit, fuse_rankings
+from kb_mcp.search.model import LegSetModel, sigmoid
 from kb_mcp.search.related import changes_for
 from kb_mcp.search.relations import (
+    WHOLE,
     Change,
     asks_about_past,
     concerned_only,
     order_pass,
-    relation_rule,
 )
 from kb_mcp.search.stats import UnitStats
 from kb_mcp.store import documents as rows
@@ -39,6 +38,9 @@ from kb_mcp.store.db import Database
 # and the answer is its head, so a document's rank never depends on ``top_k`` (issue 7
 # item 12: the candidate set used to grow with top_k, and so could the ranking).
 CANDIDATE_DOCUMENTS = TOP_K.maximum
+# The fused head the model orders: the answer and its neighbours. Wider costs a passage's
+# tokens per document and changed no training question's first result.
+MODEL_CANDIDATES = 40
 # Not a leg one can ask for: it stands in for the vector leg's rank of a keyword result
 # whose passage has no vector yet (``_not_yet_embedded``).
 UNEMBEDDED_LEG = "not yet embedded"
@@ -46,35 +48,19 @@ UNEMBEDDED_LEG = "not yet embedded"
 
 @dataclass(frozen=True, slots=True)
 class Ranking:
-    """Candidates in their final order, with the fused hits and passages behind them.
-
-    ``order`` may hold only the head of the candidates (``search/shortlist.py``): at least
-    the answer's ``top_k`` and the passages the floors read, in the order all of them
-    would have."""
+    """The fused head in its final order, with the fused hits and passages behind it."""
 
     order: list[Candidate]
     fused: dict[str, FusedHit]
     found: dict[int, rows.PassageRow]
     keyword_top: int | None  # chunk id of the keyword leg's best passage
     changes: dict[str, list[Change]] = field(default_factory=dict)
+    confidence: float | None = None  # the model's probability that the first answers
+    evidence: tuple[Evidence, ...] = ()  # the fused head, in fused order
+    features: list[list[float]] = field(default_factory=list)  # one row per ``evidence``
 
     def passage(self, key: str) -> rows.PassageRow:
         return self.found[self.fused[key].chunk_id]
-
-    def tops(self) -> list[rows.PassageRow]:
-        """The passages the lexical floor reads: the answer's first, and the keyword leg's
-        best (in hybrid they can differ, and the floor asks whether the words exist)."""
-        first = [self.passage(self.order[0].key)] if self.order else []
-        if self.keyword_top is not None:
-            first.append(self.found[self.keyword_top])
-        return first
-
-    def leading(self, count: int) -> list[rows.PassageRow]:
-        """The answer's first ``count`` passages, then the keyword leg's best if not among them."""
-        first = [self.passage(c.key) for c in self.order[:count]]
-        if self.keyword_top is not None and all(p.chunk_id != self.keyword_top for p in first):
-            first.append(self.found[self.keyword_top])
-        return first
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,12 +69,11 @@ class RankInputs:
 
     query: str
     weights: Mapping[str, float]  # leg → RRF weight
-    rules: Sequence[Rule] = ()  # extra factor rules from the caller
     use_relations: bool = True
     stats: UnitStats | None = None  # with it, relations act only when they concern the question
     unembedded: Collection[int] = ()  # keyword candidates without a vector yet
-    head: int = CANDIDATE_DOCUMENTS  # leading documents the caller reads (answer, floors)
-    shortlist: bool = True  # off: rank every candidate (to check the shortlist changes nothing)
+    model: LegSetModel | None = None  # None: keep the fused order (collecting features)
+    exclude: frozenset[str] = frozenset()  # document keys treated as not stored
 
 
 def documents_ranked(hits: Sequence[LegHit], found: Mapping[int, rows.PassageRow]) -> list[LegHit]:
@@ -130,19 +115,12 @@ def _not_yet_embedded(
 
 
 def _candidate(
-    fused: FusedHit,
-    passage: rows.PassageRow,
-    superseders: Mapping[str, str],
-    dated_sections: bool,
+    fused: FusedHit, passage: rows.PassageRow, superseders: Mapping[str, str]
 ) -> Candidate:
-    """``dated_sections``: read the changelog date of the passage's section (only the
-    as-of pass looks at it, and parsing headings for dates was a tenth of the stage)."""
-    entry = section_date(passage.heading_path, passage.doc_date) if dated_sections else None
     return Candidate(
         key=passage.doc_key,
         score=fused.score,
         date=passage.doc_date or passage.updated_at,
-        section_date=entry,
         superseded_on=passage.superseded_on,
         superseded_by=superseders.get(passage.doc_key),
         status=passage.status,
@@ -150,24 +128,6 @@ def _candidate(
         path=passage.path,
         evidence={c.leg: c.leg_score for c in fused.contributions},
     )
-
-
-def prior_rule(query: str) -> Rule:
-    """The path prior (``search/prior.py``: docs and code above tests, fixtures, vendored
-    and generated files and changelogs, unless the question asks for them) as a factor
-    rule on the fused score."""
-    requested = path_prior.requested_classes(query)
-    wanted = path_prior.wanted_classes(query)
-
-    def by_path(candidate: Candidate) -> Adjustment | None:
-        found = path_prior.path_adjustment(candidate.path, requested, wanted)
-        if found is None:
-            return None
-        what = path_prior.REASONS[found.path_class]
-        reason = f"promoted: {what}, asked for" if found.factor > 1 else f"demoted: {what}"
-        return Adjustment(reason, found.factor)
-
-    return by_path
 
 
 def _passage_tokens(
@@ -193,57 +153,51 @@ def related_chunks(db: Database, fts: FtsIndex) -> dict[int, str]:
     return fts.per_version("related_chunks", lambda: relation_rows.related_chunks(db.conn))
 
 
-def linked(db: Database, fts: FtsIndex, chunk_ids: Collection[int]) -> bool:
-    """Whether a resolved relation links two of the documents of ``chunk_ids``: only then
-    can it move one relative to the other (``search/shortlist.py``)."""
-    related = related_chunks(db, fts)
-    keys = {related[c] for c in chunk_ids if c in related}
-    if not keys:
-        return False
-    partners = fts.per_version("partners", lambda: relation_rows.partners(db.conn))
-    return any(not partners.get(key, frozenset()).isdisjoint(keys) for key in keys)
-
-
 def has_supersessions(db: Database, fts: FtsIndex) -> bool:
     """Whether any document says it supersedes another, per data version."""
     return fts.per_version("supersessions", lambda: rows.has_supersessions(db.conn))
 
 
+def _evidence(
+    fused: FusedHit,
+    passage: rows.PassageRow,
+    tokens: Callable[[str], list[str]],
+    changes: Sequence[Change],
+) -> Evidence:
+    head = tokens(head_text(passage.title, passage.heading_path))
+    body = tokens(passage.text)
+    return Evidence(
+        key=passage.doc_key,
+        fused=fused.score * (RRF_K + 1),
+        ranks={c.leg: c.rank for c in fused.contributions},
+        scores={c.leg: c.leg_score for c in fused.contributions},
+        present=frozenset(head) | frozenset(body),
+        sequence=body,
+        head=frozenset(head),
+        date=passage.doc_date or passage.updated_at,
+        changed=any(ch.incoming and ch.kind not in WHOLE for ch in changes),
+        replaced=passage.superseded_on is not None
+        or passage.status != CURRENT
+        or any(ch.incoming and ch.kind in WHOLE for ch in changes),
+    )
+
+
 def rank(
     db: Database, fts: FtsIndex, legs: Mapping[str, Sequence[LegHit]], inputs: RankInputs
 ) -> Ranking:
-    """Legs → per-document ranks → weighted RRF → factor rules → order passes.
+    """Legs → per-document ranks → weighted RRF → the model's order of the fused head →
+    the relation order pass.
 
-    With ``inputs.stats``, a correction or update acts only when it concerns what the
-    question asks (``relations.concerned_only``); results still say what they are. Only
-    the keyword leg's first documents are ranked when that proves the head of the whole
-    ranking (``search/shortlist.py``)."""
-    chunk_ids = {h.chunk_id for hits in legs.values() for h in hits}
-    related = inputs.use_relations and linked(db, fts, chunk_ids)
-    plain = not inputs.rules and not inputs.unembedded
-    size = shortlist.shortlist_size(legs, inputs.query, inputs.head, plain, related)
-    if size is not None and inputs.shortlist:
-        keyword = legs["keyword"]
-        ranking, lowest = _rank_all(db, fts, {"keyword": keyword[:size]}, inputs)
-        weight = inputs.weights.get("keyword", 1.0)
-        read = shortlist.PassageReads(
-            lambda ids: rows.passage_dates(db.conn, ids),
-            lambda ids: rows.passage_heads(db.conn, ids),
-            lambda ids: rows.passage_heads(db.conn, ids, with_text=True),
-        )
-        names = definition.named_identifiers(inputs.query)
-        if shortlist.proves(ranking.order, lowest, keyword, size, weight, read, names):
-            return ranking
-    return _rank_all(db, fts, legs, inputs)[0]
-
-
-def _rank_all(
-    db: Database, fts: FtsIndex, legs: Mapping[str, Sequence[LegHit]], inputs: RankInputs
-) -> tuple[Ranking, float]:
-    """``rank`` over every passage of ``legs``, and the lowest score a candidate had after
-    the factor rules (before the order passes: ``shortlist.proves`` bounds with it)."""
+    The fused ranking picks the candidates (its first ``MODEL_CANDIDATES``) and the passage
+    each stands on; the model (``search/model.py``) orders them by the features
+    ``search/features.py`` reads, and says how likely the first answers. Without a model
+    (``inputs.model`` None: the trainer collecting features) the fused order stays.
+    ``inputs.exclude`` leaves documents out as if they were not stored (the trainer's
+    absent-answer questions)."""
     chunk_ids = list(dict.fromkeys(h.chunk_id for hits in legs.values() for h in hits))
     found = rows.passages(db.conn, chunk_ids, superseded=has_supersessions(db, fts))
+    if inputs.exclude:
+        found = {cid: p for cid, p in found.items() if p.doc_key not in inputs.exclude}
     ranked = {name: documents_ranked(hits, found) for name, hits in legs.items()}
     if inputs.unembedded:
         ranked[UNEMBEDDED_LEG] = _not_yet_embedded(ranked, inputs.unembedded, found)
@@ -251,37 +205,38 @@ def _rank_all(
     recency = {p.doc_key: p.doc_date or p.updated_at for p in found.values()}
     fused_hits = fuse_rankings(ranked, inputs.weights, recency=recency, group=group)
     fused = {str(f.key): f for f in fused_hits}
-    superseded = [k for k, f in fused.items() if found[f.chunk_id].superseded_on]
-    superseders = rows.superseders(db.conn, superseded)
-    query = inputs.query
-    as_of = as_of_date(query)
+    head = fused_hits[:MODEL_CANDIDATES]
     changes: dict[str, list[Change]] = {}
     if inputs.use_relations and not related_chunks(db, fts).keys().isdisjoint(chunk_ids):
-        changes = changes_for(db.conn, list(fused))
-    past = asks_about_past(query)
-    position = {key: i for i, key in enumerate(fused)}
-    acting = changes
-    if changes and inputs.stats is not None:
-        stats = inputs.stats
-        present = _passage_tokens(fts, fused, found)
-        units = list(stats.tokens.values())
-        acting = concerned_only(changes, units, present, stats.df, stats.chunks)
-    rules = [demotion_rule(as_of)]
-    if acting:  # without changes the relation rule moves nothing
-        rules.append(relation_rule(acting, as_of, past, position))
-    rules.append(prior_rule(query))
-    if definition.named_identifiers(query):  # else the definition rule moves nothing
-        text_of = lambda key: found[fused[key].chunk_id].text  # noqa: E731
-        rules.append(definition.definition_rule(query, text_of))
-    dated = as_of is not None
-    order = apply_rules(
-        (_candidate(f, found[f.chunk_id], superseders, dated) for f in fused.values()),
-        (*rules, *inputs.rules),
+        changes = changes_for(db.conn, [str(f.key) for f in head])
+    stats = inputs.stats
+    units = list(stats.tokens.values()) if stats is not None else []
+    question = Question(
+        units,
+        stats.df if stats is not None else {},
+        stats.chunks if stats is not None else 0,
+        as_of_date(inputs.query),
     )
-    lowest = min((c.score for c in order), default=float("inf"))
-    order = reorder(order, as_of)
+    acting = changes
+    if changes and stats is not None:
+        present = _passage_tokens(fts, fused, found)
+        acting = concerned_only(changes, units, present, stats.df, stats.chunks)
+    evidence = [
+        _evidence(f, found[f.chunk_id], fts.tokens, acting.get(str(f.key), ())) for f in head
+    ]
+    features = feature_rows(evidence, question)
+    superseded = [k for k, f in fused.items() if found[f.chunk_id].superseded_on]
+    superseders = rows.superseders(db.conn, superseded)
+    candidates = [_candidate(f, found[f.chunk_id], superseders) for f in head]
+    confidence = None
+    if inputs.model is not None and candidates:
+        logits, confidence = inputs.model.confidence(features)
+        scored = [replace(c, score=sigmoid(z)) for c, z in zip(candidates, logits, strict=True)]
+        candidates = sorted(scored, key=lambda c: -c.score)
     if acting:
-        order = order_pass(order, acting, as_of, past, position)
+        past = asks_about_past(inputs.query)
+        position = {str(f.key): i for i, f in enumerate(head)}
+        candidates = order_pass(candidates, acting, question.as_of, past, position)
     keyword = ranked.get("keyword")
     top = keyword[0].chunk_id if keyword else None
-    return Ranking(order, fused, found, top, changes), lowest
+    return Ranking(candidates, fused, found, top, changes, confidence, tuple(evidence), features)

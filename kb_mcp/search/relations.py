@@ -3,12 +3,12 @@
 When a document and the one that changed it (``corrects``, ``supersedes``, ``withdraws``,
 ``updates``, from ``store/relations.py``) both match, the current one comes first:
 
-- a **factor rule** scores the changed document ×``freshness.DEMOTION`` (one factor,
-  as for ``supersedes:`` frontmatter, which it does not repeat); a correction or update
-  acts only when it concerns what was asked (``concerned_only``): the rest of the old
-  document still holds;
+- the ranking model reads that a candidate was changed or withdrawn (a feature, see
+  ``search/features.py``);
 - an **order pass** then moves the changer to just above the document it changed
-  (taking its score, as every order pass does, ``search/adjust.py``).
+  (taking its score, as every order pass does, ``search/adjust.py``); a correction or
+  update acts only when it concerns what was asked (``concerned_only``): the rest of the
+  old document still holds.
 
 A question about the past ("before the change", "previously", "originally", or an "as
 of" date before the change took effect) turns both around: nothing is demoted and the
@@ -32,11 +32,8 @@ from dataclasses import dataclass
 
 from rapidfuzz import fuzz
 
-from kb_mcp.ingest.status import CURRENT
-from kb_mcp.search.adjust import Adjustment, Candidate, Rule
-from kb_mcp.search.floor import coverage
-from kb_mcp.search.freshness import DEMOTION
-from kb_mcp.search.fuse import RRF_K
+from kb_mcp.search.adjust import Candidate
+from kb_mcp.search.features import Question, coverage
 
 # "Both match": a changer counts when the fused ranking has it among its first
 # RELATION_DEPTH documents. golden2 dev, keyword: 5 and 10 score alike, 20 and 100 +0.001
@@ -46,13 +43,6 @@ RELATION_DEPTH = 10
 # itself needs no second match: those demote wherever the changer ranks.
 WITHDRAWS = "withdraws"
 WHOLE = frozenset({WITHDRAWS, "supersedes"})
-# A withdrawn document scores as it would WITHDRAWN_RANKS ranks lower (DEMOTION is 5),
-# whatever else demoted it: nothing of it holds, unlike a corrected or superseded one
-# whose rest may, so a current page that matches less well still comes first. golden2
-# dev and golden keyword score alike at 5 to 40 ranks (nDCG@10 0.8651 → 0.8652; their
-# withdrawn documents already rank below the answer); 20 is a margin, not a fit.
-WITHDRAWN_RANKS = 20
-WITHDRAWN = (RRF_K + 1) / (RRF_K + 1 + WITHDRAWN_RANKS)
 # A partial change (corrects, updates) demotes only when the changer's passage holds this
 # share of the IDF weight of the question's words the old passage matched
 # (``concerned_only``). golden2 dev, keyword, macro by share: 0 (always demote, as
@@ -120,7 +110,7 @@ def concerned_only(
             if old is None or new is None:
                 continue
             matched = [unit for unit in units if unit and all(t in old for t in unit)]
-            if coverage(matched, new, df, documents) < share:
+            if coverage(Question(matched, df, documents), frozenset(new)) < share:
                 dropped.add(frozenset({key, change.other}))
     return {
         key: [ch for ch in found if ch.kind in WHOLE or frozenset({key, ch.other}) not in dropped]
@@ -163,32 +153,6 @@ def matched(change: Change, position: Mapping[str, int]) -> bool:
     if change.kind in WHOLE:
         return True
     return position.get(change.other, RELATION_DEPTH) < RELATION_DEPTH
-
-
-def relation_rule(
-    changes: Mapping[str, Sequence[Change]],
-    as_of: str | None,
-    past: bool,
-    position: Mapping[str, int],
-) -> Rule:
-    """The factor rule: a document another one changed (in effect at ``as_of``) scores
-    ×DEMOTION when the changer matches too (``matched``; ``position`` is each document's
-    place in the fused ranking), unless the question is about the past or frontmatter
-    ``supersedes:`` demoted it already."""
-
-    def demote(c: Candidate) -> Adjustment | None:
-        if past:
-            return None
-        already = c.superseded_on is not None or c.status != CURRENT
-        for change in changes.get(c.key, ()):
-            if change.incoming and _applies(change, as_of) and matched(change, position):
-                if change.kind == WITHDRAWS:  # no part of it holds: further down
-                    return Adjustment(describe(change), WITHDRAWN / (DEMOTION if already else 1))
-                if not already:  # else demoted once already (``freshness.demotion_rule``)
-                    return Adjustment(describe(change), DEMOTION)
-        return None
-
-    return demote
 
 
 def order_pass(

@@ -1,5 +1,5 @@
 """The index's view of a query: each term's tokens, their document frequencies, the chunk
-count. Read once per search; the floors, the hop leg and the relation rules share it."""
+count. Read once per search; the ranking features and the relation pass share it."""
 
 from __future__ import annotations
 

@@ -165,14 +165,12 @@ def build_server(
         ] = "auto",
         source: Annotated[str | None, Field(description="Only this source (see `list`).")] = None,
         legs: Annotated[
-            list[Literal["keyword", "vector", "graph", "hop"]] | None,
+            list[Literal["keyword", "vector", "graph"]] | None,
             Field(
                 description="Run only these legs instead of the mode's plan (to compare "
-                "them); graph follows the entities the question names to related passages; "
-                "hop searches again with the names (a team, a person) its passages give "
-                "beside what the question names (on by default for who / which team questions).",
+                "them); graph follows the entities the question names to related passages.",
                 min_length=1,
-                max_length=4,
+                max_length=3,
             ),
         ] = None,
     ) -> ToolResult:
