@@ -36,6 +36,7 @@ import numpy as np
 from kb_mcp.bench import metrics
 from kb_mcp.bench.beir import BeirSet, load_beir
 from kb_mcp.bench.retrieval import doc_id_from_path, embed, ingest
+from kb_mcp.errors import NotFound
 from kb_mcp.library import Library
 from kb_mcp.search.features import NAMES
 from kb_mcp.search.model import ANSWER_NAMES, FORMAT, WEIGHTS_FILE, LegSetModel, LinearModel
@@ -43,7 +44,6 @@ from kb_mcp.search.rank import Ranking
 from kb_mcp.settings import Settings
 
 # (name, folder or built-in set, split): the tuning ground. Never a test split.
-EVAL_DATA = Path(__file__).resolve().parents[3] / "shared" / "eval-data"
 TRAINING_SETS = (
     ("scifact", "scifact", "train"),
     ("cosqa", "cosqa", "dev"),
@@ -91,10 +91,10 @@ class Examples:
         self.groups += [group] * len(rows)
 
 
-def _dataset_path(folder: str) -> Path:
+def _dataset_path(folder: str, eval_data: Path) -> Path:
     if folder.startswith("golden"):
         return Path(__file__).with_name(folder)
-    return EVAL_DATA / folder
+    return eval_data / folder
 
 
 def _doc_id(path: str | None, key: str) -> str:
@@ -179,7 +179,7 @@ def _rows_by_group(examples: Examples) -> dict[int, list[int]]:
     return by_group
 
 
-def fit_leg_set(examples: Examples) -> LegSetModel:
+def fit_leg_set(examples: Examples, l2: float = L2) -> LegSetModel:
     """The order head on every candidate, the answers head on each group's first, and the
     threshold that empties at most ``FALSE_EMPTY`` of the answerable questions."""
     per_group = _group_weights(examples.group_set)
@@ -187,7 +187,7 @@ def fit_leg_set(examples: Examples) -> LegSetModel:
     weight = np.zeros(len(examples.rows))
     for g, idx in by_group.items():
         weight[idx] = per_group[g] / len(idx)
-    order = fit(examples.rows, examples.labels, weight)
+    order = fit(examples.rows, examples.labels, weight, l2)
     heads, labels, answerable, groups = [], [], [], []
     for g, idx in by_group.items():
         logits = [order.logit(examples.rows[i]) for i in idx]
@@ -198,7 +198,7 @@ def fit_leg_set(examples: Examples) -> LegSetModel:
         labels.append(examples.labels[idx[first]] if examples.group_answerable[g] else 0.0)
         answerable.append(examples.group_answerable[g])
         groups.append(g)
-    answers = fit(heads, labels, per_group[groups])
+    answers = fit(heads, labels, per_group[groups], l2)
     tops = sorted(answers.probability(h) for h, a in zip(heads, answerable, strict=True) if a)
     index = math.floor(FALSE_EMPTY * len(tops))
     threshold = max(tops[index] - 1e-9, 0.0) if tops else 0.0
@@ -255,6 +255,7 @@ def train(
     output: Path = WEIGHTS_FILE,
     progress: Any = None,
     cache: Path | None = None,
+    eval_data: Path = Path("../shared/eval-data"),
 ) -> dict[str, Any]:
     """Collect, fit, threshold and write the weights; the report says what each set
     scores in-sample with the fused order and with the model."""
@@ -264,9 +265,13 @@ def train(
         found, smallest = pickle.loads(cache.read_bytes())
         sets = ()
     for name, folder, split in sets:
-        path = _dataset_path(folder)
+        path = _dataset_path(folder, eval_data)
         if not path.exists():
-            continue
+            raise NotFound(
+                f"training set {name} not found at {path}",
+                hint="name the folder of the public sets with --eval-data, or leave the set "
+                "out with --sets",
+            )
         beir = load_beir(path, split)
         home = homes / name
         base = settings or Settings(home=home)

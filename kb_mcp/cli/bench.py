@@ -181,7 +181,7 @@ def cmd_bench_train_ranker(args: argparse.Namespace) -> int:
     hand-written development sets, and write its weights (kb_mcp/search/ranker.json)."""
     import json
 
-    from kb_mcp.bench.train_ranker import WEIGHTS_FILE, train
+    from kb_mcp.bench.train_ranker import TRAINING_SETS, WEIGHTS_FILE, train
     from kb_mcp.settings import load
 
     homes = Path(args.homes).expanduser()
@@ -189,7 +189,19 @@ def cmd_bench_train_ranker(args: argparse.Namespace) -> int:
     output = Path(args.output) if args.output else WEIGHTS_FILE
     with PhaseProgress(BENCH_INGEST) as bar:
         cache = Path(args.examples) if args.examples else None
-        summary = train(homes, load(overrides=overrides), output=output, progress=bar, cache=cache)
+        sets = TRAINING_SETS
+        if args.sets:
+            wanted = set(args.sets.split(","))
+            sets = tuple(s for s in TRAINING_SETS if s[0] in wanted)
+        summary = train(
+            homes,
+            load(overrides=overrides),
+            sets,
+            output=output,
+            progress=bar,
+            cache=cache,
+            eval_data=Path(args.eval_data).expanduser(),
+        )
     print(json.dumps(summary, indent=1))
     print(f"weights written to {output}")
     return 0
@@ -207,6 +219,12 @@ def _add_train_ranker_parser(bench_sub: argparse._SubParsersAction, embedder_fla
         help="folder of one library per training set (built on first use, then reused)",
     )
     p.add_argument("--output", help="where to write the weights (default: the shipped file)")
+    p.add_argument("--sets", help="comma-separated training sets (default: all of them)")
+    p.add_argument(
+        "--eval-data",
+        default="../shared/eval-data",
+        help="folder holding the public sets in BEIR layout (default ../shared/eval-data)",
+    )
     p.add_argument(
         "--examples",
         help="a file keeping the collected feature rows: written on the first run, read "

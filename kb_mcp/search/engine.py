@@ -22,6 +22,7 @@ from kb_mcp.index.graph import GraphIndex
 from kb_mcp.limits import TOP_K
 from kb_mcp.search.adjust import Adjustment, Candidate
 from kb_mcp.search.calibration import UNCALIBRATED, VectorCalibration, calibration_for, has_cjk
+from kb_mcp.search.feedback import feedback_leg
 from kb_mcp.search.fuse import FusedHit, LegHit
 from kb_mcp.search.graph import graph_leg
 from kb_mcp.search.keyword import keyword_leg
@@ -35,7 +36,7 @@ from kb_mcp.store import documents as rows
 from kb_mcp.store.db import Database
 
 MODES = ("auto", "keyword", "vector", "hybrid")
-LEGS = ("keyword", "vector", "graph")
+LEGS = ("keyword", "vector", "graph", "feedback")
 # Passages the vector leg reads (it ranks passages; the engine keeps each document's best).
 # As many as the documents each leg ranks: reading 4x as many scored the same to the
 # fourth digit on SciFact train, CoSQA dev and the golden set (hybrid nDCG@10 0.6944 /
@@ -54,6 +55,10 @@ GRAPH_WEIGHT = 0.05
 # Passages the graph leg ranks (it ranks passages; the engine keeps each document's best).
 GRAPH_PASSAGES = CANDIDATE_DOCUMENTS
 GRAPH_MODES: frozenset[str] = frozenset()
+# The feedback leg's RRF weight (``search/feedback.py``): a leg like the others, so its
+# first documents reach the fused head the model orders (at half weight its first
+# document would fuse below the keyword leg's sixtieth).
+FEEDBACK_WEIGHT = 1.0
 SCORE_DIGITS = 4  # significant digits of reported scores: enough to tell rank 99 from 100
 # Issue 7 item 22: an empty library is not "no passage matches"; say what to do.
 EMPTY_LIBRARY = (
@@ -148,7 +153,7 @@ class Plan:
     @property
     def mode(self) -> str:
         """The mode the keyword and vector legs make (the graph joins either)."""
-        seeds = [leg for leg in self.legs if leg != "graph"]
+        seeds = [leg for leg in self.legs if leg not in ("graph", "feedback")]
         if len(seeds) > 1:
             return "hybrid"
         return seeds[0] if seeds else "graph"
@@ -222,7 +227,8 @@ def _run_legs(
         except Unavailable as exc:  # EmbedderUnavailable, without importing numpy here
             kept = tuple(leg for leg in plan.legs if leg != "vector")
             kept = kept if kept and kept != ("graph",) else ("keyword", *kept)
-            plan = Plan(kept, "+".join(kept), f"embedder unavailable: {exc.message}")
+            named = "+".join(leg for leg in kept if leg != "feedback")
+            plan = Plan(kept, named, f"embedder unavailable: {exc.message}")
     legs: dict[str, list[LegHit]] = {}
     if "keyword" in plan.legs:
         legs["keyword"] = keyword_leg(fts, query, CANDIDATE_DOCUMENTS, source_id)
@@ -282,6 +288,7 @@ def _weights(calibration: VectorCalibration) -> dict[str, float]:
         "keyword": KEYWORD_WEIGHT,
         "vector": calibration.weight,
         "graph": GRAPH_WEIGHT,
+        "feedback": FEEDBACK_WEIGHT,
         UNEMBEDDED_LEG: calibration.weight,
     }
 
@@ -330,6 +337,8 @@ def plan_search(request: SearchRequest, vectors: VectorLeg | None, graph: bool =
     plan = plan_legs(request.mode, state, request.query, calibration, model)
     if request.mode in GRAPH_MODES and graph:
         plan = plan.with_graph()
+    if "keyword" in plan.legs:
+        plan = plan.with_leg("feedback")
     return plan
 
 
@@ -372,6 +381,10 @@ def rank_request(
         return Ranked(plan, None, EMPTY_LIBRARY)
     matched = without_common_units(query, stats.unit_df(), stats.chunks)
     legs, plan = _run_legs(plan, fts, matched, vectors, request, source_id, graph)
+    if "feedback" in plan.legs:
+        asked = {t for tokens in stats.tokens.values() for t in tokens}
+        first = legs.get("keyword") or legs.get("vector") or []
+        legs["feedback"] = feedback_leg(db, fts, first, asked, CANDIDATE_DOCUMENTS, source_id)
     unembedded: set[int] = set()
     if "vector" in legs and legs.get("keyword") and vectors is not None:
         unembedded = vectors.unembedded([hit.chunk_id for hit in legs["keyword"]])

@@ -26,8 +26,10 @@ from kb_mcp.index.postings import BM25_K1
 
 # Tokens in one proximity window: about a sentence.
 PROXIMITY_WINDOW = 16
+# Candidates (by fused rank) among which versions of one fact are compared.
+PEER_DEPTH = 10
 # The legs the model knows, in the order their features appear.
-LEGS = ("keyword", "document", "vector")
+LEGS = ("keyword", "document", "feedback", "vector")
 NAMES = (
     "fused",  # the weighted RRF score, scaled so first in one leg is 1.0
     *(f"{leg}_inverse_rank" for leg in LEGS),  # 1 / rank, 0 when the leg missed it
@@ -42,6 +44,8 @@ NAMES = (
     "replaced",  # superseded or withdrawn: by a relation, frontmatter or status
     "newer",  # recency among the candidates: 1 newest, 0 oldest, 0.5 undated
     "after_as_of",  # dated after the period the question names
+    "outdated",  # a peer (same question words held) is newer and still valid then
+    "valid_then",  # the newest of its peers dated within the period the question names
     "question_specificity",  # mean IDF of the question's terms over log(passages)
 )
 
@@ -152,6 +156,39 @@ def _recency(dates: Sequence[str | None]) -> list[float]:
     return [place[d[:10]] if d else 0.5 for d in dates]
 
 
+def _held(question: Question, present: frozenset[str]) -> frozenset[int]:
+    """Which of the question's units ``present`` holds (by position)."""
+    return frozenset(
+        i for i, unit in enumerate(question.units) if unit and all(t in present for t in unit)
+    )
+
+
+def _versions(candidates: Sequence[Evidence], question: Question) -> list[tuple[float, float]]:
+    """Per candidate: (outdated, valid then). Peers are candidates among the first
+    ``PEER_DEPTH`` holding exactly the same question units: two versions of one fact
+    answer the same words. Of dated peers, one is outdated by a newer peer (for a question
+    naming a period, a newer one dated within it); the newest within the period is the
+    one valid then."""
+    held = [_held(question, c.present) for c in candidates]
+    day = [c.date[:10] if c.date else None for c in candidates]
+    cut = question.as_of
+    out = []
+    for i in range(len(candidates)):
+        if not day[i] or not held[i] or i >= PEER_DEPTH:
+            out.append((0.0, 0.0))
+            continue
+        peers = [
+            day[j]
+            for j in range(min(len(candidates), PEER_DEPTH))
+            if j != i and day[j] and held[j] == held[i]
+        ]
+        usable = [d for d in peers if cut is None or d <= cut]
+        outdated = any(d > day[i] for d in usable)
+        valid = bool(cut and peers and day[i] <= cut and not outdated)
+        out.append((float(outdated), float(valid)))
+    return out
+
+
 def feature_rows(candidates: Sequence[Evidence], question: Question) -> list[list[float]]:
     """One row of ``NAMES`` per candidate, in the candidates' order."""
     best = {
@@ -162,9 +199,10 @@ def feature_rows(candidates: Sequence[Evidence], question: Question) -> list[lis
     covered = [coverage(question, c.present) for c in candidates]
     top_coverage = max(covered, default=0.0)
     newer = _recency([c.date for c in candidates])
+    versions = _versions(candidates, question)
     specificity = _specificity(question)
     rows = []
-    for c, cov, recent in zip(candidates, covered, newer, strict=True):
+    for c, cov, recent, (outdated, valid) in zip(candidates, covered, newer, versions, strict=True):
         share = [
             c.scores[leg] / best[leg] if leg in c.scores and best[leg] > 0 else 0.0 for leg in LEGS
         ]
@@ -184,6 +222,8 @@ def feature_rows(candidates: Sequence[Evidence], question: Question) -> list[lis
                 float(c.replaced),
                 recent,
                 float(after),
+                outdated,
+                valid,
                 specificity,
             ]
         )
