@@ -34,6 +34,7 @@ from kb_mcp.errors import InvalidInput, NotFound
 
 __all__ = [
     "GOLDEN2_SET",
+    "GOLDEN3_SET",
     "GOLDEN_SET",
     "BeirDoc",
     "BeirQuery",
@@ -55,6 +56,10 @@ GOLDEN_SET = Path(__file__).parent / "golden"
 GOLDEN2_SET = Path(__file__).parent / "golden2"
 """The second hand-written set, written before issue 9's tuning (see golden2/README.md);
 splits ``dev`` (tune on it) and ``test`` (report it), on disjoint documents."""
+
+GOLDEN3_SET = Path(__file__).parent / "golden3"
+"""The blind development set, written by someone who had not read the ranking code (see
+golden3/README.md); split ``dev`` only: tune on it."""
 
 _LAYOUT_HINT = "a BEIR set holds corpus.jsonl, queries.jsonl and qrels/<split>.tsv"
 _JSONL_HINT = "fix or remove that line: each line must be one JSON object with a string '_id'"

@@ -17,11 +17,11 @@ BENCH_INGEST = Phase("ingesting", "items")
 
 
 def dataset_path(name: str) -> Path:
-    """A dataset folder; ``golden`` and ``golden2`` are the hand-written sets shipped
-    with kb-mcp (a folder of that name is reached as ``./golden``)."""
-    from kb_mcp.bench.beir import GOLDEN2_SET, GOLDEN_SET
+    """A dataset folder; ``golden``, ``golden2`` and ``golden3`` are the hand-written sets
+    shipped with kb-mcp (a folder of that name is reached as ``./golden``)."""
+    from kb_mcp.bench.beir import GOLDEN2_SET, GOLDEN3_SET, GOLDEN_SET
 
-    shipped = {GOLDEN: GOLDEN_SET, GOLDEN2: GOLDEN2_SET}
+    shipped = {GOLDEN: GOLDEN_SET, GOLDEN2: GOLDEN2_SET, "golden3": GOLDEN3_SET}
     return shipped.get(name) or Path(name).expanduser()
 
 
@@ -273,7 +273,7 @@ def add_bench_parser(sub: argparse._SubParsersAction, common, embedder_flags) ->
     p.add_argument(
         "--dataset",
         required=True,
-        help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/), 'golden' or 'golden2'",
+        help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/), 'golden', 'golden2' or 'golden3'",
     )
     p.add_argument("--split", default="test", help="qrels split (golden2: dev or test)")
     p.add_argument("--mode", default="auto", choices=["auto", "keyword", "vector", "hybrid"])
