@@ -80,6 +80,9 @@ def recorded_env(args: argparse.Namespace) -> dict[str, str]:
         origin = settings.origin(name)
         if origin == "flag" or origin.startswith("$"):
             env[by_name[name].env] = str(getattr(settings, name))
+    if settings.reranker == "onnx" and "KB_MCP_RERANKER_MODEL" in env:
+        # a folder: the agent starts the server in a working directory of its own
+        env["KB_MCP_RERANKER_MODEL"] = str(Path(settings.reranker_model).expanduser().resolve())
     return env
 
 
