@@ -109,7 +109,8 @@ SETTINGS: tuple[Setting, ...] = (
         "search_timeout_ms",
         limits.SEARCH_TIMEOUT_MS.default,
         "Deadline for one search or read query in SQLite; a search's question "
-        "embedding has a budget of this length of its own (past it: keyword results).",
+        "embedding has a budget of this length of its own (past it: keyword results), and "
+        "a reranker works within it (past it: the fused order).",
         int,
         limits.SEARCH_TIMEOUT_MS,
     ),
