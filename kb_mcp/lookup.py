@@ -115,9 +115,9 @@ class Lookup:
         reranker = self._reranker.get() if self._reranker.configured else None
         if reranker is None:
             return None
-        from kb_mcp.rerank.head import Reranking
+        from kb_mcp.rerank.head import Reranking, loaded
 
-        return Reranking(reranker, self.settings.search_timeout_ms / 1000)
+        return Reranking(loaded(reranker), self.settings.search_timeout_ms / 1000)
 
     def _vector_leg(self) -> VectorLeg | None:
         """The search engine's vector leg (None: ``--embedder none``), from ``vector_state``."""

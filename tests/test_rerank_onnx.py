@@ -146,3 +146,16 @@ def test_a_broken_reranker_leaves_the_fused_order_with_the_reason(tmp_path: Path
     assert "has no model.onnx and no tokenizer.json" in result.reason
     assert not doctor["reranker"].ok
     assert "has no model.onnx" in doctor["reranker"].detail
+
+
+def test_a_model_refused_at_load_leaves_the_fused_order_with_the_reason(tmp_path: Path) -> None:
+    """The model is read before the search's deadline starts; one that is not a
+    cross-encoder fails there, and the search still answers, saying why."""
+    model = cross_encoder(tmp_path / "model", extra_input="pixel_values")
+    with _fruit_library(tmp_path / "plain") as plain:
+        fused = plain.search("fruit")
+    with _fruit_library(tmp_path / "home", reranker="onnx", reranker_model=str(model)) as library:
+        result = library.search("fruit")
+    assert [hit.doc for hit in result.hits] == [hit.doc for hit in fused.hits]
+    assert result.reason is not None
+    assert result.reason.startswith(f"reranker skipped: {model / 'model.onnx'} is not a cross")

@@ -11,15 +11,17 @@ the reranker moves takes the fused score of the place it moves to, and says so i
 fused order.
 
 It never fails a search. It runs in a thread of its own, given what is left of the
-search's deadline (``search_timeout_ms``, counted from when the Library starts the
-search); past it, or when the reranker fails or cannot be built, the fused order stands
-and the result's reason says ``reranker skipped: …``. A reranker that cannot be
-interrupted (an in-process model) finishes alone; while ``MAX_RUNNING`` such runs are
-still going, a search does not start another.
+search's deadline (``search_timeout_ms``, counted from when the search's database work
+starts; a model read lazily is read before, once: ``loaded``). Past it, or when the
+reranker fails or cannot be built, the fused order stands and the result's reason says
+``reranker skipped: …``. A reranker that cannot be interrupted (an in-process model)
+finishes alone; while ``MAX_RUNNING`` such runs are still going, a search does not
+start another.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 import time
@@ -53,6 +55,18 @@ def reordered(head: Sequence[Candidate], scores: Sequence[float], name: str) -> 
             candidate = candidate.moved_to(head[new].score, reason)
         moved.append(candidate)
     return moved
+
+
+def loaded(reranker: Reranker) -> Reranker:
+    """``reranker``, its model read first when it reads one lazily (``load()``, the onnx
+    one), as the question's embedder is (``search/vector.embed_within``): once, before
+    the deadline starts. A load that fails is remembered by the reranker and reported by
+    its ``scores`` as the reason it was skipped."""
+    load = getattr(reranker, "load", None)
+    if callable(load):
+        with contextlib.suppress(KbError):
+            load()
+    return reranker
 
 
 class Reranking:
