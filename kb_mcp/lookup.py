@@ -112,7 +112,7 @@ class Lookup:
 
     def _reranking(self) -> Reranking | None:
         """The configured reranker with this search's time (None: ``reranker = none``)."""
-        reranker = self._reranker.get() if self._reranker.configured else None
+        reranker = self._reranker.get()
         if reranker is None:
             return None
         from kb_mcp.rerank.head import Reranking, loaded

@@ -61,10 +61,6 @@ class ActiveReranker:
         self._built = False
         self._reranker: Reranker | None = None
 
-    @property
-    def configured(self) -> bool:
-        return self._settings.reranker != "none"
-
     def get(self) -> Reranker | None:
         """The reranker (None: ``reranker = none``); one that cannot be built says why."""
         with self._lock:
