@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -243,3 +244,36 @@ async def test_serve_with_a_dead_reranker_answers_in_the_fused_order_with_the_re
     assert found["reason"].startswith("reranker skipped: reranker ollama at http://127.0.0.1:")
     assert "cannot connect" in found["reason"]
     assert all(not hit["adjustments"] for hit in found["results"])
+
+
+def test_only_the_first_20_are_read_and_the_rest_keep_their_places(
+    tmp_path: Path, ollama_server: OllamaServer
+) -> None:
+    """25 documents; a model that likes the last two it is shown: they come first, the
+    other 18 it scored alike keep their fused order, the last 5 (not shown to it) keep
+    their places, and the scores still fall."""
+
+    def last_two(body: dict[str, Any]) -> str:
+        count = len(_fenced_passages(body))
+        return json.dumps({"scores": [0] * (count - 2) + [9, 10]})
+
+    ollama_server.chat_reply = last_two
+    settings = Settings(
+        home=tmp_path / "home", embedder="none", reranker="ollama", ollama_host=ollama_server.url
+    )
+    with Library(settings) as library:
+        for n in range(25):  # "fruit" said 25 times in the first, once in the last
+            text = " ".join(["fruit"] * (25 - n) + ["plum"] * n)
+            library.add_document(f"Page {n}", text, f"file:///page{n}.md", by_agent=False)
+        result = library.search("fruit", top_k=25)
+    with Library(replace(settings, home=tmp_path / "plain", reranker="none")) as plain:
+        for n in range(25):
+            text = " ".join(["fruit"] * (25 - n) + ["plum"] * n)
+            plain.add_document(f"Page {n}", text, f"file:///page{n}.md", by_agent=False)
+        fused = [hit.title for hit in plain.search("fruit", top_k=25).hits]
+    [asked] = ollama_server.chat_requests
+    assert len(_fenced_passages(asked)) == 20
+    assert [hit.title for hit in result.hits] == [fused[19], fused[18], *fused[:18], *fused[20:]]
+    scores = [hit.score for hit in result.hits]
+    assert scores == sorted(scores, reverse=True)
+    assert all(not hit.adjustments for hit in result.hits[20:])
