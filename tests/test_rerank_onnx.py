@@ -8,6 +8,10 @@ masks, batches or truncates wrongly gets other numbers. The library tests use re
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -159,3 +163,19 @@ def test_a_model_refused_at_load_leaves_the_fused_order_with_the_reason(tmp_path
     assert [hit.doc for hit in result.hits] == [hit.doc for hit in fused.hits]
     assert result.reason is not None
     assert result.reason.startswith(f"reranker skipped: {model / 'model.onnx'} is not a cross")
+
+
+def test_kb_mcp_search_takes_the_reranker_flags(tmp_path: Path) -> None:
+    """``--reranker onnx --reranker-model FOLDER`` on the command line, over a library
+    built without them."""
+    model = cross_encoder(tmp_path / "model")
+    _fruit_library(tmp_path / "home").close()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KB_MCP_")}
+    command = [sys.executable, "-m", "kb_mcp", "search", "fruit", "--json"]
+    command += ["--home", str(tmp_path / "home"), "--embedder", "none"]
+    command += ["--reranker", "onnx", "--reranker-model", str(model)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stderr
+    results = json.loads(done.stdout)["results"]
+    assert results[0]["title"] == "Kiwi"
+    assert results[0]["adjustments"][-1]["reason"].startswith("reranked by onnx model")
