@@ -86,6 +86,7 @@ def test_the_model_scores_each_fenced_passage(ollama_server: OllamaServer) -> No
         ('[{"passage": "1", "relevant": "yes"}, {"passage": 2, "relevant": false}]', [10.0, 0.0]),
         ("Passage 1: 2\nPassage 2: 12", [2.0, 10.0]),
         ("1) no\n2) yes", [0.0, 10.0]),
+        ('{"1": 6, "passage 2": 1, "2": "8"}', [6.0, 8.0]),
     ],
 )
 def test_answers_are_read_leniently(answer: str, scores: list[float]) -> None:

@@ -99,7 +99,10 @@ def _score(value: Any) -> float | None:
 
 def _listed(answer: Any) -> dict[int, float]:
     """Passage number → score from a JSON answer: ``{"scores": [...]}`` or a bare list,
-    of ``{"passage", "score"}`` objects or of scores in passage order."""
+    of ``{"passage", "score"}`` objects or of scores in passage order, or an object
+    keyed by passage number (``{"1": 7, "2": 0}``)."""
+    if isinstance(answer, dict) and "scores" not in answer:
+        answer = [{"passage": key, "score": value} for key, value in answer.items()]
     items = answer.get("scores") if isinstance(answer, dict) else answer
     found: dict[int, float] = {}
     if not isinstance(items, list):
