@@ -24,6 +24,7 @@ from kb_mcp.store.migrations import MIGRATIONS, schema_version
 if TYPE_CHECKING:
     from kb_mcp.embed.base import Embedder
     from kb_mcp.graph.enrich import EnrichStatus
+    from kb_mcp.rerank.base import Reranker
 
 FILES_NAMED = 3  # failed files named by `doctor`; `kb-mcp list SOURCE --failed` has all
 # extra → (module it installs, what happens without it)
@@ -104,6 +105,26 @@ def _embedder(settings: Settings, embedder: Embedder | None) -> Check:
     )
 
 
+def _reranker(settings: Settings, reranker: Reranker | None) -> Check:
+    """Which reranker reorders the first results, where the setting came from, and
+    whether it can run. One the user chose that cannot run is a failure, as an embedder
+    is; searches still answer, in the fused order."""
+    from_where = f"from {_origin(settings, 'reranker')}"
+    if reranker is None:
+        return Check("reranker", True, f"none ({from_where}): results in the fused order")
+    name = f"{reranker.name} ({from_where})"
+    if settings.reranker == "ollama":
+        name += f", host {settings.ollama_host}"
+    available = reranker.availability()
+    if available.ok:
+        return Check("reranker", True, f"{name}: available")
+    return Check(
+        "reranker",
+        False,
+        f"{name}: NOT available ({available.reason}); searches keep the fused order",
+    )
+
+
 def _vectors(state: VectorState) -> Check:
     if state.usable and state.signature is not None:
         detail = (
@@ -165,6 +186,7 @@ def run_checks(
     embedder: Embedder | None = None,
     vector_state: Callable[[], VectorState] | None = None,
     graph_llm: Callable[[], EnrichStatus | None] | None = None,
+    reranker: Reranker | None = None,
 ) -> DoctorReport:
     """Every check, each on its own: one that meets a damaged database or a full disk
     fails with what to do, and the others still run (issue 20 item 4: one overwritten
@@ -189,6 +211,7 @@ def run_checks(
         checked("skipped files", lambda: _skipped_files(skipped())),
         *(_extra(name, module, what) for name, (module, what) in EXTRAS.items()),
         _embedder(settings, embedder),
+        _reranker(settings, reranker),
     ]
     if vector_state is not None:
         checks.append(checked("vectors", lambda: _vectors(vector_state())))

@@ -87,6 +87,7 @@ class Library:
         self.relations = state.relations
         self._vectors = state.vectors
         self._enrichment = state.enrichment
+        self._reranker = state.reranker
         self._ready = state.ready
         self._memo = state.memo
         self._folders = Folders(state)
@@ -334,6 +335,7 @@ class Library:
             embedder=self.embedder(),
             vector_state=self.vector_state,
             graph_llm=self._enrichment.status,
+            reranker=self._reranker.get(),
         )
 
     # --- a person's views (the web view, issue 12; views.py) -----------------------------

@@ -32,6 +32,7 @@ from kb_mcp.store import documents as rows
 from kb_mcp.store.db import QueryTimeout
 
 if TYPE_CHECKING:  # imported when vectors are used: keyword-only start-up stays lean
+    from kb_mcp.rerank.head import Reranking
     from kb_mcp.search.vector import VectorLeg
 
 # The reason of a search's keyword fallback while the server loads the local model (about
@@ -54,6 +55,7 @@ class Lookup:
         self._ready = state.ready
         self._source_id = state.source_id
         self.vector_state = state.vectors.state
+        self._reranker = state.reranker
 
     def search(
         self,
@@ -81,8 +83,17 @@ class Lookup:
         leg = self._vector_leg() if wants_vectors else None
         self._embed_question(leg, request)
         try:
+            reranking = self._reranking()  # its time is the deadline's, from now on
             with self.db.deadline(self.settings.search_timeout_ms):
-                result = run_search(self.db, self.fts, request, source_id, leg, graph=self.graph)
+                result = run_search(
+                    self.db,
+                    self.fts,
+                    request,
+                    source_id,
+                    leg,
+                    graph=self.graph,
+                    reranking=reranking,
+                )
         except QueryTimeout as exc:
             raise SearchTimedOut(
                 f"search took longer than {self.settings.search_timeout_ms} ms and was stopped",
@@ -113,6 +124,15 @@ class Lookup:
 
         if isinstance(leg, EmbeddedLeg) and "vector" in plan_search(request, leg).legs:
             leg.embed_question(request.query, self.settings.search_timeout_ms / 1000)
+
+    def _reranking(self) -> Reranking | None:
+        """The configured reranker with this search's time (None: ``reranker = none``)."""
+        reranker = self._reranker.get()
+        if reranker is None:
+            return None
+        from kb_mcp.rerank.head import Reranking, loaded
+
+        return Reranking(loaded(reranker), self.settings.search_timeout_ms / 1000)
 
     def _vector_leg(self) -> VectorLeg | None:
         """The search engine's vector leg (None: ``--embedder none``), from ``vector_state``."""

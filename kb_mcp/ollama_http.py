@@ -1,7 +1,8 @@
-"""What the two Ollama clients share: the host as shown and trusted, and the cooldown.
+"""What the Ollama clients share: the host as shown and trusted, and the cooldown.
 
-The embedder (``embed/ollama.py``) and the graph's LLM extractor (``graph/llm.py``) both
-talk to an Ollama server through the official client, and both must keep an unreachable
+The embedder (``embed/ollama.py``), the graph's LLM extractor (``graph/llm.py``) and the
+reranker (``rerank/ollama.py``) talk to an Ollama server through the official client,
+and all must keep an unreachable
 host cheap and its credentials out of messages. This module is that common ground, with
 no heavy import (the graph side must not pull in numpy):
 

@@ -67,6 +67,11 @@ OLLAMA_DEFAULT_HOST = "http://localhost:11434"
 # (``graph/llm.py``); the LLM pass runs in the background, after keyword search is ready.
 GRAPH_EXTRACTORS = ("heuristic", "ollama")
 GRAPH_DEFAULT_MODEL = "qwen3:0.6b"  # graph/llm.DEFAULT_MODEL, repeated: no import here
+# Who reorders a search's first fused passages (``kb_mcp/rerank/``): nobody, a
+# cross-encoder in ONNX from a folder the user names, or a local chat model through Ollama.
+# ``rerank.base.RERANKERS`` is the same tuple (repeated: no import here; a test keeps them).
+RERANKERS = ("none", "onnx", "ollama")
+RERANK_DEFAULT_MODEL = "qwen3:0.6b"  # rerank/ollama.DEFAULT_MODEL, repeated: no import here
 # How a PDF becomes text; ``ingest/readers/pdf.PDF_MODES`` is the same tuple (no import).
 PDF_MODES = ("layout", "text")
 
@@ -104,7 +109,8 @@ SETTINGS: tuple[Setting, ...] = (
         "search_timeout_ms",
         limits.SEARCH_TIMEOUT_MS.default,
         "Deadline for one search or read query in SQLite; a search's question "
-        "embedding has a budget of this length of its own (past it: keyword results).",
+        "embedding has a budget of this length of its own (past it: keyword results), and "
+        "a reranker works within it (past it: the fused order).",
         int,
         limits.SEARCH_TIMEOUT_MS,
     ),
@@ -212,6 +218,26 @@ SETTINGS: tuple[Setting, ...] = (
         "The Ollama chat model of `graph_extractor = ollama` (`ollama pull` it first). "
         "Each chunk is asked once per model.",
     ),
+    Setting(
+        "reranker",
+        "none",
+        "Who reorders a search's first 20 fused passages: `none` (the default: the fused "
+        "order stands), `onnx` (a cross-encoder in ONNX, from the folder `reranker_model` "
+        "names), `ollama` (a local chat model through `ollama_host` scores each passage "
+        "0-10; passage text is fenced as data). It runs inside the search's "
+        "`search_timeout_ms`; slow, failing or gone, the fused order stands and the "
+        "result's reason says why.",
+        choices=RERANKERS,
+    ),
+    Setting(
+        "reranker_model",
+        "",
+        "The reranker's model: for `onnx` a folder holding `model.onnx` (a "
+        "cross-encoder: input_ids, attention_mask, optional token_type_ids in, one "
+        "logit or two classes out) and its `tokenizer.json`; for `ollama` a chat model "
+        f"(empty: `{RERANK_DEFAULT_MODEL}`).",
+        shown_default="empty (`ollama`: qwen3:0.6b)",
+    ),
 )
 
 _BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
@@ -275,6 +301,8 @@ class Settings:
     graph_extractor: str = "heuristic"
     graph_model: str = GRAPH_DEFAULT_MODEL
     pdf_mode: str = "layout"
+    reranker: str = "none"
+    reranker_model: str = ""
     # Where each value came from (name → "config.toml", "$KB_MCP_EMBEDDER", "flag", …);
     # a name not listed has its default. Shown by ``doctor``; not part of equality.
     origins: tuple[tuple[str, str], ...] = field(default=(), compare=False)

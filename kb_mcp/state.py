@@ -24,6 +24,7 @@ from kb_mcp.index.graph import GraphIndex
 from kb_mcp.ingest import agent, synclock
 from kb_mcp.ingest.relink import StoredRelations
 from kb_mcp.ingest.reredact import StoredRedaction
+from kb_mcp.rerank.factory import ActiveReranker
 from kb_mcp.settings import Settings
 from kb_mcp.store import documents as rows
 from kb_mcp.store.db import Database
@@ -69,6 +70,7 @@ class LibraryState:
         self._memos: dict[str, tuple[int, object]] = {}  # see memo
         self._memo_lock = threading.Lock()
         self.enrichment = GraphEnrichment(self.db, self.home, settings, make_extractor)
+        self.reranker = ActiveReranker(settings)  # built at the first search that reranks
         synclock.recover_interrupted(self.db, self.home)
 
     def ready(self) -> None:

@@ -278,6 +278,28 @@ def test_install_records_the_embedder_settings_of_flags_and_environment(
     }
 
 
+def test_install_records_the_reranker_with_its_folder_made_absolute(
+    user: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch
+) -> None:
+    """issue 21: --reranker / --reranker-model go into the entry's env; an onnx folder
+    given relative to the installing shell is written absolute (the agent's server runs
+    in another working directory)."""
+    (tmp_path / "models" / "xenc").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "models")
+    code, _, err = install(
+        capsys,
+        *("kiro", "--project", str(tmp_path)),
+        *("--embedder", "none", "--reranker", "onnx", "--reranker-model", "xenc"),
+    )
+    assert code == 0, err
+    entry = json.loads((tmp_path / ".kiro/settings/mcp.json").read_text())["mcpServers"]["kb"]
+    assert entry["env"] == {
+        "KB_MCP_EMBEDDER": "none",
+        "KB_MCP_RERANKER": "onnx",
+        "KB_MCP_RERANKER_MODEL": str((tmp_path / "models" / "xenc").resolve()),
+    }
+
+
 def test_install_claude_desktop_refuses_a_project(
     user: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

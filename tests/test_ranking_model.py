@@ -119,7 +119,9 @@ def test_confidence_is_the_answers_head_on_the_first_by_the_order_head() -> None
     order = model_mod.LinearModel(
         tuple(1.0 if i == first else 0.0 for i in range(n)), 0.0, (0.0,) * n, (1.0,) * n
     )
-    answers = model_mod.LinearModel((1.0,) + (0.0,) * (n + 1), -0.5, (0.0,) * (n + 2), (1.0,) * (n + 2))
+    answers = model_mod.LinearModel(
+        (1.0,) + (0.0,) * (n + 1), -0.5, (0.0,) * (n + 2), (1.0,) * (n + 2)
+    )
     heads = model_mod.LegSetModel(order, answers, 0.5)
     rows = [[0.0] * n, [0.0] * n]
     rows[1][first] = 2.0

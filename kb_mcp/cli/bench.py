@@ -30,7 +30,12 @@ def cmd_bench_retrieval(args: argparse.Namespace) -> int:
     from kb_mcp.bench.retrieval import report_table, run_retrieval_bench, write_json
     from kb_mcp.settings import load
 
-    overrides = {"embedder": args.embedder, "embed_model": args.embed_model}
+    overrides = {
+        "embedder": args.embedder,
+        "embed_model": args.embed_model,
+        "reranker": args.reranker,
+        "reranker_model": args.reranker_model,
+    }
     if args.no_relations:
         overrides["relations"] = False
     with PhaseProgress(BENCH_INGEST) as bar:
@@ -285,7 +290,7 @@ def add_bench_parser(sub: argparse._SubParsersAction, common, embedder_flags) ->
         action="store_true",
         help="rank without document relations (to measure what they bring)",
     )
-    embedder_flags(p)
+    embedder_flags(p, rerank_flag=True)
     p.set_defaults(func=cmd_bench_retrieval)
     _add_questions_parser(bench_sub, common, embedder_flags)
     p = bench_sub.add_parser(

@@ -8,7 +8,8 @@ TOML or already holds a different entry under the same name (unless ``--force``)
 The agent starts the server in its own environment, not the installing shell's, so the
 entry carries what this shell would use: the library (``--home``, else ``$KB_MCP_HOME``)
 whenever that is not the default, as ``--home``; and the embedder settings given as flags
-(``--embedder``, ``--embed-model``, ``--graph-extractor``) or ``KB_MCP_*`` / ``OLLAMA_HOST``
+(``--embedder``, ``--embed-model``, ``--graph-extractor``, ``--reranker``,
+``--reranker-model``) or ``KB_MCP_*`` / ``OLLAMA_HOST``
 variables, as ``KB_MCP_*`` variables in the entry's ``env``. Settings from the library's
 ``config.toml`` are not copied: the server reads that file itself. An existing config
 keeps its file mode; a new one is 0644 (it holds a command line, no secret). A
@@ -36,7 +37,15 @@ from kb_mcp.settings import SETTINGS, load, non_default_home, process_environmen
 
 NEW_FILE_MODE = 0o644
 # The settings an entry carries when the installing shell set them (flag or environment).
-RECORDED_SETTINGS = ("embedder", "embed_model", "ollama_host", "graph_extractor", "graph_model")
+RECORDED_SETTINGS = (
+    "embedder",
+    "embed_model",
+    "ollama_host",
+    "graph_extractor",
+    "graph_model",
+    "reranker",
+    "reranker_model",
+)
 
 
 def server_command() -> tuple[str, list[str]]:
@@ -61,6 +70,8 @@ def recorded_env(args: argparse.Namespace) -> dict[str, str]:
             "embedder": args.embedder,
             "embed_model": args.embed_model,
             "graph_extractor": args.graph_extractor,
+            "reranker": args.reranker,
+            "reranker_model": args.reranker_model,
         },
     )
     by_name = {s.name: s for s in SETTINGS}
@@ -69,6 +80,9 @@ def recorded_env(args: argparse.Namespace) -> dict[str, str]:
         origin = settings.origin(name)
         if origin == "flag" or origin.startswith("$"):
             env[by_name[name].env] = str(getattr(settings, name))
+    if settings.reranker == "onnx" and "KB_MCP_RERANKER_MODEL" in env:
+        # a folder: the agent starts the server in a working directory of its own
+        env["KB_MCP_RERANKER_MODEL"] = str(Path(settings.reranker_model).expanduser().resolve())
     return env
 
 
@@ -172,7 +186,7 @@ def cmd_install(args: argparse.Namespace) -> int:
 def add_install_parser(
     sub: argparse._SubParsersAction,
     common: Callable[[argparse.ArgumentParser], None],
-    embedder_flags: Callable[[argparse.ArgumentParser], None],
+    embedder_flags: Callable[..., None],
 ) -> None:
     p = sub.add_parser("install", help=cmd_install.__doc__, description=cmd_install.__doc__)
     common(p)
@@ -187,5 +201,5 @@ def add_install_parser(
     p.add_argument("--allow-agent-writes", action="store_true", help="let the agent add documents")
     p.add_argument("--force", action="store_true", help="replace a different existing entry")
     p.add_argument("--dry-run", action="store_true", help="print the result, write nothing")
-    embedder_flags(p)
+    embedder_flags(p, rerank_flag=True)
     p.set_defaults(func=cmd_install)

@@ -26,7 +26,11 @@ if TYPE_CHECKING:  # imported lazily at run time: start-up stays lean
 # parser is built without importing the settings module; a test keeps the two equal.
 EMBEDDER_CHOICES = ("local", "ollama", "none")
 GRAPH_EXTRACTOR_CHOICES = ("heuristic", "ollama")  # settings.GRAPH_EXTRACTORS
-LEGS_HELP = "comma-separated legs to run instead of the mode's plan: any of keyword, vector, graph"
+RERANKER_CHOICES = ("none", "onnx", "ollama")  # settings.RERANKERS
+LEGS_HELP = (
+    "comma-separated legs to run instead of the mode's plan: any of keyword, vector, graph, "
+    "feedback"
+)
 HOME_HELP = "library folder (default: $KB_MCP_HOME or the XDG data dir, ~/.local/share/kb-mcp)"
 
 
@@ -49,11 +53,16 @@ def _bounded(
 
 
 def _embedder_flags(
-    parser: argparse.ArgumentParser, *, wait_flag: bool = False, graph_flag: bool = True
+    parser: argparse.ArgumentParser,
+    *,
+    wait_flag: bool = False,
+    graph_flag: bool = True,
+    rerank_flag: bool = False,
 ) -> None:
     """``--embedder`` / ``--embed-model``, ``--graph-extractor`` where the graph's LLM pass
-    runs (``graph_flag``: not on ``search``, which extracts nothing), and ``--no-wait``
-    where embedding is waited for."""
+    runs (``graph_flag``: not on ``search``, which extracts nothing), ``--reranker`` /
+    ``--reranker-model`` where searches run (``rerank_flag``), and ``--no-wait`` where
+    embedding is waited for."""
     parser.add_argument(
         "--embedder",
         choices=EMBEDDER_CHOICES,
@@ -68,6 +77,18 @@ def _embedder_flags(
             choices=GRAPH_EXTRACTOR_CHOICES,
             help="who finds the graph's entities (default: setting graph_extractor, "
             "`heuristic`); ollama adds typed relations from a chat model in the background",
+        )
+    if rerank_flag:
+        parser.add_argument(
+            "--reranker",
+            choices=RERANKER_CHOICES,
+            help="who reorders a search's first results (default: setting reranker, "
+            "`none`): onnx = a cross-encoder folder, ollama = a local chat model",
+        )
+        parser.add_argument(
+            "--reranker-model",
+            metavar="MODEL",
+            help="onnx: the folder with model.onnx and tokenizer.json; ollama: the chat model",
         )
     if wait_flag:
         parser.add_argument(
@@ -85,6 +106,8 @@ def _load_settings(args: argparse.Namespace, **overrides: Any) -> Settings:
     overrides.setdefault("embedder", getattr(args, "embedder", None))
     overrides.setdefault("embed_model", getattr(args, "embed_model", None))
     overrides.setdefault("graph_extractor", getattr(args, "graph_extractor", None))
+    overrides.setdefault("reranker", getattr(args, "reranker", None))
+    overrides.setdefault("reranker_model", getattr(args, "reranker_model", None))
     return load(home=args.home, overrides=overrides)
 
 
@@ -390,7 +413,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--allow-agent-writes", action="store_true", help="let agents add documents (add_document)"
     )
-    _embedder_flags(p)
+    _embedder_flags(p, rerank_flag=True)
     p = command("add-text", cmd_add_text, json_flag=True)
     p.add_argument("--title", required=True)
     p.add_argument("--uri", required=True, help="identity of the document (e.g. its URL)")
@@ -402,7 +425,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", default="auto", choices=["auto", "keyword", "vector", "hybrid"])
     p.add_argument("--source")
     p.add_argument("--legs", metavar="LEGS", help=LEGS_HELP)
-    _embedder_flags(p, graph_flag=False)  # a search extracts nothing: the flag did nothing
+    _embedder_flags(p, graph_flag=False, rerank_flag=True)  # a search extracts nothing
     p = command("entities", cmd_entities, json_flag=True)
     p.add_argument("query", nargs="?", help="a name to look up (default: the most mentioned)")
     _bounded(p, "--limit", "top_k", "entities to show", default=10)

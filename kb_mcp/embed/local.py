@@ -298,7 +298,7 @@ def _open_runtime(threads: int, max_tokens: int) -> _Runtime:
         tokenizer.enable_truncation(max_length=max_tokens)
         ort.disable_telemetry_events()  # no telemetry events from this process's sessions
         session = ort.InferenceSession(
-            str(path), _session_options(ort, threads), providers=["CPUExecutionProvider"]
+            str(path), session_options(ort, threads), providers=["CPUExecutionProvider"]
         )
     except Exception as error:  # tokenizers and onnxruntime raise untyped errors
         raise EmbedderUnavailable(
@@ -308,7 +308,7 @@ def _open_runtime(threads: int, max_tokens: int) -> _Runtime:
     return _Runtime(session, tokenizer, names)
 
 
-def _session_options(ort: Any, threads: int) -> Any:
+def session_options(ort: Any, threads: int) -> Any:
     """``threads`` intra-op threads that sleep when idle, all graph optimisations."""
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from kb_mcp.cite import format_cite
 from kb_mcp.errors import InvalidInput, Unavailable
@@ -34,6 +35,9 @@ from kb_mcp.search.stats import unit_stats
 from kb_mcp.search.vector import NO_EMBEDDER, VectorLeg, VectorState
 from kb_mcp.store import documents as rows
 from kb_mcp.store.db import Database
+
+if TYPE_CHECKING:
+    from kb_mcp.rerank.head import Reranking
 
 MODES = ("auto", "keyword", "vector", "hybrid")
 LEGS = ("keyword", "vector", "graph", "feedback")
@@ -309,15 +313,17 @@ def run_search(
     source_id: int | None = None,
     vectors: VectorLeg | None = None,
     graph: GraphIndex | None = None,
+    reranking: Reranking | None = None,
 ) -> SearchResult:
     """Ranked, cited passages for ``request`` (one per document); empty when the model
     doubts the best of them answers.
 
-    ``vectors`` is the vector leg (None: no embedder configured). The result says how
-    long the question took to embed, so callers can time the rest apart.
+    ``vectors`` is the vector leg (None: no embedder configured); ``reranking``
+    reorders the first passages (None: no reranker; ``rerank/head.py``). The result says
+    how long the question took to embed, so callers can time the rest apart.
     """
     before = vectors.embed_seconds if vectors is not None else 0.0
-    result = _search(db, fts, request, source_id, vectors, graph)
+    result = _search(db, fts, request, source_id, vectors, graph, reranking)
     spent = (vectors.embed_seconds - before) if vectors is not None else 0.0
     if spent == 0.0:
         return result
@@ -427,6 +433,7 @@ def _search(
     source_id: int | None = None,
     vectors: VectorLeg | None = None,
     graph: GraphIndex | None = None,
+    reranking: Reranking | None = None,
 ) -> SearchResult:
     """``run_search`` without the timing."""
     ranked = rank_request(db, fts, request, source_id, vectors, graph)
@@ -436,10 +443,13 @@ def _search(
         reason = _abstains(ranked)
     if ranking is None or reason is not None:
         return SearchResult(request.query, plan.mode, (), plan.fallback, _with(reason, plan))
+    skipped = None  # why the reranker left the fused order, when it did
+    if reranking is not None:
+        ranking, skipped = reranking.reorder(request.query, ranking)
     shown = ranking.order[: request.top_k]
     notes = _annotations(ranking, shown) if request.relations else {}
     hits = tuple(
         _to_hit(i, c, ranking.fused[c.key], ranking.passage(c.key), notes.get(c.key, ()))
         for i, c in enumerate(shown, start=1)
     )
-    return SearchResult(request.query, plan.mode, hits, plan.fallback, plan.reason)
+    return SearchResult(request.query, plan.mode, hits, plan.fallback, _with(skipped, plan))
