@@ -27,7 +27,8 @@ if TYPE_CHECKING:  # imported lazily at run time: start-up stays lean
 EMBEDDER_CHOICES = ("local", "ollama", "none")
 GRAPH_EXTRACTOR_CHOICES = ("heuristic", "ollama")  # settings.GRAPH_EXTRACTORS
 LEGS_HELP = (
-    "comma-separated legs to run instead of the mode's plan: any of keyword, vector, graph, hop"
+    "comma-separated legs to run instead of the mode's plan: "
+    "any of keyword, vector, graph, hop, document"
 )
 HOME_HELP = "library folder (default: $KB_MCP_HOME or the XDG data dir, ~/.local/share/kb-mcp)"
 

@@ -26,6 +26,7 @@ from kb_mcp.search.adjust import Adjustment, Candidate, Rule
 from kb_mcp.search.calibration import UNCALIBRATED, VectorCalibration, calibration_for, has_cjk
 from kb_mcp.search.counted import clauses, counted_noun
 from kb_mcp.search.distinct import DISTINCT_PASSAGES, distinct_reason
+from kb_mcp.search.document import document_leg
 from kb_mcp.search.floor import (
     ANSWER_PASSAGES,
     PERSON_PASSAGES,
@@ -53,7 +54,7 @@ from kb_mcp.store import documents as rows
 from kb_mcp.store.db import Database
 
 MODES = ("auto", "keyword", "vector", "hybrid")
-LEGS = ("keyword", "vector", "graph", "hop")
+LEGS = ("keyword", "vector", "graph", "hop", "document")
 # Passages the vector leg reads (it ranks passages; the engine keeps each document's best).
 # As many as the documents each leg ranks: reading 4x as many scored the same to the
 # fourth digit on SciFact train, CoSQA dev and the golden set (hybrid nDCG@10 0.6944 /
@@ -79,6 +80,9 @@ GRAPH_MODES: frozenset[str] = frozenset()
 # 0.967 / 0.935; 2.0 cost golden fact (0.845 → 0.818) in an earlier version.
 HOP_WEIGHT = 1.0
 HOP_MODES: frozenset[str] = frozenset({"auto", "keyword", "hybrid"})
+# The document leg (``search/document.py``, issue 21): documents ranked as wholes. Named
+# with ``legs`` only, until the learned ranker decides its place; 1.0, the keyword leg's.
+DOCUMENT_WEIGHT = 1.0
 SCORE_DIGITS = 4  # significant digits of reported scores: enough to tell rank 99 from 100
 # Issue 7 item 22: an empty library is not "no passage matches"; say what to do.
 EMPTY_LIBRARY = (
@@ -173,7 +177,8 @@ class Plan:
     @property
     def mode(self) -> str:
         """The mode the keyword and vector legs make (the graph joins either)."""
-        seeds = [leg for leg in self.legs if leg not in ("graph", "hop")]
+        kinds = ("keyword" if leg == "document" else leg for leg in self.legs)  # both bm25
+        seeds = list(dict.fromkeys(leg for leg in kinds if leg not in ("graph", "hop")))
         if len(seeds) > 1:
             return "hybrid"
         return seeds[0] if seeds else "graph"
@@ -251,6 +256,8 @@ def _run_legs(
     legs: dict[str, list[LegHit]] = {}
     if "keyword" in plan.legs:
         legs["keyword"] = keyword_leg(fts, query, CANDIDATE_DOCUMENTS, source_id)
+    if "document" in plan.legs:
+        legs["document"] = document_leg(fts, query, CANDIDATE_DOCUMENTS, source_id)
     if nearest is not None and "vector" in plan.legs:
         legs["vector"] = nearest
     if graph is not None and "graph" in plan.legs:
@@ -392,6 +399,7 @@ def _weights(calibration: VectorCalibration) -> dict[str, float]:
         "vector": calibration.weight,
         "graph": GRAPH_WEIGHT,
         "hop": HOP_WEIGHT,
+        "document": DOCUMENT_WEIGHT,
         UNEMBEDDED_LEG: calibration.weight,
     }
 
