@@ -170,7 +170,12 @@ def best_passages(
 ) -> dict[int, int]:
     """Document id → its best-bm25 passage for ``expression`` (lowest chunk id on a tie),
     for those of ``document_ids`` with a matching passage: one query for all of them, the
-    document filter inside it, so bm25 is computed only for their passages."""
+    document filter inside it, so bm25 is computed only for their passages.
+
+    The MATCH leads and each match is looked up in ``chunks``: on a synthetic index of
+    100k passages in 10k documents, 16 ms a query (ranking the full OR: 39 ms). Written
+    as ``rowid IN (SELECT id FROM chunks WHERE document_id IN ...)`` the MATCH ran once
+    per rowid: 1.5 s."""
     if not document_ids:
         return {}
     marks = ",".join("?" * len(document_ids))

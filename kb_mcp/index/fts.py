@@ -7,6 +7,9 @@ the wrong tokens on delete. The rowid is ``chunks.id``; chunk rows stay the trut
 
 Columns: ``head`` (document title + heading path, weighted up) and ``body``.
 
+Beside it, ``docs_fts`` indexes whole documents in the same representation
+(``index/docs_fts.py``, issue 21); the rebuild below makes both.
+
 Representation changes (``TEXTPREP_VERSION``, tokenizer, ``FTS_LAYOUT``) are recorded in
 ``meta.fts_version``. A database written by an older representation is rebuilt by the
 first reader: one ``BEGIN IMMEDIATE`` transaction drops the old table, re-inserts every
