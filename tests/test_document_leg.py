@@ -16,9 +16,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import apsw
+import pytest
 from library_checks import integrity_problems, keyword_library, write_notes
 
 from kb_mcp.index.fts import head_text
+from kb_mcp.ingest import filework, pipeline
 from kb_mcp.ingest.pipeline import rewrite_in_place
 from kb_mcp.library import DB_FILE, Library
 from kb_mcp.settings import Settings
@@ -124,6 +126,36 @@ def test_document_index_follows_a_text_rewritten_in_place(tmp_path: Path) -> Non
         assert _ranked(library, "fencing", ("document",)) == ["runbook.md"]
         assert _ranked(library, "witness", ("document",)) == ["glossary.md"]
     assert integrity_problems(tmp_path / "home" / DB_FILE) == []
+
+
+def test_document_row_of_a_large_file_is_the_whole_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large file, stored and indexed a few passages at a time, gets the row the
+    whole-file path writes: the document leg scores it the same."""
+    sections = [
+        f"## Part {n}\n\nRoutine paragraph number {n} about nothing much.\n" for n in range(60)
+    ]
+    sections[5] += "The quorum is three voters.\n"
+    sections[50] += "A leader lease lasts nine seconds.\n"
+    notes = {"big.md": "# Big handbook\n\n" + "\n".join(sections), **FILLER}
+    with keyword_library(tmp_path / "whole", notes) as library:
+        whole = library.search("quorum lease", legs=("document",)).hits
+    monkeypatch.setattr(filework, "LARGE_FILE_BYTES", 1_000)
+    monkeypatch.setattr(pipeline, "LARGE_SLICE_CHUNKS", 4)
+    sliced_paths: list[str] = []
+    in_slices = pipeline._index_in_slices
+
+    def recorded(conn: apsw.Connection, document_id: int, doc: object, chunks: object) -> None:
+        sliced_paths.append(getattr(doc, "title", ""))
+        in_slices(conn, document_id, doc, chunks)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pipeline, "_index_in_slices", recorded)
+    with keyword_library(tmp_path / "sliced", notes) as library:
+        sliced = library.search("quorum lease", legs=("document",)).hits
+    assert sliced_paths == ["Big handbook"]
+    assert [(h.doc, h.leg_scores) for h in sliced] == [(h.doc, h.leg_scores) for h in whole]
+    assert "Big handbook" in [h.title for h in whole]
 
 
 def _as_before_the_index(db_path: Path, *, stale_representation: bool = False) -> None:
