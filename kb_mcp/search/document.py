@@ -35,9 +35,5 @@ def document_leg(
     missing = [document_id for document_id in ids if document_id not in cited]
     if missing:
         cited |= rows.first_chunk_of(fts.db.conn, missing)
-    return [
-        LegHit(cited[document_id], rank, score)
-        for rank, (document_id, score) in enumerate(
-            ((d, s) for d, s in ranked if d in cited), start=1
-        )
-    ]
+    kept = [(d, score) for d, score in ranked if d in cited]  # no passage: nothing to cite
+    return [LegHit(cited[d], rank, score) for rank, (d, score) in enumerate(kept, start=1)]
