@@ -178,6 +178,13 @@ def integrity_problems(db_path: Path) -> list[str]:
             except apsw.Error as exc:
                 problems.append(f"fts5 integrity-check: {exc}")
             problems += _fts_rows_match_chunks(conn)
+        if "docs_fts" in names:
+            try:
+                conn.execute("INSERT INTO docs_fts(docs_fts) VALUES ('integrity-check')")
+            except apsw.Error as exc:
+                problems.append(f"fts5 integrity-check of docs_fts: {exc}")
+            if _fts_current(conn):  # else rebuilt from the chunks on first use
+                problems += _counted(conn, DOCUMENT_INDEX_CHECKS)
         problems += _derived_rows_match_chunks(conn, names)
         if "entities" in names:
             problems += _counted(conn, GRAPH_CHECKS)
@@ -188,6 +195,19 @@ def integrity_problems(db_path: Path) -> list[str]:
     return problems
 
 
+# The documents' keyword index (``index/docs_fts.py``): one row per document, no other.
+DOCUMENT_INDEX_CHECKS: tuple[tuple[str, str], ...] = (
+    (
+        "documents without a docs_fts row",
+        "SELECT count(*) FROM documents WHERE id NOT IN (SELECT id FROM docs_fts_docsize)",
+    ),
+    (
+        "docs_fts rows of no document",
+        "SELECT count(*) FROM docs_fts_docsize WHERE id NOT IN (SELECT id FROM documents)",
+    ),
+)
+
+
 def relation_problems(db_path: Path) -> list[str]:
     """Only the ``doc_relations`` checks: cheap enough to run after every fuzzed write."""
     with opened(db_path) as conn:
@@ -196,8 +216,7 @@ def relation_problems(db_path: Path) -> list[str]:
 
 def _fts_rows_match_chunks(conn: apsw.Connection) -> list[str]:
     """Contentless FTS: its rowids are the chunk ids once the index is current."""
-    version = conn.execute("SELECT value FROM meta WHERE key = 'fts_version'").fetchone()
-    if version is None or version[0] != FTS_VERSION:
+    if not _fts_current(conn):
         return []  # a lazy migration pending: rebuilt from chunks on first use
     fts = conn.execute("SELECT count(*) FROM chunks_fts_docsize").fetchone()
     if fts is None:
@@ -206,6 +225,11 @@ def _fts_rows_match_chunks(conn: apsw.Connection) -> list[str]:
     if fts[0] != chunks:
         return [f"chunks_fts has {fts[0]} rows for {chunks} chunks"]
     return []
+
+
+def _fts_current(conn: apsw.Connection) -> bool:
+    version = conn.execute("SELECT value FROM meta WHERE key = 'fts_version'").fetchone()
+    return version is not None and version[0] == FTS_VERSION
 
 
 def _derived_rows_match_chunks(conn: apsw.Connection, names: set[str]) -> list[str]:

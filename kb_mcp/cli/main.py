@@ -28,8 +28,8 @@ EMBEDDER_CHOICES = ("local", "ollama", "none")
 GRAPH_EXTRACTOR_CHOICES = ("heuristic", "ollama")  # settings.GRAPH_EXTRACTORS
 RERANKER_CHOICES = ("none", "onnx", "ollama")  # settings.RERANKERS
 LEGS_HELP = (
-    "comma-separated legs to run instead of the mode's plan: any of keyword, vector, graph, "
-    "feedback"
+    "comma-separated legs to run instead of the mode's plan: "
+    "any of keyword, vector, graph, document, feedback"
 )
 HOME_HELP = "library folder (default: $KB_MCP_HOME or the XDG data dir, ~/.local/share/kb-mcp)"
 

@@ -7,6 +7,9 @@ the wrong tokens on delete. The rowid is ``chunks.id``; chunk rows stay the trut
 
 Columns: ``head`` (document title + heading path, weighted up) and ``body``.
 
+Beside it, ``docs_fts`` indexes whole documents in the same representation
+(``index/docs_fts.py``, issue 21); the rebuild below makes both.
+
 Representation changes (``TEXTPREP_VERSION``, tokenizer, ``FTS_LAYOUT``) are recorded in
 ``meta.fts_version``. A database written by an older representation is rebuilt by the
 first reader: one ``BEGIN IMMEDIATE`` transaction drops the old table, re-inserts every
@@ -26,7 +29,7 @@ from typing import TypeVar
 
 import apsw
 
-from kb_mcp.index import postings
+from kb_mcp.index import docs_fts, postings
 from kb_mcp.index.textprep import FTS_TOKENIZER, TEXTPREP_VERSION, index_copy
 from kb_mcp.store.db import Database
 
@@ -123,6 +126,7 @@ def optimize(conn: apsw.Connection) -> None:
     ).fetchone()
     if exists:
         conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('optimize')")
+    docs_fts.optimize(conn)
 
 
 def stored_version(conn: apsw.Connection) -> str | None:
@@ -143,11 +147,13 @@ def _all_chunk_rows(
 
 
 def rebuild(db: Database) -> int:
-    """Drop and refill the index from the chunk rows in one transaction; return chunk count."""
+    """Drop and refill the index from the chunk rows in one transaction, the documents'
+    table (``index/docs_fts.py``) with it; return chunk count."""
     count = 0
     with db.write() as conn:
         conn.execute("DROP TABLE IF EXISTS chunks_fts_vocab")
         conn.execute("DROP TABLE IF EXISTS chunks_fts")
+        conn.execute(f"DROP TABLE IF EXISTS {docs_fts.TABLE}")
         postings.forget(conn)
         _create_table(conn)
         batch: list[tuple[int, str, list[str], str, str | None]] = []
@@ -159,6 +165,8 @@ def rebuild(db: Database) -> int:
                 batch.clear()
         add_chunks(conn, batch)
         count += len(batch)
+        docs_fts.create_table(conn)
+        docs_fts.fill(conn)
         conn.execute(
             "INSERT OR REPLACE INTO meta(key, value) VALUES ('fts_version', ?)", (FTS_VERSION,)
         )
@@ -201,9 +209,11 @@ class FtsIndex:
         return tokenizer
 
     def integrity_problem(self) -> str | None:
-        """FTS5's own consistency check of the index, or None when it passes."""
+        """FTS5's own consistency check of the index (passages and documents), or None
+        when it passes."""
         try:
             self.db.conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
+            docs_fts.integrity_check(self.db.conn)
         except apsw.Error as exc:
             return f"keyword index damaged ({exc}); run `kb-mcp reindex --rebuild`"
         return None
@@ -360,6 +370,23 @@ class FtsIndex:
             if len(best) == documents or len(ranked) < depth:
                 return list(best.values())
             depth *= 4
+
+    def best_documents(
+        self, expression: str, documents: int, source_id: int | None = None
+    ) -> list[tuple[int, float]]:
+        """``(document_id, score)`` of the first ``documents`` documents ranked as wholes
+        (``index/docs_fts.py``), best first; score is ``-bm25`` with the passages' column
+        weights. With ``source_id`` only documents that source holds."""
+        return docs_fts.best_documents(
+            self.db.conn, expression, documents, HEAD_WEIGHT, BODY_WEIGHT, source_id
+        )
+
+    def best_passage_of(self, expression: str, document_ids: Sequence[int]) -> dict[int, int]:
+        """Document id → chunk id of its best-bm25 passage for ``expression``, for those
+        of ``document_ids`` with a matching passage (one query for all of them)."""
+        return docs_fts.best_passages(
+            self.db.conn, expression, document_ids, HEAD_WEIGHT, BODY_WEIGHT
+        )
 
     def _ranked_passages(
         self, expression: str, limit: int, source_id: int | None

@@ -35,7 +35,7 @@ import apsw
 from kb_mcp.chunk import Chunk
 from kb_mcp.chunk.stream import iter_chunks
 from kb_mcp.graph.extract import Extraction
-from kb_mcp.index import fts, graph, vectors
+from kb_mcp.index import docs_fts, fts, graph, vectors
 from kb_mcp.ingest.dedup import record_near_duplicates
 from kb_mcp.ingest.derive import Derived, derive, extractions_of, fts_rows_of
 from kb_mcp.ingest.relink import forget_document, record_relations
@@ -69,6 +69,7 @@ class PendingRows:
 
     def __init__(self) -> None:
         self._fts: list[tuple[int, str, str]] = []
+        self._documents: list[tuple[int, str, str]] = []  # ``docs_fts`` rows
         self._mentions = graph.PendingMentions()
 
     def add(
@@ -76,8 +77,10 @@ class PendingRows:
         conn: apsw.Connection,
         fts_rows: Iterable[tuple[int, str, str]],
         extracted: Iterable[tuple[int, Extraction]],
+        document_row: tuple[int, str, str],
     ) -> None:
         self._fts.extend(fts_rows)
+        self._documents.append(document_row)
         self._mentions.add(conn, extracted)
         if len(self._fts) >= self.MAX_PENDING_CHUNKS:
             self.flush(conn)
@@ -87,6 +90,9 @@ class PendingRows:
         if self._fts:
             fts.add_index_rows(conn, self._fts)
             self._fts = []
+        if self._documents:
+            docs_fts.add_documents(conn, self._documents)
+            self._documents = []
         self._mentions.flush(conn)
 
 
@@ -146,11 +152,15 @@ def _index_document(
         copies = derived.fts_rows if derived.fts_rows is not None else fts_rows_of(doc, chunks)
         fts_rows = [(cid, head, body) for cid, (head, body) in zip(ids, copies, strict=True)]
         extracted = list(zip(ids, derived.extractions, strict=True))
+        body = docs_fts.DocumentBody()
+        body.add(row[2] for row in fts_rows)
+        document_row = (document_id, docs_fts.head_copy(doc.title, _language(doc)), body.text())
         if pending is None:
             fts.add_index_rows(conn, fts_rows)
+            docs_fts.add_documents(conn, [document_row])
             graph.add_extracted(conn, extracted)
         else:
-            pending.add(conn, fts_rows, extracted)
+            pending.add(conn, fts_rows, extracted, document_row)
     record_near_duplicates(conn, document_id, doc.title, doc.text)
     return document_id
 
@@ -160,21 +170,33 @@ def _index_in_slices(
 ) -> None:
     """Store and index ``LARGE_SLICE_CHUNKS`` chunks at a time, as ``chunks`` (a lazy
     ``chunk.stream.iter_chunks``) makes them: a large file's chunks, index copies and
-    entities never all exist at once (the rows are the same whatever the grouping)."""
+    entities never all exist at once (the rows are the same whatever the grouping; the
+    document's own row holds the first ``docs_fts.BODY_CHARS`` of its copies)."""
+    body = docs_fts.DocumentBody()
     while part := list(islice(chunks, LARGE_SLICE_CHUNKS)):
         ids = rows.insert_chunks(conn, document_id, part)[-len(part) :]
-        copies = fts_rows_of(doc, part)
+        copies = list(fts_rows_of(doc, part))
         fts.add_index_rows(
             conn, ((cid, head, body) for cid, (head, body) in zip(ids, copies, strict=True))
         )
+        body.add(copy for _head, copy in copies)
         graph.add_extracted(conn, list(zip(ids, extractions_of(doc, part), strict=True)))
+    head = docs_fts.head_copy(doc.title, _language(doc))
+    docs_fts.add_documents(conn, [(document_id, head, body.text())])
+
+
+def _language(doc: rows.NewDocument) -> str | None:
+    """The language a document's index rows name: a code file's, else none."""
+    return doc.language if doc.kind == "code" else None
 
 
 def _unindex_chunks(conn: apsw.Connection, document_id: int) -> None:
     """Take a document's chunks out of every index (keyword, vectors of every signature,
-    the entity graph), before its rows are deleted, in the same transaction."""
+    the entity graph) and the document out of the documents' keyword index, before its
+    rows are deleted, in the same transaction."""
     chunk_ids = rows.chunk_ids(conn, document_id)
     fts.remove_chunks(conn, chunk_ids)
+    docs_fts.remove_documents(conn, [document_id])
     vectors.remove_chunks(conn, chunk_ids)
     graph.remove_chunks(conn, chunk_ids)
 
@@ -287,19 +309,26 @@ def rewrite_in_place(
     """
     old_ids = rows.chunk_ids(conn, old.id)
     fts.remove_chunks(conn, old_ids)
+    docs_fts.remove_documents(conn, [old.id])
     graph.remove_chunks(conn, old_ids)
     rows.delete_chunks(conn, old.id)
     language = old.language if old.kind == "code" else None
     chunks = iter_chunks(text, old.kind, old.language)  # a large text: window by window
     stored = 0
+    body = docs_fts.DocumentBody()
     while part := list(islice(chunks, LARGE_SLICE_CHUNKS)):
         ids = rows.insert_chunks(conn, old.id, part)[-len(part) :]
         pairs = list(zip(ids, part, strict=True))
-        fts.add_chunks(conn, ((cid, title, c.heading_path, c.text, language) for cid, c in pairs))
+        copies = [
+            (cid, *fts.index_row(title, c.heading_path, c.text, language)) for cid, c in pairs
+        ]
+        fts.add_index_rows(conn, copies)
+        body.add(copy for _cid, _head, copy in copies)
         graph.add_chunks(
             conn, ((cid, c.heading_path, c.text) for cid, c in pairs), code=old.kind == "code"
         )
         stored += len(part)
+    docs_fts.add_documents(conn, [(old.id, docs_fts.head_copy(title, language), body.text())])
     digest = text_hash(text)
     key = old.doc_key
     if key.startswith("f-") and rows.get_document(conn, "f-" + digest[:16]) is None:

@@ -23,6 +23,7 @@ from kb_mcp.index.graph import GraphIndex
 from kb_mcp.limits import TOP_K
 from kb_mcp.search.adjust import Adjustment, Candidate
 from kb_mcp.search.calibration import UNCALIBRATED, VectorCalibration, calibration_for, has_cjk
+from kb_mcp.search.document import document_leg
 from kb_mcp.search.feedback import feedback_leg
 from kb_mcp.search.fuse import FusedHit, LegHit
 from kb_mcp.search.graph import graph_leg
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     from kb_mcp.rerank.head import Reranking
 
 MODES = ("auto", "keyword", "vector", "hybrid")
-LEGS = ("keyword", "vector", "graph", "feedback")
+LEGS = ("keyword", "vector", "graph", "document", "feedback")
 # Passages the vector leg reads (it ranks passages; the engine keeps each document's best).
 # As many as the documents each leg ranks: reading 4x as many scored the same to the
 # fourth digit on SciFact train, CoSQA dev and the golden set (hybrid nDCG@10 0.6944 /
@@ -59,9 +60,12 @@ GRAPH_WEIGHT = 0.05
 # Passages the graph leg ranks (it ranks passages; the engine keeps each document's best).
 GRAPH_PASSAGES = CANDIDATE_DOCUMENTS
 GRAPH_MODES: frozenset[str] = frozenset()
-# The feedback leg's RRF weight (``search/feedback.py``): a leg like the others, so its
-# first documents reach the fused head the model orders (at half weight its first
-# document would fuse below the keyword leg's sixtieth).
+# The document leg (``search/document.py``): documents ranked as wholes by bm25, and the
+# feedback leg (``search/feedback.py``): the first results' rare terms searched again. Both
+# run wherever the keyword leg runs, as legs like the others, so their first documents
+# reach the fused head the model orders (at half weight a leg's first document fuses below
+# the keyword leg's sixtieth).
+DOCUMENT_WEIGHT = 1.0
 FEEDBACK_WEIGHT = 1.0
 SCORE_DIGITS = 4  # significant digits of reported scores: enough to tell rank 99 from 100
 # Issue 7 item 22: an empty library is not "no passage matches"; say what to do.
@@ -157,7 +161,8 @@ class Plan:
     @property
     def mode(self) -> str:
         """The mode the keyword and vector legs make (the graph joins either)."""
-        seeds = [leg for leg in self.legs if leg not in ("graph", "feedback")]
+        kinds = ("keyword" if leg == "document" else leg for leg in self.legs)  # both bm25
+        seeds = list(dict.fromkeys(leg for leg in kinds if leg not in ("graph", "feedback")))
         if len(seeds) > 1:
             return "hybrid"
         return seeds[0] if seeds else "graph"
@@ -231,11 +236,13 @@ def _run_legs(
         except Unavailable as exc:  # EmbedderUnavailable, without importing numpy here
             kept = tuple(leg for leg in plan.legs if leg != "vector")
             kept = kept if kept and kept != ("graph",) else ("keyword", *kept)
-            named = "+".join(leg for leg in kept if leg != "feedback")
+            named = "+".join(leg for leg in kept if leg not in ("document", "feedback"))
             plan = Plan(kept, named, f"embedder unavailable: {exc.message}")
     legs: dict[str, list[LegHit]] = {}
     if "keyword" in plan.legs:
         legs["keyword"] = keyword_leg(fts, query, CANDIDATE_DOCUMENTS, source_id)
+    if "document" in plan.legs:
+        legs["document"] = document_leg(fts, query, CANDIDATE_DOCUMENTS, source_id)
     if nearest is not None and "vector" in plan.legs:
         legs["vector"] = nearest
     if graph is not None and "graph" in plan.legs:
@@ -292,6 +299,7 @@ def _weights(calibration: VectorCalibration) -> dict[str, float]:
         "keyword": KEYWORD_WEIGHT,
         "vector": calibration.weight,
         "graph": GRAPH_WEIGHT,
+        "document": DOCUMENT_WEIGHT,
         "feedback": FEEDBACK_WEIGHT,
         UNEMBEDDED_LEG: calibration.weight,
     }
@@ -344,7 +352,7 @@ def plan_search(request: SearchRequest, vectors: VectorLeg | None, graph: bool =
     if request.mode in GRAPH_MODES and graph:
         plan = plan.with_graph()
     if "keyword" in plan.legs:
-        plan = plan.with_leg("feedback")
+        plan = plan.with_leg("document").with_leg("feedback")
     return plan
 
 

@@ -345,6 +345,19 @@ def chunk_ids(conn: apsw.Connection, document_id: int) -> list[int]:
     ]
 
 
+def first_chunk_of(conn: apsw.Connection, document_ids: Sequence[int]) -> dict[int, int]:
+    """Document id → its first chunk's id, for those of ``document_ids`` with chunks."""
+    if not document_ids:
+        return {}
+    marks = ",".join("?" * len(document_ids))
+    rows = conn.execute(
+        f"SELECT c.document_id, c.id FROM chunks c WHERE c.document_id IN ({marks}) AND "
+        "c.ordinal = (SELECT MIN(ordinal) FROM chunks WHERE document_id = c.document_id)",
+        tuple(document_ids),
+    ).fetchall()
+    return dict(rows)
+
+
 def first_chunks(conn: apsw.Connection, ids: Sequence[int]) -> list[int]:
     """The first chunk of each document the chunks ``ids`` belong to (its header: title,
     status, author and owner lines), in the order of ``ids``."""
