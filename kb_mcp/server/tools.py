@@ -165,12 +165,14 @@ def build_server(
         ] = "auto",
         source: Annotated[str | None, Field(description="Only this source (see `list`).")] = None,
         legs: Annotated[
-            list[Literal["keyword", "vector", "graph"]] | None,
+            list[Literal["keyword", "vector", "graph", "document", "feedback"]] | None,
             Field(
                 description="Run only these legs instead of the mode's plan (to compare "
-                "them); graph follows the entities the question names to related passages.",
+                "them); document ranks whole documents, feedback searches again with the "
+                "rare words of the first results, graph follows the entities the question "
+                "names to related passages.",
                 min_length=1,
-                max_length=3,
+                max_length=5,
             ),
         ] = None,
     ) -> ToolResult:
