@@ -181,7 +181,7 @@ def _rows_by_group(examples: Examples) -> dict[int, list[int]]:
 
 def fit_leg_set(examples: Examples, l2: float = L2) -> LegSetModel:
     """The order head on every candidate, the answers head on each group's first, and the
-    threshold that empties at most ``FALSE_EMPTY`` of the answerable questions."""
+    threshold that empties at most ``FALSE_EMPTY`` of each set's answerable questions."""
     per_group = _group_weights(examples.group_set)
     by_group = _rows_by_group(examples)
     weight = np.zeros(len(examples.rows))
@@ -195,13 +195,24 @@ def fit_leg_set(examples: Examples, l2: float = L2) -> LegSetModel:
         first = ranked[0]
         margin = logits[first] - logits[ranked[1]] if len(ranked) > 1 else 10.0
         heads.append([logits[first], margin, *examples.rows[idx[first]]])
-        labels.append(examples.labels[idx[first]] if examples.group_answerable[g] else 0.0)
+        # Whether the library holds an answer at all (not whether the first is it): an
+        # answerable question whose first result is a stale version still has an answer,
+        # and emptying it would be a false empty.
+        labels.append(1.0 if examples.group_answerable[g] else 0.0)
         answerable.append(examples.group_answerable[g])
         groups.append(g)
     answers = fit(heads, labels, per_group[groups], l2)
-    tops = sorted(answers.probability(h) for h, a in zip(heads, answerable, strict=True) if a)
-    index = math.floor(FALSE_EMPTY * len(tops))
-    threshold = max(tops[index] - 1e-9, 0.0) if tops else 0.0
+    # The threshold holds for every set, not for their pool: a set whose answers score
+    # lower must not pay for the others (each set's FALSE_EMPTY quantile; the lowest).
+    by_set: dict[str, list[float]] = {}
+    for h, a, g in zip(heads, answerable, groups, strict=True):
+        if a:
+            by_set.setdefault(examples.group_set[g], []).append(answers.probability(h))
+    cuts = []
+    for tops in by_set.values():
+        tops.sort()
+        cuts.append(tops[math.floor(FALSE_EMPTY * len(tops))] - 1e-9)
+    threshold = max(min(cuts), 0.0) if cuts else 0.0
     return LegSetModel(order, answers, threshold)
 
 
