@@ -1,25 +1,16 @@
-"""Adjustments that explain themselves: every change to the fused order is a factor. Pure.
+"""Candidates and the adjustments that explain a move. Pure.
 
 A search answers with one score per result, and that score must explain the order: a
-result never shows a lower score than the one below it. So nothing reorders results
-behind the score's back. Every rule that moves a document (freshness demotions, the
-as-of cut, recency on near-ties, a path prior) multiplies the document's fused score by
-a factor and records why, as an ``Adjustment``; the order is the adjusted score's.
-
-A factor on the fused (RRF) scale reads in ranks: 1 / (60 + r) × f equals
-1 / (60 + r'), so f moves a document from rank r to r' = (60 + r) / f − 60. Near the
-head of one leg, f = 0.95 is about three ranks down and f = 0.5 about sixty: scores
-under RRF are flat (1/61, 1/62, …), and factors tuned on bm25 ratios mean far more here.
-
-Rules come in two kinds. A *factor rule* (``Rule``) looks at one candidate alone and
-returns an ``Adjustment`` or None; ``apply_rules`` applies all of them, then orders by
-the result. An *order pass* (``freshness.reorder``) looks at neighbours; it moves a
-document by raising or lowering its score to its new neighbour's, and says so.
+result never shows a lower score than the one below it. A candidate's score is the
+ranking model's probability that it answers (``search/model.py``); what moves a document
+after the model (the relation pass, ``search/relations.py``; a reranker,
+``rerank/head.py``) gives it the score of the place it moves to and records why, as an
+``Adjustment`` whose factor is the ratio of the two scores.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 
@@ -64,23 +55,3 @@ class Candidate:
         return replace(
             self, score=score, adjustments=(*self.adjustments, Adjustment(reason, factor))
         )
-
-
-Rule = Callable[[Candidate], Adjustment | None]
-
-
-def apply_rules(candidates: Iterable[Candidate], rules: Sequence[Rule]) -> list[Candidate]:
-    """Every rule's factor applied to every candidate, then best first by adjusted score.
-
-    The sort is stable, so candidates left level keep the fused order (and its recency
-    tie-break).
-    """
-    adjusted = []
-    for candidate in candidates:
-        for rule in rules:
-            found = rule(candidate)
-            if found is not None:
-                candidate = candidate.adjusted(found)
-        adjusted.append(candidate)
-    adjusted.sort(key=lambda c: -c.score)
-    return adjusted

@@ -4,9 +4,9 @@ Every caller (MCP tool, CLI, bench) goes through ``run_search``, so what the ben
 measures is what agents get. Expected outcomes are values: an empty result says why
 (``reason``), and a mode that cannot run says what ran instead (``fallback``) and why.
 
-The order of a result list is the order of its ``score``: the fused (weighted RRF) score
-of each document, times the factors of the adjustments that moved it
-(``search/adjust.py``), each reported on the hit.
+The order of a result list is the order of its ``score``: the ranking model's probability
+that the document answers (``search/model.py``), or, for a document a later pass moved,
+the score of its new place with the adjustment saying why (``search/adjust.py``).
 """
 
 from __future__ import annotations
