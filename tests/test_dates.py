@@ -10,10 +10,18 @@ a version or a count read as a year.
 
 from __future__ import annotations
 
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+
 import pytest
 
-from kb_mcp.ingest.dates import document_date, parse_date, stated_date
+from kb_mcp.ingest import redate
+from kb_mcp.ingest.dates import DATES_VERSION, document_date, parse_date, stated_date
+from kb_mcp.library import Library
 from kb_mcp.search.freshness import as_of_date
+from kb_mcp.settings import Settings
+from kb_mcp.store import meta
 from kb_mcp.text import lexicon
 from kb_mcp.text.dates import find_dates, fold
 
@@ -188,3 +196,75 @@ def test_document_date_reads_labels_in_every_language(text: str, dated: str | No
 )
 def test_as_of_date_reads_questions_in_every_language(query: str, as_of: str | None) -> None:
     assert as_of_date(query) == as_of
+
+
+# --- documents dated through the ingest, and dated again under newer rules ----------------
+
+NOTES = {
+    "obergrenzen.md": "# Upload-Obergrenzen\n\nStand: 14.03.2025\n\nDie Grenze: 50 MB.\n",
+    "shangxian.md": "# 上传上限\n\n发布日期：2025年3月14日\n\n上传上限为 50 MB。\n",
+    "jougen.md": "# アップロード上限\n\n更新日: 令和7年2月1日\n\n上限は 50 MB です。\n",
+    "limits.md": "# Upload limits\n\nDate: 14/03/2025\n\nThe cap is 50 MB.\n",
+    "front.md": "---\ndate: 2024-11-02\n---\n# Quotas\n\nStand: 14.03.2025\n",
+    "undated.md": "# Quotas\n\nThe cap is 50 MB.\n",
+}
+DATED = {
+    "obergrenzen.md": "2025-03-14",
+    "shangxian.md": "2025-03-14",
+    "jougen.md": "2025-02-01",
+    "limits.md": "2025-03-14",
+    "front.md": "2024-11-02",  # frontmatter first
+    "undated.md": "2021-06-01",  # the file's mtime
+}
+MTIME = datetime(2021, 6, 1, 12, tzinfo=UTC).timestamp()
+
+
+def _notes(folder: Path) -> None:
+    folder.mkdir(parents=True)
+    for name, text in NOTES.items():
+        (folder / name).write_text(text, encoding="utf-8")
+        os.utime(folder / name, (MTIME, MTIME))
+
+
+def _dates(lib: Library) -> dict[str, str | None]:
+    return {name: lib.read(name).date for name in NOTES}
+
+
+def test_ingest_dates_notes_written_in_german_chinese_and_japanese(tmp_path: Path) -> None:
+    _notes(tmp_path / "notes")
+    with Library(Settings(home=tmp_path / "home", embedder="none")) as lib:
+        lib.add_folder(tmp_path / "notes", "notes")
+        lib.sync("notes")
+        assert _dates(lib) == DATED
+
+
+def test_a_library_dated_under_older_rules_is_dated_again_by_its_first_reader(
+    tmp_path: Path,
+) -> None:
+    """A library ingested before these rules holds the mtime where the text states a
+    date the old rules could not read, and no ``dates_version``: the first search dates
+    its documents again from their stored text, without a sync; a date from frontmatter
+    or the mtime stays, and an agent's document (dated by its frontmatter only) too."""
+    _notes(tmp_path / "notes")
+    home = tmp_path / "home"
+    with Library(Settings(home=home, embedder="none")) as lib:
+        lib.add_folder(tmp_path / "notes", "notes")
+        lib.sync("notes")
+        agent_doc = lib.add_document(
+            "Agent note", "Stand: 14.03.2025\n\nhi", "mem://agent-note", by_agent=False
+        )
+        with lib.db.write() as conn:  # what the English-only rules stored
+            conn.execute(
+                "UPDATE documents SET doc_date = '2021-06-01' WHERE title != 'Quotas' "
+                "AND title != 'Agent note'"
+            )
+            conn.execute("UPDATE documents SET doc_date = NULL WHERE title = 'Agent note'")
+            meta.delete(conn, redate.VERSION_KEY)
+    with Library(Settings(home=home, embedder="none")) as lib:
+        stored = "SELECT doc_date FROM documents WHERE title = 'Upload-Obergrenzen'"
+        assert lib.db.query(stored) == [("2021-06-01",)]  # opening it waits for nothing
+        lib.search("Obergrenze")
+        assert lib.db.query(stored) == [("2025-03-14",)]
+        assert _dates(lib) == DATED
+        assert lib.read(agent_doc.doc).date is None
+        assert meta.get(lib.db.conn, redate.VERSION_KEY) == str(DATES_VERSION)

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from datetime import date
 
 from kb_mcp.ingest.decode import first_lines
-from kb_mcp.ingest.frontmatter import split_frontmatter
+from kb_mcp.ingest.frontmatter import meta_date, split_frontmatter
 from kb_mcp.text import lexicon as lx
 from kb_mcp.text.dates import DAY, MONTH, WEEK, Cue, Mention, alternation, find_dates, first_date
 
@@ -83,6 +83,17 @@ def document_date(text: str, kind: str) -> str | None:
         if found and found.period.precision in _TITLE_PRECISION:
             return found.period.first.isoformat()
     return None
+
+
+def text_date(text: str, kind: str) -> str | None:
+    """The date a document's own text gives it: its frontmatter's ``date`` / ``updated``,
+    else the date it states for itself (``document_date``; code states none). The
+    ingest (``ingest/filework``) and the re-dating under newer rules (``ingest/redate``)
+    both date a document so."""
+    meta = split_frontmatter(text).meta if kind == "markdown" else {}
+    return meta_date(meta, "date", "updated") or (
+        document_date(text, kind) if kind != "code" else None
+    )
 
 
 _PATH_DATE = re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)")
