@@ -74,19 +74,50 @@ def fold(word: str) -> str:
 
 
 def alternation(words: Iterable[str]) -> str:
-    """A regex alternative of ``words`` (and their accent-free spellings), longest first.
-    A word in a script with letters and spaces must not sit inside a longer word; a
-    Chinese, Japanese or Korean one may (those scripts write no spaces)."""
-    forms = {form for word in words for form in (word.lower(), fold(word))}
+    """A regex alternative of ``words`` (and their accent-free spellings). A word in a
+    script with letters and spaces must not sit inside a longer word; a Chinese, Japanese
+    or Korean one may (those scripts write no spaces).
+
+    Written as a trie (``mar(?:ch|zo|s)?``), not as a list of words: a list makes the
+    engine try every word at every position of a text, and with the month names of
+    seven languages that cost a search about a millisecond a question."""
+    forms = {" ".join(form.split()) for word in words for form in (word.lower(), fold(word))}
+    groups: dict[tuple[bool, bool], list[str]] = {}
+    for form in forms:
+        latin_start = form[0].isalpha() and not _is_cjk(form[0])
+        latin_end = form[-1].isalpha() and not _is_cjk(form[-1])
+        groups.setdefault((latin_start, latin_end), []).append(form)
     parts = []
-    for form in sorted(forms, key=len, reverse=True):
-        body = r"\s+".join(re.escape(piece) for piece in form.split())
-        if form[0].isalpha() and not _is_cjk(form[0]):
+    for (latin_start, latin_end), group in sorted(groups.items()):
+        body = _trie(group)
+        if latin_start:
             body = rf"(?<![^\W\d_]){body}"
-        if form[-1].isalpha() and not _is_cjk(form[-1]):
+        if latin_end:
             body = rf"{body}(?![^\W\d_])"
         parts.append(body)
     return "(?:" + "|".join(parts) + ")"
+
+
+def _trie(words: Iterable[str]) -> str:
+    tree: dict[str, dict] = {}
+    for word in words:
+        node = tree
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}
+    return _branches(tree)
+
+
+def _branches(node: dict[str, dict]) -> str:
+    alternatives = [
+        (r"\s+" if char == " " else re.escape(char)) + _branches(child)
+        for char, child in sorted(node.items())
+        if char
+    ]
+    if not alternatives:
+        return ""
+    body = alternatives[0] if len(alternatives) == 1 else "(?:" + "|".join(alternatives) + ")"
+    return f"(?:{body})?" if "" in node else body
 
 
 def _is_cjk(char: str) -> bool:
@@ -100,6 +131,10 @@ _MONTH_OF = {
     for word in cell.split()
 }
 _MONTHS = alternation(word for cells in lx.MONTHS.values() for c in cells for word in c.split())
+# What a text must hold to hold a date: a digit (any script's) or a Japanese era's first
+# year, and with no default year a year itself (a date without one is then none).
+_DIGIT = re.compile(r"\d|元年")
+_YEARISH = re.compile(r"(?:19|20)\d\d|[０-９]|[元\d]\s*年")
 _WIDE_DIGITS = str.maketrans("０１２３４５６７８９", "0123456789")
 
 _Y = r"(?P<y>(?:19|20)\d{2})"
@@ -120,35 +155,35 @@ def _months(year: int, first: int, last: int, precision: str) -> Period:
     return Period(date(year, first, 1), following - timedelta(days=1), precision)
 
 
-def _year_of(found: re.Match[str], default_year: int | None) -> int | None:
+def _year_of(found: _Groups, default_year: int | None) -> int | None:
     return int(found["y"]) if found["y"] else default_year
 
 
-def _numeric_ymd(found: re.Match[str], _: int | None) -> Period | None:
+def _numeric_ymd(found: _Groups, _: int | None) -> Period | None:
     if found["s"] == "." and (len(found["m"]) < 2 or len(found["d"]) < 2):
         return None  # 2024.1.2: a version
     return _day(int(found["y"]), int(found["m"]), int(found["d"]))
 
 
-def _numeric_dmy(found: re.Match[str], _: int | None) -> Period | None:
+def _numeric_dmy(found: _Groups, _: int | None) -> Period | None:
     first, second = int(found["a"]), int(found["b"])
     day, month = (second, first) if second > 12 >= first else (first, second)
     return _day(int(found["y"]), month, day)
 
 
-def _iso_week(found: re.Match[str], _: int | None) -> Period | None:
+def _iso_week(found: _Groups, _: int | None) -> Period | None:
     monday = date.fromisocalendar(int(found["y"]), int(found["w"]), 1)
     return Period(monday, monday + timedelta(days=6), WEEK)
 
 
-def _code(found: re.Match[str], _: int | None) -> Period | None:
+def _code(found: _Groups, _: int | None) -> Period | None:
     part, year = int(found["n"]), int(found["y"])
     if found["k"].lower() == "h":
         return None if part > 2 else _months(year, part * 6 - 5, part * 6, HALF)
     return _months(year, part * 3 - 2, part * 3, QUARTER)
 
 
-def _cjk(found: re.Match[str], _: int | None) -> Period | None:
+def _cjk(found: _Groups, _: int | None) -> Period | None:
     if found["era"]:
         number = 1 if found["en"] == "元" else int(found["en"])
         year = lx.JAPANESE_ERAS[found["era"]] + number
@@ -167,40 +202,40 @@ def _cjk(found: re.Match[str], _: int | None) -> Period | None:
     return _months(year, 1, 12, YEAR)
 
 
-def _cjk_month_day(found: re.Match[str], default_year: int | None) -> Period | None:
+def _cjk_month_day(found: _Groups, default_year: int | None) -> Period | None:
     if default_year is None:
         return None
     return _day(default_year, int(found["m"]), int(found["d"]))
 
 
-def _named_day(found: re.Match[str], default_year: int | None) -> Period | None:
+def _named_day(found: _Groups, default_year: int | None) -> Period | None:
     year = _year_of(found, default_year)
     if year is None:
         return None
     return _day(year, _MONTH_OF[fold(found["mon"])], int(found["d"]))
 
 
-def _named_month(found: re.Match[str], _: int | None) -> Period | None:
+def _named_month(found: _Groups, _: int | None) -> Period | None:
     month = _MONTH_OF[fold(found["mon"])]
     return _months(int(found["y"]), month, month, MONTH)
 
 
-def _season(found: re.Match[str], _: int | None) -> Period | None:
+def _season(found: _Groups, _: int | None) -> Period | None:
     year, month = int(found["y"]), lx.SEASONS[_key(found["s"], lx.SEASONS)]
     return Period(date(year, month, 1), date(year, month, 15), SEASON)
 
 
-def _year_part(found: re.Match[str], _: int | None) -> Period | None:
+def _year_part(found: _Groups, _: int | None) -> Period | None:
     first, last = lx.YEAR_PARTS[_key(found["p"], lx.YEAR_PARTS)]
     return _months(int(found["y"]), first, last, PART)
 
 
-def _half_phrase(found: re.Match[str], _: int | None) -> Period | None:
+def _half_phrase(found: _Groups, _: int | None) -> Period | None:
     half = lx.HALF_PHRASES[_key(found["hp"], lx.HALF_PHRASES)]
     return _months(int(found["y"]), half * 6 - 5, half * 6, HALF)
 
 
-def _bare_year(found: re.Match[str], _: int | None) -> Period | None:
+def _bare_year(found: _Groups, _: int | None) -> Period | None:
     return _months(int(found["y"]), 1, 12, YEAR)
 
 
@@ -210,92 +245,106 @@ def _key(word: str, table: dict[str, object]) -> str:
     return next(key for key in table if fold(key) == wanted)
 
 
-_Reader = Callable[[re.Match[str], int | None], Period | None]
-_FORMS: tuple[tuple[str, re.Pattern[str], _Reader], ...] = tuple(
-    (name, re.compile(pattern, re.IGNORECASE), reader)
-    for name, pattern, reader in (
-        (
-            "numeric",
-            rf"{_NUMBER_START}{_Y}(?P<s>[-/.])(?P<m>\d{{1,2}})(?P=s)(?P<d>\d{{1,2}}){_NUMBER_END}",
-            _numeric_ymd,
-        ),
-        (
-            "numeric",
-            rf"{_NUMBER_START}{_Y}-(?P<m>0[1-9]|1[0-2])(?!\d|-\d|[.,]\d)",
-            lambda f, _: _months(int(f["y"]), int(f["m"]), int(f["m"]), MONTH),
-        ),
-        (
-            "numeric",
-            rf"{_NUMBER_START}(?P<a>\d{{1,2}})(?P<s>[-/.])(?P<b>\d{{1,2}})(?P=s){_Y}{_NUMBER_END}",
-            _numeric_dmy,
-        ),
-        ("numeric", rf"{_NUMBER_START}{_Y}-?W(?P<w>\d{{2}})(?!\d)", _iso_week),
-        ("code", rf"(?<![^\W\d_])(?P<k>[QH])(?P<n>[1-4])\s*[-/]?\s*{_Y}{_NUMBER_END}", _code),
-        ("code", rf"{_NUMBER_START}{_Y}\s*[-/]?\s*(?P<k>[QH])(?P<n>[1-4])(?![\w])", _code),
-        (
-            "cjk",
-            rf"(?:(?P<era>{'|'.join(lx.JAPANESE_ERAS)})\s*(?P<en>元|\d{{1,2}})|(?<!\d){_Y})"
-            rf"\s*[{lx.CJK_YEAR}]"
-            rf"(?:\s*(?:第\s*)?(?P<q>{_CJK_DIGIT})\s*(?:{'|'.join(lx.CJK_QUARTER)})"
-            rf"|\s*Q(?P<q2>[1-4])"
-            rf"|\s*(?P<h>{'|'.join(lx.CJK_HALVES)})"
-            rf"|\s*(?P<m>\d{{1,2}})\s*[{lx.CJK_MONTH}](?:\s*(?P<d>\d{{1,2}})\s*[{lx.CJK_DAY}])?)?",
-            _cjk,
-        ),
-        (
-            "cjk",
-            rf"(?<!\d)(?P<m>\d{{1,2}})\s*[{lx.CJK_MONTH}]\s*(?P<d>\d{{1,2}})\s*[{lx.CJK_DAY}]",
-            _cjk_month_day,
-        ),
-        (
-            "named",
-            rf"(?<![\w.])(?P<d>\d{{1,2}}){_ORDINAL}\s*{_LINK}(?P<mon>{_MONTHS})\.?"
-            rf"(?:,?\s*{_LINK}{_Y}(?!\d))?",
-            _named_day,
-        ),
-        (
-            "named",
-            rf"(?P<mon>{_MONTHS})\.?\s+(?P<d>\d{{1,2}})(?:st|nd|rd|th)?(?!\d)"
-            rf"(?:,?\s+{_Y}(?!\d))?",
-            _named_day,
-        ),
-        ("named", rf"(?P<mon>{_MONTHS})(?:\.\s*|,?\s+){_LINK}{_Y}(?!\d)", _named_month),
-        ("named", rf"(?P<s>{alternation(lx.SEASONS)})\s+{_LINK}{_Y}(?!\d)", _season),
-        ("named", rf"(?P<p>{alternation(lx.YEAR_PARTS)})[-\s]\s*{_LINK}{_Y}(?!\d)", _year_part),
-        ("named", rf"(?P<hp>{alternation(lx.HALF_PHRASES)})\s+{_Y}(?!\d)", _half_phrase),
-        (
-            "named",
-            rf"(?<!\d)(?P<n>[1-4]){_ORDINAL}\s*{alternation(lx.QUARTER_WORDS)}\s+{_LINK}{_Y}(?!\d)",
-            lambda f, _: _months(int(f["y"]), int(f["n"]) * 3 - 2, int(f["n"]) * 3, QUARTER),
-        ),
-        ("bare", rf"{_NUMBER_START}{_Y}(?!\w|[.,]\d|[-/]\d)", _bare_year),
-    )
+class _Groups:
+    """One form's groups in the one pattern of all forms (``f3_y`` is form 3's ``y``)."""
+
+    __slots__ = ("_match", "_prefix")
+
+    def __init__(self, match: _Groups, prefix: str) -> None:
+        self._match, self._prefix = match, prefix
+
+    def __getitem__(self, name: str) -> str | None:
+        return self._match[self._prefix + name]
+
+
+_Reader = Callable[[_Groups, int | None], Period | None]
+# The forms, in the order they are tried at one place: the longer reading first.
+_FORMS: tuple[tuple[str, str, _Reader], ...] = (
+    (
+        "numeric",
+        rf"{_NUMBER_START}{_Y}(?P<s>[-/.])(?P<m>\d{{1,2}})(?P=s)(?P<d>\d{{1,2}}){_NUMBER_END}",
+        _numeric_ymd,
+    ),
+    (
+        "numeric",
+        rf"{_NUMBER_START}{_Y}-(?P<m>0[1-9]|1[0-2])(?!\d|-\d|[.,]\d)",
+        lambda f, _: _months(int(f["y"]), int(f["m"]), int(f["m"]), MONTH),
+    ),
+    (
+        "numeric",
+        rf"{_NUMBER_START}(?P<a>\d{{1,2}})(?P<s>[-/.])(?P<b>\d{{1,2}})(?P=s){_Y}{_NUMBER_END}",
+        _numeric_dmy,
+    ),
+    ("numeric", rf"{_NUMBER_START}{_Y}-?W(?P<w>\d{{2}})(?!\d)", _iso_week),
+    ("code", rf"(?<![^\W\d_])(?P<k>[QH])(?P<n>[1-4])\s*[-/]?\s*{_Y}{_NUMBER_END}", _code),
+    ("code", rf"{_NUMBER_START}{_Y}\s*[-/]?\s*(?P<k>[QH])(?P<n>[1-4])(?![\w])", _code),
+    (
+        "cjk",
+        rf"(?:(?P<era>{'|'.join(lx.JAPANESE_ERAS)})\s*(?P<en>元|\d{{1,2}})|(?<!\d){_Y})"
+        rf"\s*[{lx.CJK_YEAR}]"
+        rf"(?:\s*(?:第\s*)?(?P<q>{_CJK_DIGIT})\s*(?:{'|'.join(lx.CJK_QUARTER)})"
+        rf"|\s*Q(?P<q2>[1-4])"
+        rf"|\s*(?P<h>{'|'.join(lx.CJK_HALVES)})"
+        rf"|\s*(?P<m>\d{{1,2}})\s*[{lx.CJK_MONTH}](?:\s*(?P<d>\d{{1,2}})\s*[{lx.CJK_DAY}])?)?",
+        _cjk,
+    ),
+    (
+        "cjk",
+        rf"(?<!\d)(?P<m>\d{{1,2}})\s*[{lx.CJK_MONTH}]\s*(?P<d>\d{{1,2}})\s*[{lx.CJK_DAY}]",
+        _cjk_month_day,
+    ),
+    (
+        "named",
+        rf"(?<![\w.])(?P<d>\d{{1,2}}){_ORDINAL}\s*{_LINK}(?P<mon>{_MONTHS})\.?"
+        rf"(?:,?\s*{_LINK}{_Y}(?!\d))?",
+        _named_day,
+    ),
+    (
+        "named",
+        rf"(?P<mon>{_MONTHS})\.?\s+(?P<d>\d{{1,2}})(?:st|nd|rd|th)?(?!\d)"
+        rf"(?:,?\s+{_Y}(?!\d))?",
+        _named_day,
+    ),
+    ("named", rf"(?P<mon>{_MONTHS})(?:\.\s*|,?\s+){_LINK}{_Y}(?!\d)", _named_month),
+    ("named", rf"(?P<s>{alternation(lx.SEASONS)})\s+{_LINK}{_Y}(?!\d)", _season),
+    ("named", rf"(?P<p>{alternation(lx.YEAR_PARTS)})[-\s]\s*{_LINK}{_Y}(?!\d)", _year_part),
+    ("named", rf"(?P<hp>{alternation(lx.HALF_PHRASES)})\s+{_Y}(?!\d)", _half_phrase),
+    (
+        "named",
+        rf"(?<!\d)(?P<n>[1-4]){_ORDINAL}\s*{alternation(lx.QUARTER_WORDS)}\s+{_LINK}{_Y}(?!\d)",
+        lambda f, _: _months(int(f["y"]), int(f["n"]) * 3 - 2, int(f["n"]) * 3, QUARTER),
+    ),
+    ("bare", rf"{_NUMBER_START}{_Y}(?!\w|[.,]\d|[-/]\d)", _bare_year),
+)
+
+
+def _scoped(pattern: str, prefix: str) -> str:
+    return re.sub(r"\(\?P([<=])(\w+)", lambda found: f"(?P{found[1]}{prefix}{found[2]}", pattern)
+
+
+# One pattern of all forms, scanned once: at one place the first form that reads it wins.
+_ANY_DATE = re.compile(
+    "|".join(f"(?P<f{i}>{_scoped(pattern, f'f{i}_')})" for i, (_, pattern, _) in enumerate(_FORMS)),
+    re.IGNORECASE,
 )
 
 
 def find_dates(text: str, default_year: int | None = None) -> Iterator[Mention]:
     """The dates in ``text``, in order, none overlapping another (at one place the
-    longest reading wins: "14 March 2025" is a day, not the month "March 2025").
+    first form of ``_FORMS`` wins: "14 March 2025" is a day, not the month "March 2025").
     ``default_year``: the year of a date written without one; None: such a date is none.
     """
-    text = text.translate(_WIDE_DIGITS)
-    found: list[tuple[int, int, int, str, re.Match[str], _Reader]] = []
-    for order, (name, pattern, reader) in enumerate(_FORMS):
-        for match in pattern.finditer(text):
-            found.append((match.start(), -match.end(), order, name, match, reader))
-    found.sort(key=lambda item: item[:3])
-    taken_to = -1
-    for start, neg_end, _, name, match, reader in found:
-        if start < taken_to:
-            continue
+    if (_DIGIT if default_year else _YEARISH).search(text) is None:  # a cheap answer
+        return
+    for match in _ANY_DATE.finditer(text.translate(_WIDE_DIGITS)):
+        form = match.lastgroup or ""
+        name, _, reader = _FORMS[int(form[1:])]
         try:
-            period = reader(match, default_year)
+            period = reader(_Groups(match, form + "_"), default_year)
         except (ValueError, KeyError, StopIteration):
-            period = None
-        if period is None:
             continue
-        taken_to = -neg_end
-        yield Mention(period, start, -neg_end, bare=name == "bare", cjk=name == "cjk")
+        if period is not None:
+            yield Mention(period, *match.span(), bare=name == "bare", cjk=name == "cjk")
 
 
 def first_date(
