@@ -182,6 +182,10 @@ def test_document_date_reads_labels_in_every_language(text: str, dated: str | No
         ("2024년 3월 기준 한도는?", "2024-03-31"),
         ("2024-W12 の当番は？", "2024-03-24"),
         ("which limit applied in 2024-W12", "2024-03-24"),
+        # an article after "in" makes the date a label of an event; after "before", a cut
+        ("what shipped in the May 2025 rollout", None),
+        ("what was the limit before the May 2025 rollout", "2025-04-30"),
+        ("the limit in the second half of 2024", "2024-12-31"),
         # the time after a date: no period to cut at
         ("What changed after March 2024?", None),
         ("2024年4月以降の上限は？", None),

@@ -26,7 +26,10 @@ from kb_mcp.text import lexicon as lx
 from kb_mcp.text.dates import Cue, Mention, Period, find_dates, fold
 
 _DIGIT = re.compile(r"\d")
-_LEAD = Cue(lx.LEADS_BEFORE, lx.LEADS_AFTER)
+_LEAD = Cue(lx.LEADS_BEFORE, lx.LEADS_AFTER, articles=False)
+# An article may follow a word that cuts before a date ("before the April 2025 change",
+# "vor dem 1. April"), not one that names it: "in the March 2026 refresh" labels an event.
+_LEAD_CUTTING = Cue((w for w, role in lx.LEADS_BEFORE.items() if role == lx.BEFORE))
 _ROLES = {fold(word): role for word, role in (*lx.LEADS_BEFORE.items(), *lx.LEADS_AFTER.items())}
 _START_DAYS = 30  # "at the start of 2024": its first month
 
@@ -59,7 +62,7 @@ def _role(query: str, mention: Mention) -> str | None:
     after_role = _ROLES[fold(after)] if after else None
     if after_role in (lx.BEFORE, lx.AFTER):  # "在2024年以前": the word after decides
         return after_role
-    before = _LEAD.before(query, mention.start)
+    before = _LEAD.before(query, mention.start) or _LEAD_CUTTING.before(query, mention.start)
     if before:
         return _ROLES[fold(before)]
     if after_role or mention.cjk:

@@ -308,7 +308,11 @@ _FORMS: tuple[tuple[str, str, _Reader], ...] = (
     ("named", rf"(?P<mon>{_MONTHS})(?:\.\s*|,?\s+){_LINK}{_Y}(?!\d)", _named_month),
     ("named", rf"(?P<s>{alternation(lx.SEASONS)})\s+{_LINK}{_Y}(?!\d)", _season),
     ("named", rf"(?P<p>{alternation(lx.YEAR_PARTS)})[-\s]\s*{_LINK}{_Y}(?!\d)", _year_part),
-    ("named", rf"(?P<hp>{alternation(lx.HALF_PHRASES)})\s+{_Y}(?!\d)", _half_phrase),
+    (
+        "named",
+        rf"(?:(?<![^\W\d_])the\s+)?(?P<hp>{alternation(lx.HALF_PHRASES)})\s+{_Y}(?!\d)",
+        _half_phrase,
+    ),
     (
         "named",
         rf"(?<!\d)(?P<n>[1-4]){_ORDINAL}\s*{alternation(lx.QUARTER_WORDS)}\s+{_LINK}{_Y}(?!\d)",
@@ -364,17 +368,20 @@ def first_date(
 class Cue:
     """Words that say what a date next to them is ("effective 3 February", "as of March
     2024", "2025年4月1日施行", "2024年3月之前"): ``before`` finds one ending right before a
-    date (an article and separators may sit between: "before the April 2025 change"),
-    ``after`` one starting right after it. Each returns the word as its table spells it."""
+    date (separators may sit between, and with ``articles`` an article: "before the
+    April 2025 change"), ``after`` one starting right after it. Each returns the word as
+    its table spells it."""
 
     _SPAN = 40
 
-    def __init__(self, before: Iterable[str], after: Iterable[str] = ()) -> None:
+    def __init__(
+        self, before: Iterable[str], after: Iterable[str] = (), *, articles: bool = True
+    ) -> None:
         before, after = tuple(before), tuple(after)
         self._words = {fold(word): word for word in (*before, *after)}
-        articles = alternation(lx.ARTICLES)
+        article = rf"(?:\s+{alternation(lx.ARTICLES)})?" if articles else ""
         self._before = re.compile(
-            rf"(?P<w>{alternation(before)})(?:\s+{articles})?[\s:：,]*$", re.IGNORECASE
+            rf"(?P<w>{alternation(before)}){article}[\s:：,]*$", re.IGNORECASE
         )
         self._after = (
             re.compile(rf"\s*(?P<w>{alternation(after)})", re.IGNORECASE) if after else None
