@@ -97,6 +97,8 @@ def _period(text: str) -> tuple[str, str, str] | None:
         ("2048 connections", None),
         ("port 2025", None),
         ("the 2023-24 season", None),
+        ("advisory SEC-2025-04", None),  # an id, not April
+        ("CVE-2024-1234", None),
         ("3 February", None),
         ("Step 2 may fail", None),
     ],

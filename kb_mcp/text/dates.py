@@ -138,7 +138,7 @@ _YEARISH = re.compile(r"(?:19|20)\d\d|[０-９]|[元\d]\s*年")
 _WIDE_DIGITS = str.maketrans("０１２３４５６７８９", "0123456789")
 
 _Y = r"(?P<y>(?:19|20)\d{2})"
-_NUMBER_START = r"(?<![\w.])"  # not the tail of a word, a number or a version
+_NUMBER_START = r"(?<![\w.-])"  # not the tail of a word, a number, a version or an id
 _NUMBER_END = r"(?!\d|[.,]\d)"
 _LINK = rf"(?:{alternation(lx.CONNECTORS)}\s+)?"
 _ORDINAL = "(?:" + "|".join(re.escape(o) for o in lx.ORDINALS) + ")?"
