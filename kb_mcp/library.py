@@ -84,6 +84,7 @@ class Library:
         self.fts = state.fts
         self.graph = state.graph
         self.redaction = state.redaction
+        self.dates = state.dates
         self.relations = state.relations
         self._vectors = state.vectors
         self._enrichment = state.enrichment

@@ -22,6 +22,7 @@ from kb_mcp.home import DB_FILE
 from kb_mcp.index.fts import FtsIndex
 from kb_mcp.index.graph import GraphIndex
 from kb_mcp.ingest import agent, synclock
+from kb_mcp.ingest.redate import StoredDates
 from kb_mcp.ingest.relink import StoredRelations
 from kb_mcp.ingest.reredact import StoredRedaction
 from kb_mcp.rerank.factory import ActiveReranker
@@ -65,6 +66,7 @@ class LibraryState:
         self.fts = FtsIndex(self.db)
         self.graph = GraphIndex(self.db)
         self.redaction = StoredRedaction(self.db, self.home)
+        self.dates = StoredDates(self.db)
         self.relations = StoredRelations(self.db)
         self.vectors = ActiveVectors(self.db, self.home, settings, make_embedder)
         self._memos: dict[str, tuple[int, object]] = {}  # see memo
@@ -77,11 +79,13 @@ class LibraryState:
         """Bring derived data up to date before it is used: the FTS representation, then
         the stored text's redaction rules (``ingest/reredact.py``), then the entity graph
         (``index/graph.py``: built from the chunks by another extractor, or before it
-        existed), then the document relations (``ingest/relink.py``). Lazy, so opening a
-        library (and the MCP handshake) never waits for them; one check each once done."""
+        existed), then the documents' dates (``ingest/redate.py``) and the document
+        relations, which read them (``ingest/relink.py``). Lazy, so opening a library (and
+        the MCP handshake) never waits for them; one check each once done."""
         self.fts.ensure_current()
         self.redaction.ensure_current()
         self.graph.ensure_current()
+        self.dates.ensure_current()
         self.relations.ensure_current()
 
     def chunks_changed(self) -> None:

@@ -198,6 +198,7 @@ def test_reredact_second_open_writes_nothing(tmp_path: Path) -> None:
     with Library(Settings(home=home)) as lib:
         assert lib.redaction.ensure_current().changed == 1
         lib.graph.ensure_current()  # derived at first use too (issue 9), then current
+        lib.dates.ensure_current()  # issue 21: documents dated under today's rules
         lib.relations.ensure_current()  # issue 9: the other lazy step of a first open
     doc_file = agent.agent_file(home, key)
     state = (hashlib.sha256((home / DB_FILE).read_bytes()).hexdigest(), doc_file.stat().st_mtime_ns)

@@ -2,103 +2,98 @@
 
 Teams date their notes in the prose more often than in frontmatter: "Posted 12 March
 2026 by the Fares team", "Update, 3 February 2026: …", "Customer payments working group
-— 19 March 2026", a chat export's "#lantern · 14 October 2025". Freshness needs those
-dates (a file's mtime says when it was copied, not when it was written), and document
-relations need the date a change takes effect ("effective 3 February", "as of June").
-A date without a year takes the document's own year; ``document_date`` wants a year.
+— 19 March 2026", a chat export's "#lantern · 14 October 2025", "Stand: 14.03.2025",
+"发布日期：2025年3月14日". Freshness needs those dates (a file's mtime says when it was
+copied, not when it was written), and document relations need the date a change takes
+effect ("effective 3 February", "gilt ab 1. März", "2025年4月1日施行"). A date without a
+year takes the document's own year; ``document_date`` wants a year.
+
+The forms and the words are those of ``text/dates`` and ``text/lexicon`` (every language
+the library reads). ``DATES_VERSION`` names these rules: a library dated under older
+ones has its documents dated again (``ingest/redate``).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from datetime import date
 
 from kb_mcp.ingest.decode import first_lines
-from kb_mcp.ingest.frontmatter import split_frontmatter
+from kb_mcp.ingest.frontmatter import meta_date, split_frontmatter
+from kb_mcp.text import lexicon as lx
+from kb_mcp.text.dates import DAY, MONTH, WEEK, Cue, Mention, alternation, find_dates, first_date
 
+# The version of the rules below: documents dated under another are dated again by the
+# first reader (``ingest/redate.StoredDates``). Bump it when what they read changes.
+DATES_VERSION = 2  # 2: every language of text/lexicon, numeric and CJK forms
 DATE_LINES = 6  # non-blank body lines read for the document's own date
 
-_MONTHS = (
-    "january february march april may june july august september october november december"
-).split()
-_MONTH = (
-    r"(?P<mon>jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
-    r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
-)
-_DATE = re.compile(
-    r"(?P<iso>\d{4}-\d{2}-\d{2})"
-    rf"|(?<!\d)(?P<d1>\d{{1,2}})(?:st|nd|rd|th)?\s+{_MONTH}(?:,?\s+(?P<y1>\d{{4}}))?"
-    rf"|{_MONTH.replace('mon', 'mon2')}\s+(?P<d2>\d{{1,2}})(?!\d)(?:st|nd|rd|th)?"
-    r"(?:,?\s+(?P<y2>\d{4}))?"
-    rf"|{_MONTH.replace('mon', 'mon3')}\s+(?P<y3>\d{{4}})",
+_CUE = Cue(lx.DATE_CUES_BEFORE, lx.DATE_CUES_AFTER)
+_LABEL = re.compile(
+    rf"^[\W_]*{alternation(lx.DOCUMENT_DATE_LABELS)}[\s:：,]*"
+    rf"(?:{alternation(lx.LABEL_LINKS)}\s*)?",
     re.IGNORECASE,
 )
-_DATE_CUE = re.compile(
-    r"\b(?:effective(?:\s+(?:from|on|as of))?|as of|posted(?:\s+on)?|dated|published(?:\s+on)?|"
-    r"updated(?:\s+on)?|update,?|added(?:\s+on)?|(?:withdrawn|cancell?ed|retracted)(?:\s+on)?|"
-    r"starting|from)\s+",
-    re.IGNORECASE,
-)
-_POSTED = re.compile(
-    r"^[\W_]*(?:posted|published|added|written|dated|date|last updated|updated|update|"
-    r"effective(?: from| on)?|valid from|in force from)\b"
-    r"[\s:,]*(?:on\s+)?",
-    re.IGNORECASE,
-)
+# A dated title or heading names its day, week or month; a year or a quarter in it
+# ("2025年 事業計画", "Q3 2024 roadmap") is the subject, not when it was written.
+_TITLE_PRECISION = frozenset({DAY, WEEK, MONTH})
+
+
+def _year(doc_date: str | None) -> int | None:
+    return int(doc_date[:4]) if doc_date and doc_date[:4].isdigit() else None
 
 
 def stated_date(text: str, doc_date: str | None) -> str | None:
     """The date a cue states ("effective 3 February", "as of June 2026", "Posted 12 March
-    2026"), as ISO; a missing year is the document's own."""
-    for cue in _DATE_CUE.finditer(text):
-        parsed = parse_date(text[cue.end() : cue.end() + 40], doc_date, anchored=True)
-        if parsed:
-            return parsed
+    2026", "gilt ab 1. März", "2025年4月1日起生效"), as ISO; a missing year is the
+    document's own."""
+    for mention in _mentions(text, doc_date):
+        if _CUE.before(text, mention.start) or _CUE.after(text, mention.end):
+            return mention.period.first.isoformat()
     return None
 
 
+def _mentions(text: str, doc_date: str | None) -> Iterator[Mention]:
+    return (m for m in find_dates(text, _year(doc_date)) if not m.bare)
+
+
 def parse_date(text: str, doc_date: str | None, *, anchored: bool = False) -> str | None:
-    """The first date in ``text`` (at its start when ``anchored``) as ``YYYY-MM-DD``."""
-    match = _DATE.match(text.strip()) if anchored else _DATE.search(text)
-    if match is None:
-        return None
-    year_default = int(doc_date[:4]) if doc_date and doc_date[:4].isdigit() else None
-    try:
-        if match["iso"]:
-            return date.fromisoformat(match["iso"]).isoformat()
-        if match["mon"]:
-            day, month, year = int(match["d1"]), match["mon"], match["y1"]
-        elif match["mon2"]:
-            day, month, year = int(match["d2"]), match["mon2"], match["y2"]
-        else:
-            day, month, year = 1, match["mon3"], match["y3"]
-        year_value = int(year) if year else year_default
-        if year_value is None:
-            return None
-        return date(year_value, _month(month), day).isoformat()
-    except ValueError:
-        return None
-
-
-def _month(name: str) -> int:
-    return next(i for i, m in enumerate(_MONTHS, start=1) if m.startswith(name.lower()[:3]))
+    """The first date in ``text`` (at its start when ``anchored``) as ``YYYY-MM-DD``: the
+    first day of the period it names ("March 2025" → ``2025-03-01``)."""
+    found = first_date(text, _year(doc_date), anchored=anchored)
+    return found.period.first.isoformat() if found else None
 
 
 def document_date(text: str, kind: str) -> str | None:
     """The date a document states for itself, ISO: a "Posted / Published / Updated /
-    Date: <date>" line or an "Update, <date>:" head among its first lines, else a full
-    date in its first line (a dated title or heading). None without a year."""
+    Date / Stand / 发布日期 / 更新日: <date>" line or an "Update, <date>:" head among its
+    first lines, else a day or month in its first line (a dated title or heading). None
+    without a year."""
     body = split_frontmatter(text).body if kind == "markdown" else text
     lines = [line for line in first_lines(body, 40) if line.strip()][:DATE_LINES]
     for line in lines:
-        cue = _POSTED.match(line)
-        if cue is not None:
-            found = parse_date(line[cue.end() : cue.end() + 40], None, anchored=True)
+        label = _LABEL.match(line)
+        if label is not None:
+            found = parse_date(line[label.end() : label.end() + 40], None, anchored=True)
             if found:
                 return found
     if lines:
-        return parse_date(lines[0], None)
+        found = first_date(lines[0])
+        if found and found.period.precision in _TITLE_PRECISION:
+            return found.period.first.isoformat()
     return None
+
+
+def text_date(text: str, kind: str) -> str | None:
+    """The date a document's own text gives it: its frontmatter's ``date`` / ``updated``,
+    else the date it states for itself (``document_date``; code states none). The
+    ingest (``ingest/filework``) and the re-dating under newer rules (``ingest/redate``)
+    both date a document so."""
+    meta = split_frontmatter(text).meta if kind == "markdown" else {}
+    return meta_date(meta, "date", "updated") or (
+        document_date(text, kind) if kind != "code" else None
+    )
 
 
 _PATH_DATE = re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)")

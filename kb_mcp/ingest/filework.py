@@ -26,9 +26,9 @@ from kb_mcp.chunk import Chunk, split_document
 from kb_mcp.chunk.stream import iter_chunks
 from kb_mcp.errors import KbError, Unavailable, Unreadable
 from kb_mcp.ingest import readers
-from kb_mcp.ingest.dates import document_date, path_date
+from kb_mcp.ingest.dates import path_date, text_date
 from kb_mcp.ingest.derive import Derived, derive
-from kb_mcp.ingest.frontmatter import cap_title, meta_date, meta_list, split_frontmatter
+from kb_mcp.ingest.frontmatter import cap_title, meta_list, split_frontmatter
 from kb_mcp.ingest.large import read_large
 from kb_mcp.ingest.pipeline import redact_text, text_hash
 from kb_mcp.ingest.policy import check_readable
@@ -105,10 +105,7 @@ def prepare_file(
         language=converted.language,
         text=text,
         content_hash=digest,
-        doc_date=meta_date(meta, "date", "updated")
-        or (document_date(text, converted.kind) if converted.kind != "code" else None)
-        or path_date(rel)
-        or _mtime_date(mtime_ns),
+        doc_date=text_date(text, converted.kind) or path_date(rel) or _mtime_date(mtime_ns),
         tags=tuple(redact_text(tag) for tag in meta_list(meta, "tags")),
         created_at=now,
         updated_at=now,

@@ -38,8 +38,9 @@ from kb_mcp.store.relations import Statement
 # The version of the rules below: stored rows made under another are redone by the first
 # reader (``ingest/relink.StoredRelations``). Bump it when detection or matching changes.
 RELATIONS_VERSION = (
-    5  # 3: withdrawal phrasings; 4: an agent's document names no document of the user's sources;
-    # 5: outdated banners, Reverted sections, known issues fixed, errata named below, series
+    6  # 3: withdrawal phrasings; 4: an agent's document names no document of the user's sources;
+    # 5: outdated banners, Reverted sections, known issues fixed, errata named below, series;
+    # 6: effective dates in every language of text/lexicon (ingest/dates.DATES_VERSION 2)
 )
 SUPERSEDES, CORRECTS, WITHDRAWS, UPDATES = "supersedes", "corrects", "withdraws", "updates"
 KINDS = (SUPERSEDES, CORRECTS, WITHDRAWS, UPDATES)

@@ -641,6 +641,24 @@ def update_document_text(
     )
 
 
+def user_documents_after(
+    conn: apsw.Connection, after_id: int, limit: int
+) -> list[tuple[int, str, str, str | None]]:
+    """Up to ``limit`` documents with ids above ``after_id`` that a folder or an upload
+    holds (not the ``agent`` source alone), in id order: id, kind, text, doc_date."""
+    return conn.execute(
+        "SELECT d.id, d.kind, d.text, d.doc_date FROM documents d WHERE d.id > ? AND EXISTS "
+        "(SELECT 1 FROM locations l JOIN sources s ON s.id = l.source_id "
+        " WHERE l.document_id = d.id AND s.kind != 'agent') ORDER BY d.id LIMIT ?",
+        (after_id, limit),
+    ).fetchall()
+
+
+def set_doc_date(conn: apsw.Connection, document_id: int, doc_date: str) -> None:
+    """A document's date, read again under newer rules (``ingest/redate``)."""
+    conn.execute("UPDATE documents SET doc_date = ? WHERE id = ?", (doc_date, document_id))
+
+
 def delete_chunks(conn: apsw.Connection, document_id: int) -> None:
     """Delete a document's chunk rows. Unindex them first."""
     conn.execute("DELETE FROM chunks WHERE document_id = ?", (document_id,))
