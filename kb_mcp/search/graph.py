@@ -31,7 +31,7 @@ from rapidfuzz import fuzz, process
 from kb_mcp.graph.resolve import best_fuzzy, entity_key
 from kb_mcp.index.graph import EntityRow, GraphIndex
 from kb_mcp.search.fuse import LegHit
-from kb_mcp.search.query import STOPWORDS
+from kb_mcp.text.lexicon import STOPWORDS
 
 MAX_HOPS = 2
 SEED_FACTOR = 0.1

@@ -28,18 +28,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kb_mcp.index.textprep import CJK_RUN, identifier_parts, index_copy
+from kb_mcp.text.lexicon import CJK_STOP_CHARS, STOPWORDS
 
 MAX_TERMS = 64  # bounds the cost of one MATCH; far above any real question
 
-# Lucene's classic English stopword set plus question words: they carry no topic.
-STOPWORDS = frozenset(
-    """
-    a an and are as at be but by for if in into is it no not of on or such that the their
-    then there these they this to was will with what which who whom whose when where why
-    how do does did done can could should would i you we he she them me my our your its
-    been being have has had about from than so any all
-    """.split()
-)
 
 _WORD = re.compile(r"[^\W_]+")
 
@@ -75,11 +67,6 @@ def or_expression(units: list[str]) -> str | None:
 def quote_fts(text: str) -> str:
     """One FTS5 string literal: wrapped in double quotes, inner quotes doubled."""
     return '"' + text.replace('"', '""') + '"'
-
-
-# Function characters of Chinese questions (particles, copula, question words): a bigram or
-# a single character holding one matches nearly every passage and only adds noise.
-CJK_STOP_CHARS = frozenset("的了是在吗呢么哪什谁")
 
 
 def cjk_phrases(run: str) -> list[str]:

@@ -1,4 +1,5 @@
-"""The words of time in each language the library reads, as data.
+"""The word lists of kb-mcp, as data: the words of time in each language the library
+reads, and the function words a question's match leaves out.
 
 One table per concept, one row per language: adding a language is adding rows here,
 never a regex elsewhere (``text/dates.py`` builds its patterns from these tables). The
@@ -339,3 +340,19 @@ LEADS_AFTER: dict[str, str] = {
     **dict.fromkeys(("以前", "之前", "より前", "前", "이전", "전"), BEFORE),
     **dict.fromkeys(("以降", "以後", "以后", "之后", "之後", "后", "後", "이후", "후"), AFTER),
 }
+
+
+# Lucene's classic English stopword set plus question words: they carry no topic. Left
+# out of a question's match unless nothing else is left (``search/query.py``): bm25
+# weighs them little, but each adds its whole doclist to what FTS5 scores.
+STOPWORDS = frozenset(
+    """
+    a an and are as at be but by for if in into is it no not of on or such that the their
+    then there these they this to was will with what which who whom whose when where why
+    how do does did done can could should would i you we he she them me my our your its
+    been being have has had about from than so any all
+    """.split()
+)
+# Function characters of Chinese questions (particles, copula, question words): a bigram or
+# a single character holding one matches nearly every passage and only adds noise.
+CJK_STOP_CHARS = frozenset("的了是在吗呢么哪什谁")
