@@ -108,10 +108,10 @@ def _embedder(settings: Settings, embedder: Embedder | None) -> Check:
 def _reranker(settings: Settings, reranker: Reranker | None) -> Check:
     """Which reranker reorders the first results, where the setting came from, and
     whether it can run. One the user chose that cannot run is a failure, as an embedder
-    is; searches still answer, in the fused order."""
+    is; searches still answer, in the ranking model's order."""
     from_where = f"from {_origin(settings, 'reranker')}"
     if reranker is None:
-        return Check("reranker", True, f"none ({from_where}): results in the fused order")
+        return Check("reranker", True, f"none ({from_where}): results in the ranking model's order")
     name = f"{reranker.name} ({from_where})"
     if settings.reranker == "ollama":
         name += f", host {settings.ollama_host}"
@@ -121,7 +121,7 @@ def _reranker(settings: Settings, reranker: Reranker | None) -> Check:
     return Check(
         "reranker",
         False,
-        f"{name}: NOT available ({available.reason}); searches keep the fused order",
+        f"{name}: NOT available ({available.reason}); searches keep the ranking model's order",
     )
 
 

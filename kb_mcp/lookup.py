@@ -65,9 +65,10 @@ class Lookup:
         source: str | None = None,
         legs: Sequence[str] | None = None,
     ) -> SearchResult:
-        """Ranked, cited passages, one per document; empty (with a reason) when none match.
+        """Ranked, cited passages, one per document; empty (with a reason) when none match
+        or the ranking model doubts the best one answers.
 
-        ``legs`` names the legs to run (any of keyword, vector, graph, hop) instead of the
+        ``legs`` names the legs to run (any of ``engine.LEGS``) instead of the
         mode's plan, so each leg's contribution can be measured.
         """
         top_k = self.settings.search_top_k if top_k is None else limits.TOP_K.check(top_k)

@@ -67,7 +67,7 @@ OLLAMA_DEFAULT_HOST = "http://localhost:11434"
 # (``graph/llm.py``); the LLM pass runs in the background, after keyword search is ready.
 GRAPH_EXTRACTORS = ("heuristic", "ollama")
 GRAPH_DEFAULT_MODEL = "qwen3:0.6b"  # graph/llm.DEFAULT_MODEL, repeated: no import here
-# Who reorders a search's first fused passages (``kb_mcp/rerank/``): nobody, a
+# Who reorders a search's first ranked passages (``kb_mcp/rerank/``): nobody, a
 # cross-encoder in ONNX from a folder the user names, or a local chat model through Ollama.
 # ``rerank.base.RERANKERS`` is the same tuple (repeated: no import here; a test keeps them).
 RERANKERS = ("none", "onnx", "ollama")
@@ -110,7 +110,7 @@ SETTINGS: tuple[Setting, ...] = (
         limits.SEARCH_TIMEOUT_MS.default,
         "Deadline for one search or read query in SQLite; a search's question "
         "embedding has a budget of this length of its own (past it: keyword results), and "
-        "a reranker works within it (past it: the fused order).",
+        "a reranker works within it (past it: the ranking model's order).",
         int,
         limits.SEARCH_TIMEOUT_MS,
     ),
@@ -221,11 +221,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "reranker",
         "none",
-        "Who reorders a search's first 20 fused passages: `none` (the default: the fused "
-        "order stands), `onnx` (a cross-encoder in ONNX, from the folder `reranker_model` "
+        "Who reorders a search's first 20 ranked passages: `none` (the default: the ranking "
+        "model's order stands), `onnx` (a cross-encoder in ONNX, from the folder `reranker_model` "
         "names), `ollama` (a local chat model through `ollama_host` scores each passage "
         "0-10; passage text is fenced as data). It runs inside the search's "
-        "`search_timeout_ms`; slow, failing or gone, the fused order stands and the "
+        "`search_timeout_ms`; slow, failing or gone, the model's order stands and the "
         "result's reason says why.",
         choices=RERANKERS,
     ),

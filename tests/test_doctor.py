@@ -69,7 +69,7 @@ def test_doctor_shows_the_reranker_and_fails_one_chosen_that_cannot_run(tmp_path
 
     code, check = reranker_check()
     assert code == 0 and check["ok"]
-    assert check["detail"] == "none (from the default): results in the fused order"
+    assert check["detail"] == "none (from the default): results in the ranking model's order"
     code, check = reranker_check(
         KB_MCP_RERANKER="onnx", KB_MCP_RERANKER_MODEL=str(tmp_path / "empty")
     )

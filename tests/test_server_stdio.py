@@ -266,15 +266,16 @@ Search the knowledge base for passages that answer a question: ranked keyword se
 fused with search by meaning when vectors are available; `legs` can add the entity graph
 (the names in the question and what other passages say about them, for answers that join
 two documents). Returns the best passage of each matching document with its title, path,
-section, line span, `score` (results come in score order), the `legs` that found it with
-their `leg_scores`, the `adjustments` that moved it (superseded, draft, newer version),
+section, line span, `score` (the ranking model's estimate, 0 to 1, that it answers;
+results come in score order), the `legs` that found it with their `leg_scores`, the
+`adjustments` that moved it after ranking (a correction placed above what it corrects),
 its `relations` to other documents (`corrected by <cite>`, `withdrawn on <date> by
 <cite>`, `superseded by <cite>`, `corrects <cite>`, `contradicts <cite>`: tell the user
 what changed, and never pick silently between contradicting results) and a `cite` string
 (`<doc>#L12-L40`) that `read` accepts. If vector or hybrid mode cannot run, you get
 keyword results with `fallback: "keyword"` and the `reason`. An empty `results` list means
-nothing relevant is stored: say so rather than guessing. Use `grep` instead for an exact
-string or regex, `read` to see more around a result.\
+the answer is probably not stored (the `reason` says why): say so rather than guessing.
+Use `grep` instead for an exact string or regex, `read` to see more around a result.\
 """,
                 "input_schema": {
                     "type": "object",
@@ -311,10 +312,16 @@ string or regex, `read` to see more around a result.\
                             "anyOf": [
                                 {
                                     "items": {
-                                        "enum": ["keyword", "vector", "graph", "hop"],
+                                        "enum": [
+                                            "keyword",
+                                            "vector",
+                                            "graph",
+                                            "document",
+                                            "feedback",
+                                        ],
                                         "type": "string",
                                     },
-                                    "maxItems": 4,
+                                    "maxItems": 5,
                                     "minItems": 1,
                                     "type": "array",
                                 },
@@ -322,10 +329,9 @@ string or regex, `read` to see more around a result.\
                             ],
                             "default": None,
                             "description": "Run only these legs instead of the mode's plan "
-                            "(to compare them); graph follows the entities the question names "
-                            "to related passages; hop searches again with the names (a team, "
-                            "a person) its passages give beside what the question names (on "
-                            "by default for who / which team questions).",
+                            "(to compare them); document ranks whole documents, feedback "
+                            "searches again with the rare words of the first results, graph "
+                            "follows the entities the question names to related passages.",
                         },
                     },
                     "required": ["query"],

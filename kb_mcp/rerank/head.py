@@ -1,14 +1,14 @@
-"""The reranker in a search: the first fused passages reordered within the deadline.
+"""The reranker in a search: the first ranked passages reordered within the deadline.
 
-What the engine calls (``Reranking.reorder``, once per search, after the floors and
-before the hits are built). Only the first ``RERANK_PASSAGES`` candidates are read: a
-reranker reads each passage with the question, which costs per passage, and a document
-the legs ranked below them is seldom the answer.
+What the engine calls (``Reranking.reorder``, once per search, after the ranking model
+and its abstention, before the hits are built). Only the first ``RERANK_PASSAGES``
+candidates are read: a reranker reads each passage with the question, which costs per
+passage, and a document the legs ranked below them is seldom the answer.
 
 The order it makes is still the order of the scores (``search/adjust.py``): a candidate
-the reranker moves takes the fused score of the place it moves to, and says so in an
+the reranker moves takes the score of the place it moves to, and says so in an
 ``Adjustment`` ("reranked by onnx …: #4 → #1"). Candidates it scores alike keep their
-fused order.
+order.
 
 It never fails a search. It runs in a thread of its own, given what is left of the
 search's deadline (``search_timeout_ms``, counted from when the search's database work

@@ -38,15 +38,16 @@ Search the knowledge base for passages that answer a question: ranked keyword se
 fused with search by meaning when vectors are available; `legs` can add the entity graph
 (the names in the question and what other passages say about them, for answers that join
 two documents). Returns the best passage of each matching document with its title, path,
-section, line span, `score` (results come in score order), the `legs` that found it with
-their `leg_scores`, the `adjustments` that moved it (superseded, draft, newer version),
+section, line span, `score` (the ranking model's estimate, 0 to 1, that it answers;
+results come in score order), the `legs` that found it with their `leg_scores`, the
+`adjustments` that moved it after ranking (a correction placed above what it corrects),
 its `relations` to other documents (`corrected by <cite>`, `withdrawn on <date> by
 <cite>`, `superseded by <cite>`, `corrects <cite>`, `contradicts <cite>`: tell the user
 what changed, and never pick silently between contradicting results) and a `cite` string
 (`<doc>#L12-L40`) that `read` accepts. If vector or hybrid mode cannot run, you get
 keyword results with `fallback: "keyword"` and the `reason`. An empty `results` list means
-nothing relevant is stored: say so rather than guessing. Use `grep` instead for an exact
-string or regex, `read` to see more around a result."""
+the answer is probably not stored (the `reason` says why): say so rather than guessing.
+Use `grep` instead for an exact string or regex, `read` to see more around a result."""
 
 GREP_DESCRIPTION = """\
 Find lines containing an exact string (or a regular expression with regex=true) in the
