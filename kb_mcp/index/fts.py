@@ -67,7 +67,7 @@ def _create_table(conn: apsw.Connection) -> None:
         "CREATE VIRTUAL TABLE chunks_fts USING fts5(head, body, content='', "
         f"contentless_delete=1, tokenize='{FTS_TOKENIZER}')"
     )
-    # Per-term document frequencies, read by the score floor.
+    # Per-term document frequencies, read by the ranking features.
     conn.execute(
         "CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts_vocab USING fts5vocab(chunks_fts, 'row')"
     )

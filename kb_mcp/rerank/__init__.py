@@ -3,6 +3,6 @@
 ``base.py`` is the port (``Reranker``: a question and passages in, one score each out),
 ``onnx.py`` and ``ollama.py`` its two implementations, ``factory.py`` the ``reranker``
 setting → one of them, and ``head.py`` what the search engine calls: the first
-``RERANK_PASSAGES`` candidates reordered within the search's deadline, or the fused order
+``RERANK_PASSAGES`` candidates reordered within the search's deadline, or the ranked order
 with the reason the reranker was skipped.
 """

@@ -2,7 +2,7 @@
 
 A reranker reads the question and each passage together (a cross-encoder, a chat model),
 which the fused legs never do: they score the question and a passage apart. It is asked
-only about the first passages of the fused order (``head.RERANK_PASSAGES``), and only its
+only about the first passages of the ranked order (``head.RERANK_PASSAGES``), and only its
 order counts: scores are compared within one call, never across calls or rerankers.
 
 Importing this module imports neither numpy nor a model runtime: the search engine
@@ -36,7 +36,7 @@ class Passage:
 
 class RerankerUnavailable(Unavailable):
     """The reranker cannot score now (not loaded, unreachable, an answer it cannot use);
-    the search keeps the fused order and says why."""
+    the search keeps the ranked order and says why."""
 
     code = "reranker_unavailable"
 

@@ -3,7 +3,7 @@
 Built at the first search that wants it, never at open: an ``onnx`` folder is checked
 then, and its model read at the first scoring. A reranker that cannot be built (an empty
 or incomplete ``reranker_model`` folder) becomes an ``UnavailableReranker`` that says
-why: searches keep the fused order with that reason and ``doctor`` shows it; only
+why: searches keep the ranked order with that reason and ``doctor`` shows it; only
 ``none`` means "no reranker at all".
 """
 

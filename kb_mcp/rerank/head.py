@@ -13,7 +13,7 @@ order.
 It never fails a search. It runs in a thread of its own, given what is left of the
 search's deadline (``search_timeout_ms``, counted from when the search's database work
 starts; a model read lazily is read before, once: ``loaded``). Past it, or when the
-reranker fails or cannot be built, the fused order stands and the result's reason says
+reranker fails or cannot be built, the ranked order stands and the result's reason says
 ``reranker skipped: …``. A reranker that cannot be interrupted (an in-process model)
 finishes alone; while ``MAX_RUNNING`` such runs are still going, a search does not
 start another.
@@ -43,7 +43,7 @@ _running = threading.BoundedSemaphore(MAX_RUNNING)
 
 
 def reordered(head: Sequence[Candidate], scores: Sequence[float], name: str) -> list[Candidate]:
-    """``head`` in the order of ``scores`` (stable: ties keep the fused order); each moved
+    """``head`` in the order of ``scores`` (stable: ties keep the ranked order); each moved
     candidate takes the score of its new place, with the adjustment that says why."""
     rated = [score if math.isfinite(score) else -math.inf for score in scores]
     order = sorted(range(len(head)), key=lambda i: -rated[i])

@@ -6,7 +6,7 @@ the graph's LLM pass fences a chunk (``graph/llm.fenced``: a nonce per request, 
 instructions). The answer's shape is fixed by ``format`` (``SCHEMA``) and parsed again
 here (``parse_scores``), leniently: a list of numbers, ``yes`` / ``no``, or "3: 7" lines
 are read too, since a small model does not always keep the shape. An answer that does
-not score every passage is not used: the search keeps the fused order and says why.
+not score every passage is not used: the search keeps the ranked order and says why.
 
 Passage text cannot raise its own score by asking: the model only ever sees it between
 the fence markers, and a document cannot write them. What a model makes of fenced text
@@ -224,5 +224,5 @@ class OllamaReranker:
         return RerankerUnavailable(
             f"reranker ollama at {self.host} (model {self.model}): {' '.join(what.split())[:200]}",
             hint=f"is `ollama serve` running? `ollama pull {self.model}`; searches keep the "
-            "fused order meanwhile",
+            "ranked order meanwhile",
         )

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 
 @dataclass(frozen=True, slots=True)
 class Adjustment:
-    """Why a document's score changed, and by what factor (below 1 demotes)."""
+    """Why a document moved after ranking, and the ratio of its new score to its old."""
 
     reason: str
     factor: float

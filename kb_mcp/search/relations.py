@@ -11,8 +11,8 @@ When a document and the one that changed it (``corrects``, ``supersedes``, ``wit
   old document still holds.
 
 A question about the past ("before the change", "previously", "originally", or an "as
-of" date before the change took effect) turns both around: nothing is demoted and the
-old version is placed above the one that changed it.
+of" date before the change took effect) turns it around: the old version is placed above
+the one that changed it.
 
 Each result lists what it is: ``corrected by <cite>``, ``withdrawn on <date> by
 <cite>``, ``superseded by <cite>``, ``updated on <date> by <cite>`` and the reverse
@@ -40,10 +40,10 @@ from kb_mcp.search.features import Question, coverage
 # macro (one multi-hop query); 10 is the stricter reading (docs/retrieval.md).
 RELATION_DEPTH = 10
 # A withdrawal or supersession replaces the whole document, and a document that withdrew
-# itself needs no second match: those demote wherever the changer ranks.
+# itself needs no second match: those count wherever the changer ranks.
 WITHDRAWS = "withdraws"
 WHOLE = frozenset({WITHDRAWS, "supersedes"})
-# A partial change (corrects, updates) demotes only when the changer's passage holds this
+# A partial change (corrects, updates) counts only when the changer's passage holds this
 # share of the IDF weight of the question's words the old passage matched
 # (``concerned_only``). golden2 dev, keyword, macro by share: 0 (always demote, as
 # before) / 0.4 0.776, 0.45 0.777, 0.5 / 0.55 / 0.6 0.782 (multi_hop 0.402 → 0.446: a
@@ -93,7 +93,7 @@ def concerned_only(
     share: float = CONCERN_SHARE,
 ) -> dict[str, list[Change]]:
     """``changes`` without the partial ones (``corrects``, ``updates``) that leave the
-    asked-about part alone, so only those can demote and reorder.
+    asked-about part alone, so only those mark a candidate changed and reorder.
 
     A correction changes one fact of a document ("page 4 says 30 days; it is 45"), and
     the rest still holds. The question is about the corrected fact when the changer's
@@ -125,8 +125,8 @@ def asks_about_past(query: str) -> bool:
 
 def without_past_phrase(query: str) -> str:
     """``query`` without the words that ask about the past ("before the change"): they
-    frame the question, and counted as content they would pull the floor (a library
-    that never says "change" is not missing the answer)."""
+    frame the question, and counted as content they would weigh against every passage
+    (a library that never says "change" is not missing the answer)."""
     stripped = _PAST.sub(" ", query)
     return stripped if stripped.strip() else query
 
