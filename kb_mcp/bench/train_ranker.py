@@ -91,6 +91,23 @@ class Examples:
         self.groups += [group] * len(rows)
 
 
+def merged(parts: Sequence[Examples]) -> Examples:
+    """One ``Examples`` holding every part's groups, renumbered."""
+    out = Examples()
+    for part in parts:
+        for g, idx in _rows_by_group(part).items():
+            out.add(
+                part.group_set[g],
+                part.group_keys[g],
+                [part.rows[i] for i in idx],
+                [part.labels[i] for i in idx],
+                part.group_answerable[g],
+                part.group_judged[g],
+                part.group_removed[g],
+            )
+    return out
+
+
 def _dataset_path(folder: str, eval_data: Path) -> Path:
     if folder.startswith("golden"):
         return Path(__file__).with_name(folder)
@@ -109,6 +126,8 @@ def collect(
         judged = {d: g for d, g in beir.qrels.get(query.id, {}).items() if g > 0}
         stale = set(query.metadata.get("stale", ()) or ())
         top = max(judged.values(), default=0)
+        if not query.text.strip():
+            continue  # the search refuses a blank question; it has nothing to rank
         for mode in modes:
             ranked = library.lookup.ranked(query.text, mode, beir.name, frozenset())
             if ranked.ranking is None:
@@ -259,6 +278,39 @@ def report(examples: Examples, model: LegSetModel | None) -> dict[str, dict[str,
     return out
 
 
+def _collect_set(
+    homes: Path,
+    name: str,
+    folder: str,
+    split: str,
+    settings: Settings | None,
+    eval_data: Path,
+    progress: Any,
+) -> tuple[dict[str, Examples], int]:
+    """One training set's examples per leg set, and its library's passage count."""
+    path = _dataset_path(folder, eval_data)
+    if not path.exists():
+        raise NotFound(
+            f"training set {name} not found at {path}",
+            hint="name the folder of the public sets with --eval-data, or leave the set "
+            "out with --sets",
+        )
+    beir = load_beir(path, split)
+    home = homes / name
+    base = settings or Settings(home=home)
+    found = {leg_set: Examples() for leg_set in LEG_SETS}
+    with Library(
+        base.with_overrides(home=home.resolve(), max_files_per_source=len(beir.docs) + 1)
+    ) as library:
+        ingest(library, beir, progress)
+        modes = ["keyword"]
+        if library.settings.embedder != "none":
+            embed(library, progress)
+            modes.append("hybrid")
+        collect(library, beir, name, modes, found)
+        return found, library.lookup.fts.chunk_count()
+
+
 def train(
     homes: Path,
     settings: Settings | None = None,
@@ -269,35 +321,25 @@ def train(
     eval_data: Path = Path("../shared/eval-data"),
 ) -> dict[str, Any]:
     """Collect, fit, threshold and write the weights; the report says what each set
-    scores in-sample with the fused order and with the model."""
-    found = {leg_set: Examples() for leg_set in LEG_SETS}
+    scores in-sample with the fused order and with the model. With ``cache`` (a folder)
+    each set's examples are kept there and read instead of collected again."""
+    parts: dict[str, list[Examples]] = {leg_set: [] for leg_set in LEG_SETS}
     smallest = 1 << 62
-    if cache is not None and cache.exists():
-        found, smallest = pickle.loads(cache.read_bytes())
-        sets = ()
     for name, folder, split in sets:
-        path = _dataset_path(folder, eval_data)
-        if not path.exists():
-            raise NotFound(
-                f"training set {name} not found at {path}",
-                hint="name the folder of the public sets with --eval-data, or leave the set "
-                "out with --sets",
+        kept = cache / f"{name}-{split}.pkl" if cache is not None else None
+        if kept is not None and kept.exists():
+            found, passages = pickle.loads(kept.read_bytes())
+        else:
+            found, passages = _collect_set(
+                homes, name, folder, split, settings, eval_data, progress
             )
-        beir = load_beir(path, split)
-        home = homes / name
-        base = settings or Settings(home=home)
-        with Library(
-            base.with_overrides(home=home.resolve(), max_files_per_source=len(beir.docs) + 1)
-        ) as library:
-            ingest(library, beir, progress)
-            modes = ["keyword"]
-            if library.settings.embedder != "none":
-                embed(library, progress)
-                modes.append("hybrid")
-            collect(library, beir, name, modes, found)
-            smallest = min(smallest, library.lookup.fts.chunk_count())
-    if cache is not None and not cache.exists():
-        cache.write_bytes(pickle.dumps((found, smallest)))
+            if kept is not None:
+                kept.parent.mkdir(parents=True, exist_ok=True)
+                kept.write_bytes(pickle.dumps((found, passages)))
+        smallest = min(smallest, passages)
+        for leg_set, examples in found.items():
+            parts[leg_set].append(examples)
+    found = {leg_set: merged(p) for leg_set, p in parts.items()}
     models: dict[str, LegSetModel] = {}
     summary: dict[str, Any] = {}
     for leg_set, examples in found.items():

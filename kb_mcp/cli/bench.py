@@ -232,8 +232,8 @@ def _add_train_ranker_parser(bench_sub: argparse._SubParsersAction, embedder_fla
     )
     p.add_argument(
         "--examples",
-        help="a file keeping the collected feature rows: written on the first run, read "
-        "instead of running the questions on later ones (to try fits quickly)",
+        help="a folder keeping each set's collected feature rows: written when a set is "
+        "first run, read instead of running its questions again (to try fits quickly)",
     )
     embedder_flags(p)
     p.set_defaults(func=cmd_bench_train_ranker)
