@@ -191,11 +191,11 @@ def test_feedback_leg_finds_the_document_only_a_first_result_names(tmp_path: Pat
     with Library(Settings(home=tmp_path / "home", embedder="none")) as lib:
         lib.add_folder(folder)
         lib.sync()
-        result = lib.search("which help channel for tidegate problems", mode="keyword")
+        result = lib.search("where to raise tidegate problems", mode="keyword")
         by_title = {h.title: h for h in result.hits}
         assert "Quokka crew" in by_title
         assert "feedback" in by_title["Quokka crew"].legs
         only_keyword = lib.search(
-            "which help channel for tidegate problems", mode="keyword", legs=["keyword"]
+            "where to raise tidegate problems", mode="keyword", legs=["keyword"]
         )
         assert "Quokka crew" not in {h.title for h in only_keyword.hits}

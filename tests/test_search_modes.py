@@ -154,7 +154,8 @@ def test_search_modes_vectors_still_being_built_fall_back_and_say_how_far(
         "(`kb-mcp sync` builds them, a running `kb-mcp serve` in the background)"
     )
     assert leg.calls == 0
-    assert result.hits and all(h.legs == ("keyword",) for h in result.hits)
+    keyword_legs = {"keyword", "document", "feedback"}  # the keyword leg and its companions
+    assert result.hits and all(set(h.legs) <= keyword_legs for h in result.hits)
 
 
 def test_search_modes_auto_with_vectors_still_being_built_is_plain_keyword(
@@ -186,9 +187,9 @@ def test_search_modes_hybrid_names_the_legs_that_found_each_result(library: Libr
     assert (result.mode, result.fallback, result.reason) == ("hybrid", None, None)
     top = result.hits[0]
     assert top.title == "Rolling back a deployment"
-    assert top.legs == ("keyword", "vector")
-    assert top.leg_ranks == {"keyword": 1, "vector": 1}
-    assert top.score == pytest.approx(2 / 61, rel=1e-3)
+    assert top.legs == ("keyword", "document", "vector")
+    assert top.leg_ranks == {"keyword": 1, "document": 1, "vector": 1}
+    assert 0 < top.score <= 1  # the model's probability that it answers
     assert result.embed_ms is not None and result.embed_ms >= 0
     assert "embed_ms" not in search_data(result)
     # Documents the keyword leg never matched are still found by the vector leg.
@@ -296,8 +297,9 @@ def test_search_modes_calibrated_weight_is_the_vector_legs_rrf_weight(
     ranked = rank_request(library.db, library.fts, request, vectors=TrigramLeg(library))
     assert ranked.ranking is not None
     fused = max(ranked.ranking.fused.values(), key=lambda f: f.score)
-    assert {c.leg: c.rank for c in fused.contributions} == {"keyword": 1, "vector": 1}
-    assert fused.score == pytest.approx(1 / 61 + 0.5 / 61, rel=1e-3)
+    ranks = {c.leg: c.rank for c in fused.contributions}
+    assert ranks == {"keyword": 1, "document": 1, "vector": 1}
+    assert fused.score == pytest.approx(2 / 61 + 0.5 / 61, rel=1e-3)  # keyword, document
 
 
 def test_search_modes_keyword_search_never_imports_numpy(tmp_path: Path) -> None:
@@ -336,7 +338,7 @@ def test_search_modes_library_runs_hybrid_over_its_own_vectors(embedded: Library
     assert (result.mode, result.fallback, result.reason) == ("hybrid", None, None)
     top = result.hits[0]
     assert top.title == "Rolling back a deployment"
-    assert top.legs == ("keyword", "vector")
+    assert top.legs == ("keyword", "document", "vector")
     assert 0 < top.leg_scores["vector"] <= 1
     assert result.embed_ms is not None
     explained(result)

@@ -379,7 +379,8 @@ def rank_request(
     exclude: frozenset[str] = frozenset(),
 ) -> Ranked:
     """Plan, run the legs, fuse and rank ``request``. ``model``: True for the shipped
-    model of the legs that ran, None to keep the fused order; ``exclude``: documents
+    model of the legs that ran (none when the request names its legs: it then answers in
+    their fused order, unjudged), None to keep the fused order; ``exclude``: documents
     treated as not stored (both for ``kb-mcp bench train-ranker``)."""
     request = request.validated()
     plan = plan_search(request, vectors, graph is not None)
@@ -402,7 +403,9 @@ def rank_request(
     unembedded: set[int] = set()
     if "vector" in legs and legs.get("keyword") and vectors is not None:
         unembedded = vectors.unembedded([hit.chunk_id for hit in legs["keyword"]])
-    chosen = shipped().for_legs(plan.legs) if model is True else model or None
+    # Named legs answer in their fused order: naming them is asking what they find.
+    shipped_model = shipped().for_legs(plan.legs) if request.legs is None else None
+    chosen = shipped_model if model is True else model or None
     inputs = RankInputs(
         request.query,
         _weights(calibration),
