@@ -52,7 +52,7 @@ TRAINING_SETS = (
     ("golden2", "golden2", "dev"),
     ("golden3", "golden3", "dev"),
 )
-L2 = 1.0  # ridge penalty on standardised weights (per unit of total sample weight)
+L2 = 0.1  # ridge penalty on standardised weights (per unit of total sample weight)
 FALSE_EMPTY = 0.02  # share of answerable development questions the threshold may empty
 LEG_SETS = ("keyword", "hybrid")
 

@@ -47,6 +47,12 @@ NAMES = (
     "outdated",  # a peer (same question words held) is newer and still valid then
     "valid_then",  # the newest of its peers dated within the period the question names
     "question_specificity",  # mean IDF of the question's terms over log(passages)
+    # Code is found by meaning more than by words (a question in prose, an answer in
+    # identifiers): whether the passage is code, and the vector leg's evidence on code,
+    # so a linear model can weigh the legs differently there.
+    "code",
+    "code_vector_inverse_rank",
+    "code_cosine",
 )
 
 
@@ -64,6 +70,7 @@ class Evidence:
     date: str | None
     changed: bool = False
     replaced: bool = False
+    code: bool = False  # the passage comes from a code file
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,6 +232,9 @@ def feature_rows(candidates: Sequence[Evidence], question: Question) -> list[lis
                 outdated,
                 valid,
                 specificity,
+                float(c.code),
+                float(c.code) * (1.0 / c.ranks["vector"] if "vector" in c.ranks else 0.0),
+                float(c.code) * c.scores.get("vector", 0.0),
             ]
         )
     return rows

@@ -179,6 +179,7 @@ def _evidence(
         replaced=passage.superseded_on is not None
         or passage.status != CURRENT
         or any(ch.incoming and ch.kind in WHOLE for ch in changes),
+        code=passage.kind == "code",
     )
 
 

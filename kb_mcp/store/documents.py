@@ -85,6 +85,7 @@ class PassageRow:
     updated_at: str
     superseded_on: str | None  # date of the earliest document that supersedes this one
     status: str
+    kind: str = "markdown"  # the document's reader kind: markdown, code, pdf, html, …
 
 
 _SOURCE_COLS = "id, name, kind, root, ignore_globs, created_at, synced_at, sync_state, sync_error"
@@ -415,7 +416,7 @@ def passages(
         "SELECT c.id, d.doc_key, d.title, COALESCE(d.uri, l.path), s.name, c.heading_path, "
         "c.start_line, c.end_line, c.text, d.doc_date, d.updated_at, "
         f"{_SUPERSEDED_ON if superseded else 'NULL'}, "
-        "d.status FROM chunks c JOIN documents d ON d.id = c.document_id "
+        "d.status, d.kind FROM chunks c JOIN documents d ON d.id = c.document_id "
         "LEFT JOIN locations l ON l.id = (SELECT MIN(id) FROM locations WHERE document_id = d.id) "
         f"LEFT JOIN sources s ON s.id = l.source_id WHERE c.id IN ({marks})",
         tuple(ids),
