@@ -118,11 +118,9 @@ def test_bench_questions_cli_scores_a_folder_corpus_and_writes_the_json(
     }
     by_id = {q["id"]: q for q in report["questions"]}
     assert by_id["q1"]["gold_rank"] == 1
-    assert [t["path"] for t in by_id["q1"]["top"]] == [
-        "alpha/docs/retries.md",
-        "alpha/tests/test_retries.py",
-    ]
-    assert by_id["q1"]["top"][1]["adjustments"] == ["demoted: test file ×0.5"]
+    top = [t["path"] for t in by_id["q1"]["top"]]
+    assert top[0] == "alpha/docs/retries.md"
+    assert "alpha/tests/test_retries.py" in top
     assert by_id["q3"]["top"] == []
     assert by_id["q3"]["reason"]
 

@@ -51,7 +51,7 @@ def test_search_just_added_note_ranks_first_before_it_has_a_vector(
         library.add_document("Zorblax", NOTE, "t://zorblax")
         waiting = library.search(QUESTION, mode="hybrid")
         assert waiting.mode == "hybrid" and waiting.hits[0].title == "Zorblax"
-        assert waiting.hits[0].legs == ("keyword", UNEMBEDDED_LEG)
+        assert waiting.hits[0].legs == ("keyword", "document", UNEMBEDDED_LEG)
         assert all(UNEMBEDDED_LEG not in hit.legs for hit in waiting.hits[1:])
         library.embed_pending()
         monkeypatch.setattr(vectors, "RELOAD_CHECK_S", 0.0)  # the codes reload at once
@@ -66,7 +66,7 @@ def test_search_keyword_mode_has_no_stand_in_for_vectors(tmp_path: Path) -> None
         library.add_document("Zorblax", NOTE, "t://zorblax")
         result = library.search(QUESTION, mode="keyword")
         assert result.hits[0].title == "Zorblax"
-        assert all(hit.legs == ("keyword",) for hit in result.hits)
+        assert all(set(hit.legs) <= {"keyword", "document", "feedback"} for hit in result.hits)
 
 
 def test_search_just_embedded_note_ranks_first_before_the_cached_codes_see_it(
@@ -83,4 +83,4 @@ def test_search_just_embedded_note_ranks_first_before_the_cached_codes_see_it(
         library.embed_pending()  # stored; the cached codes are checked at most once a second
         result = library.search(QUESTION, mode="hybrid")
         assert result.mode == "hybrid" and result.hits[0].title == "Zorblax"
-        assert result.hits[0].legs == ("keyword", UNEMBEDDED_LEG)
+        assert result.hits[0].legs == ("keyword", "document", UNEMBEDDED_LEG)

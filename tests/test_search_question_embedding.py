@@ -87,7 +87,7 @@ def test_question_embedding_slower_than_the_deadline_falls_back_to_keyword(
         f"embedder unavailable: embedding the question took longer than {DEADLINE_MS} ms"
     )
     assert result.hits and result.hits[0].title == "Rolling back a deployment"
-    assert result.hits[0].legs == ("keyword",)
+    assert result.hits[0].legs == ("keyword", "document")
 
 
 def test_question_embedding_model_load_is_outside_its_budget(
@@ -101,7 +101,7 @@ def test_question_embedding_model_load_is_outside_its_budget(
     assert (result.mode, result.fallback, result.reason) == ("hybrid", None, None)
     assert embedder.loaded
     assert result.embed_ms is not None and result.embed_ms >= 3 * DEADLINE_MS
-    assert result.hits[0].legs == ("keyword", "vector")
+    assert result.hits[0].legs == ("keyword", "document", "vector")
 
 
 def test_question_embedding_within_budget_runs_hybrid_and_is_timed(

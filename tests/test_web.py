@@ -96,9 +96,9 @@ def test_library_page_lists_sources_counts_health_and_failed_files_with_reasons(
     assert "vectors</td><td>off: no embedder configured" in text
 
 
-def test_search_page_shows_legs_scores_highlights_and_adjustments(web) -> None:
-    """issue 12: legs per result with scores, matched terms highlighted, the adjustments
-    that moved a result (the corrected document), relations."""
+def test_search_page_shows_legs_scores_highlights_and_relations(web) -> None:
+    """issue 12: legs per result with scores, matched terms highlighted, relations with
+    the changer's cite as a link (and any adjustment that moved a result, likewise)."""
     client, library = web
     page = client.get("/search", params={"q": "audit log retention days", "mode": "keyword"})
     assert page.status_code == 200
@@ -108,16 +108,18 @@ def test_search_page_shows_legs_scores_highlights_and_adjustments(web) -> None:
     first = result.hits[0]
     assert f"keyword #{first.leg_ranks['keyword']}" in text
     assert "<mark>retention</mark>" in text.lower() or "<mark>Retention</mark>" in text
-    adjusted = [h for h in result.hits if h.adjustments]
-    assert adjusted, "the corrected document should be adjusted"
-    reason = adjusted[0].adjustments[0].reason  # "corrected by <cite>"
+    corrected = [h for h in result.hits if h.relations]
+    assert corrected, "the corrected document should say so"
+    relation = next(r for h in corrected for r in h.relations if r.startswith("corrected by"))
     errata = _doc_key(library, "errata.md")
-    assert reason.startswith(f"corrected by {errata}#L")
-    cite = reason.removeprefix("corrected by ")
+    assert relation.startswith(f"corrected by {errata}#L")
+    cite = relation.removeprefix("corrected by ")
     start, end = cite.split("#L")[1].split("-L")
     link = f"<a href='/doc/{errata}?lines={start}-{end}#L{start}-L{end}'>{cite}</a>"
-    assert f"adjusted: corrected by {link}" in text  # the changer's cite is a link
-    assert f"relations: corrected by {link}" in text
+    assert f"relations: corrected by {link}" in text  # the changer's cite is a link
+    for hit in result.hits:
+        for adjustment in hit.adjustments:  # a move by the relation pass, if any
+            assert f"adjusted: {adjustment.reason.split(' ')[0]}" in text
     # The cited link goes to the document page at the hit's lines.
     href = f"/doc/{first.doc}?lines={first.start_line}-{first.end_line}"
     assert href + f"#L{first.start_line}-L{first.end_line}" in text

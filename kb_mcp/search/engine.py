@@ -404,8 +404,9 @@ def rank_request(
     if "vector" in legs and legs.get("keyword") and vectors is not None:
         unembedded = vectors.unembedded([hit.chunk_id for hit in legs["keyword"]])
     # Named legs answer in their fused order: naming them is asking what they find.
-    shipped_model = shipped().for_legs(plan.legs) if request.legs is None else None
-    chosen = shipped_model if model is True else model or None
+    chosen = model or None
+    if model is True:
+        chosen = shipped().for_legs(plan.legs) if request.legs is None else None
     inputs = RankInputs(
         request.query,
         _weights(calibration),
