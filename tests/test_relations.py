@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from kb_mcp.ingest.dates import document_date, path_date
-from kb_mcp.ingest.references import doc_names, match_reference
-from kb_mcp.ingest.relations import SELF, detect_relations
 from kb_mcp.library import Library
+from kb_mcp.relations.detect import SELF, detect_relations
+from kb_mcp.relations.references import doc_names, match_reference
 from kb_mcp.render import entities_text
 from kb_mcp.search.freshness import as_of_date
 from kb_mcp.settings import Settings
@@ -780,7 +780,7 @@ def test_detect_relations_effective_line_names_the_fact_it_changes(tmp_path: Pat
 def test_series_and_month_references_read_whole_month_words() -> None:
     """A word that starts like a month ("market", "decision") is no month: "the market
     report" is not relative, and "Marketing plan" is not one series with "Plan"."""
-    from kb_mcp.ingest.references import is_relative, series_key
+    from kb_mcp.relations.references import is_relative, series_key
 
     assert is_relative("The March issue") and is_relative("the Sept. minutes")
     assert not is_relative("the market report")

@@ -18,7 +18,7 @@ library holds or on ingest order; only *matching* a reference to a document does
 (``match_reference``), and the store re-matches when documents arrive or leave.
 
 A reference names its target by id or number (``ADR-12``, ``TICKET-88``, ``v2.3.1``), by
-file name, by title or by date; ``ingest/references.py`` decides which document that is,
+file name, by title or by date; ``relations/references.py`` decides which document that is,
 and two candidates are an ambiguity, never guessed into an edge.
 """
 
@@ -32,11 +32,11 @@ from typing import Any
 from kb_mcp.ingest.dates import parse_date, stated_date
 from kb_mcp.ingest.decode import first_lines
 from kb_mcp.ingest.frontmatter import meta_list, split_frontmatter
-from kb_mcp.ingest.references import DATED, content_words, ids_in, normalize, parse_reference
+from kb_mcp.relations.references import DATED, content_words, ids_in, normalize, parse_reference
 from kb_mcp.store.relations import Statement
 
 # The version of the rules below: stored rows made under another are redone by the first
-# reader (``ingest/relink.StoredRelations``). Bump it when detection or matching changes.
+# reader (``relations/relink.StoredRelations``). Bump it when detection or matching changes.
 RELATIONS_VERSION = (
     6  # 3: withdrawal phrasings; 4: an agent's document names no document of the user's sources;
     # 5: outdated banners, Reverted sections, known issues fixed, errata named below, series;
@@ -307,7 +307,7 @@ _KNOWN_FIXED = re.compile(
     r"(?P<version>\d+(?:\.\d+)+))?\W*$",
     re.IGNORECASE,
 )
-PREVIOUS_RELEASE = "the previous release"  # a relative reference (``ingest/references``)
+PREVIOUS_RELEASE = "the previous release"  # a relative reference (``relations/references``)
 
 
 # "Effective 3 February, report suspicious e-mails with the Report button": an opening
