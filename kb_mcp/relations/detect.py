@@ -34,13 +34,15 @@ from kb_mcp.ingest.decode import first_lines
 from kb_mcp.ingest.frontmatter import meta_list, split_frontmatter
 from kb_mcp.relations.references import DATED, content_words, ids_in, normalize, parse_reference
 from kb_mcp.store.relations import Statement
+from kb_mcp.text import lexicon as lx
 
 # The version of the rules below: stored rows made under another are redone by the first
 # reader (``relations/relink.StoredRelations``). Bump it when detection or matching changes.
 RELATIONS_VERSION = (
-    6  # 3: withdrawal phrasings; 4: an agent's document names no document of the user's sources;
+    7  # 3: withdrawal phrasings; 4: an agent's document names no document of the user's sources;
     # 5: outdated banners, Reverted sections, known issues fixed, errata named below, series;
-    # 6: effective dates in every language of text/lexicon (ingest/dates.DATES_VERSION 2)
+    # 6: effective dates in every language of text/lexicon (ingest/dates.DATES_VERSION 2);
+    # 7: structural cues of text/lexicon's languages, RFC headers, status fields, title marks
 )
 SUPERSEDES, CORRECTS, WITHDRAWS, UPDATES = "supersedes", "corrects", "withdraws", "updates"
 KINDS = (SUPERSEDES, CORRECTS, WITHDRAWS, UPDATES)
@@ -58,21 +60,41 @@ _FIELD_KINDS = {
     "updates": UPDATES,
 }
 _REF = r"(?P<ref>\S.{2,200})"
+_SEP = r"[:：\-–—]"  # between a cue and what it names (a full-width colon in CJK)
+
+
+def _words(*tables: Mapping[str, Sequence[str]], cjk: bool = False) -> str:
+    """An alternation of the tables' Latin (or, ``cjk``, CJK) words, longest first; a
+    Latin word ends at a word boundary, a CJK one runs into what follows."""
+    words = {w for table in tables for row in table.values() for w in row}
+    chosen = sorted((w for w in words if (w[0] >= "\u2e80") == cjk), key=len, reverse=True)
+    if not chosen:
+        return "(?!)"  # no word of this script: a cue that never matches
+    alternation = "|".join(r"\s+".join(map(re.escape, w.split())) for w in chosen)
+    return "(?:(?:" + alternation + (")" if cjk else r")\b") + ")"
+
+
+def _head(table: Mapping[str, Sequence[str]], connector: str = "") -> str:
+    """A cue at the head of a line: a Latin word (then ``connector``, then an optional
+    separator) or a CJK word and its separator ("勘误：…": "更正后的数据" is prose)."""
+    return rf"(?:{_words(table)}{connector}\s*{_SEP}?|{_words(table, cjk=True)}\s*{_SEP})\s*"
+
+
+def _any(table: Mapping[str, Sequence[str]]) -> str:
+    """The table's words in either script."""
+    return f"(?:{_words(table)}|{_words(table, cjk=True)})"
+
+
+_CONNECTOR = _words(lx.HEAD_CONNECTORS)
+_STATUS = rf"(?::?{_any({'': lx.STATUS_LABELS})}:?\s*{_SEP}?\s*)"
+_WITHDRAWN = _any(lx.WITHDRAWN_STATUSES)
 # Each cue: a kind, whether the named document changes this one (reverse), and a pattern
 # matched at the start of a title, heading or opening line (``#`` and emphasis stripped).
 _CUES: tuple[tuple[str, bool, re.Pattern[str]], ...] = tuple(
     (kind, reverse, re.compile(pattern, re.IGNORECASE))
     for kind, reverse, pattern in (
-        (
-            CORRECTS,
-            False,
-            r"^(?:errata|erratum|corrigendum)\b\s*(?:to|for|of|on|in)?\s*[:\-–—]?\s*" + _REF,
-        ),
-        (
-            CORRECTS,
-            False,
-            r"^(?:correction|corrections|addendum|amendment)\s+(?:to|for|of|on)\s+" + _REF,
-        ),
+        (CORRECTS, False, "^" + _head(lx.ERRATA_HEADS, rf"\s*{_CONNECTOR}?") + _REF),
+        (CORRECTS, False, rf"^{_words(lx.CORRECTION_HEADS)}\s+{_CONNECTOR}\s+" + _REF),
         (
             CORRECTS,
             False,
@@ -82,9 +104,10 @@ _CUES: tuple[tuple[str, bool, re.Pattern[str]], ...] = tuple(
         (
             WITHDRAWS,
             False,
-            r"^[\[(]?(?:withdrawn|retracted|cancell?ed|rescinded|revoked|retraction|withdrawal|"
-            r"cancell?ation|rescission)[\])]?"
-            r"\s*(?:of\s+)?[:\-–—]?\s*(?<=[:\-–—\s\])])" + _REF,
+            r"^[\[(]?"
+            + _head(lx.WITHDRAWAL_HEADS, rf"[\])]?\s*(?:{_CONNECTOR}\s+)?")
+            + r"(?<=[:：\-–—\s\])])"
+            + _REF,
         ),
         (
             WITHDRAWS,
@@ -110,12 +133,9 @@ _CUES: tuple[tuple[str, bool, re.Pattern[str]], ...] = tuple(
             False,
             r"^(?:reverted|revert|rolled back|backed out)\s*(?:[:\-–—]\s*|(?=[\"“]))" + _REF,
         ),
-        (
-            SUPERSEDES,
-            True,
-            r"^(?:status\s*[:\-–—]\s*)?(?:superseded|replaced|obsoleted) by\s*[:\-–—]?\s*" + _REF,
-        ),
-        (WITHDRAWS, True, r"^(?:status\s*[:\-–—]\s*)?withdrawn by\s*[:\-–—]?\s*" + _REF),
+        (SUPERSEDES, True, rf"^{_STATUS}?" + _head(lx.REPLACED_BY_HEADS) + _REF),
+        (WITHDRAWS, True, rf"^{_STATUS}?withdrawn by\s*{_SEP}?\s*" + _REF),
+        (UPDATES, True, rf"^{_STATUS}?" + _head(lx.UPDATED_BY_HEADS) + _REF),
         # "> **Outdated** — see [Follow-me printing](follow-me-printing.md)", "This page is
         # deprecated; use X instead": the banner a wiki puts on the old page names the new.
         (
@@ -133,8 +153,7 @@ _CUES: tuple[tuple[str, bool, re.Pattern[str]], ...] = tuple(
             False,
             r"^(?:this (?:(?:adr|decision|document|page|note|runbook|policy|version|release|"
             r"record|guide|guidance|procedure|process|standard|spec|specification|handbook|"
-            r"manual|checklist|article|notice) )?)?(?:supersedes|replaces|obsoletes)"
-            r"\s*[:\-–—]?\s*" + _REF,
+            r"manual|checklist|article|notice) )?)?" + _head(lx.REPLACES_HEADS) + _REF,
         ),
         (
             UPDATES,
@@ -142,6 +161,8 @@ _CUES: tuple[tuple[str, bool, re.Pattern[str]], ...] = tuple(
             r"^this (?:note|notice|page|document|post|update) (?:updates|changes|revises) " + _REF,
         ),
         (UPDATES, False, r"^update[sd]?\s+(?:to|for|on)\s+" + _REF),
+        # An RFC's "Updates: RFC 2026": the header's colon, not the verb of a sentence.
+        (UPDATES, False, rf"^{_any(lx.UPDATES_HEADS)}\s*{_SEP}\s*" + _REF),
     )
 )
 # "Retention settings — update, 3 February 2026" / "Release notes v2.3.1: errata": the
@@ -175,6 +196,13 @@ _TRAILING_KIND = dict.fromkeys(
 # the present tense where only the document itself can be meant ("This page is no
 # longer valid").
 _LEAD = r"^(?:(?:update|updated|note|edit|edited|notice|important|nb)\b[^:]{0,40}:[\s*_]*)?[*_]*"
+# "[RETRACTED] Cache sizing study", "Status: Withdrawn", reST ":Status: withdrawn",
+# AsciiDoc ":status: withdrawn": a title mark or a status line withdraws the document.
+_MARKED_WITHDRAWN = re.compile(
+    rf"^(?:[\[(【]\s*{_any({'': lx.WITHDRAWN_MARKS})}\s*[\])】]|{_STATUS}{_WITHDRAWN}[\s.!]*$)",
+    re.IGNORECASE,
+)
+_WITHDRAWN_STATUSES = frozenset(w for row in lx.WITHDRAWN_STATUSES.values() for w in row)
 _SELF_WITHDRAWN = re.compile(
     _LEAD + r"this (?:announcement|notice|post|page|document|note|memo|message|plan|advisory|"
     r"event|meeting|change|offer|trial|closure|rollout|guidance|instruction|decision) "
@@ -226,8 +254,8 @@ _WITHDRAW_VERB = re.compile(
 _WITHDRAW_STEMS = ("withdr", "retract", "cancel", "rescind", "wrong", "disregard")
 _UPDATE_HEAD = re.compile(r"^update\b[^:]{0,40}:\s*" + _REF, re.IGNORECASE)
 _MARKUP = re.compile(r"^\s*(?:#{1,6}\s+|>\s*|[-*+]\s+)?[*_`]*\s*")
-_REF_END = re.compile(
-    r"\s+[—–-]\s+|[:;(]\s|\.\s|\s+(?:effective|as of|from|starting|on)\s+\d|[.:]$"
+_REF_END = re.compile(  # "Obsoletes: 1920      February 1997": a header's next column
+    r"\s{3,}|\s+[—–-]\s+|[:;(]\s|\.\s|\s+(?:effective|as of|from|starting|on)\s+\d|[.:]$"
 )
 
 
@@ -486,7 +514,7 @@ def _from_frontmatter(
                 )
             )
     status = str(meta.get("status") or "").strip().lower()
-    withdrawn = status in ("withdrawn", "retracted", "cancelled", "canceled")
+    withdrawn = status in _WITHDRAWN_STATUSES
     reverse_kind = WITHDRAWS if withdrawn else SUPERSEDES
     for value in meta_list(meta, "superseded_by") + meta_list(meta, "withdrawn_by"):
         line = _field_line(text, "superseded_by")
@@ -546,7 +574,7 @@ def _from_line(
 ) -> list[Detected]:
     """The relations one title, heading or opening line states (usually none)."""
     clean = _clean(line)
-    if _SELF_WITHDRAWN.match(clean):
+    if _SELF_WITHDRAWN.match(clean) or _MARKED_WITHDRAWN.match(clean):
         effective = stated_date(clean, doc_date)
         evidence = clean[:EVIDENCE_CHARS]
         return [Detected(WITHDRAWS, SELF, effective, evidence, number, number, PROSE, True)]
