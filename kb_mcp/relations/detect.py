@@ -88,6 +88,7 @@ def _any(table: Mapping[str, Sequence[str]]) -> str:
 _CONNECTOR = _words(lx.HEAD_CONNECTORS)
 _STATUS = rf"(?::?{_any({'': lx.STATUS_LABELS})}:?\s*{_SEP}?\s*)"
 _WITHDRAWN = _any(lx.WITHDRAWN_STATUSES)
+_WITHDRAWN_STATUSES = frozenset(w for row in lx.WITHDRAWN_STATUSES.values() for w in row)
 # Each cue: a kind, whether the named document changes this one (reverse), and a pattern
 # matched at the start of a title, heading or opening line (``#`` and emphasis stripped).
 _CUES: tuple[tuple[str, bool, re.Pattern[str]], ...] = tuple(
@@ -185,10 +186,6 @@ _ENDS_WITHDRAWN = re.compile(
     r"rescinded|called off|scrapped|shelved)[\s.!]*$",
     re.IGNORECASE,
 )
-_TRAILING_KIND = dict.fromkeys(
-    ("withdrawn", "retracted", "cancelled", "canceled", "rescinded", "revoked", "called off"),
-    WITHDRAWS,
-)
 # "*This announcement was withdrawn on 19 January 2026.*", "This notice has been
 # withdrawn": the document withdraws itself (past tense only: "This announcement is
 # cancelled" in a cancellation notice speaks of the announcement it cancels).
@@ -196,15 +193,12 @@ _TRAILING_KIND = dict.fromkeys(
 # the present tense where only the document itself can be meant ("This page is no
 # longer valid").
 _LEAD = r"^(?:(?:update|updated|note|edit|edited|notice|important|nb)\b[^:]{0,40}:[\s*_]*)?[*_]*"
-# "[RETRACTED] Cache sizing study", "Status: Withdrawn", reST ":Status: withdrawn",
-# AsciiDoc ":status: withdrawn": a title mark or a status line withdraws the document.
-_MARKED_WITHDRAWN = re.compile(
-    rf"^(?:[\[(【]\s*{_any({'': lx.WITHDRAWN_MARKS})}\s*[\])】]|{_STATUS}{_WITHDRAWN}[\s.!]*$)",
-    re.IGNORECASE,
-)
-_WITHDRAWN_STATUSES = frozenset(w for row in lx.WITHDRAWN_STATUSES.values() for w in row)
+# Also "[RETRACTED] Cache sizing study", "Status: Withdrawn", reST ":Status: withdrawn",
+# AsciiDoc ":status: withdrawn": a title mark or a status line.
 _SELF_WITHDRAWN = re.compile(
-    _LEAD + r"this (?:announcement|notice|post|page|document|note|memo|message|plan|advisory|"
+    rf"^(?:[\[(【]\s*{_any({'': lx.WITHDRAWN_MARKS})}\s*[\])】]|{_STATUS}{_WITHDRAWN}[\s.!]*$)|"
+    + _LEAD
+    + r"this (?:announcement|notice|post|page|document|note|memo|message|plan|advisory|"
     r"event|meeting|change|offer|trial|closure|rollout|guidance|instruction|decision) "
     r"(?:(?:was|has been|had been) (?:withdrawn|cancell?ed|retracted|rescinded|revoked|"
     r"called off|pulled|annulled|voided)\b|(?:is|was) no longer (?:valid|in effect|in force|"
@@ -231,12 +225,12 @@ _NOTICE_NOUN = re.compile(
 # Chinese notices: "关于调整夜班车时刻表的通知现予撤回", "《车库开放日通知》作废",
 # "撤回通知：…", a title "…（已撤回）". The document is named in 《》 or 「」, or as
 # "关于…的通知/公告"; a bare verb ("取消订单") names nothing and says nothing.
-_CJK_WITHDRAW_VERB = re.compile(r"撤回|撤销|作废|废止|停止执行|取消")
+_CJK_WITHDRAW_VERB = re.compile(_words(lx.WITHDRAWAL_HEADS, cjk=True))
 _CJK_NAMED = re.compile(
     r"[《「“](?P<quoted>[^》」”]{2,60})[》」”]|(?P<about>关于[^，。；：]{2,60}?的(?:通知|公告))"
 )
 _CJK_MARKED = re.compile(
-    r"^(?P<ref>.{2,80}?)\s*[（(【\[]\s*已?(?:撤回|撤销|作废|废止|取消)\s*[）)】\]]\s*$"
+    r"^(?P<ref>.{2,80}?)\s*[（(【\[]\s*已?" + _CJK_WITHDRAW_VERB.pattern + r"\s*[）)】\]]\s*$"
 )
 # "Our post of 1 December said … we have withdrawn it", "The closure we announced on
 # 2 May is withdrawn": a withdrawal that names its document by date.
@@ -318,11 +312,8 @@ _SAID = re.compile(
     r"gives|listed|lists|reported|showed|shows|printed|claimed|had|has)\b",
     re.IGNORECASE,
 )
-_DATE_WORDS = re.compile(
-    r"\b(?:\d+|jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec|january|february|march|"
-    r"april|june|july|august|september|october|november|december)\b",
-    re.IGNORECASE,
-)
+_MONTH_WORDS = {lang: " ".join(cells).split() for lang, cells in lx.MONTHS.items()}
+_DATE_WORDS = re.compile(rf"\b\d+\b|{_words(_MONTH_WORDS)}", re.IGNORECASE)
 # A changelog section of taken-back changes ("### Reverted"), whose bullets name them.
 _REVERTED_SECTION = re.compile(r"^(?:reverted|reverts|rolled back|backed out)\W*$", re.I)
 _BULLET = re.compile(r"^\s*[-*+]\s+(?P<item>\S.*)$")
@@ -495,56 +486,27 @@ def _cue_lines(lines: list[str], body_start: int, kind: str) -> Iterable[tuple[i
 def _from_frontmatter(
     meta: Mapping[str, Any], text: str, doc_date: str | None, supersedes: Sequence[str]
 ) -> list[Detected]:
-    found = []
+    def stated(
+        kind: str, value: str, field: str, when: str | None, reverse: bool = False
+    ) -> Detected:
+        line, said = _field_line(text, field), status if value == SELF else value
+        return Detected(kind, value, when, f"{field}: {said}", line, line, FRONTMATTER, reverse)
+
+    status = str(meta.get("status") or "").strip().lower()
     listed: dict[str, tuple[str, ...]] = {f: meta_list(meta, f) for f in _FIELD_KINDS}
     listed["supersedes"] = tuple(dict.fromkeys((*listed["supersedes"], *supersedes)))
     effective = _frontmatter_date(meta) or doc_date
-    for field_name, values in listed.items():
-        for value in values:
-            line = _field_line(text, field_name)
-            found.append(
-                Detected(
-                    _FIELD_KINDS[field_name],
-                    value,
-                    effective,
-                    f"{field_name}: {value}",
-                    line,
-                    line,
-                    FRONTMATTER,
-                )
-            )
-    status = str(meta.get("status") or "").strip().lower()
+    found = [
+        stated(_FIELD_KINDS[field], value, field, effective)
+        for field, values in listed.items()
+        for value in values
+    ]
     withdrawn = status in _WITHDRAWN_STATUSES
     reverse_kind = WITHDRAWS if withdrawn else SUPERSEDES
     for value in meta_list(meta, "superseded_by") + meta_list(meta, "withdrawn_by"):
-        line = _field_line(text, "superseded_by")
-        found.append(
-            Detected(
-                reverse_kind,
-                value,
-                _frontmatter_date(meta),
-                f"superseded_by: {value}",
-                line,
-                line,
-                FRONTMATTER,
-                reverse=True,
-            )
-        )
+        found.append(stated(reverse_kind, value, "superseded_by", _frontmatter_date(meta), True))
     if withdrawn and not any(d.reverse for d in found):  # withdrawn, by no named document
-        line = _field_line(text, "status")
-        evidence = f"status: {status}"
-        found.append(
-            Detected(
-                WITHDRAWS,
-                SELF,
-                _frontmatter_date(meta) or doc_date,
-                evidence,
-                line,
-                line,
-                FRONTMATTER,
-                reverse=True,
-            )
-        )
+        found.append(stated(WITHDRAWS, SELF, "status", effective, True))
     return found
 
 
@@ -574,7 +536,7 @@ def _from_line(
 ) -> list[Detected]:
     """The relations one title, heading or opening line states (usually none)."""
     clean = _clean(line)
-    if _SELF_WITHDRAWN.match(clean) or _MARKED_WITHDRAWN.match(clean):
+    if _SELF_WITHDRAWN.match(clean):
         effective = stated_date(clean, doc_date)
         evidence = clean[:EVIDENCE_CHARS]
         return [Detected(WITHDRAWS, SELF, effective, evidence, number, number, PROSE, True)]
@@ -587,7 +549,8 @@ def _from_line(
         return _detected(WITHDRAWS, False, ended["ref"], clean, number, doc_date)
     if trailing is not None:
         cue = trailing["cue"].lower()
-        kind = _TRAILING_KIND.get(cue, UPDATES if cue.startswith(("update", "revis")) else CORRECTS)
+        kind = UPDATES if cue.startswith(("update", "revis")) else CORRECTS
+        kind = WITHDRAWS if cue in _WITHDRAWN_STATUSES else kind
         return _detected(kind, False, trailing["ref"], clean, number, doc_date)
     for kind, reverse, pattern in _CUES:
         match = pattern.match(clean)

@@ -395,7 +395,7 @@ WITHDRAWAL_HEADS: dict[str, tuple[str, ...]] = {
     "de": ("zurückgezogen", "widerrufen", "widerruf", "aufgehoben", "aufhebung"),
     "fr": ("retiré", "retirée", "retrait", "annulé", "annulée", "annulation", "abrogé"),
     "es": ("retirado", "retirada", "retiro", "anulado", "anulada", "anulación", "derogado"),
-    "zh": ("已撤回", "撤回", "撤销", "作废", "废止"),
+    "zh": ("已撤回", "撤回", "撤销", "作废", "废止", "停止执行", "取消"),
     "ja": ("撤回", "廃止"),
 }
 # A head or header naming what this document replaces: "Supersedes ADR-7",
@@ -422,7 +422,7 @@ UPDATED_BY_HEADS: dict[str, tuple[str, ...]] = {"en": ("updated by",)}
 STATUS_LABELS = ("status", "statut", "estado", "状态", "状態", "ステータス")
 # Status values that say a document is withdrawn ("Status: Withdrawn").
 WITHDRAWN_STATUSES: dict[str, tuple[str, ...]] = {
-    "en": ("withdrawn", "retracted", "cancelled", "canceled", "rescinded", "revoked"),
+    "en": ("withdrawn", "retracted", "cancelled", "canceled", "rescinded", "revoked", "called off"),
     "de": ("zurückgezogen", "widerrufen", "aufgehoben", "gilt nicht mehr"),
     "fr": ("retiré", "retirée", "annulé", "annulée", "abrogé"),
     "es": ("retirado", "retirada", "anulado", "anulada", "derogado"),
