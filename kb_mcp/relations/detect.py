@@ -136,7 +136,8 @@ _CUES: tuple[tuple[str, bool, re.Pattern[str]], ...] = tuple(
         ),
         (SUPERSEDES, True, rf"^{_STATUS}?" + _head(lx.REPLACED_BY_HEADS) + _REF),
         (WITHDRAWS, True, rf"^{_STATUS}?withdrawn by\s*{_SEP}?\s*" + _REF),
-        (UPDATES, True, rf"^{_STATUS}?" + _head(lx.UPDATED_BY_HEADS) + _REF),
+        # "Updated by: RFC 5678", a header ("updated by the Fares team" is a sentence).
+        (UPDATES, True, rf"^{_any(lx.UPDATED_BY_HEADS)}\s*{_SEP}\s*" + _REF),
         # "> **Outdated** — see [Follow-me printing](follow-me-printing.md)", "This page is
         # deprecated; use X instead": the banner a wiki puts on the old page names the new.
         (
