@@ -887,7 +887,16 @@ STRUCTURAL = [
     ("text", "PEP 9\n=====\n\n:Status: Withdrawn\n", "withdraws", SELF, True),
     ("text", ":Status: Superseded by PEP 12\n", "supersedes", "PEP 12", True),
     ("text", "= Build guide\n:status: withdrawn\n", "withdraws", SELF, True),
+    # Header and status columns: a bare number, a double dash, a hyphenated header,
+    # a status value before what replaced it
+    ("text", "Obsoletes: 12\n", "supersedes", "12", False),
+    ("text", "Updated-By: 37\n", "updates", "37", True),
+    ("text", "Errata -- Pump manual PM-3\n", "corrects", "Pump manual PM-3", False),
+    ("text", "Status: Deprecated -- replaced by ADR-0021\n", "supersedes", "ADR-0021", True),
+    ("text", "Status: ABGELÖST -- ersetzt durch SB-12\n", "supersedes", "SB-12", True),
+    ("text", ">>> This notice was withdrawn on 3 May 2025.\n", "withdraws", SELF, True),
     # Title marks
+    ("markdown", "# 【廃止】旧就業規程について\n", "withdraws", SELF, True),
     ("markdown", "# [RETRACTED] Cache sizing study\n", "withdraws", SELF, True),
     ("markdown", "# [WITHDRAWN] Depot open day\n", "withdraws", SELF, True),
 ]

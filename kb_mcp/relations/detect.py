@@ -59,8 +59,9 @@ _FIELD_KINDS = {
     "withdraws": WITHDRAWS,
     "updates": UPDATES,
 }
-_REF = r"(?P<ref>\S.{2,200})"
-_SEP = r"[:：\-–—]"  # between a cue and what it names (a full-width colon in CJK)
+_SEP = r"(?:[:：–—]|--?)"  # between a cue and what it names (a full-width colon in CJK)
+# What it names: no separator first ("Obsoletes: 12" names "12", not ": 12").
+_REF = r"(?P<ref>[^\s:：–—-].{1,200})"
 
 
 def _words(*tables: Mapping[str, Sequence[str]], cjk: bool = False) -> str:
@@ -70,7 +71,7 @@ def _words(*tables: Mapping[str, Sequence[str]], cjk: bool = False) -> str:
     chosen = sorted((w for w in words if (w[0] >= "\u2e80") == cjk), key=len, reverse=True)
     if not chosen:
         return "(?!)"  # no word of this script: a cue that never matches
-    alternation = "|".join(r"\s+".join(map(re.escape, w.split())) for w in chosen)
+    alternation = "|".join(r"[\s-]+".join(map(re.escape, w.split())) for w in chosen)
     return "(?:(?:" + alternation + (")" if cjk else r")\b") + ")"
 
 
@@ -86,7 +87,11 @@ def _any(table: Mapping[str, Sequence[str]]) -> str:
 
 
 _CONNECTOR = _words(lx.HEAD_CONNECTORS)
-_STATUS = rf"(?::?{_any({'': lx.STATUS_LABELS})}:?\s*{_SEP}?\s*)"
+# A status line, its value before a separator ("Status: Deprecated -- replaced by …",
+# "Status: Closed (superseded by …)", reST ":Status:", AsciiDoc ":status:").
+_STATUS = (
+    rf"(?::?{_any({'': lx.STATUS_LABELS})}:?\s*{_SEP}?\s*(?:[^:()]{{1,30}}?\s*(?:{_SEP}|[(,])\s*)?)"
+)
 _WITHDRAWN = _any(lx.WITHDRAWN_STATUSES)
 _WITHDRAWN_STATUSES = frozenset(w for row in lx.WITHDRAWN_STATUSES.values() for w in row)
 # Each cue: a kind, whether the named document changes this one (reverse), and a pattern
@@ -197,7 +202,7 @@ _LEAD = r"^(?:(?:update|updated|note|edit|edited|notice|important|nb)\b[^:]{0,40
 # Also "[RETRACTED] Cache sizing study", "Status: Withdrawn", reST ":Status: withdrawn",
 # AsciiDoc ":status: withdrawn": a title mark or a status line.
 _SELF_WITHDRAWN = re.compile(
-    rf"^(?:[\[(【]\s*{_any({'': lx.WITHDRAWN_MARKS})}\s*[\])】]|{_STATUS}{_WITHDRAWN}[\s.!]*$)|"
+    rf"^(?:[\[(【]\s*{_any(lx.WITHDRAWN_MARKS)}\s*[\])】]|{_STATUS}{_WITHDRAWN}[\s.!]*$)|"
     + _LEAD
     + r"this (?:announcement|notice|post|page|document|note|memo|message|plan|advisory|"
     r"event|meeting|change|offer|trial|closure|rollout|guidance|instruction|decision) "
@@ -248,7 +253,7 @@ _WITHDRAW_VERB = re.compile(
 )
 _WITHDRAW_STEMS = ("withdr", "retract", "cancel", "rescind", "wrong", "disregard")
 _UPDATE_HEAD = re.compile(r"^update\b[^:]{0,40}:\s*" + _REF, re.IGNORECASE)
-_MARKUP = re.compile(r"^\s*(?:#{1,6}\s+|>\s*|[-*+]\s+)?[*_`]*\s*")
+_MARKUP = re.compile(r"^\s*(?:#{1,6}\s+|>[>\s]*|[-*+]\s+)?[*_`]*\s*")
 _REF_END = re.compile(  # "Obsoletes: 1920      February 1997": a header's next column
     r"\s{3,}|\s+[—–-]\s+|[:;(]\s|\.\s|\s+(?:effective|as of|from|starting|on)\s+\d|[.:]$"
 )

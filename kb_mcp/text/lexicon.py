@@ -431,12 +431,11 @@ WITHDRAWN_STATUSES: dict[str, tuple[str, ...]] = {
 }
 # Title marks that say so ("[RETRACTED] …"); not "[Cancelled] Open day", which names
 # the event a notice cancels.
-WITHDRAWN_MARKS = (
-    "withdrawn",
-    "retracted",
-    "zurückgezogen",
-    "retiré",
-    "retirado",
-    "已撤回",
-    "撤回",
-)
+WITHDRAWN_MARKS: dict[str, tuple[str, ...]] = {
+    "en": ("withdrawn", "retracted"),
+    "de": ("zurückgezogen",),
+    "fr": ("retiré",),
+    "es": ("retirado",),
+    "zh": ("已撤回", "撤回", "作废", "废止"),
+    "ja": ("撤回", "廃止"),
+}
