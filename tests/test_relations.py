@@ -918,6 +918,8 @@ def test_detect_relations_reads_structural_cues_of_other_languages_and_formats(
         "# 更正后的数据如下\n",  # a CJK cue needs its separator: this is a sentence
         "Status: Draft\n",
         "Updates are applied nightly.\n",
+        "Errata are reported on the mailing list.\n",  # a sentence, not a head
+        "Cancelled labels are not billed.\n",
         "Prices are updated by the Fares team.\n",
         "Updated by the Fares team every quarter.\n",
         "# [Draft] Cache sizing study\n",

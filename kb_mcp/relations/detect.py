@@ -75,10 +75,10 @@ def _words(*tables: Mapping[str, Sequence[str]], cjk: bool = False) -> str:
     return "(?:(?:" + alternation + (")" if cjk else r")\b") + ")"
 
 
-def _head(table: Mapping[str, Sequence[str]], connector: str = "") -> str:
-    """A cue at the head of a line: a Latin word (then ``connector``, then an optional
-    separator) or a CJK word and its separator ("勘误：…": "更正后的数据" is prose)."""
-    return rf"(?:{_words(table)}{connector}\s*{_SEP}?|{_words(table, cjk=True)}\s*{_SEP})\s*"
+def _head(table: Mapping[str, Sequence[str]], after: str = rf"\s*{_SEP}?") -> str:
+    """A cue at the head of a line: a Latin word and what must follow it (``after``) or a
+    CJK word and its separator ("勘误：…": "更正后的数据" is prose)."""
+    return rf"(?:{_words(table)}{after}|{_words(table, cjk=True)}\s*{_SEP})\s*"
 
 
 def _any(table: Mapping[str, Sequence[str]]) -> str:
@@ -87,6 +87,10 @@ def _any(table: Mapping[str, Sequence[str]]) -> str:
 
 
 _CONNECTOR = _words(lx.HEAD_CONNECTORS)
+# After an errata or withdrawal head, what shows it heads a name: a connector, a separator
+# or a bracket ("Errata for …", "WITHDRAWN: …", "Errata (2025-05-02)"); "Errata are
+# reported on the list" and "Cancelled labels are not billed" are sentences.
+_NAMING = rf"(?:\s+{_CONNECTOR}\s*{_SEP}?|\s*{_SEP}|\s*(?=\())"
 # A status line, its value before a separator ("Status: Deprecated -- replaced by …",
 # "Status: Closed (superseded by …)", reST ":Status:", AsciiDoc ":status:").
 _STATUS = (
@@ -99,7 +103,7 @@ _WITHDRAWN_STATUSES = frozenset(w for row in lx.WITHDRAWN_STATUSES.values() for 
 _CUES: tuple[tuple[str, bool, re.Pattern[str]], ...] = tuple(
     (kind, reverse, re.compile(pattern, re.IGNORECASE))
     for kind, reverse, pattern in (
-        (CORRECTS, False, "^" + _head(lx.ERRATA_HEADS, rf"\s*{_CONNECTOR}?") + _REF),
+        (CORRECTS, False, "^" + _head(lx.ERRATA_HEADS, _NAMING) + _REF),
         (CORRECTS, False, rf"^{_words(lx.CORRECTION_HEADS)}\s+{_CONNECTOR}\s+" + _REF),
         (
             CORRECTS,
@@ -110,10 +114,7 @@ _CUES: tuple[tuple[str, bool, re.Pattern[str]], ...] = tuple(
         (
             WITHDRAWS,
             False,
-            r"^[\[(]?"
-            + _head(lx.WITHDRAWAL_HEADS, rf"[\])]?\s*(?:{_CONNECTOR}\s+)?")
-            + r"(?<=[:：\-–—\s\])])"
-            + _REF,
+            r"^[\[(]?" + _head(lx.WITHDRAWAL_HEADS, rf"(?:[\])]\s*{_SEP}?|{_NAMING})") + _REF,
         ),
         (
             WITHDRAWS,
