@@ -950,3 +950,11 @@ def test_relations_of_a_library_stored_under_older_rules_are_detected_again(
         lib.search("Einzelfahrschein Preis")
         rows = lib.db.conn.execute("SELECT kind FROM doc_relations").fetchall()
         assert rows == [("corrects",)]
+
+
+def test_detect_relations_header_numbers_name_documents_not_facts() -> None:
+    """issue 21: "Updates: 31" in a document's header names document 31 of its series;
+    the document's own title is no second reference (as it is for "Update, <date>: …")."""
+    text = "BEP: 37\nTitle: Paged index page sizes\nUpdates: 31\n\nBody.\n"
+    found = detect_relations("BEP 37: Paged index page sizes", text, "text", "2026-02-01")
+    assert [(d.kind, d.reference, d.reverse) for d in found] == [("updates", "31", False)]

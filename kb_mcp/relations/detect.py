@@ -450,14 +450,18 @@ def _known_issue_fixed(
 
 def _update_of_own_title(title: str, prose: list[Detected]) -> list[Detected]:
     """An "Update, <date>: <sentence>" names a fact, not a page; the note's own title
-    ("Password policy: what changes") often names the page it updates."""
+    ("Password policy: what changes") often names the page it updates. Not a header's
+    numbers ("Updates: 31", "Updated-By: 37" name documents of the series)."""
     named = _cut(title)
     if len(content_words(normalize(named))) < 2:
         return []
     return [
         replace(d, reference=named)
         for d in prose
-        if d.kind == UPDATES and not parse_reference(d.reference).exact
+        if d.kind == UPDATES
+        and not d.reverse
+        and not parse_reference(d.reference).exact
+        and not d.reference.replace(",", " ").replace(" ", "").isdigit()
     ][:1]
 
 
