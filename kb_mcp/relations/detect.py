@@ -69,9 +69,8 @@ def _words(*tables: Mapping[str, Sequence[str]], cjk: bool = False) -> str:
     Latin word ends at a word boundary, a CJK one runs into what follows."""
     words = {w for table in tables for row in table.values() for w in row}
     chosen = sorted((w for w in words if (w[0] >= "\u2e80") == cjk), key=len, reverse=True)
-    if not chosen:
-        return "(?!)"  # no word of this script: a cue that never matches
     alternation = "|".join(r"[\s-]+".join(map(re.escape, w.split())) for w in chosen)
+    alternation = alternation or "(?!)"  # no word of this script: a cue that never matches
     return "(?:(?:" + alternation + (")" if cjk else r")\b") + ")"
 
 
@@ -87,6 +86,7 @@ def _any(table: Mapping[str, Sequence[str]]) -> str:
 
 
 _CONNECTOR = _words(lx.HEAD_CONNECTORS)
+_MONTH_WORDS = {lang: " ".join(cells).split() for lang, cells in lx.MONTHS.items()}
 # After an errata or withdrawal head, what shows it heads a name: a connector, a separator
 # or a bracket ("Errata for …", "WITHDRAWN: …", "Errata (2025-05-02)"); "Errata are
 # reported on the list" and "Cancelled labels are not billed" are sentences.
@@ -179,8 +179,7 @@ _TRAILING_CUE = re.compile(
     r"^(?P<ref>\S.{2,200}?)\s*(?:[—–:(]|\s-)\s*(?P<cue>update[sd]?|revised|revision|errata|"
     r"erratum|correction|corrections|addendum|withdrawn|retracted|cancell?ed|rescinded|"
     r"revoked|called off)\b"
-    r"(?:\W*$|\s*[,(:]?\s*(?:on\s+|of\s+|from\s+)?(?:\d|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct"
-    r"|nov|dec)[a-z]*\b))",
+    rf"(?:\W*$|\s*[,(:]?\s*(?:on\s+|of\s+|from\s+)?(?:\d|{_words(_MONTH_WORDS)}))",
     re.IGNORECASE,
 )
 # "Zone merger cancelled", "Depot open day is called off": a title or heading that ends
@@ -319,7 +318,6 @@ _SAID = re.compile(
     r"gives|listed|lists|reported|showed|shows|printed|claimed|had|has)\b",
     re.IGNORECASE,
 )
-_MONTH_WORDS = {lang: " ".join(cells).split() for lang, cells in lx.MONTHS.items()}
 _DATE_WORDS = re.compile(rf"\b\d+\b|{_words(_MONTH_WORDS)}", re.IGNORECASE)
 # A changelog section of taken-back changes ("### Reverted"), whose bullets name them.
 _REVERTED_SECTION = re.compile(r"^(?:reverted|reverts|rolled back|backed out)\W*$", re.I)
