@@ -11,9 +11,9 @@ from __future__ import annotations
 from kb_mcp import limits
 from kb_mcp.cite import format_cite
 from kb_mcp.errors import InvalidInput
+from kb_mcp.relations.read import described_relations
 from kb_mcp.results import EntityLink, EntityView, Neighbour
 from kb_mcp.search.graph import entity_choices, lookup_entities
-from kb_mcp.search.related import described_relations
 from kb_mcp.state import LibraryState
 from kb_mcp.store import documents as rows
 

@@ -23,8 +23,8 @@ from kb_mcp.index.fts import FtsIndex
 from kb_mcp.index.graph import GraphIndex
 from kb_mcp.ingest import agent, synclock
 from kb_mcp.ingest.redate import StoredDates
-from kb_mcp.ingest.relink import StoredRelations
 from kb_mcp.ingest.reredact import StoredRedaction
+from kb_mcp.relations.relink import StoredRelations
 from kb_mcp.rerank.factory import ActiveReranker
 from kb_mcp.settings import Settings
 from kb_mcp.store import documents as rows
@@ -80,7 +80,7 @@ class LibraryState:
         the stored text's redaction rules (``ingest/reredact.py``), then the entity graph
         (``index/graph.py``: built from the chunks by another extractor, or before it
         existed), then the documents' dates (``ingest/redate.py``) and the document
-        relations, which read them (``ingest/relink.py``). Lazy, so opening a library (and
+        relations, which read them (``relations/relink.py``). Lazy, so opening a library (and
         the MCP handshake) never waits for them; one check each once done."""
         self.fts.ensure_current()
         self.redaction.ensure_current()

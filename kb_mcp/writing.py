@@ -15,7 +15,7 @@ from kb_mcp.chunk import split_document
 from kb_mcp.errors import KbError, Refused
 from kb_mcp.fsutil import atomic_write
 from kb_mcp.index import graph, vectors
-from kb_mcp.ingest import agent, readers, relink
+from kb_mcp.ingest import agent, readers
 from kb_mcp.ingest.filework import convert_file_bytes, utc_now
 from kb_mcp.ingest.pipeline import (
     Outcome,
@@ -29,6 +29,7 @@ from kb_mcp.ingest.policy import check_readable
 from kb_mcp.ingest.status import classify_status
 from kb_mcp.ingest.sync import Progress, SyncReport
 from kb_mcp.redact import redact
+from kb_mcp.relations import relink
 from kb_mcp.results import AddResult, ReindexReport
 from kb_mcp.state import LibraryState
 from kb_mcp.store import documents as rows

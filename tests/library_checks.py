@@ -70,7 +70,7 @@ GRAPH_CHECKS: tuple[tuple[str, str], ...] = (
 # Document relations (``store/relations.py``): stated by a live document, each side a
 # live document or NULL, ``resolved`` exactly when both sides are set, and never a
 # document only an agent wrote changing one of the user's folders or uploads
-# (``ingest/relink.py``, issue 11).
+# (``relations/relink.py``, issue 11).
 RELATION_CHECKS: tuple[tuple[str, str], ...] = (
     (
         "doc_relations stated by no document",

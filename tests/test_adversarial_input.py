@@ -425,7 +425,7 @@ def test_fuzz_document_relations_never_let_an_agent_change_the_users_documents(
 ) -> None:
     """issue 11 (bad input: document relations). Each hostile add_document answers in
     time; no resolved relation lets an agent's document change a folder document (the
-    rule of ``ingest/relink.py``); every derived-row check holds, so cycles and
+    rule of ``relations/relink.py``); every derived-row check holds, so cycles and
     self-references were stored and matched and ended; search and read still answer."""
     server, home = fuzzed.server, fuzzed.home
     before = folder_documents(home)

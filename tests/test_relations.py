@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from kb_mcp.ingest.dates import document_date, path_date
-from kb_mcp.ingest.references import doc_names, match_reference
-from kb_mcp.ingest.relations import SELF, detect_relations
 from kb_mcp.library import Library
+from kb_mcp.relations.detect import SELF, detect_relations
+from kb_mcp.relations.references import doc_names, match_reference
 from kb_mcp.render import entities_text
 from kb_mcp.search.freshness import as_of_date
 from kb_mcp.settings import Settings
@@ -780,7 +780,7 @@ def test_detect_relations_effective_line_names_the_fact_it_changes(tmp_path: Pat
 def test_series_and_month_references_read_whole_month_words() -> None:
     """A word that starts like a month ("market", "decision") is no month: "the market
     report" is not relative, and "Marketing plan" is not one series with "Plan"."""
-    from kb_mcp.ingest.references import is_relative, series_key
+    from kb_mcp.relations.references import is_relative, series_key
 
     assert is_relative("The March issue") and is_relative("the Sept. minutes")
     assert not is_relative("the market report")
@@ -812,3 +812,149 @@ def test_relations_an_outdated_banner_naming_two_files_is_no_edge(tmp_path: Path
             ("?", "supersedes", "Old", "ambiguous"),
             ("Changelog", "withdraws", "?", "ambiguous"),
         }
+
+
+# Structural cues in other languages and formats (issue 21): (reader kind, text, kind,
+# reference, reverse). Each names its cue the way such documents do; the words come from
+# ``text/lexicon``'s relation tables.
+STRUCTURAL = [
+    # German
+    ("markdown", "# Berichtigung zur Preisliste 2026\n", "corrects", "Preisliste 2026", False),
+    ("markdown", "# Korrektur zum Rundschreiben RS-12\n", "corrects", "Rundschreiben RS-12", False),
+    ("text", "Ersetzt durch: Dienstanweisung DA-9\n", "supersedes", "Dienstanweisung DA-9", True),
+    ("text", "Ersetzt: Dienstanweisung DA-7\n", "supersedes", "Dienstanweisung DA-7", False),
+    (
+        "markdown",
+        "# Zurückgezogen: Rundschreiben RS-12\n",
+        "withdraws",
+        "Rundschreiben RS-12",
+        False,
+    ),
+    (
+        "markdown",
+        "# Widerruf des Rundschreibens RS-12\n",
+        "withdraws",
+        "Rundschreibens RS-12",
+        False,
+    ),
+    (
+        "markdown",
+        "# Aufgehoben: Dienstanweisung DA-7\n",
+        "withdraws",
+        "Dienstanweisung DA-7",
+        False,
+    ),
+    ("text", "Status: gilt nicht mehr\n", "withdraws", SELF, True),
+    # French
+    (
+        "markdown",
+        "# Rectificatif : Guide d'installation v2\n",
+        "corrects",
+        "Guide d'installation v2",
+        False,
+    ),
+    ("text", "Remplacé par : ADR-0014\n", "supersedes", "ADR-0014", True),
+    ("text", "Annule et remplace : la note NS-4\n", "supersedes", "la note NS-4", False),
+    ("markdown", "# Retiré : avis AV-3\n", "withdraws", "avis AV-3", False),
+    # Spanish
+    ("markdown", "# Fe de erratas del boletín BO-12\n", "corrects", "boletín BO-12", False),
+    ("text", "Sustituye a: Norma N-3\n", "supersedes", "Norma N-3", False),
+    ("markdown", "# Retirado: aviso AV-9\n", "withdraws", "aviso AV-9", False),
+    # Chinese
+    ("markdown", "# 勘误：2025年度报告\n", "corrects", "2025年度报告", False),
+    ("markdown", "# 更正：停车场收费标准\n", "corrects", "停车场收费标准", False),
+    ("markdown", "# 取代：夜班车时刻表\n", "supersedes", "夜班车时刻表", False),
+    ("markdown", "# 替代：夜班车时刻表\n", "supersedes", "夜班车时刻表", False),
+    ("markdown", "# 已撤回：车库开放日安排\n", "withdraws", "车库开放日安排", False),
+    # Japanese
+    ("markdown", "# 正誤表：2025年度報告書\n", "corrects", "2025年度報告書", False),
+    ("markdown", "# 訂正：料金表\n", "corrects", "料金表", False),
+    ("markdown", "# 廃止：旧就業規程\n", "withdraws", "旧就業規程", False),
+    ("markdown", "# 撤回：駐車場のお知らせ\n", "withdraws", "駐車場のお知らせ", False),
+    ("markdown", "# 改訂：就業規則\n", "updates", "就業規則", False),
+    ("markdown", "# 差し替え：旧手順書\n", "supersedes", "旧手順書", False),
+    # RFC headers (a header block pads the columns)
+    ("text", "Updates: RFC 2026\n", "updates", "RFC 2026", False),
+    ("text", "Updated by: RFC 5678\n", "updates", "RFC 5678", True),
+    (
+        "text",
+        "Obsoleted by: RFC 5678                          March 2003\n",
+        "supersedes",
+        "RFC 5678",
+        True,
+    ),
+    # reST field lists and AsciiDoc attributes
+    ("text", "PEP 9\n=====\n\n:Status: Withdrawn\n", "withdraws", SELF, True),
+    ("text", ":Status: Superseded by PEP 12\n", "supersedes", "PEP 12", True),
+    ("text", "= Build guide\n:status: withdrawn\n", "withdraws", SELF, True),
+    # Header and status columns: a bare number, a double dash, a hyphenated header,
+    # a status value before what replaced it
+    ("text", "Obsoletes: 12\n", "supersedes", "12", False),
+    ("text", "Updated-By: 37\n", "updates", "37", True),
+    ("text", "Errata -- Pump manual PM-3\n", "corrects", "Pump manual PM-3", False),
+    ("text", "Status: Deprecated -- replaced by ADR-0021\n", "supersedes", "ADR-0021", True),
+    ("text", "Status: ABGELÖST -- ersetzt durch SB-12\n", "supersedes", "SB-12", True),
+    ("text", ">>> This notice was withdrawn on 3 May 2025.\n", "withdraws", SELF, True),
+    # Title marks
+    ("markdown", "# 【廃止】旧就業規程について\n", "withdraws", SELF, True),
+    ("markdown", "# [RETRACTED] Cache sizing study\n", "withdraws", SELF, True),
+    ("markdown", "# [WITHDRAWN] Depot open day\n", "withdraws", SELF, True),
+]
+
+
+@pytest.mark.parametrize(("reader", "text", "kind", "reference", "reverse"), STRUCTURAL)
+def test_detect_relations_reads_structural_cues_of_other_languages_and_formats(
+    reader: str, text: str, kind: str, reference: str, reverse: bool
+) -> None:
+    """issue 21: errata headings, status lines, RFC headers, field lists and title marks
+    in German, French, Spanish, Chinese, Japanese, reST and AsciiDoc, not only English."""
+    found = detect_relations("", text, reader, "2026-02-01")
+    assert [(d.kind, d.reference, d.reverse) for d in found] == [(kind, reference, reverse)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "# 更正后的数据如下\n",  # a CJK cue needs its separator: this is a sentence
+        "Status: Draft\n",
+        "Updates are applied nightly.\n",
+        "Errata are reported on the mailing list.\n",  # a sentence, not a head
+        "Cancelled labels are not billed.\n",
+        "Prices are updated by the Fares team.\n",
+        "Updated by the Fares team every quarter.\n",
+        "# [Draft] Cache sizing study\n",
+        ":status: approved\n",
+    ],
+)
+def test_detect_relations_structural_cues_need_their_structure(text: str) -> None:
+    """issue 21: a cue word outside its structure (no separator, another status, another
+    mark) states no relation."""
+    assert detect_relations("", text, "text", "2026-02-01") == []
+
+
+PRICE_LIST = "# Preisliste 2026\n\nEin Einzelfahrschein kostet 4 Euro.\n"
+PRICE_ERRATUM = "# Berichtigung zur Preisliste 2026\n\nEin Einzelfahrschein kostet 5 Euro.\n"
+
+
+def test_relations_of_a_library_stored_under_older_rules_are_detected_again(
+    tmp_path: Path,
+) -> None:
+    """issue 21: a library whose rows were detected under the rules before the other
+    languages' cues (``RELATIONS_VERSION`` 6: no row for a German erratum) gets them at
+    first use, without a rebuild."""
+    files = {"preisliste.md": PRICE_LIST, "berichtigung.md": PRICE_ERRATUM}
+    with _library(tmp_path, files) as lib, lib.db.write() as conn:
+        conn.execute("DELETE FROM doc_relations")
+        conn.execute("UPDATE meta SET value = '6' WHERE key = 'relations_version'")
+    with _open(tmp_path / "home") as lib:
+        lib.search("Einzelfahrschein Preis")
+        rows = lib.db.conn.execute("SELECT kind FROM doc_relations").fetchall()
+        assert rows == [("corrects",)]
+
+
+def test_detect_relations_header_numbers_name_documents_not_facts() -> None:
+    """issue 21: "Updates: 31" in a document's header names document 31 of its series;
+    the document's own title is no second reference (as it is for "Update, <date>: …")."""
+    text = "BEP: 37\nTitle: Paged index page sizes\nUpdates: 31\n\nBody.\n"
+    found = detect_relations("BEP 37: Paged index page sizes", text, "text", "2026-02-01")
+    assert [(d.kind, d.reference, d.reverse) for d in found] == [("updates", "31", False)]

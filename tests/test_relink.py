@@ -1,5 +1,5 @@
-"""Relation matching through the name index (issue 10 ingest, ``ingest/relink.py`` and
-``ingest/name_index.py``): the stored outcome of every row equals what the whole-library
+"""Relation matching through the name index (issue 10 ingest, ``relations/relink.py`` and
+``relations/name_index.py``): the stored outcome of every row equals what the whole-library
 matcher decides from scratch, in any ingest order, after removals, renames written by
 another path, a rolled-back transaction and an interrupted backfill.
 
@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 from rapidfuzz import fuzz
 
-from kb_mcp.ingest import name_index, relink
-from kb_mcp.ingest.references import doc_names, match_reference, may_name, normalize
-from kb_mcp.ingest.relations import SELF, UPDATES
 from kb_mcp.library import Library
+from kb_mcp.relations import name_index, relink
+from kb_mcp.relations.detect import SELF, UPDATES
+from kb_mcp.relations.references import doc_names, match_reference, may_name, normalize
 from kb_mcp.settings import Settings
 from kb_mcp.store import relations as relation_rows
 

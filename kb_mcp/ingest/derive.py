@@ -3,7 +3,7 @@
 Trigger: the one writer thread (``ingest/pipeline``) used to compute, inside its write
 transaction, everything it stored: the FTS index copies (``textprep.index_copy``), each
 chunk's entities (``graph/extract``) and the document's stated relations
-(``ingest/relations``). They are pure functions of the document alone, and on the bench
+(``relations/detect``). They are pure functions of the document alone, and on the bench
 corpus (1,250 files, 12.9 MB) they were about half of the writer's time, while the reader
 processes waited on it (issue 10). Outcome: ``derive`` runs where the file was read (a
 reader worker process, in parallel), its ``Derived`` travels back with the chunks, and
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from kb_mcp.chunk import Chunk
 from kb_mcp.graph.extract import Extraction, extract
 from kb_mcp.index.fts import index_row
-from kb_mcp.ingest.relations import Detected, detect_relations
+from kb_mcp.relations.detect import Detected, detect_relations
 from kb_mcp.store.documents import NewDocument
 
 

@@ -38,8 +38,8 @@ from kb_mcp.graph.extract import Extraction
 from kb_mcp.index import docs_fts, fts, graph, vectors
 from kb_mcp.ingest.dedup import record_near_duplicates
 from kb_mcp.ingest.derive import Derived, derive, extractions_of, fts_rows_of
-from kb_mcp.ingest.relink import forget_document, record_relations
 from kb_mcp.redact import redact
+from kb_mcp.relations.relink import forget_document, record_relations
 from kb_mcp.store import documents as rows
 from kb_mcp.store.db import Database
 from kb_mcp.store.paths import StoredPath

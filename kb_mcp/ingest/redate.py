@@ -19,7 +19,7 @@ Changing a date also changes the year a relation's undated "effective 3 February
 ``relations.RELATIONS_VERSION`` is bumped with ``DATES_VERSION``, and the state redoes
 the dates before the relations (``state.ready``).
 
-Like ``ingest/relink.StoredRelations``: run by the first reader, never before the MCP
+Like ``relations/relink.StoredRelations``: run by the first reader, never before the MCP
 handshake, in transactions of at most ``BATCH_DOCUMENTS`` documents or
 ``BATCH_SECONDS``, each recording where it stopped, and the version written only with
 the last one.

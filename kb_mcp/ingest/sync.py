@@ -35,12 +35,13 @@ from pathlib import Path
 
 from kb_mcp.chunk.markdown import DEFAULT_BUDGET_CHARS
 from kb_mcp.index import postings
-from kb_mcp.ingest import filework, readers, relink, skipped
+from kb_mcp.ingest import filework, readers, skipped
 from kb_mcp.ingest.filework import FileWork, failure_reason, gc_paused, is_bounded, utc_now
 from kb_mcp.ingest.pipeline import PendingRows, remove_location, store_document
 from kb_mcp.ingest.readahead import indexed_hash, read_ahead, reader_pool, stat_unchanged
 from kb_mcp.ingest.sources import FolderSource
 from kb_mcp.ingest.walk import SKIPPED_EXAMPLES, FoundFile, WalkResult, walk_folder
+from kb_mcp.relations import relink
 from kb_mcp.store import documents as rows
 from kb_mcp.store.db import Database
 

@@ -16,12 +16,12 @@ from dataclasses import dataclass, field, replace
 from kb_mcp.index.fts import FtsIndex, head_text
 from kb_mcp.ingest.status import CURRENT
 from kb_mcp.limits import TOP_K
+from kb_mcp.relations.read import changes_for
 from kb_mcp.search.adjust import Candidate
 from kb_mcp.search.features import Evidence, Question, feature_rows
 from kb_mcp.search.freshness import as_of_date
 from kb_mcp.search.fuse import RRF_K, FusedHit, LegHit, fuse_rankings
 from kb_mcp.search.model import LegSetModel, sigmoid
-from kb_mcp.search.related import changes_for
 from kb_mcp.search.relations import (
     WHOLE,
     Change,

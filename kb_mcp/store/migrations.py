@@ -272,7 +272,7 @@ END;
 # 8: the change log of what a reference can match (issue 10 ingest): which documents'
 # names (title, uri, key, date, paths, whether a user's source holds them) and which
 # relation rows changed, in commit order, written by triggers so that no write path can
-# forget it. ``ingest/name_index.py`` keeps the names of the library in memory and
+# forget it. ``relations/name_index.py`` keeps the names of the library in memory and
 # catches up from here instead of reading every document per stored file; ``token`` (a
 # random number per entry) tells it when an entry it saw was rolled back. Integers only.
 _V8_NAMES_LOG = (

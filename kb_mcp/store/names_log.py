@@ -1,7 +1,7 @@
 """Rows of ``names_log``: which documents' names and which relation rows changed.
 
 SQL only. Triggers (migration 8) write an entry for every change, in the transaction of
-the change, so the log commits and rolls back with it; ``ingest/name_index.py`` reads
+the change, so the log commits and rolls back with it; ``relations/name_index.py`` reads
 it to keep its in-memory copy of the library's names current.
 """
 

@@ -1,6 +1,6 @@
 """Rows of ``doc_relations``: what documents state about one another (issue 9).
 
-SQL only; detection and matching are ``ingest/relations.py``, the orchestration (when a
+SQL only; detection and matching are ``relations/detect.py``, the orchestration (when a
 relation is stored, re-matched or forgotten) is ``ingest/pipeline.py``. A row is
 ``resolved`` when its reference names exactly one document, else ``pending`` (none yet)
 or ``ambiguous`` (several): the open side is NULL and the row has no effect on search.
@@ -21,7 +21,7 @@ class Statement:
     """What a document states about another: the kind of change, the reference as
     written, when it takes effect, the evidence and its lines, how it was detected.
 
-    The one definition of these fields: ``ingest/relations.Detected`` is a statement as
+    The one definition of these fields: ``relations/detect.Detected`` is a statement as
     detection finds it, ``RelationRow`` one as stored (here, the bottom layer both use).
     """
 

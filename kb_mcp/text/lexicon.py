@@ -356,3 +356,86 @@ STOPWORDS = frozenset(
 # Function characters of Chinese questions (particles, copula, question words): a bigram or
 # a single character holding one matches nearly every passage and only adds noise.
 CJK_STOP_CHARS = frozenset("的了是在吗呢么哪什谁")
+
+
+# The words of relation cues (``relations/detect.py`` builds its patterns from these):
+# how a document's structure says that it corrects, replaces, updates or withdraws
+# another (a heading, a status line, a header, a title mark), one row per language.
+# Structural only: a cue that needs its sentence read belongs to the optional LLM pass.
+# A heading that corrects what follows it, a colon or a connector allowed between:
+# "Errata for …", "Berichtigung zur …", "Fe de erratas del …", "正誤表：…".
+ERRATA_HEADS: dict[str, tuple[str, ...]] = {
+    "en": ("errata", "erratum", "corrigendum"),
+    "de": ("berichtigung", "erratum"),
+    "fr": ("rectificatif", "erratum", "errata"),
+    "es": ("fe de erratas", "erratas"),
+    "zh": ("勘误表", "勘误", "更正"),
+    "ja": ("正誤表", "訂正"),
+}
+# ... one that needs its connector ("Correction to …": "Correction: 30 days" is a fact).
+CORRECTION_HEADS: dict[str, tuple[str, ...]] = {
+    "en": ("correction", "corrections", "addendum", "amendment"),
+    "de": ("korrektur", "nachtrag"),
+    "fr": ("correction", "addendum"),
+    "es": ("corrección", "adenda"),
+}
+# Between such a head and the name of what it corrects or withdraws.
+HEAD_CONNECTORS: dict[str, tuple[str, ...]] = {
+    "en": ("to", "for", "of", "on", "in"),
+    "de": ("zur", "zum", "zu", "für", "des", "der", "von"),
+    "fr": ("au", "aux", "à", "du", "des", "de", "pour"),
+    "es": ("al", "a", "del", "de", "para"),
+}
+# A head that withdraws what it names: "WITHDRAWN: …", "Widerruf des …", "撤回：…".
+WITHDRAWAL_HEADS: dict[str, tuple[str, ...]] = {
+    "en": (
+        "withdrawn retracted cancelled canceled rescinded revoked retraction withdrawal "
+        "cancellation cancelation rescission"
+    ).split(),
+    "de": ("zurückgezogen", "widerrufen", "widerruf", "aufgehoben", "aufhebung"),
+    "fr": ("retiré", "retirée", "retrait", "annulé", "annulée", "annulation", "abrogé"),
+    "es": ("retirado", "retirada", "retiro", "anulado", "anulada", "anulación", "derogado"),
+    "zh": ("已撤回", "撤回", "撤销", "作废", "废止", "停止执行", "取消"),
+    "ja": ("撤回", "廃止"),
+}
+# A head or header naming what this document replaces: "Supersedes ADR-7",
+# "Obsoletes: RFC 1234", "Annule et remplace : …", "取代：…".
+REPLACES_HEADS: dict[str, tuple[str, ...]] = {
+    "en": ("supersedes", "replaces", "obsoletes"),
+    "de": ("ersetzt", "löst ab"),
+    "fr": ("annule et remplace", "remplace"),
+    "es": ("sustituye a", "reemplaza a", "sustituye", "reemplaza"),
+    "zh": ("取代", "替代"),
+    "ja": ("置き換え", "差し替え"),
+}
+# ... and what replaces it: "Superseded by ADR-12", "Ersetzt durch: …".
+REPLACED_BY_HEADS: dict[str, tuple[str, ...]] = {
+    "en": ("superseded by", "replaced by", "obsoleted by"),
+    "de": ("ersetzt durch", "abgelöst durch"),
+    "fr": ("remplacé par", "remplacée par"),
+    "es": ("sustituido por", "sustituida por", "reemplazado por", "reemplazada por"),
+}
+# A header naming what this document updates, or what updated it (RFC headers).
+UPDATES_HEADS: dict[str, tuple[str, ...]] = {"en": ("updates",), "ja": ("改訂",)}
+UPDATED_BY_HEADS: dict[str, tuple[str, ...]] = {"en": ("updated by",)}
+# The label of a status line ("Status: Withdrawn", reST ":Status:", AsciiDoc ":status:").
+STATUS_LABELS = ("status", "statut", "estado", "状态", "状態", "ステータス")
+# Status values that say a document is withdrawn ("Status: Withdrawn").
+WITHDRAWN_STATUSES: dict[str, tuple[str, ...]] = {
+    "en": ("withdrawn", "retracted", "cancelled", "canceled", "rescinded", "revoked", "called off"),
+    "de": ("zurückgezogen", "widerrufen", "aufgehoben", "gilt nicht mehr"),
+    "fr": ("retiré", "retirée", "annulé", "annulée", "abrogé"),
+    "es": ("retirado", "retirada", "anulado", "anulada", "derogado"),
+    "zh": ("已撤回", "已撤销", "已作废", "已废止", "作废", "废止"),
+    "ja": ("撤回", "廃止"),
+}
+# Title marks that say so ("[RETRACTED] …"); not "[Cancelled] Open day", which names
+# the event a notice cancels.
+WITHDRAWN_MARKS: dict[str, tuple[str, ...]] = {
+    "en": ("withdrawn", "retracted"),
+    "de": ("zurückgezogen",),
+    "fr": ("retiré",),
+    "es": ("retirado",),
+    "zh": ("已撤回", "撤回", "作废", "废止"),
+    "ja": ("撤回", "廃止"),
+}

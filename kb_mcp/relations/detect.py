@@ -18,7 +18,7 @@ library holds or on ingest order; only *matching* a reference to a document does
 (``match_reference``), and the store re-matches when documents arrive or leave.
 
 A reference names its target by id or number (``ADR-12``, ``TICKET-88``, ``v2.3.1``), by
-file name, by title or by date; ``ingest/references.py`` decides which document that is,
+file name, by title or by date; ``relations/references.py`` decides which document that is,
 and two candidates are an ambiguity, never guessed into an edge.
 """
 
@@ -32,15 +32,17 @@ from typing import Any
 from kb_mcp.ingest.dates import parse_date, stated_date
 from kb_mcp.ingest.decode import first_lines
 from kb_mcp.ingest.frontmatter import meta_list, split_frontmatter
-from kb_mcp.ingest.references import DATED, content_words, ids_in, normalize, parse_reference
+from kb_mcp.relations.references import DATED, content_words, ids_in, normalize, parse_reference
 from kb_mcp.store.relations import Statement
+from kb_mcp.text import lexicon as lx
 
 # The version of the rules below: stored rows made under another are redone by the first
-# reader (``ingest/relink.StoredRelations``). Bump it when detection or matching changes.
+# reader (``relations/relink.StoredRelations``). Bump it when detection or matching changes.
 RELATIONS_VERSION = (
-    6  # 3: withdrawal phrasings; 4: an agent's document names no document of the user's sources;
+    7  # 3: withdrawal phrasings; 4: an agent's document names no document of the user's sources;
     # 5: outdated banners, Reverted sections, known issues fixed, errata named below, series;
-    # 6: effective dates in every language of text/lexicon (ingest/dates.DATES_VERSION 2)
+    # 6: effective dates in every language of text/lexicon (ingest/dates.DATES_VERSION 2);
+    # 7: structural cues of text/lexicon's languages, RFC headers, status fields, title marks
 )
 SUPERSEDES, CORRECTS, WITHDRAWS, UPDATES = "supersedes", "corrects", "withdraws", "updates"
 KINDS = (SUPERSEDES, CORRECTS, WITHDRAWS, UPDATES)
@@ -57,22 +59,52 @@ _FIELD_KINDS = {
     "withdraws": WITHDRAWS,
     "updates": UPDATES,
 }
-_REF = r"(?P<ref>\S.{2,200})"
+_SEP = r"(?:[:：–—]|--?)"  # between a cue and what it names (a full-width colon in CJK)
+# What it names: no separator first ("Obsoletes: 12" names "12", not ": 12").
+_REF = r"(?P<ref>[^\s:：–—-].{1,200})"
+
+
+def _words(*tables: Mapping[str, Sequence[str]], cjk: bool = False) -> str:
+    """An alternation of the tables' Latin (or, ``cjk``, CJK) words, longest first; a
+    Latin word ends at a word boundary, a CJK one runs into what follows."""
+    words = {w for table in tables for row in table.values() for w in row}
+    chosen = sorted((w for w in words if (w[0] >= "\u2e80") == cjk), key=len, reverse=True)
+    alternation = "|".join(r"[\s-]+".join(map(re.escape, w.split())) for w in chosen)
+    alternation = alternation or "(?!)"  # no word of this script: a cue that never matches
+    return "(?:(?:" + alternation + (")" if cjk else r")\b") + ")"
+
+
+def _head(table: Mapping[str, Sequence[str]], after: str = rf"\s*{_SEP}?") -> str:
+    """A cue at the head of a line: a Latin word and what must follow it (``after``) or a
+    CJK word and its separator ("勘误：…": "更正后的数据" is prose)."""
+    return rf"(?:{_words(table)}{after}|{_words(table, cjk=True)}\s*{_SEP})\s*"
+
+
+def _any(table: Mapping[str, Sequence[str]]) -> str:
+    """The table's words in either script."""
+    return f"(?:{_words(table)}|{_words(table, cjk=True)})"
+
+
+_CONNECTOR = _words(lx.HEAD_CONNECTORS)
+_MONTH_WORDS = {lang: " ".join(cells).split() for lang, cells in lx.MONTHS.items()}
+# After an errata or withdrawal head, what shows it heads a name: a connector, a separator
+# or a bracket ("Errata for …", "WITHDRAWN: …", "Errata (2025-05-02)"); "Errata are
+# reported on the list" and "Cancelled labels are not billed" are sentences.
+_NAMING = rf"(?:\s+{_CONNECTOR}\s*{_SEP}?|\s*{_SEP}|\s*(?=\())"
+# A status line, its value before a separator ("Status: Deprecated -- replaced by …",
+# "Status: Closed (superseded by …)", reST ":Status:", AsciiDoc ":status:").
+_STATUS = (
+    rf"(?::?{_any({'': lx.STATUS_LABELS})}:?\s*{_SEP}?\s*(?:[^:()]{{1,30}}?\s*(?:{_SEP}|[(,])\s*)?)"
+)
+_WITHDRAWN = _any(lx.WITHDRAWN_STATUSES)
+_WITHDRAWN_STATUSES = frozenset(w for row in lx.WITHDRAWN_STATUSES.values() for w in row)
 # Each cue: a kind, whether the named document changes this one (reverse), and a pattern
 # matched at the start of a title, heading or opening line (``#`` and emphasis stripped).
 _CUES: tuple[tuple[str, bool, re.Pattern[str]], ...] = tuple(
     (kind, reverse, re.compile(pattern, re.IGNORECASE))
     for kind, reverse, pattern in (
-        (
-            CORRECTS,
-            False,
-            r"^(?:errata|erratum|corrigendum)\b\s*(?:to|for|of|on|in)?\s*[:\-–—]?\s*" + _REF,
-        ),
-        (
-            CORRECTS,
-            False,
-            r"^(?:correction|corrections|addendum|amendment)\s+(?:to|for|of|on)\s+" + _REF,
-        ),
+        (CORRECTS, False, "^" + _head(lx.ERRATA_HEADS, _NAMING) + _REF),
+        (CORRECTS, False, rf"^{_words(lx.CORRECTION_HEADS)}\s+{_CONNECTOR}\s+" + _REF),
         (
             CORRECTS,
             False,
@@ -82,9 +114,7 @@ _CUES: tuple[tuple[str, bool, re.Pattern[str]], ...] = tuple(
         (
             WITHDRAWS,
             False,
-            r"^[\[(]?(?:withdrawn|retracted|cancell?ed|rescinded|revoked|retraction|withdrawal|"
-            r"cancell?ation|rescission)[\])]?"
-            r"\s*(?:of\s+)?[:\-–—]?\s*(?<=[:\-–—\s\])])" + _REF,
+            r"^[\[(]?" + _head(lx.WITHDRAWAL_HEADS, rf"(?:[\])]\s*{_SEP}?|{_NAMING})") + _REF,
         ),
         (
             WITHDRAWS,
@@ -110,12 +140,10 @@ _CUES: tuple[tuple[str, bool, re.Pattern[str]], ...] = tuple(
             False,
             r"^(?:reverted|revert|rolled back|backed out)\s*(?:[:\-–—]\s*|(?=[\"“]))" + _REF,
         ),
-        (
-            SUPERSEDES,
-            True,
-            r"^(?:status\s*[:\-–—]\s*)?(?:superseded|replaced|obsoleted) by\s*[:\-–—]?\s*" + _REF,
-        ),
-        (WITHDRAWS, True, r"^(?:status\s*[:\-–—]\s*)?withdrawn by\s*[:\-–—]?\s*" + _REF),
+        (SUPERSEDES, True, rf"^{_STATUS}?" + _head(lx.REPLACED_BY_HEADS) + _REF),
+        (WITHDRAWS, True, rf"^{_STATUS}?withdrawn by\s*{_SEP}?\s*" + _REF),
+        # "Updated by: RFC 5678", a header ("updated by the Fares team" is a sentence).
+        (UPDATES, True, rf"^{_any(lx.UPDATED_BY_HEADS)}\s*{_SEP}\s*" + _REF),
         # "> **Outdated** — see [Follow-me printing](follow-me-printing.md)", "This page is
         # deprecated; use X instead": the banner a wiki puts on the old page names the new.
         (
@@ -133,8 +161,7 @@ _CUES: tuple[tuple[str, bool, re.Pattern[str]], ...] = tuple(
             False,
             r"^(?:this (?:(?:adr|decision|document|page|note|runbook|policy|version|release|"
             r"record|guide|guidance|procedure|process|standard|spec|specification|handbook|"
-            r"manual|checklist|article|notice) )?)?(?:supersedes|replaces|obsoletes)"
-            r"\s*[:\-–—]?\s*" + _REF,
+            r"manual|checklist|article|notice) )?)?" + _head(lx.REPLACES_HEADS) + _REF,
         ),
         (
             UPDATES,
@@ -142,6 +169,8 @@ _CUES: tuple[tuple[str, bool, re.Pattern[str]], ...] = tuple(
             r"^this (?:note|notice|page|document|post|update) (?:updates|changes|revises) " + _REF,
         ),
         (UPDATES, False, r"^update[sd]?\s+(?:to|for|on)\s+" + _REF),
+        # An RFC's "Updates: RFC 2026": the header's colon, not the verb of a sentence.
+        (UPDATES, False, rf"^{_any(lx.UPDATES_HEADS)}\s*{_SEP}\s*" + _REF),
     )
 )
 # "Retention settings — update, 3 February 2026" / "Release notes v2.3.1: errata": the
@@ -150,8 +179,7 @@ _TRAILING_CUE = re.compile(
     r"^(?P<ref>\S.{2,200}?)\s*(?:[—–:(]|\s-)\s*(?P<cue>update[sd]?|revised|revision|errata|"
     r"erratum|correction|corrections|addendum|withdrawn|retracted|cancell?ed|rescinded|"
     r"revoked|called off)\b"
-    r"(?:\W*$|\s*[,(:]?\s*(?:on\s+|of\s+|from\s+)?(?:\d|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct"
-    r"|nov|dec)[a-z]*\b))",
+    rf"(?:\W*$|\s*[,(:]?\s*(?:on\s+|of\s+|from\s+)?(?:\d|{_words(_MONTH_WORDS)}))",
     re.IGNORECASE,
 )
 # "Zone merger cancelled", "Depot open day is called off": a title or heading that ends
@@ -164,10 +192,6 @@ _ENDS_WITHDRAWN = re.compile(
     r"rescinded|called off|scrapped|shelved)[\s.!]*$",
     re.IGNORECASE,
 )
-_TRAILING_KIND = dict.fromkeys(
-    ("withdrawn", "retracted", "cancelled", "canceled", "rescinded", "revoked", "called off"),
-    WITHDRAWS,
-)
 # "*This announcement was withdrawn on 19 January 2026.*", "This notice has been
 # withdrawn": the document withdraws itself (past tense only: "This announcement is
 # cancelled" in a cancellation notice speaks of the announcement it cancels).
@@ -175,8 +199,12 @@ _TRAILING_KIND = dict.fromkeys(
 # the present tense where only the document itself can be meant ("This page is no
 # longer valid").
 _LEAD = r"^(?:(?:update|updated|note|edit|edited|notice|important|nb)\b[^:]{0,40}:[\s*_]*)?[*_]*"
+# Also "[RETRACTED] Cache sizing study", "Status: Withdrawn", reST ":Status: withdrawn",
+# AsciiDoc ":status: withdrawn": a title mark or a status line.
 _SELF_WITHDRAWN = re.compile(
-    _LEAD + r"this (?:announcement|notice|post|page|document|note|memo|message|plan|advisory|"
+    rf"^(?:[\[(【]\s*{_any(lx.WITHDRAWN_MARKS)}\s*[\])】]|{_STATUS}{_WITHDRAWN}[\s.!]*$)|"
+    + _LEAD
+    + r"this (?:announcement|notice|post|page|document|note|memo|message|plan|advisory|"
     r"event|meeting|change|offer|trial|closure|rollout|guidance|instruction|decision) "
     r"(?:(?:was|has been|had been) (?:withdrawn|cancell?ed|retracted|rescinded|revoked|"
     r"called off|pulled|annulled|voided)\b|(?:is|was) no longer (?:valid|in effect|in force|"
@@ -203,12 +231,12 @@ _NOTICE_NOUN = re.compile(
 # Chinese notices: "关于调整夜班车时刻表的通知现予撤回", "《车库开放日通知》作废",
 # "撤回通知：…", a title "…（已撤回）". The document is named in 《》 or 「」, or as
 # "关于…的通知/公告"; a bare verb ("取消订单") names nothing and says nothing.
-_CJK_WITHDRAW_VERB = re.compile(r"撤回|撤销|作废|废止|停止执行|取消")
+_CJK_WITHDRAW_VERB = re.compile(_words(lx.WITHDRAWAL_HEADS, cjk=True))
 _CJK_NAMED = re.compile(
     r"[《「“](?P<quoted>[^》」”]{2,60})[》」”]|(?P<about>关于[^，。；：]{2,60}?的(?:通知|公告))"
 )
 _CJK_MARKED = re.compile(
-    r"^(?P<ref>.{2,80}?)\s*[（(【\[]\s*已?(?:撤回|撤销|作废|废止|取消)\s*[）)】\]]\s*$"
+    r"^(?P<ref>.{2,80}?)\s*[（(【\[]\s*已?" + _CJK_WITHDRAW_VERB.pattern + r"\s*[）)】\]]\s*$"
 )
 # "Our post of 1 December said … we have withdrawn it", "The closure we announced on
 # 2 May is withdrawn": a withdrawal that names its document by date.
@@ -225,9 +253,9 @@ _WITHDRAW_VERB = re.compile(
 )
 _WITHDRAW_STEMS = ("withdr", "retract", "cancel", "rescind", "wrong", "disregard")
 _UPDATE_HEAD = re.compile(r"^update\b[^:]{0,40}:\s*" + _REF, re.IGNORECASE)
-_MARKUP = re.compile(r"^\s*(?:#{1,6}\s+|>\s*|[-*+]\s+)?[*_`]*\s*")
-_REF_END = re.compile(
-    r"\s+[—–-]\s+|[:;(]\s|\.\s|\s+(?:effective|as of|from|starting|on)\s+\d|[.:]$"
+_MARKUP = re.compile(r"^\s*(?:#{1,6}\s+|>[>\s]*|[-*+]\s+)?[*_`]*\s*")
+_REF_END = re.compile(  # "Obsoletes: 1920      February 1997": a header's next column
+    r"\s{3,}|\s+[—–-]\s+|[:;(]\s|\.\s|\s+(?:effective|as of|from|starting|on)\s+\d|[.:]$"
 )
 
 
@@ -290,11 +318,7 @@ _SAID = re.compile(
     r"gives|listed|lists|reported|showed|shows|printed|claimed|had|has)\b",
     re.IGNORECASE,
 )
-_DATE_WORDS = re.compile(
-    r"\b(?:\d+|jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec|january|february|march|"
-    r"april|june|july|august|september|october|november|december)\b",
-    re.IGNORECASE,
-)
+_DATE_WORDS = re.compile(rf"\b\d+\b|{_words(_MONTH_WORDS)}", re.IGNORECASE)
 # A changelog section of taken-back changes ("### Reverted"), whose bullets name them.
 _REVERTED_SECTION = re.compile(r"^(?:reverted|reverts|rolled back|backed out)\W*$", re.I)
 _BULLET = re.compile(r"^\s*[-*+]\s+(?P<item>\S.*)$")
@@ -307,7 +331,7 @@ _KNOWN_FIXED = re.compile(
     r"(?P<version>\d+(?:\.\d+)+))?\W*$",
     re.IGNORECASE,
 )
-PREVIOUS_RELEASE = "the previous release"  # a relative reference (``ingest/references``)
+PREVIOUS_RELEASE = "the previous release"  # a relative reference (``relations/references``)
 
 
 # "Effective 3 February, report suspicious e-mails with the Report button": an opening
@@ -424,14 +448,18 @@ def _known_issue_fixed(
 
 def _update_of_own_title(title: str, prose: list[Detected]) -> list[Detected]:
     """An "Update, <date>: <sentence>" names a fact, not a page; the note's own title
-    ("Password policy: what changes") often names the page it updates."""
+    ("Password policy: what changes") often names the page it updates. Not a header's
+    numbers ("Updates: 31", "Updated-By: 37" name documents of the series)."""
     named = _cut(title)
     if len(content_words(normalize(named))) < 2:
         return []
     return [
         replace(d, reference=named)
         for d in prose
-        if d.kind == UPDATES and not parse_reference(d.reference).exact
+        if d.kind == UPDATES
+        and not d.reverse
+        and not parse_reference(d.reference).exact
+        and not d.reference.replace(",", " ").replace(" ", "").isdigit()
     ][:1]
 
 
@@ -467,56 +495,27 @@ def _cue_lines(lines: list[str], body_start: int, kind: str) -> Iterable[tuple[i
 def _from_frontmatter(
     meta: Mapping[str, Any], text: str, doc_date: str | None, supersedes: Sequence[str]
 ) -> list[Detected]:
-    found = []
+    def stated(
+        kind: str, value: str, field: str, when: str | None, reverse: bool = False
+    ) -> Detected:
+        line, said = _field_line(text, field), status if value == SELF else value
+        return Detected(kind, value, when, f"{field}: {said}", line, line, FRONTMATTER, reverse)
+
+    status = str(meta.get("status") or "").strip().lower()
     listed: dict[str, tuple[str, ...]] = {f: meta_list(meta, f) for f in _FIELD_KINDS}
     listed["supersedes"] = tuple(dict.fromkeys((*listed["supersedes"], *supersedes)))
     effective = _frontmatter_date(meta) or doc_date
-    for field_name, values in listed.items():
-        for value in values:
-            line = _field_line(text, field_name)
-            found.append(
-                Detected(
-                    _FIELD_KINDS[field_name],
-                    value,
-                    effective,
-                    f"{field_name}: {value}",
-                    line,
-                    line,
-                    FRONTMATTER,
-                )
-            )
-    status = str(meta.get("status") or "").strip().lower()
-    withdrawn = status in ("withdrawn", "retracted", "cancelled", "canceled")
+    found = [
+        stated(_FIELD_KINDS[field], value, field, effective)
+        for field, values in listed.items()
+        for value in values
+    ]
+    withdrawn = status in _WITHDRAWN_STATUSES
     reverse_kind = WITHDRAWS if withdrawn else SUPERSEDES
     for value in meta_list(meta, "superseded_by") + meta_list(meta, "withdrawn_by"):
-        line = _field_line(text, "superseded_by")
-        found.append(
-            Detected(
-                reverse_kind,
-                value,
-                _frontmatter_date(meta),
-                f"superseded_by: {value}",
-                line,
-                line,
-                FRONTMATTER,
-                reverse=True,
-            )
-        )
+        found.append(stated(reverse_kind, value, "superseded_by", _frontmatter_date(meta), True))
     if withdrawn and not any(d.reverse for d in found):  # withdrawn, by no named document
-        line = _field_line(text, "status")
-        evidence = f"status: {status}"
-        found.append(
-            Detected(
-                WITHDRAWS,
-                SELF,
-                _frontmatter_date(meta) or doc_date,
-                evidence,
-                line,
-                line,
-                FRONTMATTER,
-                reverse=True,
-            )
-        )
+        found.append(stated(WITHDRAWS, SELF, "status", effective, True))
     return found
 
 
@@ -559,7 +558,8 @@ def _from_line(
         return _detected(WITHDRAWS, False, ended["ref"], clean, number, doc_date)
     if trailing is not None:
         cue = trailing["cue"].lower()
-        kind = _TRAILING_KIND.get(cue, UPDATES if cue.startswith(("update", "revis")) else CORRECTS)
+        kind = UPDATES if cue.startswith(("update", "revis")) else CORRECTS
+        kind = WITHDRAWS if cue in _WITHDRAWN_STATUSES else kind
         return _detected(kind, False, trailing["ref"], clean, number, doc_date)
     for kind, reverse, pattern in _CUES:
         match = pattern.match(clean)

@@ -1,6 +1,6 @@
 """When document relations are stored, matched again, and forgotten (issue 9).
 
-Detection (``ingest/relations.detect_relations``) reads one document alone; matching a
+Detection (``relations/detect.detect_relations``) reads one document alone; matching a
 reference to a document depends on what the library holds. So the result must not
 depend on ingest order, and every change of the library re-matches what it could change:
 
@@ -18,7 +18,7 @@ user's documents may name any document.
 
 All of it runs inside the caller's write transaction (``ingest/pipeline.py``). Which
 documents a reference can name, and which rows a document can answer, are looked up in
-``ingest/name_index`` (kept current from ``names_log``), never scanned: a stored document
+``relations/name_index`` (kept current from ``names_log``), never scanned: a stored document
 that states nothing and is named by nothing costs a few indexed reads, whatever the size
 of the library (issue 10 ingest). The backfill after a rules change commits in bounded
 batches (``StoredRelations``).
@@ -32,9 +32,9 @@ from collections.abc import Iterable
 
 import apsw
 
-from kb_mcp.ingest import references as refs
-from kb_mcp.ingest import relations as detect
-from kb_mcp.ingest.name_index import NameIndex, names_for, reference_keys, warm
+from kb_mcp.relations import detect
+from kb_mcp.relations import references as refs
+from kb_mcp.relations.name_index import NameIndex, names_for, reference_keys, warm
 from kb_mcp.store import documents as rows
 from kb_mcp.store import meta
 from kb_mcp.store import relations as store
@@ -159,7 +159,7 @@ def forget_document(conn: apsw.Connection, document_id: int) -> None:
 class StoredRelations:
     """Relations of documents stored before this version of the rules: detected again.
 
-    The rows are derived data (``RELATIONS_VERSION`` in ``ingest/relations.py``): a
+    The rows are derived data (``RELATIONS_VERSION`` in ``relations/detect.py``): a
     database from before the table, or from older rules, has its rows redone by the
     first reader, never before the MCP handshake, in transactions of at most
     ``BACKFILL_BATCH`` documents or ``BACKFILL_SECONDS``, each recording where it

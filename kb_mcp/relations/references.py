@@ -1,6 +1,6 @@
 """Which document a reference names: ids, file names, titles, dates, a series. Pure.
 
-``ingest/relations.py`` finds what a document says about another ("Errata for the 2025
+``relations/detect.py`` finds what a document says about another ("Errata for the 2025
 onboarding guide", "Superseded by ADR-0012"); this module decides which document those
 words name, among the library's (``DocNames``). An id or number (``ADR-0012`` =
 ``ADR-12``, ``TICKET-88``, ``v2.3.1``) or a file name must match exactly. A title must
@@ -221,7 +221,7 @@ def may_name(
     """Whether ``candidate`` can be in ``match_reference``'s answer for ``reference`` in
     any library that holds it: False means it is in none, whatever the other documents.
 
-    Lets a stored (or removed) document skip the rows it cannot answer (``ingest/relink``)
+    Lets a stored (or removed) document skip the rows it cannot answer (``relations/relink``)
     without matching them over the library. A title only makes the answer when it scores
     above ``TITLE_MATCH - 1`` (the answer keeps every score above
     ``max(TITLE_MATCH - 1, best - TITLE_MARGIN)``), a series member only when it is of

@@ -1,11 +1,11 @@
 """Which documents a reference can name, and which references can name a document:
 looked up, not scanned (issue 10 ingest).
 
-Trigger: matching (``ingest/relink``) named every document for every reference, and
+Trigger: matching (``relations/relink``) named every document for every reference, and
 checked every relation row against every stored document, inside the sync's write
 transaction: O(documents x relation rows); a 300k-chunk build spent over 18 CPU-minutes
 in one transaction there. Outcome: the names of every document and the references of
-every row are kept here, in postings keyed the ways ``ingest/references`` can match
+every row are kept here, in postings keyed the ways ``relations/references`` can match
 (ids, file names, days, series keys of titles, content words), plus the titles'
 sorted words for the one rule that needs no shared word (similarity above
 ``TITLE_MATCH - 1``, scanned in C by rapidfuzz). A look-up returns a superset of what
@@ -29,8 +29,8 @@ from dataclasses import dataclass
 import apsw
 from rapidfuzz import fuzz, process
 
-from kb_mcp.ingest import references as refs
-from kb_mcp.ingest import relations as detect
+from kb_mcp.relations import detect
+from kb_mcp.relations import references as refs
 from kb_mcp.store import names_log as log
 from kb_mcp.store import relations as store
 from kb_mcp.store.db import read_snapshot
