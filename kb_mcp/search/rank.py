@@ -163,14 +163,24 @@ def _evidence(
     passage: rows.PassageRow,
     tokens: Callable[[str], list[str]],
     changes: Sequence[Change],
+    cosine_at: Mapping[int, float],
 ) -> Evidence:
+    """``cosine_at``: the vector leg's score at each of its ranks. A passage without a
+    vector yet stands in at its keyword rank (``_not_yet_embedded``), and the model reads
+    it as a vector hit at that rank with that rank's cosine."""
     head = tokens(head_text(passage.title, passage.heading_path))
     body = tokens(passage.text)
+    ranks = {c.leg: c.rank for c in fused.contributions}
+    scores = {c.leg: c.leg_score for c in fused.contributions}
+    if UNEMBEDDED_LEG in ranks and "vector" not in ranks:
+        ranks["vector"] = ranks[UNEMBEDDED_LEG]
+        nearest = min(cosine_at, key=lambda r: abs(r - ranks["vector"]), default=None)
+        scores["vector"] = cosine_at[nearest] if nearest is not None else 0.0
     return Evidence(
         key=passage.doc_key,
         fused=fused.score * (RRF_K + 1),
-        ranks={c.leg: c.rank for c in fused.contributions},
-        scores={c.leg: c.leg_score for c in fused.contributions},
+        ranks=ranks,
+        scores=scores,
         present=frozenset(head) | frozenset(body),
         sequence=body,
         head=frozenset(head),
@@ -222,8 +232,10 @@ def rank(
     if changes and stats is not None:
         present = _passage_tokens(fts, fused, found)
         acting = concerned_only(changes, units, present, stats.df, stats.chunks)
+    cosine_at = {h.rank: h.score for h in ranked.get("vector", ())}
     evidence = [
-        _evidence(f, found[f.chunk_id], fts.tokens, acting.get(str(f.key), ())) for f in head
+        _evidence(f, found[f.chunk_id], fts.tokens, acting.get(str(f.key), ()), cosine_at)
+        for f in head
     ]
     features = feature_rows(evidence, question)
     superseded = [k for k, f in fused.items() if found[f.chunk_id].superseded_on]
