@@ -199,3 +199,22 @@ def test_feedback_leg_finds_the_document_only_a_first_result_names(tmp_path: Pat
             "where to raise tidegate problems", mode="keyword", legs=["keyword"]
         )
         assert "Quokka crew" not in {h.title for h in only_keyword.hits}
+
+
+def test_results_past_the_models_head_follow_in_fused_order_below_it(tmp_path: Path) -> None:
+    """The model orders the fused first 40; a search asking for more still gets every
+    matching document, below them, with scores that keep the order."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for i in range(70):
+        (folder / f"n{i:02}.md").write_text(
+            f"# Note {i}\n\nThe lighthouse keeper logs {'fog ' * (i % 5 + 1)}at dawn.\n",
+            encoding="utf-8",
+        )
+    with Library(Settings(home=tmp_path / "home", embedder="none")) as lib:
+        lib.add_folder(folder)
+        lib.sync()
+        hits = lib.search("lighthouse fog", top_k=70, mode="keyword").hits
+        assert len(hits) == 70
+        scores = [h.score for h in hits]
+        assert scores == sorted(scores, reverse=True)

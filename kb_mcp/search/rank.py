@@ -114,6 +114,24 @@ def _not_yet_embedded(
     ]
 
 
+def _tail(
+    rest: Sequence[FusedHit],
+    ranked: Sequence[Candidate],
+    head: Sequence[FusedHit],
+    found: Mapping[int, rows.PassageRow],
+    superseders: Mapping[str, str],
+) -> list[Candidate]:
+    """The fused candidates past the model's head, in fused order below it: a search for
+    up to 100 results still gets them. Each scores its fused score scaled under the
+    lowest score above, so the order stays the score's."""
+    if not rest or not ranked or not head:
+        return []
+    scale = min(c.score for c in ranked) / head[-1].score
+    return [
+        replace(_candidate(f, found[f.chunk_id], superseders), score=f.score * scale) for f in rest
+    ]
+
+
 def _candidate(
     fused: FusedHit, passage: rows.PassageRow, superseders: Mapping[str, str]
 ) -> Candidate:
@@ -250,6 +268,7 @@ def rank(
         past = asks_about_past(inputs.query)
         position = {str(f.key): i for i, f in enumerate(head)}
         candidates = order_pass(candidates, acting, question.as_of, past, position)
+    candidates += _tail(fused_hits[MODEL_CANDIDATES:], candidates, head, found, superseders)
     keyword = ranked.get("keyword")
     top = keyword[0].chunk_id if keyword else None
     return Ranking(candidates, fused, found, top, changes, confidence, tuple(evidence), features)
