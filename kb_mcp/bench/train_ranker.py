@@ -12,13 +12,13 @@ date asked) is labelled 0 whatever its grade.
 
 Absent answers: every judged question is asked a second time with its judged documents
 left out (the topic stays, the answer goes), and all its candidates are negatives. The
-hand-written sets' abstention questions add real ones. So the model learns what a first
-result that answers looks like in absolute terms, and its probability of the best
-candidate is thresholded (``FALSE_EMPTY``) for abstention.
+hand-written sets' abstention questions add real ones. The answers head is fitted on each
+question's first candidate (by the order head), labelled by whether the library holds an
+answer, and thresholded at the lowest of the sets' ``FALSE_EMPTY`` quantiles.
 
 The fit: L2-regularised logistic regression on standardised features by Newton's method
 (numpy), each question weighing the same within its set and each set the same overall,
-so a 800-question set does not drown a 60-question one with the hard classes.
+so an 800-question set does not drown a 60-question one with the hard classes.
 """
 
 from __future__ import annotations

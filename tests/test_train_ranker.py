@@ -1,0 +1,81 @@
+"""``kb-mcp bench train-ranker`` fits the ranking model from real searches and writes
+weights the engine reads (issue 21)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from kb_mcp.search import model as model_mod
+from kb_mcp.search.features import NAMES
+
+
+def test_train_ranker_fits_weights_that_order_better_than_the_fused_ranking(
+    tmp_path: Path,
+) -> None:
+    output = tmp_path / "ranker.json"
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kb_mcp",
+            "bench",
+            "train-ranker",
+            "--homes",
+            str(tmp_path / "homes"),
+            "--sets",
+            "golden",
+            "--embedder",
+            "none",
+            "--output",
+            str(output),
+            "--examples",
+            str(tmp_path / "examples"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stderr
+    data = json.loads(output.read_text(encoding="utf-8"))
+    ranker = model_mod.parse(data)  # the engine can read what the trainer wrote
+    assert data["features"] == list(NAMES)
+    assert data["trained_on"] == ["golden"]
+    assert ranker.abstains_from > 0
+    summary = json.loads(run.stdout[: run.stdout.rindex("}") + 1])
+    fused = summary["keyword"]["fused"]["golden"]["ndcg@10"]
+    fitted = summary["keyword"]["model"]["golden"]["ndcg@10"]
+    assert fitted > fused
+    assert summary["keyword"]["model"]["golden"]["false_empty"] <= 0.02
+    # The collected rows are kept per set: a second run reads them instead of searching.
+    assert (tmp_path / "examples" / "golden-test.pkl").exists()
+
+
+def test_train_ranker_names_a_missing_public_set(tmp_path: Path) -> None:
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kb_mcp",
+            "bench",
+            "train-ranker",
+            "--homes",
+            str(tmp_path / "homes"),
+            "--sets",
+            "scifact",
+            "--eval-data",
+            str(tmp_path / "nowhere"),
+            "--embedder",
+            "none",
+            "--output",
+            str(tmp_path / "ranker.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode != 0
+    assert "training set scifact not found" in run.stderr
+    assert not (tmp_path / "ranker.json").exists()
