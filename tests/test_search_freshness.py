@@ -1,12 +1,12 @@
-"""When a question and a passage are: the period a question names, a changelog entry's
-own date. The ranking model reads both (``search/features.py``)."""
+"""When a question is: the period it names. The ranking model reads it
+(``search/features.py``)."""
 
 from __future__ import annotations
 
 import pytest
 
 from kb_mcp.ingest.dates import parse_date
-from kb_mcp.search.freshness import as_of_date, section_date
+from kb_mcp.search.freshness import as_of_date
 
 
 @pytest.mark.parametrize(
@@ -21,17 +21,6 @@ from kb_mcp.search.freshness import as_of_date, section_date
 )
 def test_freshness_as_of_date_reads_the_question(query: str, expected: str | None) -> None:
     assert as_of_date(query) == expected
-
-
-def test_freshness_section_date_reads_a_changelog_entry_not_an_event() -> None:
-    """issue 9 (time_bound, "dated in a changelog heading"): a passage is as old as the
-    changelog entry it sits in; a heading that names an event's date is no entry date."""
-    assert section_date(("Changelog", "2024-06-01"), "2026-01-01") == "2024-06-01"
-    assert section_date(("Changelog", "[2.4.0] - 2025-03-01"), None) == "2025-03-01"
-    assert section_date(("Log", "3 February — interval 30 s"), "2026-05-01") == "2026-02-03"
-    assert section_date(("Log", "v2.3 — March 2025"), None) == "2025-03-01"
-    assert section_date(("Fares", "Zones merge on 1 June 2025"), None) is None
-    assert section_date(("Fares 2024",), None) is None
 
 
 def test_parse_date_month_and_year_is_not_a_day() -> None:

@@ -32,7 +32,6 @@ class Candidate:
     key: str
     score: float
     date: str | None = None
-    section_date: str | None = None  # a changelog entry's own date (``freshness.section_date``)
     superseded_on: str | None = None
     superseded_by: str | None = None
     status: str = "current"

@@ -1,16 +1,13 @@
-"""When a question and a passage are: the period a question names and a changelog
-entry's own date. Pure.
+"""When a question is: the period it names. Pure.
 
-The ranking model reads both (``search/features.py``: a candidate dated after the period
-asked about, recency among the candidates); nothing here moves a document itself.
+The ranking model reads it (``search/features.py``: a candidate dated after the period
+asked about, the version valid then); nothing here moves a document itself.
 
 - **As-of questions**: "as of March 2024", "as of 2023-10-01", "back in July 2024",
   "before the April 2025 change", "in Q3 2024", "Stand März 2024", "bis 14.03.2025",
   "截至2024年3月", "2024年当時の上限は", "2024년 3월 기준" name a period (``text/dates``
   reads its forms, ``text/lexicon`` the words around it in each language);
   ``as_of_date`` is the day the question asks about.
-- **Changelog entries**: a passage under a heading that opens with a date ("## 2025-03-01",
-  "## [2.4.0] - 2025-03-01") is as old as its entry, not as its document's latest edit.
 
 Dates compare as ISO strings (``YYYY-MM-DD`` prefixes).
 """
@@ -18,10 +15,8 @@ Dates compare as ISO strings (``YYYY-MM-DD`` prefixes).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from datetime import date, timedelta
 
-from kb_mcp.ingest.dates import parse_date
 from kb_mcp.text import lexicon as lx
 from kb_mcp.text.dates import Cue, Mention, Period, find_dates, fold
 
@@ -76,21 +71,6 @@ def _day_asked(period: Period, role: str) -> date:
     if role == lx.START:
         return min(period.last, period.first + timedelta(days=_START_DAYS))
     return period.last
-
-
-def section_date(heading_path: Sequence[str], doc_date: str | None) -> str | None:
-    """The date a passage's section opens with, as a changelog dates its entries
-    ("## 2025-03-01", "## [2.4.0] - 2025-03-01", "### 3 February 2026 — interval 30 s";
-    a year left out is the document's). A document that logs changes over time holds
-    several versions, and for the as-of cut each passage is as old as its entry, not as
-    the document's latest edit. Only a heading that starts with the date: "Zones merge on
-    1 June 2025" names an event, not when the entry was written."""
-    for heading in reversed(heading_path):
-        head = _ENTRY_LEAD.sub("", heading.strip(), count=1)
-        found = parse_date(head, doc_date, anchored=True)
-        if found:
-            return found
-    return None
 
 
 # What may precede an entry's date in a changelog heading: a version ("[2.4.0] - ",
