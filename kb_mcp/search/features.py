@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kb_mcp.index.postings import BM25_K1
 
@@ -81,6 +81,18 @@ class Question:
     df: Mapping[str, int]
     passages: int
     as_of: str | None = None
+    # Per non-empty unit: its tokens, its rarest token and that token's IDF (the unit's
+    # weight), computed once per question: every candidate's features read them.
+    weighted: tuple[tuple[tuple[str, ...], str, float], ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        weighted = []
+        for unit in self.units:
+            if not unit:
+                continue
+            rarest = max(unit, key=lambda t: idf(self.df.get(t, 0), self.passages))
+            weighted.append((tuple(unit), rarest, idf(self.df.get(rarest, 0), self.passages)))
+        object.__setattr__(self, "weighted", tuple(weighted))
 
 
 def idf(doc_frequency: int, passages: int) -> float:
@@ -92,10 +104,7 @@ def coverage(question: Question, present: frozenset[str]) -> float:
     """Share of the question's IDF weight held by ``present`` (1.0 for no units). A unit
     counts when all its tokens are present and weighs its rarest token's IDF."""
     total = covered = 0.0
-    for unit in question.units:
-        if not unit:
-            continue
-        weight = max(idf(question.df.get(t, 0), question.passages) for t in unit)
+    for unit, _rarest, weight in question.weighted:
         total += weight
         if all(t in present for t in unit):
             covered += weight
@@ -109,11 +118,7 @@ def proximity(question: Question, sequence: Sequence[str]) -> float:
     rarest token."""
     weights: dict[str, float] = {}
     total = 0.0
-    for unit in question.units:
-        if not unit:
-            continue
-        rarest = max(unit, key=lambda t: idf(question.df.get(t, 0), question.passages))
-        weight = idf(question.df.get(rarest, 0), question.passages)
+    for _unit, rarest, weight in question.weighted:
         weights[rarest] = max(weights.get(rarest, 0.0), weight)
         total += weight
     if not total:
@@ -136,19 +141,11 @@ def proximity(question: Question, sequence: Sequence[str]) -> float:
 
 def _most_bm25(question: Question) -> float:
     """An upper bound of a passage's bm25 for the question: each unit's IDF × (k1 + 1)."""
-    return sum(
-        max(idf(question.df.get(t, 0), question.passages) for t in unit) * (BM25_K1 + 1)
-        for unit in question.units
-        if unit
-    )
+    return sum(weight * (BM25_K1 + 1) for _unit, _rarest, weight in question.weighted)
 
 
 def _specificity(question: Question) -> float:
-    weights = [
-        max(idf(question.df.get(t, 0), question.passages) for t in unit)
-        for unit in question.units
-        if unit
-    ]
+    weights = [weight for _unit, _rarest, weight in question.weighted]
     if not weights:
         return 0.0
     return sum(weights) / len(weights) / math.log(question.passages + 2)
