@@ -79,3 +79,32 @@ def test_train_ranker_names_a_missing_public_set(tmp_path: Path) -> None:
     assert run.returncode != 0
     assert "training set scifact not found" in run.stderr
     assert not (tmp_path / "ranker.json").exists()
+
+
+def test_train_ranker_leave_one_out_scores_each_set_by_a_model_fitted_without_it(
+    tmp_path: Path,
+) -> None:
+    output = tmp_path / "ranker.json"
+    command = [
+        sys.executable,
+        "-m",
+        "kb_mcp",
+        "bench",
+        "train-ranker",
+        "--homes",
+        str(tmp_path / "homes"),
+        "--sets",
+        "golden,golden2",
+        "--embedder",
+        "none",
+        "--output",
+        str(output),
+        "--leave-one-out",
+    ]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    held = json.loads(run.stdout)["leave_one_set_out"]["keyword"]
+    assert set(held) == {"golden", "golden2"}
+    for scores in held.values():
+        assert 0 < scores["ndcg@10"] <= 1 and 0 < scores["fused_ndcg@10"] <= 1
+    assert not output.exists()  # measuring writes no weights

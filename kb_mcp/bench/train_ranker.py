@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import math
 import pickle
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -278,6 +278,39 @@ def report(examples: Examples, model: LegSetModel | None) -> dict[str, dict[str,
     return out
 
 
+def _only(examples: Examples, keep: Callable[[str], bool]) -> Examples:
+    """The groups of the sets ``keep`` accepts."""
+    out = Examples()
+    for g, idx in _rows_by_group(examples).items():
+        if keep(examples.group_set[g]):
+            out.add(
+                examples.group_set[g],
+                examples.group_keys[g],
+                [examples.rows[i] for i in idx],
+                [examples.labels[i] for i in idx],
+                examples.group_answerable[g],
+                examples.group_judged[g],
+                examples.group_removed[g],
+            )
+    return out
+
+
+def leave_one_out(found: dict[str, Examples]) -> dict[str, dict[str, dict[str, float]]]:
+    """Per leg set and training set: that set scored by a model fitted on the others
+    (what the model does on data it was not fitted on), beside the fused order's score."""
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for leg_set, examples in found.items():
+        for held in sorted(set(examples.group_set)):
+            rest = _only(examples, lambda name, held=held: name != held)
+            alone = _only(examples, lambda name, held=held: name == held)
+            if not rest.rows or not alone.rows:
+                continue
+            scored = report(alone, fit_leg_set(rest))[held]
+            scored["fused_ndcg@10"] = report(alone, None)[held]["ndcg@10"]
+            out.setdefault(leg_set, {})[held] = scored
+    return out
+
+
 def _collect_set(
     homes: Path,
     name: str,
@@ -319,10 +352,12 @@ def train(
     progress: Any = None,
     cache: Path | None = None,
     eval_data: Path = Path("../shared/eval-data"),
+    held_out: bool = False,
 ) -> dict[str, Any]:
     """Collect, fit, threshold and write the weights; the report says what each set
     scores in-sample with the fused order and with the model. With ``cache`` (a folder)
-    each set's examples are kept there and read instead of collected again."""
+    each set's examples are kept there and read instead of collected again. With
+    ``held_out`` nothing is written: each set is scored by a model fitted on the others."""
     parts: dict[str, list[Examples]] = {leg_set: [] for leg_set in LEG_SETS}
     smallest = 1 << 62
     for name, folder, split in sets:
@@ -340,6 +375,8 @@ def train(
         for leg_set, examples in found.items():
             parts[leg_set].append(examples)
     found = {leg_set: merged(p) for leg_set, p in parts.items()}
+    if held_out:  # measure only: nothing is written
+        return {"leave_one_set_out": leave_one_out(found)}
     models: dict[str, LegSetModel] = {}
     summary: dict[str, Any] = {}
     for leg_set, examples in found.items():

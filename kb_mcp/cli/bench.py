@@ -206,9 +206,11 @@ def cmd_bench_train_ranker(args: argparse.Namespace) -> int:
             progress=bar,
             cache=cache,
             eval_data=Path(args.eval_data).expanduser(),
+            held_out=args.leave_one_out,
         )
     print(json.dumps(summary, indent=1))
-    print(f"weights written to {output}")
+    if not args.leave_one_out:
+        print(f"weights written to {output}")
     return 0
 
 
@@ -225,6 +227,11 @@ def _add_train_ranker_parser(bench_sub: argparse._SubParsersAction, embedder_fla
     )
     p.add_argument("--output", help="where to write the weights (default: the shipped file)")
     p.add_argument("--sets", help="comma-separated training sets (default: all of them)")
+    p.add_argument(
+        "--leave-one-out",
+        action="store_true",
+        help="write nothing; score each set with a model fitted on the others",
+    )
     p.add_argument(
         "--eval-data",
         default="../shared/eval-data",
