@@ -10,7 +10,12 @@ no heavy import (the graph side must not pull in numpy):
 - ``is_loopback``: a loopback host is reached without the environment's proxies;
 - ``Cooldown`` / ``Pause``: consecutive failures pause the client (``first_s``, doubling,
   at most ``max_s``), so N calls to a dead host cost microseconds, not N × timeout. It
-  keeps any ``Unavailable`` error (the embedder's or the extractor's) for its messages.
+  keeps any ``Unavailable`` error (the embedder's or the extractor's) for its messages;
+- ``client``: the official client with the connect and read timeouts, proxies off for
+  loopback;
+- ``json_chat``: one non-streaming chat whose answer follows a JSON schema (the
+  extractor's and the reranker's), every transport failure mapped to the caller's
+  ``Unavailable`` with a short reason.
 """
 
 from __future__ import annotations
@@ -18,12 +23,16 @@ from __future__ import annotations
 import ipaddress
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from kb_mcp.errors import Unavailable
+
+if TYPE_CHECKING:  # imported where a client is made: the graph side stays light
+    import ollama
 
 
 def split_host(host: str) -> tuple[str, str]:
@@ -108,3 +117,60 @@ class Cooldown:
             self._failures = 0
             self._until = 0.0
             self._error = None
+
+
+def short(text: str, limit: int = 200) -> str:
+    """``text`` on one line, cut to ``limit`` characters (for error messages)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def client(host: str, connect_timeout_s: float, read_timeout_s: float) -> ollama.Client:
+    """The official client for ``host``. trust_env is off for a loopback host: a proxy
+    from HTTP(S)_PROXY cannot reach the user's own localhost (Go's
+    ProxyFromEnvironment, which ``ollama`` itself uses, skips loopback likewise)."""
+    import httpx
+    import ollama
+
+    return ollama.Client(
+        host=host,
+        timeout=httpx.Timeout(read_timeout_s, connect=connect_timeout_s),
+        trust_env=not is_loopback(host),
+    )
+
+
+def json_chat(
+    chat_client: ollama.Client,
+    model: str,
+    messages: Sequence[dict[str, str]],
+    schema: dict[str, Any],
+    read_timeout_s: float,
+    unavailable: Callable[[str], Unavailable],
+) -> str:
+    """The answer of one deterministic chat constrained to ``schema``; a failure to get
+    one is ``unavailable(reason)``, raised."""
+    import httpx
+    import ollama
+
+    try:
+        response = chat_client.chat(
+            model=model,
+            messages=list(messages),
+            format=schema,
+            stream=False,
+            think=False,
+            options={"temperature": 0},
+        )
+        return str(response.message.content or "")
+    except ollama.ResponseError as error:
+        raise unavailable(f"HTTP {error.status_code}: {short(str(error.error))}") from error
+    except ConnectionError as error:
+        raise unavailable("cannot connect") from error
+    except httpx.TimeoutException as error:
+        if isinstance(error, httpx.ConnectTimeout):
+            raise unavailable("no connection within the connect timeout") from error
+        raise unavailable(f"no answer within {read_timeout_s:g} s") from error
+    except httpx.HTTPError as error:
+        raise unavailable(f"request failed ({short(type(error).__name__)})") from error
+    except ValueError as error:  # not JSON, not Ollama's shape
+        raise unavailable(f"malformed answer: {short(str(error))}") from error

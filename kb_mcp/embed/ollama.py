@@ -41,7 +41,7 @@ from kb_mcp.embed.base import (
     normalized,
 )
 from kb_mcp.errors import InvalidInput
-from kb_mcp.ollama_http import Cooldown, display_host, is_loopback
+from kb_mcp.ollama_http import Cooldown, client, display_host
 
 PROVIDER = "ollama"
 DEFAULT_MODEL = "qwen3-embedding:0.6b"
@@ -148,14 +148,7 @@ class OllamaEmbedder:
         self._dims = dims
         self._dims_lock = threading.Lock()
         self._cooldown = Cooldown(cooldown_s, max_cooldown_s, clock)
-        # trust_env off for a loopback host: a proxy from HTTP(S)_PROXY cannot reach the
-        # user's own localhost (Go's ProxyFromEnvironment, which `ollama` itself uses,
-        # skips loopback for the same reason).
-        self._client = ollama.Client(
-            host=host,
-            timeout=httpx.Timeout(read_timeout_s, connect=connect_timeout_s),
-            trust_env=not is_loopback(host),
-        )
+        self._client = client(host, connect_timeout_s, read_timeout_s)
 
     @property
     def signature(self) -> EmbeddingSignature:

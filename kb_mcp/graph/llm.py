@@ -34,7 +34,7 @@ from typing import Any
 
 from kb_mcp.errors import InvalidInput, KbError, Unavailable
 from kb_mcp.graph.resolve import entity_key
-from kb_mcp.ollama_http import Cooldown, display_host, is_loopback
+from kb_mcp.ollama_http import Cooldown, client, display_host, json_chat, short
 
 # ollama, httpx and the embedder's helpers (numpy) are imported by ``OllamaExtractor``
 # only: the library imports this module for its types, and keyword-only start-up stays lean.
@@ -176,11 +176,6 @@ class LlmFacts:
     relations: tuple[LlmRelation, ...]
 
 
-def _short(text: str, limit: int = 200) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
 def neutralise(text: str) -> str:
     """``text`` with no ``<<<`` left, so it can neither open nor close a fence."""
     while "<<<" in text:
@@ -250,7 +245,7 @@ def validate(content: str, text: str) -> LlmFacts:
     try:
         answer = json.loads(content)
     except (json.JSONDecodeError, TypeError) as exc:
-        raise AnswerRejected(f"answer is not JSON: {_short(str(exc))}") from exc
+        raise AnswerRejected(f"answer is not JSON: {short(str(exc))}") from exc
     if not isinstance(answer, dict):
         raise AnswerRejected("answer is not a JSON object")
     found, stated = answer.get("entities", []), answer.get("relations", [])
@@ -311,19 +306,12 @@ class OllamaExtractor:
             raise InvalidInput("ollama host is empty", hint="e.g. http://localhost:11434")
         if not model.strip():
             raise InvalidInput("graph model name is empty", hint=f"e.g. {DEFAULT_MODEL}")
-        import httpx
-        import ollama
-
         self.host = display_host(host)
         self.model = model
         self._read_timeout_s = read_timeout_s
         self._nonce = nonce
         self._cooldown = Cooldown(cooldown_s, max_cooldown_s, clock)
-        self._client = ollama.Client(
-            host=host,
-            timeout=httpx.Timeout(read_timeout_s, connect=connect_timeout_s),
-            trust_env=not is_loopback(host),
-        )
+        self._client = client(host, connect_timeout_s, read_timeout_s)
 
     def extract(self, text: str, heading_path: Sequence[str] = ()) -> LlmFacts:
         """The validated facts of one chunk; ExtractorUnavailable or AnswerRejected."""
@@ -348,33 +336,9 @@ class OllamaExtractor:
         self.close()
 
     def _chat(self, chat: list[dict[str, str]]) -> str:
-        import httpx
-        import ollama
-
-        try:
-            response = self._client.chat(
-                model=self.model,
-                messages=chat,
-                format=SCHEMA,
-                stream=False,
-                think=False,
-                options={"temperature": 0},
-            )
-            return str(response.message.content or "")
-        except ollama.ResponseError as error:
-            raise self._unavailable(
-                f"HTTP {error.status_code}: {_short(str(error.error))}"
-            ) from error
-        except ConnectionError as error:
-            raise self._unavailable("cannot connect") from error
-        except httpx.TimeoutException as error:
-            if isinstance(error, httpx.ConnectTimeout):
-                raise self._unavailable("no connection within the connect timeout") from error
-            raise self._unavailable(f"no answer within {self._read_timeout_s:g} s") from error
-        except httpx.HTTPError as error:
-            raise self._unavailable(f"request failed ({_short(type(error).__name__)})") from error
-        except ValueError as error:  # not JSON, not Ollama's shape
-            raise self._unavailable(f"malformed answer: {_short(str(error))}") from error
+        return json_chat(
+            self._client, self.model, chat, SCHEMA, self._read_timeout_s, self._unavailable
+        )
 
     def _unavailable(self, what: str) -> ExtractorUnavailable:
         return ExtractorUnavailable(

@@ -28,7 +28,7 @@ from typing import Any
 from kb_mcp.embed.base import Availability
 from kb_mcp.errors import InvalidInput
 from kb_mcp.graph.llm import FENCE_CLOSE, FENCE_OPEN, fenced, neutralise
-from kb_mcp.ollama_http import Cooldown, display_host, is_loopback
+from kb_mcp.ollama_http import Cooldown, client, display_host, json_chat
 from kb_mcp.rerank.base import Passage, RerankerUnavailable
 
 DEFAULT_MODEL = "qwen3:0.6b"  # settings.RERANK_DEFAULT_MODEL
@@ -158,18 +158,12 @@ class OllamaReranker:
     ) -> None:
         if not host.strip():
             raise InvalidInput("ollama host is empty", hint="e.g. http://localhost:11434")
-        import httpx
-        import ollama
-
         self.host = display_host(host)
         self.model = model.strip() or DEFAULT_MODEL
+        self._read_timeout_s = read_timeout_s
         self._nonce = nonce
         self._cooldown = Cooldown(cooldown_s, max_cooldown_s, clock)
-        self._client = ollama.Client(
-            host=host,
-            timeout=httpx.Timeout(read_timeout_s, connect=connect_timeout_s),
-            trust_env=not is_loopback(host),
-        )
+        self._client = client(host, connect_timeout_s, read_timeout_s)
 
     @property
     def name(self) -> str:
@@ -198,27 +192,9 @@ class OllamaReranker:
         self._client.close()
 
     def _chat(self, chat: list[dict[str, str]]) -> str:
-        import httpx
-        import ollama
-
-        try:
-            response = self._client.chat(
-                model=self.model,
-                messages=chat,
-                format=SCHEMA,
-                stream=False,
-                think=False,
-                options={"temperature": 0},
-            )
-            return str(response.message.content or "")
-        except ollama.ResponseError as error:
-            raise self._unavailable(f"HTTP {error.status_code}: {error.error}") from error
-        except ConnectionError as error:
-            raise self._unavailable("cannot connect") from error
-        except httpx.HTTPError as error:
-            raise self._unavailable(f"request failed ({type(error).__name__})") from error
-        except ValueError as error:  # not JSON, not Ollama's shape
-            raise self._unavailable(f"malformed answer: {error}") from error
+        return json_chat(
+            self._client, self.model, chat, SCHEMA, self._read_timeout_s, self._unavailable
+        )
 
     def _unavailable(self, what: str) -> RerankerUnavailable:
         return RerankerUnavailable(
