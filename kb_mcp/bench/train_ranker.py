@@ -91,20 +91,22 @@ class Examples:
         self.groups += [group] * len(rows)
 
 
-def merged(parts: Sequence[Examples]) -> Examples:
-    """One ``Examples`` holding every part's groups, renumbered."""
+def merged(parts: Sequence[Examples], keep: Callable[[str], bool] = lambda _name: True) -> Examples:
+    """One ``Examples`` holding the groups of every part whose set ``keep`` accepts,
+    renumbered."""
     out = Examples()
     for part in parts:
         for g, idx in _rows_by_group(part).items():
-            out.add(
-                part.group_set[g],
-                part.group_keys[g],
-                [part.rows[i] for i in idx],
-                [part.labels[i] for i in idx],
-                part.group_answerable[g],
-                part.group_judged[g],
-                part.group_removed[g],
-            )
+            if keep(part.group_set[g]):
+                out.add(
+                    part.group_set[g],
+                    part.group_keys[g],
+                    [part.rows[i] for i in idx],
+                    [part.labels[i] for i in idx],
+                    part.group_answerable[g],
+                    part.group_judged[g],
+                    part.group_removed[g],
+                )
     return out
 
 
@@ -278,31 +280,14 @@ def report(examples: Examples, model: LegSetModel | None) -> dict[str, dict[str,
     return out
 
 
-def _only(examples: Examples, keep: Callable[[str], bool]) -> Examples:
-    """The groups of the sets ``keep`` accepts."""
-    out = Examples()
-    for g, idx in _rows_by_group(examples).items():
-        if keep(examples.group_set[g]):
-            out.add(
-                examples.group_set[g],
-                examples.group_keys[g],
-                [examples.rows[i] for i in idx],
-                [examples.labels[i] for i in idx],
-                examples.group_answerable[g],
-                examples.group_judged[g],
-                examples.group_removed[g],
-            )
-    return out
-
-
 def leave_one_out(found: dict[str, Examples]) -> dict[str, dict[str, dict[str, float]]]:
     """Per leg set and training set: that set scored by a model fitted on the others
     (what the model does on data it was not fitted on), beside the fused order's score."""
     out: dict[str, dict[str, dict[str, float]]] = {}
     for leg_set, examples in found.items():
         for held in sorted(set(examples.group_set)):
-            rest = _only(examples, lambda name, held=held: name != held)
-            alone = _only(examples, lambda name, held=held: name == held)
+            rest = merged([examples], lambda name, held=held: name != held)
+            alone = merged([examples], lambda name, held=held: name == held)
             if not rest.rows or not alone.rows:
                 continue
             scored = report(alone, fit_leg_set(rest))[held]
