@@ -11,7 +11,7 @@ question's words for meaning: what moves a document is evidence a model weighed.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from kb_mcp.index.fts import FtsIndex, head_text
 from kb_mcp.ingest.status import CURRENT
@@ -127,17 +127,15 @@ def _tail(
     if not rest or not ranked or not head:
         return []
     scale = min(c.score for c in ranked) / head[-1].score
-    return [
-        replace(_candidate(f, found[f.chunk_id], superseders), score=f.score * scale) for f in rest
-    ]
+    return [_candidate(f, found[f.chunk_id], superseders, f.score * scale) for f in rest]
 
 
 def _candidate(
-    fused: FusedHit, passage: rows.PassageRow, superseders: Mapping[str, str]
+    fused: FusedHit, passage: rows.PassageRow, superseders: Mapping[str, str], score: float
 ) -> Candidate:
     return Candidate(
         key=passage.doc_key,
-        score=fused.score,
+        score=score,
         date=passage.doc_date or passage.updated_at,
         superseded_on=passage.superseded_on,
         superseded_by=superseders.get(passage.doc_key),
@@ -148,19 +146,33 @@ def _candidate(
     )
 
 
+Tokenized = tuple[list[str], list[str]]  # a passage's head (title, headings) and text tokens
+
+
+def _tokenizer(fts: FtsIndex, found: Mapping[int, rows.PassageRow]) -> Callable[[int], Tokenized]:
+    """Chunk id → its passage's index tokens, each passage tokenized once per search (the
+    features and the relation pass both read them)."""
+    cache: dict[int, Tokenized] = {}
+
+    def tokenized(chunk_id: int) -> Tokenized:
+        if chunk_id not in cache:
+            p = found[chunk_id]
+            cache[chunk_id] = (fts.tokens(head_text(p.title, p.heading_path)), fts.tokens(p.text))
+        return cache[chunk_id]
+
+    return tokenized
+
+
 def _passage_tokens(
-    fts: FtsIndex, fused: Mapping[str, FusedHit], found: Mapping[int, rows.PassageRow]
+    fused: Mapping[str, FusedHit], tokenized: Callable[[int], Tokenized]
 ) -> Callable[[str], set[str] | None]:
-    """Document key → the index tokens of its passage in this ranking (cached), or None."""
-    cache: dict[str, set[str]] = {}
+    """Document key → the index tokens of its passage in this ranking, or None."""
 
     def present(key: str) -> set[str] | None:
         if key not in fused:
             return None
-        if key not in cache:
-            p = found[fused[key].chunk_id]
-            cache[key] = set(fts.tokens(f"{head_text(p.title, p.heading_path)}\n{p.text}"))
-        return cache[key]
+        head, body = tokenized(fused[key].chunk_id)
+        return {*head, *body}
 
     return present
 
@@ -179,15 +191,14 @@ def has_supersessions(db: Database, fts: FtsIndex) -> bool:
 def _evidence(
     fused: FusedHit,
     passage: rows.PassageRow,
-    tokens: Callable[[str], list[str]],
+    tokens: Tokenized,
     changes: Sequence[Change],
     cosine_at: Mapping[int, float],
 ) -> Evidence:
     """``cosine_at``: the vector leg's score at each of its ranks. A passage without a
     vector yet stands in at its keyword rank (``_not_yet_embedded``), and the model reads
     it as a vector hit at that rank with that rank's cosine."""
-    head = tokens(head_text(passage.title, passage.heading_path))
-    body = tokens(passage.text)
+    head, body = tokens
     ranks = {c.leg: c.rank for c in fused.contributions}
     scores = {c.leg: c.leg_score for c in fused.contributions}
     if UNEMBEDDED_LEG in ranks and "vector" not in ranks:
@@ -246,24 +257,32 @@ def rank(
         stats.chunks if stats is not None else 0,
         as_of_date(inputs.query),
     )
+    tokenized = _tokenizer(fts, found)
     acting = changes
     if changes and stats is not None:
-        present = _passage_tokens(fts, fused, found)
+        present = _passage_tokens(fused, tokenized)
         acting = concerned_only(changes, units, present, stats.df, stats.chunks)
     cosine_at = {h.rank: h.score for h in ranked.get("vector", ())}
     evidence = [
-        _evidence(f, found[f.chunk_id], fts.tokens, acting.get(str(f.key), ()), cosine_at)
+        _evidence(
+            f, found[f.chunk_id], tokenized(f.chunk_id), acting.get(str(f.key), ()), cosine_at
+        )
         for f in head
     ]
     features = feature_rows(evidence, question)
     superseded = [k for k, f in fused.items() if found[f.chunk_id].superseded_on]
     superseders = rows.superseders(db.conn, superseded)
-    candidates = [_candidate(f, found[f.chunk_id], superseders) for f in head]
+    scores = [f.score for f in head]  # the fused order, unless the model orders them
     confidence = None
-    if inputs.model is not None and candidates:
+    if inputs.model is not None and head:
         logits, confidence = inputs.model.confidence(features)
-        scored = [replace(c, score=sigmoid(z)) for c, z in zip(candidates, logits, strict=True)]
-        candidates = sorted(scored, key=lambda c: -c.score)
+        scores = [sigmoid(z) for z in logits]
+    candidates = [
+        _candidate(f, found[f.chunk_id], superseders, score)
+        for f, score in zip(head, scores, strict=True)
+    ]
+    if inputs.model is not None:
+        candidates.sort(key=lambda c: -c.score)
     if acting:
         past = asks_about_past(inputs.query)
         position = {str(f.key): i for i, f in enumerate(head)}
