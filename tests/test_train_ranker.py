@@ -12,31 +12,20 @@ from kb_mcp.search import model as model_mod
 from kb_mcp.search.features import NAMES
 
 
+def train_ranker(tmp_path: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    """``kb-mcp bench train-ranker`` with its libraries under ``tmp_path``, keyword only."""
+    command = [sys.executable, "-m", "kb_mcp", "bench", "train-ranker"]
+    command += ["--homes", str(tmp_path / "homes"), "--embedder", "none", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+
+
 def test_train_ranker_fits_weights_that_order_better_than_the_fused_ranking(
     tmp_path: Path,
 ) -> None:
     output = tmp_path / "ranker.json"
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kb_mcp",
-            "bench",
-            "train-ranker",
-            "--homes",
-            str(tmp_path / "homes"),
-            "--sets",
-            "golden",
-            "--embedder",
-            "none",
-            "--output",
-            str(output),
-            "--examples",
-            str(tmp_path / "examples"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
+    examples = tmp_path / "examples"
+    run = train_ranker(
+        tmp_path, "--sets", "golden", "--output", str(output), "--examples", str(examples)
     )
     assert run.returncode == 0, run.stderr
     data = json.loads(output.read_text(encoding="utf-8"))
@@ -50,30 +39,18 @@ def test_train_ranker_fits_weights_that_order_better_than_the_fused_ranking(
     assert fitted > fused
     assert summary["keyword"]["model"]["golden"]["false_empty"] <= 0.02
     # The collected rows are kept per set: a second run reads them instead of searching.
-    assert (tmp_path / "examples" / "golden-test.pkl").exists()
+    assert (examples / "golden-test.pkl").exists()
 
 
 def test_train_ranker_names_a_missing_public_set(tmp_path: Path) -> None:
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kb_mcp",
-            "bench",
-            "train-ranker",
-            "--homes",
-            str(tmp_path / "homes"),
-            "--sets",
-            "scifact",
-            "--eval-data",
-            str(tmp_path / "nowhere"),
-            "--embedder",
-            "none",
-            "--output",
-            str(tmp_path / "ranker.json"),
-        ],
-        capture_output=True,
-        text=True,
+    run = train_ranker(
+        tmp_path,
+        "--sets",
+        "scifact",
+        "--eval-data",
+        str(tmp_path / "nowhere"),
+        "--output",
+        str(tmp_path / "ranker.json"),
         timeout=120,
     )
     assert run.returncode != 0
@@ -85,23 +62,9 @@ def test_train_ranker_leave_one_out_scores_each_set_by_a_model_fitted_without_it
     tmp_path: Path,
 ) -> None:
     output = tmp_path / "ranker.json"
-    command = [
-        sys.executable,
-        "-m",
-        "kb_mcp",
-        "bench",
-        "train-ranker",
-        "--homes",
-        str(tmp_path / "homes"),
-        "--sets",
-        "golden,golden2",
-        "--embedder",
-        "none",
-        "--output",
-        str(output),
-        "--leave-one-out",
-    ]
-    run = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    run = train_ranker(
+        tmp_path, "--sets", "golden,golden2", "--output", str(output), "--leave-one-out"
+    )
     assert run.returncode == 0, run.stderr
     held = json.loads(run.stdout)["leave_one_set_out"]["keyword"]
     assert set(held) == {"golden", "golden2"}
