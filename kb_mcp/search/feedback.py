@@ -16,12 +16,12 @@ single CJK character is too common to bridge anything, so CJK text contributes n
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Collection, Sequence
 
 from kb_mcp.index.fts import FtsIndex
 from kb_mcp.index.textprep import CJK_RUN
+from kb_mcp.search.features import idf
 from kb_mcp.search.fuse import LegHit
 from kb_mcp.search.query import or_expression
 from kb_mcp.store import documents as rows
@@ -54,7 +54,7 @@ def feedback_terms(
     df = fts.doc_frequencies(frequent)
     total = fts.chunk_count()
     scored = {
-        t: counts[t] * math.log(1 + (total - df[t] + 0.5) / (df[t] + 0.5))
+        t: counts[t] * idf(df[t], total)
         for t in frequent
         if 1 < df.get(t, 0) < total / 2  # seen elsewhere (it can bridge), and not common
     }
