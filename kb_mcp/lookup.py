@@ -76,13 +76,7 @@ class Lookup:
         request = SearchRequest(
             query, top_k, mode, source, named, self.settings.relations
         ).validated()
-        source_id = self._source_id(source) if source else None
-        # A lazy index rebuild is proportional to the library, not to the query: it runs
-        # before the deadline starts, or a large library could never finish upgrading.
-        self._ready()
-        wants_vectors = "vector" in named if named is not None else mode != "keyword"
-        leg = self._vector_leg() if wants_vectors else None
-        self._embed_question(leg, request)
+        source_id, leg = self._prepared(request)
         try:
             reranking = self._reranking()  # its time is the deadline's, from now on
             with self.db.deadline(self.settings.search_timeout_ms):
@@ -109,13 +103,23 @@ class Lookup:
         and without a deadline, as if ``exclude`` were not stored: what ``kb-mcp bench
         train-ranker`` learns from (``search/model.py``)."""
         request = SearchRequest(query, 10, mode, source, None, self.settings.relations)
-        source_id = self._source_id(source) if source else None
-        self._ready()
-        leg = self._vector_leg() if mode != "keyword" else None
-        self._embed_question(leg, request.validated())
+        source_id, leg = self._prepared(request.validated())
         return rank_request(
             self.db, self.fts, request, source_id, leg, self.graph, model=None, exclude=exclude
         )
+
+    def _prepared(self, request: SearchRequest) -> tuple[int | None, VectorLeg | None]:
+        """The request's source id and vector leg, with the index brought up to date and
+        the question embedded. All of it before the deadline starts: a lazy index rebuild
+        is proportional to the library, not to the query, or a large library could never
+        finish upgrading."""
+        source_id = self._source_id(request.source) if request.source else None
+        self._ready()
+        named = request.legs
+        wants_vectors = "vector" in named if named is not None else request.mode != "keyword"
+        leg = self._vector_leg() if wants_vectors else None
+        self._embed_question(leg, request)
+        return source_id, leg
 
     def _embed_question(self, leg: VectorLeg | None, request: SearchRequest) -> None:
         """Embed the question before the database deadline starts, when the plan runs
