@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kb_mcp.ingest import filework, readahead
+from kb_mcp.ingest import filework, readahead, workers
 from kb_mcp.ingest.readers.text import looks_like_rst, read_plain
 from kb_mcp.ingest.sync import SyncReport
 from kb_mcp.library import Library
@@ -316,7 +316,7 @@ def test_pdf_image_only_is_failed_with_reason_and_never_indexed(
 @pytest.mark.parametrize(
     ("bound", "value", "reason"),
     [
-        ("BOUNDED_SECONDS", 0.01, "took longer than 0.01 s and was stopped"),
+        ("BOUNDED_SECONDS", 0.01, "took longer than 0.01 s of CPU and was stopped"),
         ("BOUNDED_RSS_BYTES", 1024 * 1024, "needed more than 1 MB of memory and was stopped"),
     ],
 )
@@ -335,6 +335,7 @@ def test_pdf_over_its_time_or_memory_bound_is_killed_failed_and_the_rest_syncs(
     if bound == "BOUNDED_RSS_BYTES" and not Path("/proc/self/statm").exists():
         pytest.skip("the memory bound reads /proc")
     monkeypatch.setattr(filework, bound, value)
+    monkeypatch.setattr(workers, "WALL_FACTOR", 10_000)  # only the bound under test stops it
     data = text_pdf(pymupdf, ["Heliotrope budgets rise in spring."])
     report = ingest(library, folder, {"big.pdf": data, "keep.md": "A heron note.\n"})
     assert (report.added, report.failed) == (1, 1)
@@ -411,10 +412,28 @@ def test_pdf_upload_is_converted_under_the_bounds_and_honours_pdf_mode(
         expected = "Quarterly overview." if mode == "text" else "budget.pdf"
         assert only_hit(library, "heliotrope").title == expected
         monkeypatch.setattr(filework, "BOUNDED_SECONDS", 0.01)
+        monkeypatch.setattr(workers, "WALL_FACTOR", 10_000)  # the CPU bound, not the wall's
         (tmp_path / "late.pdf").write_bytes(text_pdf(pymupdf, ["Zephyrine late page."]))
-        with pytest.raises(Unreadable, match=r"took longer than 0\.01 s and was stopped"):
+        with pytest.raises(Unreadable, match=r"took longer than 0\.01 s of CPU and was stopped"):
             library.import_file(tmp_path / "late.pdf")
         assert library.search("zephyrine").hits == ()
+
+
+def test_a_conversion_is_bounded_by_its_own_cpu_time_and_one_that_waits_by_the_clock(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """issue 22: the time bound counts the child's CPU, so a busy machine (a child
+    waiting for a core) does not stop a conversion that is within its bound; a child
+    that uses no CPU at all is still stopped, after ``WALL_FACTOR`` times the bound."""
+    import time
+
+    if not Path("/proc/self/stat").exists():
+        pytest.skip("the CPU clock of a child is read from /proc")
+    result, reason = workers.run_bounded(time.sleep, (0.2,), seconds=30, max_rss_bytes=2**31)
+    assert (result, reason) == (None, None)  # slept 0.2 s of wall time, well inside
+    monkeypatch.setattr(workers, "WALL_FACTOR", 0.05)  # a wall-clock bound of 1.5 s
+    result, reason = workers.run_bounded(time.sleep, (600,), seconds=30, max_rss_bytes=2**31)
+    assert (result, reason) == (None, "conversion took longer than 1.5 s and was stopped")
 
 
 # --- DOCX -------------------------------------------------------------------------------------

@@ -9,8 +9,8 @@ every platform a daemon thread polls the parent pid and exits the worker once it
 (a dead parent's children are re-parented), which also covers the kernel rule's one gap:
 ``PDEATHSIG`` fires when the *thread* that spawned the worker ends, not the process.
 
-``run_bounded`` runs one conversion (a PDF) in a child of its own under a time and a
-memory bound, so a file that overruns is killed and recorded as failed with the reason.
+``run_bounded`` runs one conversion (a PDF) in a child of its own under a CPU-time and
+a memory bound, so a file that overruns is killed and recorded as failed with the reason.
 """
 
 from __future__ import annotations
@@ -64,6 +64,9 @@ def _watch_parent(parent_pid: int) -> None:
 # --- bounded conversions ---------------------------------------------------------------------
 
 _POLL_S = 0.05  # how often the parent looks at a bounded child's clock and memory
+# A child that is not using its CPU (waiting, stopped) is still stopped after this many
+# times its CPU bound of wall-clock time.
+WALL_FACTOR = 5
 
 
 def run_bounded(
@@ -74,7 +77,8 @@ def run_bounded(
     max_rss_bytes: int,
     cancel: threading.Event | None = None,
 ) -> tuple[T | None, str | None]:
-    """``fn(*args)`` in a process of its own, killed past ``seconds`` or ``max_rss_bytes``.
+    """``fn(*args)`` in a process of its own, killed past ``seconds`` of CPU time or
+    ``max_rss_bytes``.
 
     Trigger: a PDF conversion (pymupdf4llm's layout model) took 508 MB and minutes on
     one user's two files, in the process that also writes the database (issue 10).
@@ -83,6 +87,11 @@ def run_bounded(
     there is none, only the time bound holds), and kills it when a bound is passed.
     Returns ``(result, None)``, or ``(None, reason)`` when the child was killed or died;
     ``cancel`` set (a sync that stopped) kills it too.
+
+    The time bound is the child's own CPU time (``/proc``; wall-clock time where there
+    is none): on a loaded 2-core machine a wall-clock bound stopped four of five real
+    36-111 page PDFs that needed 25-75 s of CPU each, which then stayed failed (issue 22).
+    ``WALL_FACTOR`` times the bound in wall-clock time still stops a child that waits.
     """
     context = multiprocessing.get_context("spawn")
     receiver, sender = context.Pipe(duplex=False)
@@ -107,14 +116,20 @@ def _await_bounded(
     max_rss_bytes: int,
     cancel: threading.Event | None = None,
 ) -> tuple[object | None, str | None]:
-    stop_at = time.monotonic() + seconds
+    started = time.monotonic()
     while not receiver.poll(_POLL_S):
         if cancel is not None and cancel.is_set():
             return None, "the sync stopped before the conversion ended"
         if not child.is_alive() and not receiver.poll(0):
             return None, f"the conversion process died (exit code {child.exitcode})"
-        if time.monotonic() > stop_at:
-            return None, f"conversion took longer than {seconds:g} s and was stopped"
+        waited = time.monotonic() - started
+        cpu = _cpu_seconds(child.pid)
+        if (cpu if cpu is not None else waited) > seconds:
+            return None, f"conversion took longer than {seconds:g} s of CPU and was stopped"
+        if waited > seconds * WALL_FACTOR:
+            return None, (
+                f"conversion took longer than {seconds * WALL_FACTOR:g} s and was stopped"
+            )
         rss = _resident_bytes(child.pid)
         if rss is not None and rss > max_rss_bytes:
             return None, (
@@ -132,6 +147,16 @@ def _bounded_child(
     exit_with_parent(parent_pid)
     sender.send(fn(*args))
     sender.close()
+
+
+def _cpu_seconds(pid: int | None) -> float | None:
+    """A process's user + system CPU seconds from ``/proc/<pid>/stat``; None where unreadable."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()  # past the name, which may hold spaces
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _resident_bytes(pid: int | None) -> int | None:
