@@ -29,7 +29,7 @@ from kb_mcp.search.engine import (
 )
 from kb_mcp.state import LibraryState
 from kb_mcp.store import documents as rows
-from kb_mcp.store.db import QueryTimeout
+from kb_mcp.store.db import DEADLINE_WALL_FACTOR, QueryTimeout
 
 if TYPE_CHECKING:  # imported when vectors are used: keyword-only start-up stays lean
     from kb_mcp.rerank.head import Reranking
@@ -90,8 +90,15 @@ class Lookup:
                     reranking=reranking,
                 )
         except QueryTimeout as exc:
+            limit = self.settings.search_timeout_ms
+            if exc.busy:
+                raise SearchTimedOut(
+                    f"search was stopped after {limit * DEADLINE_WALL_FACTOR} ms: the machine "
+                    f"is busy (it had less than {limit} ms of CPU)",
+                    hint="try again when the machine is less loaded",
+                ) from exc
             raise SearchTimedOut(
-                f"search took longer than {self.settings.search_timeout_ms} ms and was stopped",
+                f"search took longer than {limit} ms of CPU and was stopped",
                 hint="use fewer or more specific words",
             ) from exc
         if leg is not None and leg.embed_seconds:  # the leg is this search's own

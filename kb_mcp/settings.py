@@ -108,7 +108,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "search_timeout_ms",
         limits.SEARCH_TIMEOUT_MS.default,
-        "Deadline for one search or read query in SQLite; a search's question "
+        "Deadline for one search or read query in SQLite, in CPU time (a busy machine "
+        "stops it at three times this of wall-clock time); a search's question "
         "embedding has a budget of this length of its own (past it: keyword results), and "
         "a reranker works within it (past it: the ranking model's order).",
         int,

@@ -1,9 +1,11 @@
 """Resources at scale: every search on a large library answers within its time budget (issue 11).
 
-A search runs its SQL under ``search_timeout_ms`` (``store/db.deadline``); past it the
-caller gets ``[unavailable] search took longer than … ms and was stopped``. The promise:
-whatever the question, a search answers (results, or that clear over-budget error)
-within the budget plus the Python work around the SQL, and never hangs.
+A search runs its SQL under ``search_timeout_ms`` of CPU time (``store/db.deadline``),
+and ``DEADLINE_WALL_FACTOR`` times that of wall-clock time on a busy machine; past it the
+caller gets ``[unavailable] search took longer than … ms of CPU and was stopped`` (or
+``search was stopped after … ms: the machine is busy``). The promise: whatever the
+question, a search answers (results, or that clear over-budget error) within the wall
+bound plus the Python work around the SQL, and never hangs.
 
 The library is built the fast way: one document through ``add_document`` (so every
 lazily derived index is current), then documents and chunks written in bulk through the
@@ -36,6 +38,7 @@ from kb_mcp.index import fts
 from kb_mcp.library import Library
 from kb_mcp.settings import Settings
 from kb_mcp.store import documents as rows
+from kb_mcp.store.db import DEADLINE_WALL_FACTOR
 
 CI_CHUNKS = 3_000
 LONG_CHUNKS = 300_000
@@ -154,6 +157,7 @@ def test_scale_every_search_answers_within_its_time_budget(
     built_s = time.monotonic() - started
     settings = Settings(home=home, embedder="none")
     budget_s = settings.search_timeout_ms / 1000
+    wall_s = budget_s * DEADLINE_WALL_FACTOR
     long = chunks != CI_CHUNKS
     asked = questions(SEARCHES_LONG if long else SEARCHES_CI, long=long)
     walls, stopped, answered = [], 0, 0
@@ -166,15 +170,17 @@ def test_scale_every_search_answers_within_its_time_budget(
                     library.search(query, mode=mode)
                     answered += 1
                 except Unavailable as exc:
-                    assert "took longer than" in exc.message, exc.message
+                    assert "search took longer than" in exc.message or (
+                        "the machine is busy" in exc.message
+                    ), exc.message
                     stopped += 1
                 walls.append(time.monotonic() - began)
-                assert walls[-1] < budget_s + SLACK_S, (query[:80], mode, walls[-1])
+                assert walls[-1] < wall_s + SLACK_S, (query[:80], mode, walls[-1])
     walls.sort()
     figures(
         "resources",
         f"searches at {held:,} chunks (built in {built_s:.0f} s): {len(walls)} "
         f"({answered} answered, {stopped} stopped at the {budget_s:.0f} s budget); wall p50 "
         f"{walls[len(walls) // 2] * 1000:.0f} ms, max {walls[-1] * 1000:.0f} ms "
-        f"(bound {budget_s + SLACK_S:.0f} s)",
+        f"(bound {wall_s + SLACK_S:.0f} s)",
     )

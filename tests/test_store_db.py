@@ -18,7 +18,8 @@ import pytest
 from inline_snapshot import snapshot
 
 from kb_mcp.errors import Conflict, Unavailable
-from kb_mcp.store.db import BULK_CACHE_KIB, Database, QueryTimeout
+from kb_mcp.store import db as store_db
+from kb_mcp.store.db import BULK_CACHE_KIB, DEADLINE_WALL_FACTOR, Database, QueryTimeout
 from kb_mcp.store.migrations import MIGRATIONS, Migrated, migrate, schema_version
 
 T = TypeVar("T")
@@ -246,6 +247,25 @@ def test_deadline_interrupts_slow_query_quickly(db: Database) -> None:
     with pytest.raises(QueryTimeout, match="exceeded 50 ms"), db.deadline(50) as conn:
         conn.execute(ENDLESS).fetchall()
     assert time.monotonic() - started < 2.0
+
+
+def test_deadline_counts_cpu_time_and_stops_a_waiting_query_at_its_wall_bound(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """issue 22: a query that waits (here on a function that sleeps, as a thread waits
+    for a core on a loaded machine) is not stopped at the limit, which is CPU time, but
+    at ``DEADLINE_WALL_FACTOR`` times it, and the timeout says it was the wall clock."""
+    db.conn.create_scalar_function("nap", lambda s: time.sleep(s) or 0)
+    started = time.monotonic()
+    with pytest.raises(QueryTimeout) as stopped, db.deadline(100) as conn:
+        conn.execute(_COUNTER + "SELECT nap(0.001) FROM c").fetchall()
+    waited = time.monotonic() - started
+    assert stopped.value.busy
+    assert 0.1 * DEADLINE_WALL_FACTOR <= waited < 0.1 * DEADLINE_WALL_FACTOR + 5
+    monkeypatch.setattr(store_db, "DEADLINE_WALL_FACTOR", 10_000)  # only the CPU clock now
+    with pytest.raises(QueryTimeout) as stopped, db.deadline(50) as conn:
+        conn.execute(ENDLESS).fetchall()
+    assert not stopped.value.busy  # it had its CPU time: it costs too much
 
 
 def test_deadline_lets_fast_query_finish(db: Database) -> None:
