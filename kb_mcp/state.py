@@ -21,7 +21,7 @@ from kb_mcp.graph.enrich import ExtractorFactory, GraphEnrichment
 from kb_mcp.home import DB_FILE
 from kb_mcp.index.fts import FtsIndex
 from kb_mcp.index.graph import GraphIndex
-from kb_mcp.ingest import agent, synclock
+from kb_mcp.ingest import agent, links, synclock
 from kb_mcp.ingest.redate import StoredDates
 from kb_mcp.ingest.reredact import StoredRedaction
 from kb_mcp.relations.relink import StoredRelations
@@ -73,6 +73,7 @@ class LibraryState:
         self._memo_lock = threading.Lock()
         self.enrichment = GraphEnrichment(self.db, self.home, settings, make_extractor)
         self.reranker = ActiveReranker(settings)  # built at the first search that reranks
+        self.links_wanted = threading.Event()  # the server's linking thread waits on it
         synclock.recover_interrupted(self.db, self.home)
 
     def ready(self) -> None:
@@ -89,9 +90,21 @@ class LibraryState:
         self.relations.ensure_current()
 
     def chunks_changed(self) -> None:
-        """Wake the background work that follows the chunks: embedding and the LLM pass."""
+        """Wake the background work that follows the chunks: linking, embedding and the
+        LLM pass."""
+        self.links_wanted.set()
         self.vectors.chunks_changed()
         self.enrichment.wanted.set()
+
+    def link_pending(
+        self,
+        should_stop: Callable[[], bool] | None = None,
+        progress: links.Progress | None = None,
+    ) -> links.LinkReport:
+        """The linking phase over every queued document (``ingest/links.py``), once the
+        derived data it adds to is current (``ready``)."""
+        self.ready()
+        return links.link_pending(self.db, should_stop=should_stop, progress=progress)
 
     def source_id(self, name: str) -> int:
         """The id of the source named ``name``; NotFound listing the known sources."""
