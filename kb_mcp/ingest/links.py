@@ -49,6 +49,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import apsw
@@ -98,6 +99,16 @@ class LinkReport:
     seconds: float
 
 
+def describe(conn: apsw.Connection) -> str:
+    """Where the phase stands, as ``list``, ``doctor`` and the web view say it:
+    ``current`` or ``1,204 of 9,834 documents pending``."""
+    pending = queue.pending_count(conn)
+    if not pending:
+        return "current"
+    documents = conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
+    return f"{pending:,} of {documents:,} documents pending"
+
+
 # --- computing: pure functions of a stored document --------------------------------------
 
 
@@ -132,11 +143,13 @@ def _detected(conn: apsw.Connection, document_id: int, fields: tuple) -> tuple[D
 
 def compute(conn: apsw.Connection, entries: Sequence[tuple[int, int]]) -> list[Linked]:
     """What each ``(entry, document_id)`` links to, read from ``conn`` in one snapshot;
-    a document gone meanwhile is left out. No writes."""
+    an entry this snapshot does not hold (gone, or not committed yet) is left out, so
+    what is read is always the version the entry names. No writes."""
     found = []
     with read_snapshot(conn):
+        live = queue.live_entries(conn, [entry for entry, _doc in entries])
         for entry, document_id in entries:
-            fields = _document_fields(conn, document_id)
+            fields = _document_fields(conn, document_id) if entry in live else None
             if fields is None:
                 continue
             code = fields[2] == "code"
@@ -274,7 +287,10 @@ def link_pending(
     linked = 0
     if total:
         relink.prepare(db)  # the names of the library read before the first transaction
-        with reader_pool(total) as pool:
+        # Inside a caller's transaction (``reindex --rebuild``) the workers could not see
+        # the rows it wrote: computed here then.
+        workers = reader_pool(total) if not db.conn.in_transaction else nullcontext()
+        with workers as pool:
             for item in _computed(db, _groups(db, should_stop), pool):
                 linked += _link_large(db, *item) if isinstance(item, tuple) else write(db, item)
                 if progress:
