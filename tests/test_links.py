@@ -304,3 +304,35 @@ async def test_add_document_returns_before_linking_and_the_server_catches_up(
                 await asyncio.sleep(0.1)
             assert link_queue.pending_count(lib.db.conn) == 0
             assert "teamatlas" in {e[0] for e in lib.graph.snapshot()[0]}
+
+
+def test_a_library_from_before_the_queue_has_every_document_linked(tmp_path: Path) -> None:
+    """Migration 13 on a library the one path built: the queue starts empty, its
+    entities and relations stay, nothing is linked twice."""
+    folder, home = tmp_path / "notes", tmp_path / "home"
+    _write_folder(folder, filler=0)
+    with _library(home) as lib:
+        lib.add_folder(folder, "corpus")
+        lib.sync("corpus")
+        before = linked_rows(lib)
+        with lib.db.write() as conn:  # as the library was at schema 12
+            conn.execute("DROP TABLE link_queue")
+            conn.execute("PRAGMA user_version = 12")
+    with _library(home) as lib:
+        assert lib.overview().health["entities_and_relations"] == "current"
+        assert lib.link_pending().linked == 0
+        assert linked_rows(lib) == before
+
+
+def test_cli_add_says_keyword_search_works_before_it_links(tmp_path: Path, kb_cli) -> None:
+    folder = tmp_path / "notes"
+    _write_folder(folder, filler=0)
+    done = kb_cli("add", str(folder), "--yes")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    searchable = lines.index(
+        "keyword search works now; recording entities and relations of 6 documents"
+    )
+    assert lines[searchable + 1].startswith("entities and relations: 6 documents in ")
+    listed = kb_cli("list")
+    assert "entities_and_relations=current" in listed.stdout
