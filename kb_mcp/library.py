@@ -200,10 +200,12 @@ class Library:
         *,
         should_stop: Callable[[], bool] | None = None,
         progress: sync.Progress | None = None,
-    ) -> LinkReport:
+        wait: bool = True,
+    ) -> LinkReport | None:
         """Record the entities, relations and near-duplicates of every document stored
-        since the last run (``ingest/links.py``); resumable, safe beside another run."""
-        return self._state.link_pending(should_stop, progress)
+        since the last run (``ingest/links.py``); resumable. None when it stopped while
+        another process's run held the library, or (``wait=False``) one does."""
+        return self._state.link_pending(should_stop, progress, wait=wait)
 
     def links_pending(self) -> int:
         """Documents whose entities and relations are not recorded yet."""

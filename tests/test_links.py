@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from kb_mcp.fsutil import FileLock
 from kb_mcp.index import graph
 from kb_mcp.ingest import links
 from kb_mcp.library import Library
@@ -186,6 +187,7 @@ def test_a_result_for_a_document_changed_meanwhile_is_not_written(tmp_path: Path
 KILLED = """
 import os, signal, sys
 from pathlib import Path
+from kb_mcp.fsutil import FileLock
 from kb_mcp.index import graph
 from kb_mcp.ingest import links
 from kb_mcp.library import Library
@@ -336,3 +338,21 @@ def test_cli_add_says_keyword_search_works_before_it_links(tmp_path: Path, kb_cl
     assert lines[searchable + 1].startswith("entities and relations: 6 documents in ")
     listed = kb_cli("list")
     assert "entities_and_relations=current" in listed.stdout
+
+
+def test_one_process_links_a_library_at_a_time(tmp_path: Path) -> None:
+    """Another process's run holds the library's linking lock: a run that must not wait
+    (the server's) leaves the queue to it; once it is released the queue is linked."""
+    folder, home = tmp_path / "notes", tmp_path / "home"
+    _write_folder(folder, filler=0)
+    with _library(home) as lib:
+        lib.add_folder(folder, "corpus")
+        lib.sync("corpus", link=False)
+        other = FileLock(home / links.LOCK_PATH)
+        assert other.acquire()
+        try:
+            assert lib.link_pending(wait=False) is None
+            assert link_queue.pending_count(lib.db.conn) == 6
+        finally:
+            other.release()
+        assert lib.link_pending(wait=False).linked == 6

@@ -71,6 +71,8 @@ def link_and_report(library: Library) -> None:
     print(f"keyword search works now; recording entities and relations of {pending:,} documents")
     with PhaseProgress(LINKING_DOCUMENTS) as progress:
         report = library.link_pending(progress=progress)
+    if report is None:  # stopped while another process linked
+        return
     left = f"; {report.pending:,} pending" if report.pending else ""
     print(f"entities and relations: {report.linked:,} documents in {report.seconds:.1f} s{left}")
 

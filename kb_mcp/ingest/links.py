@@ -75,6 +75,10 @@ LARGE_CHUNKS = 1_000
 # of any file read whole (``filework.LARGE_FILE_BYTES``).
 OPENING_CHARS = 4 * 1024 * 1024
 _IN_FLIGHT_PER_WORKER = 2  # groups computed ahead of the writer, per worker
+# One process links a library at a time (``LibraryState.link_pending``), beside the
+# embedding and LLM-pass locks.
+LOCK_PATH = "locks/links.lock"
+LOCK_POLL_S = 0.2
 
 
 @dataclass(frozen=True, slots=True)

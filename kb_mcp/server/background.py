@@ -369,11 +369,11 @@ class BackgroundLinker(BackgroundEmbedder):
     def _once(self, library: Library) -> bool:
         """One run over the queue; False when it failed."""
         try:
-            report = library.link_pending(should_stop=self._stop.is_set)
+            report = library.link_pending(should_stop=self._stop.is_set, wait=False)
         except Exception:  # a failed run must never take the server down
             log.exception("the linking phase failed")
             return False
-        if report.linked:
+        if report is not None and report.linked:
             log.info(
                 "entities and relations recorded for %d documents (%d pending)",
                 report.linked,
