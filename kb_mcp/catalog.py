@@ -10,7 +10,7 @@ from __future__ import annotations
 from kb_mcp import limits
 from kb_mcp.embed.active import NO_EMBEDDER
 from kb_mcp.index import vectors
-from kb_mcp.ingest import skipped
+from kb_mcp.ingest import links, skipped
 from kb_mcp.results import (
     DocumentEntry,
     FailedFile,
@@ -95,6 +95,7 @@ class Catalog:
             or self._vectors.last_error,
             "failed_files": sum(s.failed for s in sources),
             "near_duplicate_pairs": pairs,
+            "entities_and_relations": links.describe(conn),  # the linking phase
         }
         modes = ("keyword", "vector", "hybrid", "grep") if state.usable else ("keyword", "grep")
         return Overview(

@@ -14,6 +14,7 @@ from dataclasses import fields
 from typing import TYPE_CHECKING
 
 from kb_mcp.index.fts import FtsIndex
+from kb_mcp.ingest import links
 from kb_mcp.ingest.sources import FolderSource
 from kb_mcp.results import Check, DoctorReport, FailedFile, VectorState
 from kb_mcp.settings import Settings
@@ -53,6 +54,12 @@ def _keyword_index(fts: FtsIndex) -> Check:
         return Check("keyword index", True, "older representation; rebuilt on the next search")
     problem = fts.integrity_problem()
     return Check("keyword index", problem is None, problem or "current and consistent")
+
+
+def _linking(db: Database) -> Check:
+    """The linking phase's progress (``ingest/links``): pending documents are keyword-
+    searchable already, and catch up by themselves (the next sync, or the server)."""
+    return Check("entities and relations", True, links.describe(db.conn))
 
 
 def _folder(folder: FolderSource) -> Check:
@@ -206,6 +213,7 @@ def run_checks(
         Check("home", writable, f"{settings.home} ({'writable' if writable else 'read-only'})"),
         checked("database", lambda: _database(db)),
         checked("keyword index", lambda: _keyword_index(fts)),
+        checked("entities and relations", lambda: _linking(db)),
         *(_folder(f) for f in folders),
         checked("failed files", lambda: _failed_files(failed_files(), failed_first())),
         checked("skipped files", lambda: _skipped_files(skipped())),

@@ -32,6 +32,7 @@ class Folders:
         # The state's shared steps, under the names the methods below call them by.
         self._ready = state.ready
         self._chunks_changed = state.chunks_changed
+        self._link_pending = state.link_pending
         self._source_id = state.source_id
 
     def folder_sources(self) -> list[sources.FolderSource]:
@@ -119,8 +120,13 @@ class Folders:
         should_stop: Callable[[], bool] | None = None,
         *,
         wait: bool = True,
+        link: bool = True,
     ) -> list[sync.SyncReport]:
         """Sync folder sources (all, or the one named); resumable and safe to repeat.
+
+        The keyword phase first; then, with ``link``, the linking phase over every queued
+        document (``ingest/links``): a caller that links later (the CLI, to say the
+        folder is searchable first; the server, in the background) passes False.
 
         One sync per source at a time, across processes: a source another sync holds is
         waited for (``wait``, the default) or skipped, with no report (``wait=False``).
@@ -137,9 +143,12 @@ class Folders:
             self._drop_unlisted_folders({f.name for f in folders})
         reports = (self._sync_one(folder, progress, should_stop, wait) for folder in folders)
         try:
-            return [report for report in reports if report is not None]
+            done = [report for report in reports if report is not None]
         finally:
             self._chunks_changed()
+        if link:
+            self._link_pending(should_stop)
+        return done
 
     def _sync_one(
         self,

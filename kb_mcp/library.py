@@ -31,6 +31,7 @@ from kb_mcp.folders import Folders
 from kb_mcp.graph.enrich import EnrichReport, ExtractorFactory
 from kb_mcp.home import DB_FILE
 from kb_mcp.ingest import sources, sync
+from kb_mcp.ingest.links import LinkReport
 from kb_mcp.ingest.skipped import groups as skipped_groups
 from kb_mcp.lookup import MODEL_LOADING, Lookup
 from kb_mcp.results import (
@@ -52,6 +53,7 @@ from kb_mcp.search.query import parse_query
 from kb_mcp.settings import Settings
 from kb_mcp.state import LibraryState
 from kb_mcp.store import documents as rows
+from kb_mcp.store import link_queue
 from kb_mcp.store.counts import source_counts
 from kb_mcp.store.failures import storage_failure
 from kb_mcp.writing import Writing
@@ -91,6 +93,7 @@ class Library:
         self._reranker = state.reranker
         self._ready = state.ready
         self._memo = state.memo
+        self._state = state
         self._folders = Folders(state)
         self._writing = Writing(state, self._folders.sync)
         self._lookup = Lookup(state)
@@ -116,13 +119,17 @@ class Library:
         tags: list[str] | None = None,
         *,
         by_agent: bool = True,
+        link: bool = True,
     ) -> AddResult:
-        """Store text under the identity of ``source_uri``: created, replaced or unchanged."""
-        return self._writing.add_document(title, content, source_uri, tags, by_agent=by_agent)
+        """Store text under the identity of ``source_uri``: created, replaced or unchanged;
+        ``link``: its entities and relations recorded before returning (else later)."""
+        return self._writing.add_document(
+            title, content, source_uri, tags, by_agent=by_agent, link=link
+        )
 
-    def import_file(self, path: str | Path) -> AddResult:
+    def import_file(self, path: str | Path, *, link: bool = True) -> AddResult:
         """Import one file as an upload: converted to Markdown under ``docs/``, original kept."""
-        return self._writing.import_file(path)
+        return self._writing.import_file(path, link=link)
 
     def reindex(
         self, *, rebuild: bool = False, progress: sync.Progress | None = None
@@ -175,9 +182,34 @@ class Library:
         should_stop: Callable[[], bool] | None = None,
         *,
         wait: bool = True,
+        link: bool = True,
     ) -> list[sync.SyncReport]:
-        """Sync folder sources (all, or the one named); resumable and safe to repeat."""
-        return self._folders.sync(source, progress, should_stop, wait=wait)
+        """Sync folder sources (all, or the one named); resumable and safe to repeat.
+        ``link``: the linking phase runs after the keyword phase (else later)."""
+        return self._folders.sync(source, progress, should_stop, wait=wait, link=link)
+
+    # --- the linking phase (ingest/links.py) ---------------------------------------------
+
+    @property
+    def links_wanted(self) -> threading.Event:
+        """Set when documents may wait for linking; the server's linking thread waits on it."""
+        return self._state.links_wanted
+
+    def link_pending(
+        self,
+        *,
+        should_stop: Callable[[], bool] | None = None,
+        progress: sync.Progress | None = None,
+        wait: bool = True,
+    ) -> LinkReport | None:
+        """Record the entities, relations and near-duplicates of every document stored
+        since the last run (``ingest/links.py``); resumable. None when it stopped while
+        another process's run held the library, or (``wait=False``) one does."""
+        return self._state.link_pending(should_stop, progress, wait=wait)
+
+    def links_pending(self) -> int:
+        """Documents whose entities and relations are not recorded yet."""
+        return link_queue.pending_count(self.db.conn)
 
     # --- vectors (embed/active.py) -------------------------------------------------------
 

@@ -11,17 +11,18 @@ no reference back to the facade (so nothing forms a cycle with ``Library``), and
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
 from kb_mcp.embed.active import ActiveVectors, EmbedderFactory
 from kb_mcp.errors import InvalidInput, NotFound
-from kb_mcp.fsutil import remove_stale_temps
+from kb_mcp.fsutil import FileLock, remove_stale_temps
 from kb_mcp.graph.enrich import ExtractorFactory, GraphEnrichment
 from kb_mcp.home import DB_FILE
 from kb_mcp.index.fts import FtsIndex
 from kb_mcp.index.graph import GraphIndex
-from kb_mcp.ingest import agent, synclock
+from kb_mcp.ingest import agent, links, synclock
 from kb_mcp.ingest.redate import StoredDates
 from kb_mcp.ingest.reredact import StoredRedaction
 from kb_mcp.relations.relink import StoredRelations
@@ -73,6 +74,7 @@ class LibraryState:
         self._memo_lock = threading.Lock()
         self.enrichment = GraphEnrichment(self.db, self.home, settings, make_extractor)
         self.reranker = ActiveReranker(settings)  # built at the first search that reranks
+        self.links_wanted = threading.Event()  # the server's linking thread waits on it
         synclock.recover_interrupted(self.db, self.home)
 
     def ready(self) -> None:
@@ -89,9 +91,38 @@ class LibraryState:
         self.relations.ensure_current()
 
     def chunks_changed(self) -> None:
-        """Wake the background work that follows the chunks: embedding and the LLM pass."""
+        """Wake the background work that follows the chunks: linking, embedding and the
+        LLM pass."""
+        self.links_wanted.set()
         self.vectors.chunks_changed()
         self.enrichment.wanted.set()
+
+    def link_pending(
+        self,
+        should_stop: Callable[[], bool] | None = None,
+        progress: links.Progress | None = None,
+        *,
+        wait: bool = True,
+    ) -> links.LinkReport | None:
+        """The linking phase over every queued document (``ingest/links.py``), once the
+        derived data it adds to is current (``ready``). One process links a library at a
+        time (two would compute the same documents, and one would throw its work away):
+        another's run is waited for, or (``wait=False``) left to it, returning None.
+        Inside a caller's write transaction (``reindex --rebuild``) no other process can
+        write anyway, and waiting for one that waits for that transaction would stall:
+        no lock then."""
+        self.ready()
+        if self.db.conn.in_transaction:
+            return links.link_pending(self.db, should_stop=should_stop, progress=progress)
+        with FileLock(self.home / links.LOCK_PATH) as lock:
+            if not lock.acquire():
+                if not wait:
+                    return None
+                while not lock.acquire():
+                    if should_stop and should_stop():
+                        return None
+                    time.sleep(links.LOCK_POLL_S)
+            return links.link_pending(self.db, should_stop=should_stop, progress=progress)
 
     def source_id(self, name: str) -> int:
         """The id of the source named ``name``; NotFound listing the known sources."""

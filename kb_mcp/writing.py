@@ -48,6 +48,7 @@ class Writing:
         # The state's shared steps, under the names the methods below call them by.
         self._ready = state.ready
         self._chunks_changed = state.chunks_changed
+        self._link_pending = state.link_pending
         self.sync = sync
 
     def add_document(
@@ -58,11 +59,14 @@ class Writing:
         tags: list[str] | None = None,
         *,
         by_agent: bool = True,
+        link: bool = True,
     ) -> AddResult:
         """Store text under the identity of ``source_uri``: created, replaced or unchanged.
 
         Title, content, uri and tags are redacted before anything is stored. Refused when
         it comes from an agent and agent writes are off; nothing is changed on any error.
+        ``link``: run the linking phase before returning (``ingest/links``); the server
+        passes False and links in the background.
         """
         if by_agent and not self.settings.allow_agent_writes:
             raise Refused(
@@ -98,6 +102,8 @@ class Writing:
         stored = self._store_agent_document(doc, write_file=True)
         if stored.outcome is not Outcome.UNCHANGED:
             self._chunks_changed()
+            if link:
+                self._link_pending()
         redactions = clean_title.count + clean_body.count + clean_uri.count
         kinds = tuple(sorted({*clean_title.kinds, *clean_body.kinds, *clean_uri.kinds}))
         return AddResult(doc_key, stored.outcome.value, doc.title, stored.chunks, redactions, kinds)
@@ -153,7 +159,7 @@ class Writing:
                 atomic_write(agent.agent_file(self.home, doc.doc_key), data)
         return stored
 
-    def import_file(self, path: str | Path) -> AddResult:
+    def import_file(self, path: str | Path, *, link: bool = True) -> AddResult:
         """Import one file as an upload: converted to Markdown under ``docs/``, original kept.
 
         Identity is the file's resolved path, so importing it again replaces it. The text
@@ -189,6 +195,8 @@ class Writing:
         atomic_write(original, data)
         stored = self._store_agent_document(doc, write_file=True)
         self._chunks_changed()
+        if link:
+            self._link_pending()
         return AddResult(
             doc_key, stored.outcome.value, doc.title, stored.chunks, body.count, body.kinds
         )

@@ -1,18 +1,13 @@
-"""What heuristic entity extraction costs at ingest: a real folder synced twice.
+"""What the linking phase costs at ingest: a real folder synced twice.
 
 ``python -m kb_mcp.bench.graph_cost FOLDER [--rounds N]`` syncs FOLDER into fresh homes,
-alternating a normal sync with one whose graph step (``graph/extract.extract``, run where
-each file is read, in the reader processes: ``ingest/derive``) finds nothing, so nothing
-is written either, and prints the median files per second of each and their ratio, and the median
-CPU seconds of this (the writer) process: the wall-time ratio moves with the machine's
-load, the writer's CPU shows where the graph step's cost is. Issue 9 asks that ingest
-with heuristic extraction stay within 25 % of ingest without it.
-
-The graph step is switched off here by handing the reader pool a reading function of this
-module (``_read_file_without_graph``, imported by name in each spawned worker) that
-replaces the extractor around each read, and restoring ``filework.read_file`` after the round:
-a measurement, never a product setting (the graph is derived data every search leg may
-rely on).
+alternating a sync followed by the linking phase (``ingest/links``: entity extraction,
+relation detection and matching, near-duplicates) with the keyword phase alone
+(``Library.sync(link=False)``), and prints the median files per second of each and their
+ratio, and the median CPU seconds of this (the writer) process and of the worker
+processes: the wall-time ratio moves with the machine's load, the CPU shows where the
+cost is. Issue 9 asked that ingest with heuristic extraction stay within 25 % of ingest
+without it; since issue 22 the extraction comes after the folder is keyword-searchable.
 """
 
 from __future__ import annotations
@@ -25,26 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from kb_mcp.graph.extract import Extraction
-from kb_mcp.ingest import derive, filework
 from kb_mcp.library import Library
 from kb_mcp.settings import Settings
-
-_READ_FILE = filework.read_file  # the real one, whichever process imports this module
-
-
-def _no_entities(text: str, heading_path: object = (), *, code: bool = False) -> Extraction:
-    return Extraction([], [])
-
-
-def _read_file_without_graph(*args: object) -> filework.FileWork:
-    """``filework.read_file`` with an extractor that finds nothing (in a worker or here)."""
-    original = derive.extract
-    derive.extract = _no_entities  # type: ignore[assignment]
-    try:
-        return _READ_FILE(*args)  # type: ignore[arg-type]
-    finally:
-        derive.extract = original
 
 
 def _children_cpu() -> float:
@@ -57,16 +34,13 @@ def _sync_seconds(folder: Path, *, with_graph: bool) -> tuple[float, float, floa
     """Wall seconds, this (the writer) process's CPU, the readers' CPU, files added."""
     home = Path(tempfile.mkdtemp(prefix="kb-mcp-graph-cost-"))
     try:
-        if not with_graph:
-            filework.read_file = _read_file_without_graph  # type: ignore[assignment]
         with Library(Settings(home=home, embedder="none", max_files_per_source=100_000)) as lib:
             lib.add_folder(folder)
             started, cpu, readers = time.perf_counter(), time.process_time(), _children_cpu()
-            (report,) = lib.sync()
+            (report,) = lib.sync(link=with_graph)
             wall, writer = time.perf_counter() - started, time.process_time() - cpu
             return wall, writer, _children_cpu() - readers, report.added
     finally:
-        filework.read_file = _READ_FILE
         shutil.rmtree(home, ignore_errors=True)
 
 

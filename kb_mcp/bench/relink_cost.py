@@ -29,6 +29,7 @@ from pathlib import Path
 
 from kb_mcp.ingest import pipeline
 from kb_mcp.library import Library
+from kb_mcp.relations import relink
 from kb_mcp.settings import Settings
 
 _SYLLABLES = "ka lo mi ne ru sa ti vo ze pa do fi gu he ja ko lu ma no pe ri so tu".split()
@@ -128,7 +129,7 @@ def _states(lib: Library) -> str:
 def run(n: int, share: float) -> None:
     work = Path(tempfile.mkdtemp(prefix="kb-mcp-relink-cost-"))
     meter = Meter()
-    pipeline.record_relations = meter.wrap(pipeline.record_relations)
+    relink.record_relations = meter.wrap(relink.record_relations)
     pipeline.forget_document = meter.wrap(pipeline.forget_document)
     try:
         folder = work / "notes"

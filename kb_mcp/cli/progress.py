@@ -55,6 +55,7 @@ class Phase:
 READING_FILES = Phase("reading", "files")
 EMBEDDING_PASSAGES = Phase("embedding", "passages")
 ENRICHING_PASSAGES = Phase("enriching", "passages")  # the graph's LLM pass
+LINKING_DOCUMENTS = Phase("linking", "documents")  # entities and relations: ingest/links
 
 
 def rate_text(per_second: float) -> str:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from kb_mcp.cli.progress import (
     EMBEDDING_PASSAGES,
     ENRICHING_PASSAGES,
+    LINKING_DOCUMENTS,
     READING_FILES,
     PhaseProgress,
 )
@@ -53,10 +54,27 @@ def _print_report(report: SyncReport) -> None:
 def _sync_and_report(library: Library, source: str | None) -> int:
     """Sync with its progress on stderr, print one summary per source; how many."""
     with PhaseProgress(READING_FILES) as progress:
-        reports = library.sync(source, progress=progress)
+        reports = library.sync(source, progress=progress, link=False)
     for report in reports:
         _print_report(report)
+    link_and_report(library)
     return len(reports)
+
+
+def link_and_report(library: Library) -> None:
+    """The linking phase (``ingest/links``) after the keyword phase, with its progress on
+    stderr: one line saying keyword search already works, one saying what it recorded.
+    Ctrl-C stops it; the next sync or the server resumes it. Silent when none waits."""
+    pending = library.links_pending()
+    if not pending:
+        return
+    print(f"keyword search works now; recording entities and relations of {pending:,} documents")
+    with PhaseProgress(LINKING_DOCUMENTS) as progress:
+        report = library.link_pending(progress=progress)
+    if report is None:  # stopped while another process linked
+        return
+    left = f"; {report.pending:,} pending" if report.pending else ""
+    print(f"entities and relations: {report.linked:,} documents in {report.seconds:.1f} s{left}")
 
 
 def embed_and_report(library: Library, *, quiet: bool = False) -> None:
@@ -121,8 +139,9 @@ def cmd_add(args: argparse.Namespace, library: Library) -> int:
 
     path = Path(args.path).expanduser()
     if path.is_file():
-        result = library.import_file(path)
+        result = library.import_file(path, link=False)
         print(render.add_text(result))
+        link_and_report(library)
         _after_sync(args, library)
         return 0
     gitignore = args.gitignore is not False  # a new source honours .gitignore unless told

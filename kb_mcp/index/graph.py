@@ -1,7 +1,8 @@
 """All SQL of the entity graph: entities, mentions, relations, and their upkeep.
 
-The graph is derived from the chunks, like the FTS index, and is kept in step with them
-in the same write transaction (``ingest/pipeline``): adding a chunk adds its mentions,
+The graph is derived from the chunks, like the FTS index. A document's chunks are added
+by the linking phase after it is keyword-searchable (``ingest/links``), and taken back in
+the transaction that removes them (``ingest/pipeline``): adding a chunk adds its mentions,
 its co-mention pairs and the counts; removing it takes back exactly those (the pairs are
 recomputed from its stored mentions by the same rule, ``graph/extract.paired``), and an
 entity no chunk mentions any more goes. An entity's ``name``, ``kind`` and ``aliases``
@@ -338,13 +339,17 @@ def stored_version(conn: apsw.Connection) -> str | None:
 
 
 def rebuild(db: Database) -> int:
-    """Extract the graph again from every chunk, in one transaction; the chunk count."""
+    """Extract the graph again from every chunk of a linked document (one still in
+    ``link_queue`` gets its entities from the linking phase), in one transaction; the
+    chunk count."""
     count = 0
     with db.write() as conn:
         forget_all(conn)
         cursor = db.conn.execute(
             "SELECT c.id, c.document_id, c.heading_path, c.text, d.kind = 'code' FROM chunks c "
-            "JOIN documents d ON d.id = c.document_id ORDER BY c.document_id, c.id"
+            "JOIN documents d ON d.id = c.document_id "
+            "WHERE c.document_id NOT IN (SELECT document_id FROM link_queue) "
+            "ORDER BY c.document_id, c.id"
         )
         document, batch = None, []
         for cid, document_id, path, text, code in cursor:

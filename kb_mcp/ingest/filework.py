@@ -39,7 +39,7 @@ from kb_mcp.redact import redact
 from kb_mcp.store import documents as rows
 
 # Files over this many bytes are read in the writer process, one at a time, and their
-# FTS index copies and entities made chunk by chunk as they are inserted
+# FTS index copies made chunk by chunk as they are inserted
 # (``derive(eager=False)``): a worker's result would exist twice (pickled there,
 # unpickled in the writer). Peak RSS ≤ 250 MB for a folder of big files is issue 10's
 # bound.
@@ -121,8 +121,8 @@ class FileWork:
 
     Computed without the database, so it can run in a worker process; ``failure`` is the
     reason when the file could not be read, ``doc`` is None when its hash is unchanged,
-    ``derived`` its index rows (``ingest/derive``: FTS copies, entities, relations, so
-    the writer only writes; for a large file only its relations, and ``chunks`` is then
+    ``derived`` its index rows (``ingest/derive``: FTS copies, so the writer only
+    writes; for a large file none, and ``chunks`` is then
     a lazy iterator the writer consumes once), ``note`` what the reader ignored in a file it indexed
     (``Converted.notes``).
     """

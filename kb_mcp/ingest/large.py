@@ -70,8 +70,8 @@ class Large:
     def document(self, doc: NewDocument) -> tuple[NewDocument, Iterator[Chunk], Derived]:
         """``doc`` (``sync.prepare_file`` of ``head``) made the whole file's: its key and
         hash are the whole redacted text's, which it stores; the file's chunks, made from
-        those bytes one window at a time as the writer takes them; and its relations (its
-        index rows are made as the chunks are stored, ``derive(eager=False)``)."""
+        those bytes one window at a time as the writer takes them; and no index rows
+        (they are made as the chunks are stored, ``derive(eager=False)``)."""
         doc = dataclasses.replace(
             doc, doc_key="f-" + self.digest[:16], content_hash=self.digest, utf8=self.utf8
         )

@@ -5,6 +5,11 @@ location (source + path or uri) is pointed at a document, the document's chunks 
 stored and indexed, and whatever the location held before is unlinked, and deleted with
 its chunks from every index once no other location holds it.
 
+This is the keyword phase: what makes a document searchable, greppable, readable and
+redacted, and nothing else. Its entities, the relations it states and its near-copies are
+recorded by the linking phase after it (``ingest/links.py``), which the transaction that
+stores a document queues it for; a removal takes all of them back here, at once.
+
 Identity is the ``doc_key``: an agent document's key comes from its uri (an edit
 replaces), a file's from its text (identical text in two sources is stored once, with
 two locations).
@@ -34,54 +39,49 @@ import apsw
 
 from kb_mcp.chunk import Chunk
 from kb_mcp.chunk.stream import iter_chunks
-from kb_mcp.graph.extract import Extraction
 from kb_mcp.index import docs_fts, fts, graph, vectors
-from kb_mcp.ingest.dedup import record_near_duplicates
-from kb_mcp.ingest.derive import Derived, derive, extractions_of, fts_rows_of
+from kb_mcp.ingest.derive import Derived, derive, fts_rows_of
 from kb_mcp.redact import redact
-from kb_mcp.relations.relink import forget_document, record_relations
+from kb_mcp.relations.relink import forget_document
 from kb_mcp.store import documents as rows
+from kb_mcp.store import link_queue
 from kb_mcp.store.db import Database
 from kb_mcp.store.paths import StoredPath
 
-# A large file's chunks are stored, and their index copies and entities made and
-# written, this many at a time, so they never all exist at once.
+# A large file's chunks are stored, and their index copies made and written, this many
+# at a time, so they never all exist at once.
 LARGE_SLICE_CHUNKS = 1_000
 
 
 class PendingRows:
-    """The FTS rows and entities of the documents stored in one write transaction,
-    written together before it commits.
+    """The FTS rows of the documents stored in one write transaction, written together
+    before it commits.
 
     Trigger: a document's FTS rows were inserted as it was stored, and the next statement
     that opened a statement savepoint (the location upsert) made FTS5 flush its pending
     terms into a new segment: one segment per document, merged again and again by
     automerge (the location upsert was 1 ms a file, 0.013 ms alone; cProfile of the bench
     perf corpus's writer). Outcome: a sync hands one of these to every document of a
-    batch (``graph.PendingMentions`` for the entities, as before) and flushes it before
-    the batch commits, so FTS5 writes a segment per batch or per MiB of terms. The same
-    rows result, in the same transaction. Flushed early by the caller before anything is
-    removed in that transaction (removal takes rows back from the FTS index and the
-    graph), and once ``MAX_PENDING_CHUNKS`` FTS rows wait (bounded memory).
+    batch and flushes it before the batch commits, so FTS5 writes a segment per batch or
+    per MiB of terms. The same rows result, in the same transaction. Flushed early by the
+    caller before anything is removed in that transaction (removal takes rows back from
+    the FTS index), and once ``MAX_PENDING_CHUNKS`` FTS rows wait (bounded memory).
     """
 
-    MAX_PENDING_CHUNKS = graph.PendingMentions.MAX_PENDING_CHUNKS
+    MAX_PENDING_CHUNKS = 20_000
 
     def __init__(self) -> None:
         self._fts: list[tuple[int, str, str]] = []
         self._documents: list[tuple[int, str, str]] = []  # ``docs_fts`` rows
-        self._mentions = graph.PendingMentions()
 
     def add(
         self,
         conn: apsw.Connection,
         fts_rows: Iterable[tuple[int, str, str]],
-        extracted: Iterable[tuple[int, Extraction]],
         document_row: tuple[int, str, str],
     ) -> None:
         self._fts.extend(fts_rows)
         self._documents.append(document_row)
-        self._mentions.add(conn, extracted)
         if len(self._fts) >= self.MAX_PENDING_CHUNKS:
             self.flush(conn)
 
@@ -93,7 +93,6 @@ class PendingRows:
         if self._documents:
             docs_fts.add_documents(conn, self._documents)
             self._documents = []
-        self._mentions.flush(conn)
 
 
 class Outcome(StrEnum):
@@ -144,24 +143,22 @@ def _index_document(
     pending: PendingRows | None,
 ) -> int:
     document_id = rows.insert_document(conn, doc)
-    if derived.extractions is None:  # a large file: chunks made, stored, indexed in slices
+    link_queue.enqueue(conn, document_id)
+    if derived.fts_rows is None:  # a large file: chunks made, stored, indexed in slices
         _index_in_slices(conn, document_id, doc, iter(chunks))
     else:
         chunks = list(chunks)
         ids = rows.insert_chunks(conn, document_id, chunks)
-        copies = derived.fts_rows if derived.fts_rows is not None else fts_rows_of(doc, chunks)
+        copies = derived.fts_rows
         fts_rows = [(cid, head, body) for cid, (head, body) in zip(ids, copies, strict=True)]
-        extracted = list(zip(ids, derived.extractions, strict=True))
         body = docs_fts.DocumentBody()
         body.add(row[2] for row in fts_rows)
         document_row = (document_id, docs_fts.head_copy(doc.title, _language(doc)), body.text())
         if pending is None:
             fts.add_index_rows(conn, fts_rows)
             docs_fts.add_documents(conn, [document_row])
-            graph.add_extracted(conn, extracted)
         else:
-            pending.add(conn, fts_rows, extracted, document_row)
-    record_near_duplicates(conn, document_id, doc.title, doc.text)
+            pending.add(conn, fts_rows, document_row)
     return document_id
 
 
@@ -169,8 +166,8 @@ def _index_in_slices(
     conn: apsw.Connection, document_id: int, doc: rows.NewDocument, chunks: Iterator[Chunk]
 ) -> None:
     """Store and index ``LARGE_SLICE_CHUNKS`` chunks at a time, as ``chunks`` (a lazy
-    ``chunk.stream.iter_chunks``) makes them: a large file's chunks, index copies and
-    entities never all exist at once (the rows are the same whatever the grouping; the
+    ``chunk.stream.iter_chunks``) makes them: a large file's chunks and index copies
+    never all exist at once (the rows are the same whatever the grouping; the
     document's own row holds the first ``docs_fts.BODY_CHARS`` of its copies)."""
     body = docs_fts.DocumentBody()
     while part := list(islice(chunks, LARGE_SLICE_CHUNKS)):
@@ -180,7 +177,6 @@ def _index_in_slices(
             conn, ((cid, head, body) for cid, (head, body) in zip(ids, copies, strict=True))
         )
         body.add(copy for _head, copy in copies)
-        graph.add_extracted(conn, list(zip(ids, extractions_of(doc, part), strict=True)))
     head = docs_fts.head_copy(doc.title, _language(doc))
     docs_fts.add_documents(conn, [(document_id, head, body.text())])
 
@@ -239,8 +235,9 @@ def store_document(
     deduplicated file is one document, whatever each copy's name or mtime). ``derived``
     is ``derive(doc, chunks)`` when a reader process computed it already (``chunks`` may
     then be a lazy iterator when it was derived with ``eager=False``); ``pending``
-    collects the FTS rows and entities of a batch of documents (the caller flushes it
-    before commit).
+    collects the FTS rows of a batch of documents (the caller flushes it before commit).
+    A stored document is queued for the linking phase (``ingest/links``), in this
+    transaction.
     """
     with db.write() as conn:
         old_id = rows.location_document_id(conn, source_id, path.key)
@@ -250,7 +247,7 @@ def store_document(
             rows.upsert_location(conn, source_id, path, old.id, **location)
             return Stored(Outcome.UNCHANGED, old.doc_key, len(rows.chunk_ids(conn, old.id)))
         if pending is not None and old is not None:
-            pending.flush(conn)  # a removal reads the mentions it takes back
+            pending.flush(conn)  # a removal takes back the index rows it reads
         if old is not None:
             rows.delete_location(conn, source_id, path.key)
             _drop_if_orphan(conn, old.id)
@@ -271,8 +268,6 @@ def store_document(
         else:
             document_id = existing.id
         rows.upsert_location(conn, source_id, path, document_id, **location)
-        if existing is None:  # after the location: a reference may name the file
-            record_relations(conn, document_id, doc, list(derived.relations))
         outcome = Outcome.REPLACED if old is not None else Outcome.CREATED
         return Stored(outcome, doc.doc_key, len(rows.chunk_ids(conn, document_id)))
 
@@ -298,7 +293,9 @@ def rewrite_in_place(
     tags: tuple[str, ...],
 ) -> int:
     """Give document ``old`` new text fields, re-chunked and re-indexed; its id,
-    locations and dates stay. Returns its chunks.
+    locations and dates stay. Returns its chunks. A document the linking phase has not
+    reached yet is queued again (its chunks are new) and gets its entities there; a
+    linked one gets them here, as it had them.
 
     For text whose lines did not move (``redact`` keeps every line where it was): a chunk
     of the new text covers the same lines as the old text's would. A folder file's key
@@ -308,6 +305,9 @@ def rewrite_in_place(
     agent document's key is its uri's and stays. Call inside ``db.write()``.
     """
     old_ids = rows.chunk_ids(conn, old.id)
+    linked = not link_queue.is_queued(conn, old.id)
+    if not linked:
+        link_queue.enqueue(conn, old.id)  # a new entry: a result for the old chunks is dropped
     fts.remove_chunks(conn, old_ids)
     docs_fts.remove_documents(conn, [old.id])
     graph.remove_chunks(conn, old_ids)
@@ -324,9 +324,10 @@ def rewrite_in_place(
         ]
         fts.add_index_rows(conn, copies)
         body.add(copy for _cid, _head, copy in copies)
-        graph.add_chunks(
-            conn, ((cid, c.heading_path, c.text) for cid, c in pairs), code=old.kind == "code"
-        )
+        if linked:
+            graph.add_chunks(
+                conn, ((cid, c.heading_path, c.text) for cid, c in pairs), code=old.kind == "code"
+            )
         stored += len(part)
     docs_fts.add_documents(conn, [(old.id, docs_fts.head_copy(title, language), body.text())])
     digest = text_hash(text)

@@ -31,7 +31,7 @@ import time
 
 from kb_mcp.ingest.dates import DATES_VERSION, text_date
 from kb_mcp.store import documents as rows
-from kb_mcp.store import meta
+from kb_mcp.store import link_queue, meta
 from kb_mcp.store.db import Database
 
 VERSION_KEY = "dates_version"
@@ -81,6 +81,8 @@ class StoredDates:
                     dated = text_date(text, kind)
                     if dated and dated != stored:
                         rows.set_doc_date(conn, document_id, dated)
+                        if link_queue.is_queued(conn, document_id):  # relations read the date
+                            link_queue.enqueue(conn, document_id)
                 after, count = batch[-1][0], count + len(batch)
             meta.put(conn, CURSOR_KEY, f"{wanted}:{after}")
             return False

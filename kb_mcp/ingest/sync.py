@@ -121,7 +121,7 @@ def apply_file(
 ) -> str:
     """Write what ``filework.read_file`` found; returns added / updated / unchanged / failed.
 
-    ``pending``: the batch's FTS rows and entities, written when the caller flushes it (inside the
+    ``pending``: the batch's FTS rows, written when the caller flushes it (inside the
     same transaction, before it commits). ``environment``: the sync's
     ``readers.environment``, kept with a failure."""
     found = work.found

@@ -16,7 +16,9 @@ writing must not mark the user's own files (folders, uploads) as corrected, supe
 or withdrawn (issue 11, docs/security.md). Such a reference stays ``pending``. The
 user's documents may name any document.
 
-All of it runs inside the caller's write transaction (``ingest/pipeline.py``). Which
+All of it runs inside the caller's write transaction: the linking phase's
+(``ingest/links.py``) for a stored document, the keyword phase's (``ingest/pipeline.py``)
+for a removed one. Which
 documents a reference can name, and which rows a document can answer, are looked up in
 ``relations/name_index`` (kept current from ``names_log``), never scanned: a stored document
 that states nothing and is named by nothing costs a few indexed reads, whatever the size
@@ -26,7 +28,6 @@ batches (``StoredRelations``).
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Iterable
 
@@ -102,22 +103,14 @@ def prepare(db: Database) -> None:
 
 
 def record_relations(
-    conn: apsw.Connection,
-    document_id: int,
-    doc: rows.NewDocument,
-    detected: list[detect.Detected] | None = None,
+    conn: apsw.Connection, document_id: int, detected: list[detect.Detected]
 ) -> None:
-    """Detect and match ``doc``'s relations, then re-match the rows it may answer.
-
-    ``detected``: what ``detect_relations`` found in ``doc``, when a reader process ran
-    it already (``ingest/derive``). Call after the document and its location are stored
-    (a reference may name the file).
+    """Record and match ``detected`` (what ``detect_relations`` found in the document),
+    then re-match the rows the document may answer. Call once the document and its
+    location are stored (a reference may name the file): the linking phase
+    (``ingest/links``) and the backfill below.
     """
     store.delete_stated_by(conn, document_id)
-    if detected is None:
-        detected = detect.detect_relations(
-            doc.title, doc.text, doc.kind, doc.doc_date, doc.supersedes
-        )
     index = names_for(conn)
     if not detected and not index.statements.rows:
         return
@@ -205,16 +198,12 @@ class StoredRelations:
                     meta.delete(conn, CURSOR_KEY)
                     return True
                 for found in batch:
-                    record_relations(conn, found.id, _as_new(conn, found))
+                    record_relations(conn, found.id, _detected(conn, found))
                 after, count = batch[-1].id, count + len(batch)
             meta.put(conn, CURSOR_KEY, f"{wanted}:{after}")
             return False
 
 
-def _as_new(conn: apsw.Connection, found: rows.DocumentRow) -> rows.NewDocument:
-    fields = {
-        f.name: getattr(found, f.name)
-        for f in dataclasses.fields(rows.NewDocument)
-        if hasattr(found, f.name)
-    }
-    return rows.NewDocument(**fields, supersedes=store.supersedes_of(conn, found.id))
+def _detected(conn: apsw.Connection, found: rows.DocumentRow) -> list[detect.Detected]:
+    supersedes = store.supersedes_of(conn, found.id)
+    return detect.detect_relations(found.title, found.text, found.kind, found.doc_date, supersedes)

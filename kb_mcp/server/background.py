@@ -172,10 +172,10 @@ class BackgroundSync:
             if not library.folder_sources():
                 return
             if names is None:
-                self._log(library.sync(should_stop=self._stop.is_set, wait=False))
+                self._log(library.sync(should_stop=self._stop.is_set, wait=False, link=False))
                 return
             for name in sorted(names):
-                reports = library.sync(name, should_stop=self._stop.is_set, wait=False)
+                reports = library.sync(name, should_stop=self._stop.is_set, wait=False, link=False)
                 if not reports and not self._stop.is_set():  # another process holds it
                     retry = threading.Timer(RETRY_S, self.changed, ({name},))
                     retry.daemon = True
@@ -344,8 +344,47 @@ class BackgroundEnricher(BackgroundEmbedder):
         return True
 
 
+class BackgroundLinker(BackgroundEmbedder):
+    """Runs the linking phase (``ingest/links.py``) while the server runs: the entities,
+    relations and near-duplicates of what a sync or an agent's ``add_document`` stored.
+
+    The embedder's loop, on its own thread and event (``Library.links_wanted``), so the
+    sync and ``add_document`` return once a document is keyword-searchable and this
+    catches up behind them; a document it has not reached simply has no entities or
+    relations yet. It resumes where a killed server left off (the queue is durable).
+    """
+
+    WHAT = "the linking phase"
+
+    def __init__(self, get_library: Callable[[], Library], **options: float) -> None:
+        super().__init__(get_library, **options)
+        self._thread = threading.Thread(target=self._run, name="kb-mcp-links", daemon=True)
+
+    def _configured(self, library: Library) -> bool:
+        return True
+
+    def _wanted(self, library: Library) -> threading.Event:
+        return library.links_wanted
+
+    def _once(self, library: Library) -> bool:
+        """One run over the queue; False when it failed."""
+        try:
+            report = library.link_pending(should_stop=self._stop.is_set, wait=False)
+        except Exception:  # a failed run must never take the server down
+            log.exception("the linking phase failed")
+            return False
+        if report is not None and report.linked:
+            log.info(
+                "entities and relations recorded for %d documents (%d pending)",
+                report.linked,
+                report.pending,
+            )
+        return True
+
+
 class BackgroundWork:
-    """The server's three background threads (sync, embedding, the graph's LLM pass).
+    """The server's four background threads (sync, linking, embedding, the graph's LLM
+    pass).
 
     Started once by whichever comes first: the prelude's fast path (with FastMCP's
     import, so a file saved in the first seconds is not left for a sync that starts
@@ -359,7 +398,9 @@ class BackgroundWork:
         self._interval_s = interval_s
         self._watch = watch
         self._lock = threading.Lock()
-        self._workers: tuple[BackgroundSync, BackgroundEmbedder, BackgroundEnricher] | None = None
+        self._workers: (
+            tuple[BackgroundSync, BackgroundLinker, BackgroundEmbedder, BackgroundEnricher] | None
+        ) = None
         self._stopped = False
 
     def start(self, sync_delay_s: float = START_DELAY_S) -> None:
@@ -373,6 +414,7 @@ class BackgroundWork:
                     watch_mode=self._watch,
                     start_delay_s=sync_delay_s,
                 ),
+                BackgroundLinker(self._get_library),
                 BackgroundEmbedder(self._get_library),
                 BackgroundEnricher(self._get_library),
             )

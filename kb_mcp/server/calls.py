@@ -211,7 +211,7 @@ def add_document(
     return run(
         holder,
         "add_document",
-        lambda lib: lib.add_document(title, content, source_uri, tags),
+        lambda lib: lib.add_document(title, content, source_uri, tags, link=False),
         render.add_text,
         render.to_data,
     )

@@ -414,6 +414,20 @@ def _v12_documents_keyword_index(conn: apsw.Connection) -> None:
         docs_fts.fill(conn)
 
 
+# 13: the linking phase's queue (issue 22 item 2, ``ingest/links.py``): one entry per
+# document whose entities, relations and near-duplicates are not recorded yet, written in
+# the transaction that stores the document and deleted in the one that records them. The
+# id is never reused (AUTOINCREMENT), so an entry names one version of its document: a
+# change to the document replaces the entry, and a result computed for the old one is not
+# written. A library from before this step had all of that recorded on the one ingest
+# path: the queue starts empty, every document linked.
+_V13_LINK_QUEUE = """
+CREATE TABLE link_queue (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    document_id INTEGER NOT NULL UNIQUE REFERENCES documents(id) ON DELETE CASCADE
+)"""
+
+
 Migration = str | Callable[[apsw.Connection], None]
 MIGRATIONS: tuple[Migration, ...] = (
     _V1,
@@ -428,6 +442,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     _V10_SKIPPED,
     _V11_FAILED_UNDER,
     _v12_documents_keyword_index,
+    _V13_LINK_QUEUE,
 )
 # Steps that delete text which must not survive in the file: the database is compacted
 # (rewritten from its live rows) after them, see ``Database.compact``.
