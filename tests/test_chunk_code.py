@@ -202,13 +202,48 @@ def test_split_code_block_without_blank_lines_splits_between_lines() -> None:
     assert [c.start_line for c in chunks[1:]] == [c.end_line + 1 for c in chunks[:-1]]
 
 
-def test_split_code_unparseable_python_falls_back_to_the_line_heuristic() -> None:
-    source = "import os\n\ndef old(x):\n    print x\n\nclass Thing:\n    pass\n"
+def test_split_code_python_2_is_cut_at_its_top_level_statements_as_python_3_is() -> None:
+    # the scan reads strings, brackets and lines, not the grammar: print statements pass
+    source = "import os\n\ndef old(x):\n    print x\n\nprint 'ready'\n\nclass Thing:\n    pass\n"
 
     chunks = split_code(source, "python", budget=30)
 
     assert _outline(chunks) == snapshot(
-        [((), 1, 1), (("def old",), 3, 4), (("class Thing",), 6, 7)]
+        [((), 1, 1), (("def old",), 3, 4), ((), 6, 6), (("class Thing",), 8, 9)]
+    )
+
+
+def test_split_code_python_with_a_string_left_open_falls_back_to_the_line_heuristic() -> None:
+    source = "import os\n\ndef old(x):\n    return 'x\n\nprint(1)\n\nclass Thing:\n    pass\n"
+
+    chunks = split_code(source, "python", budget=30)
+
+    assert _outline(chunks) == snapshot(
+        [((), 1, 1), (("def old",), 3, 4), (("def old",), 6, 6), (("class Thing",), 8, 9)]
+    )
+
+
+def test_split_code_python_statements_inside_strings_brackets_and_continuations_are_not_cut() -> (
+    None
+):
+    source = (
+        'TEXT = """\ndef not_code():\n"""\n\n\nCALL = f(\n1,\n)\n\n\nx = 1 + \\\n2\n\n\n'
+        "@dec\n# note\n@dec2\nclass Real:\n    pass\nelse_ = 1\n\n\n"
+        "try:\n    pass\nexcept OSError:\n    pass\nfinally:\n    pass\n"
+    )
+
+    chunks = split_code(source, "python", budget=40)
+
+    assert _outline(chunks) == snapshot(
+        [
+            ((), 1, 3),
+            ((), 6, 12),
+            (("class Real",), 15, 19),
+            ((), 20, 24),
+            ((), 23, 26),
+            ((), 25, 27),
+            ((), 27, 28),
+        ]
     )
 
 

@@ -7,6 +7,8 @@ broken into syllables, Latin text silently rewritten, camelCase identifiers that
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from inline_snapshot import snapshot
 
@@ -116,3 +118,23 @@ def test_split_identifier_cases() -> None:
             "v2": ["v", "2"],
         }
     )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "3dModel x9Value _fooBar __init__ mContext",  # a run led by a digit is no identifier
+        "fooBar.bazQux getHTTPResponse2 xB1y A2B HTTPServer HTTP",
+        "éaB北京getUser東京 aB" + "a" * 60 + "B",
+        "assertEqual(x, y); self.assertEqual(a, b)  # the same name twice",
+    ],
+)
+def test_index_copy_follows_each_camel_word_run_as_the_pattern_defines_it(text: str) -> None:
+    from kb_mcp.index import textprep
+
+    def by_pattern(match: re.Match[str]) -> str:
+        parts = textprep.identifier_parts(match.group(0))
+        return " ".join([match.group(0), *parts])
+
+    defined = textprep._CAMEL_WORD.sub(by_pattern, text)
+    assert index_copy(text) == textprep.CJK_RUN.sub(textprep._spaced_run, defined)

@@ -76,14 +76,17 @@ def redact_generated_values(text: str, kinds: list[str]) -> str:
     """Generated-looking values with a key-like word before them on their line."""
     edits = []
     for match in _CANDIDATE.finditer(text):
+        value = match.group(0).rstrip(".")
+        # all lower case and no digit: an identifier (``m.__pydantic_private__``), not data;
+        # tested first, the cheapest test that most candidates in code fail
+        if not _DIGIT_OR_UPPER.search(value):
+            continue
         start = match.start()
         line_start = text.rfind("\n", 0, start) + 1
         before = text[max(line_start, start - REACH) : start]
         if not may_name_a_secret(before) or before.endswith("base64,"):  # base64,: a data URI
             continue
-        value = match.group(0).rstrip(".")
-        # all lower case and no digit: an identifier (``m.__pydantic_private__``), not data
-        if _DIGIT_OR_UPPER.search(value) and looks_generated(value) and _keyed(before):
+        if looks_generated(value) and _keyed(before):
             edits.append((start, start + len(value), marker("secret")))
     kinds += ["secret"] * len(edits)
     return splice(text, edits) if edits else text
