@@ -25,7 +25,7 @@ import pytest
 from hash_embedder import FlakyEmbedder, HashEmbedder, hash_factory
 
 from kb_mcp.embed.base import EmbedKind
-from kb_mcp.embed.queue import embed_pending
+from kb_mcp.embed.queue import EmbedReport, embed_pending
 from kb_mcp.fsutil import FileLock
 from kb_mcp.index import vectors
 from kb_mcp.library import Library
@@ -351,9 +351,9 @@ def each_vector_is_its_texts(library: Library, embedder: HashEmbedder) -> bool:
     return all(blob == want.tobytes() for (*_, blob), want in zip(found, expected, strict=True))
 
 
-def synced(library: Library) -> None:
+def synced(library: Library) -> EmbedReport | None:
     library.sync()
-    library.embed_pending()
+    return library.embed_pending()
 
 
 def test_embed_resync_of_an_edited_file_embeds_only_its_changed_chunks(
@@ -372,13 +372,14 @@ def test_embed_resync_of_an_edited_file_embeds_only_its_changed_chunks(
 
     edited = {**SECTIONS, "Bird heron": "the heron stands still in the shallow water all day"}
     (folder / "guide.md").write_text(guide(edited), encoding="utf-8")
-    synced(lib)
+    report = synced(lib)
 
     changed = lib.db.conn.execute(
         "SELECT COUNT(*) FROM chunks WHERE text LIKE '%shallow water%'"
     ).fetchone()[0]
     assert changed >= 1
     assert embedder.texts == chunks + changed  # the changed section's chunks, nothing else
+    assert report is not None and report.reused == report.embedded - changed > 0
     assert each_vector_is_its_texts(lib, embedder)
 
 

@@ -38,13 +38,15 @@ Progress = Callable[[int, int, str], None]
 
 @dataclass(frozen=True, slots=True)
 class EmbedReport:
-    """One run: chunks embedded, still pending at the end, failed in it, and why."""
+    """One run: chunks embedded, still pending at the end, failed in it, and why;
+    ``reused``: how many of the embedded took a kept vector instead of a model call."""
 
     embedded: int
     pending: int
     failed: int
     error: str | None
     seconds: float
+    reused: int = 0
 
     @property
     def complete(self) -> bool:
@@ -87,7 +89,7 @@ def embed_pending(
     started = time.perf_counter()
     signature = embedder.signature
     _, pending_at_start = vectors.totals(db.conn, sig_id)
-    embedded = 0
+    embedded = reused_total = 0
     after_id = 0
     while not (should_stop and should_stop()):
         chunks = vectors.pending_chunks(db.conn, sig_id, batch, after_id=after_id)
@@ -98,6 +100,7 @@ def embed_pending(
         with db.write() as conn:
             reused = vectors.reuse_kept(conn, sig_id, chunks)
         embedded += len(reused)
+        reused_total += len(reused)
         chunks = [c for c in chunks if c.chunk_id not in reused]
         texts = list(dict.fromkeys(c.text for c in chunks))  # a duplicate is embedded once
         try:
@@ -109,9 +112,8 @@ def embed_pending(
             with db.write() as conn:
                 vectors.record_failure(conn, sig_id, document_ids, exc.message, _utc_now())
             _, pending = vectors.totals(db.conn, sig_id)
-            return EmbedReport(
-                embedded, pending, len(chunks), exc.message, time.perf_counter() - started
-            )
+            seconds = time.perf_counter() - started
+            return EmbedReport(embedded, pending, len(chunks), exc.message, seconds, reused_total)
         row_of = {text: i for i, text in enumerate(texts)}
         with db.write() as conn:
             rows = matrix[[row_of[c.text] for c in chunks]]
@@ -123,4 +125,4 @@ def embed_pending(
     if pending == 0:
         with db.write() as conn:
             vectors.forget_kept(conn, sig_id)
-    return EmbedReport(embedded, pending, 0, None, time.perf_counter() - started)
+    return EmbedReport(embedded, pending, 0, None, time.perf_counter() - started, reused_total)
