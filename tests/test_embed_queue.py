@@ -10,6 +10,7 @@ compared, and background embedding that never retries (issue 8, "Index").
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -24,7 +25,7 @@ import pytest
 from hash_embedder import FlakyEmbedder, HashEmbedder, hash_factory
 
 from kb_mcp.embed.base import EmbedKind
-from kb_mcp.embed.queue import embed_pending
+from kb_mcp.embed.queue import EmbedReport, embed_pending
 from kb_mcp.fsutil import FileLock
 from kb_mcp.index import vectors
 from kb_mcp.library import Library
@@ -320,3 +321,93 @@ def test_background_embedder_follows_new_documents_and_retries_after_failures(
     finally:
         worker.stop()
         library.close()
+
+
+def guide(sections: dict[str, str]) -> str:
+    """A markdown file of titled sections, long enough that each is a chunk of its own."""
+    parts = ["# Field guide\n"]
+    for heading, words in sections.items():
+        parts.append(f"## {heading}\n\n" + " ".join([words] * 40) + "\n")
+    return "\n".join(parts)
+
+
+SECTIONS = {
+    f"Bird {name}": f"the {name} sings at dawn near the pond and nests in reeds"
+    for name in ("wren", "robin", "heron", "swift", "crane", "finch")
+}
+
+
+def each_vector_is_its_texts(library: Library, embedder: HashEmbedder) -> bool:
+    """Whether every chunk has a vector, and it is the one its embedding text gets."""
+    sig_id = signature_id(library, embedder)
+    row = vectors.signature_row(library.db.conn, sig_id)
+    found = library.db.conn.execute(
+        "SELECT d.title, c.heading_path, c.text, f.embedding FROM chunks c "
+        f"JOIN documents d ON d.id = c.document_id "
+        f"LEFT JOIN vec_floats_{row.key} f ON f.chunk_id = c.id"
+    ).fetchall()
+    texts = [vectors.embedding_text(t, json.loads(h), x, row.max_chars) for t, h, x, _ in found]
+    expected = embedder.embed(texts)
+    return all(blob == want.tobytes() for (*_, blob), want in zip(found, expected, strict=True))
+
+
+def synced(library: Library) -> EmbedReport | None:
+    library.sync()
+    return library.embed_pending()
+
+
+def test_embed_resync_of_an_edited_file_embeds_only_its_changed_chunks(
+    lib: Library, tmp_path: Path
+) -> None:
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "guide.md").write_text(guide(SECTIONS), encoding="utf-8")
+    lib.add_folder(folder)
+    synced(lib)
+    embedder = lib.embedder()
+    assert isinstance(embedder, HashEmbedder)
+    chunks = lib.db.conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+    assert chunks > len(SECTIONS)
+    assert embedder.texts == chunks
+
+    edited = {**SECTIONS, "Bird heron": "the heron stands still in the shallow water all day"}
+    (folder / "guide.md").write_text(guide(edited), encoding="utf-8")
+    report = synced(lib)
+
+    changed = lib.db.conn.execute(
+        "SELECT COUNT(*) FROM chunks WHERE text LIKE '%shallow water%'"
+    ).fetchone()[0]
+    assert changed >= 1
+    assert embedder.texts == chunks + changed  # the changed section's chunks, nothing else
+    assert report is not None and report.reused == report.embedded - changed > 0
+    assert each_vector_is_its_texts(lib, embedder)
+
+
+def test_embed_a_renamed_file_is_not_embedded_again(lib: Library, tmp_path: Path) -> None:
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a.md").write_text(guide(SECTIONS), encoding="utf-8")
+    lib.add_folder(folder)
+    synced(lib)
+    embedder = lib.embedder()
+    assert isinstance(embedder, HashEmbedder)
+    before = embedder.texts
+
+    (folder / "a.md").rename(folder / "b.md")
+    synced(lib)
+
+    assert embedder.texts == before
+    assert each_vector_is_its_texts(lib, embedder)
+
+
+def test_embed_equal_texts_in_different_documents_are_embedded_once(lib: Library) -> None:
+    for uri in ("n://first", "n://second", "n://third"):
+        lib.add_document("Pond birds", "the heron stands still in the shallow water", uri)
+    embedder = lib.embedder()
+    assert isinstance(embedder, HashEmbedder)
+
+    report = lib.embed_pending()
+
+    assert report is not None and report.embedded == 3 and report.pending == 0
+    assert embedder.texts == 1
+    assert each_vector_is_its_texts(lib, embedder)

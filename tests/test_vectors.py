@@ -74,7 +74,12 @@ def chunk_of(library: Library, uri: str) -> int:
 
 
 def vector_tables(db: Database) -> list[str]:
-    found = db.query("SELECT name FROM sqlite_master WHERE name LIKE 'vec_%' AND type = 'table'")
+    """The codes and floats tables of the library's signatures (not the kept vectors of
+    removed chunks, ``vectors.reuse_kept``)."""
+    found = db.query(
+        "SELECT name FROM sqlite_master WHERE type = 'table' "
+        "AND (name LIKE 'vec_codes_%' OR name LIKE 'vec_floats_%')"
+    )
     return sorted(name for (name,) in found)
 
 

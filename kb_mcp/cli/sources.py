@@ -96,8 +96,10 @@ def embed_and_report(library: Library, *, quiet: bool = False) -> None:
         return
     signature = library.vector_state().signature
     model = f" with {signature.describe()}" if signature else ""
+    reused = f" ({report.reused} unchanged: vectors reused)" if report.reused else ""
     print(
-        f"vectors: {report.embedded} passages embedded{model} in {report.seconds:.1f} s; "
+        f"vectors: {report.embedded} passages embedded{reused}{model} in "
+        f"{report.seconds:.1f} s; "
         f"{report.pending} pending",
         file=sys.stderr if quiet else sys.stdout,
     )

@@ -7,6 +7,11 @@ stopped at any point (``should_stop``, an error, ``kill -9``) resumes at the nex
 with the chunks that still have no vector, and a chunk with a vector is never embedded
 again for the same signature. At most the one batch in flight is lost.
 
+Text is embedded once per signature: a pending chunk whose exact embedding text a
+removed chunk had takes that chunk's kept vector (``vectors.reuse_kept``; a re-synced
+file's old chunks go before its new ones come), and equal texts in a batch are embedded
+once. The kept vectors go when a run ends with nothing pending.
+
 A provider failure (``EmbedderUnavailable``) marks the batch's documents
 ``embed_pending`` and records the reason on the signature (shown by ``list`` and
 ``doctor``), then ends the run: the next run retries, without re-chunking anything.
@@ -33,13 +38,15 @@ Progress = Callable[[int, int, str], None]
 
 @dataclass(frozen=True, slots=True)
 class EmbedReport:
-    """One run: chunks embedded, still pending at the end, failed in it, and why."""
+    """One run: chunks embedded, still pending at the end, failed in it, and why;
+    ``reused``: how many of the embedded took a kept vector instead of a model call."""
 
     embedded: int
     pending: int
     failed: int
     error: str | None
     seconds: float
+    reused: int = 0
 
     @property
     def complete(self) -> bool:
@@ -82,28 +89,40 @@ def embed_pending(
     started = time.perf_counter()
     signature = embedder.signature
     _, pending_at_start = vectors.totals(db.conn, sig_id)
-    embedded = 0
+    embedded = reused_total = 0
     after_id = 0
     while not (should_stop and should_stop()):
         chunks = vectors.pending_chunks(db.conn, sig_id, batch, after_id=after_id)
         if not chunks:
             break
+        after_id = chunks[-1].chunk_id
         document_ids = sorted({c.document_id for c in chunks})
+        with db.write() as conn:
+            reused = vectors.reuse_kept(conn, sig_id, chunks)
+        embedded += len(reused)
+        reused_total += len(reused)
+        chunks = [c for c in chunks if c.chunk_id not in reused]
+        texts = list(dict.fromkeys(c.text for c in chunks))  # a duplicate is embedded once
         try:
-            matrix = embedder.embed([c.text for c in chunks], kind="passage")
-            matrix = _checked(matrix, len(chunks), signature.dims, signature.describe())
+            matrix = np.zeros((0, signature.dims), dtype=np.float32)
+            if texts:
+                matrix = embedder.embed(texts, kind="passage")
+                matrix = _checked(matrix, len(texts), signature.dims, signature.describe())
         except EmbedderUnavailable as exc:
             with db.write() as conn:
                 vectors.record_failure(conn, sig_id, document_ids, exc.message, _utc_now())
             _, pending = vectors.totals(db.conn, sig_id)
-            return EmbedReport(
-                embedded, pending, len(chunks), exc.message, time.perf_counter() - started
-            )
+            seconds = time.perf_counter() - started
+            return EmbedReport(embedded, pending, len(chunks), exc.message, seconds, reused_total)
+        row_of = {text: i for i, text in enumerate(texts)}
         with db.write() as conn:
-            embedded += vectors.store_vectors(conn, sig_id, [c.chunk_id for c in chunks], matrix)
+            rows = matrix[[row_of[c.text] for c in chunks]]
+            embedded += vectors.store_vectors(conn, sig_id, [c.chunk_id for c in chunks], rows)
             vectors.record_success(conn, sig_id, document_ids)
-        after_id = chunks[-1].chunk_id
         if progress is not None:
             progress(embedded, max(pending_at_start, embedded), signature.describe())
     _, pending = vectors.totals(db.conn, sig_id)
-    return EmbedReport(embedded, pending, 0, None, time.perf_counter() - started)
+    if pending == 0:
+        with db.write() as conn:
+            vectors.forget_kept(conn, sig_id)
+    return EmbedReport(embedded, pending, 0, None, time.perf_counter() - started, reused_total)

@@ -42,6 +42,7 @@ top: ``remove_chunks`` runs on every document removal, in keyword-only processes
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import threading
@@ -111,6 +112,12 @@ class PendingChunk:
     chunk_id: int
     document_id: int
     text: str
+
+
+def _kept_table(key: str) -> str:
+    """A signature's vectors of removed chunks, by the hash of the text they embedded."""
+    _tables(key)  # checks the key
+    return f"vec_kept_{key}"
 
 
 def _tables(key: str) -> tuple[str, str]:
@@ -202,6 +209,7 @@ def drop_signature(conn: apsw.Connection, key: str) -> bool:
         return False
     conn.execute(f"DROP TABLE IF EXISTS {codes}")
     conn.execute(f"DROP TABLE IF EXISTS {floats}")
+    conn.execute(f"DROP TABLE IF EXISTS {_kept_table(key)}")
     conn.execute("DELETE FROM embedding_signatures WHERE key = ?", (key,))
     _bump(conn, GENERATION_KEY)
     return True
@@ -387,7 +395,10 @@ def remove_chunks(conn: apsw.Connection, chunk_ids: Iterable[int]) -> int:
     """Delete these chunks' vectors under every signature; how many rows went.
 
     Call inside ``db.write()``, before the chunk rows are deleted (the cascade would
-    take them too, but this also tells the caches).
+    take them too, but this also tells the caches). The vectors are kept by the hash of
+    the text they embedded until the next complete embedding run (``reuse_kept``): a
+    re-synced file removes its old chunks before its new ones exist, and most of the new
+    ones say what an old one said.
     """
     rows = signatures(conn)
     if not rows:
@@ -397,6 +408,7 @@ def remove_chunks(conn: apsw.Connection, chunk_ids: Iterable[int]) -> int:
     matching = "WHERE chunk_id IN (SELECT value FROM json_each(?))"
     for row in rows:
         codes, floats = _tables(row.key)
+        _keep_removed(conn, row, ids)
         conn.execute(f"DELETE FROM {floats} {matching}", (ids,))
         conn.execute(f"DELETE FROM {codes} {matching}", (ids,))
         removed += conn.changes()
@@ -404,6 +416,76 @@ def remove_chunks(conn: apsw.Connection, chunk_ids: Iterable[int]) -> int:
         _bump(conn, GENERATION_KEY)
         _bump(conn, REMOVED_KEY, removed)
     return removed
+
+
+def text_hash(text: str) -> str:
+    """The key a vector is kept under: the exact text that was embedded for it."""
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
+
+
+def _keep_removed(conn: apsw.Connection, row: SignatureRow, ids_json: str) -> None:
+    """Copy the float vectors of the chunks in ``ids_json`` into the signature's kept
+    table, keyed by the hash of their embedding text (their documents still exist)."""
+    _, floats = _tables(row.key)
+    kept = _kept_table(row.key)
+    conn.execute(
+        f"CREATE TABLE IF NOT EXISTS {kept} "
+        "(text_hash TEXT PRIMARY KEY, embedding BLOB NOT NULL) WITHOUT ROWID"
+    )
+    found = conn.execute(
+        "SELECT d.title, c.heading_path, c.text, f.embedding FROM chunks c "
+        f"JOIN documents d ON d.id = c.document_id JOIN {floats} f ON f.chunk_id = c.id "
+        "WHERE c.id IN (SELECT value FROM json_each(?))",
+        (ids_json,),
+    )
+    conn.executemany(
+        f"INSERT OR REPLACE INTO {kept}(text_hash, embedding) VALUES (?, ?)",
+        (
+            (text_hash(embedding_text(title, json.loads(path), text, row.max_chars)), blob)
+            for title, path, text, blob in found
+        ),
+    )
+
+
+def reuse_kept(conn: apsw.Connection, sig_id: int, chunks: Sequence[PendingChunk]) -> set[int]:
+    """Store, for each of ``chunks`` whose exact embedding text a removed chunk had, that
+    chunk's kept vector; the ids served so. Call inside ``db.write()``.
+
+    The same text under the same signature is the same vector, so nothing is lost: an
+    edit re-embeds only the chunks it changed, a moved or re-added file none.
+    """
+    import numpy as np
+
+    row = signature_row(conn, sig_id)
+    if row is None or not chunks or not _has_table(conn, _kept_table(row.key)):
+        return set()
+    hashes = {text_hash(chunk.text) for chunk in chunks}
+    found = dict(
+        conn.execute(
+            f"SELECT text_hash, embedding FROM {_kept_table(row.key)} "
+            "WHERE text_hash IN (SELECT value FROM json_each(?))",
+            (json.dumps(sorted(hashes)),),
+        )
+    )
+    served = [(c.chunk_id, found[h]) for c in chunks if (h := text_hash(c.text)) in found]
+    if not served:
+        return set()
+    matrix = np.frombuffer(b"".join(blob for _, blob in served), dtype=np.float32)
+    ids = [chunk_id for chunk_id, _ in served]
+    store_vectors(conn, sig_id, ids, matrix.reshape(len(ids), row.dims))
+    return set(ids)
+
+
+def forget_kept(conn: apsw.Connection, sig_id: int) -> None:
+    """Drop the kept vectors of ``sig_id``: nothing pending can use them any more."""
+    row = signature_row(conn, sig_id)
+    if row is not None:
+        conn.execute(f"DROP TABLE IF EXISTS {_kept_table(row.key)}")
+
+
+def _has_table(conn: apsw.Connection, name: str) -> bool:
+    found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,))
+    return found.fetchone() is not None
 
 
 def forget_all(conn: apsw.Connection) -> None:
@@ -414,6 +496,7 @@ def forget_all(conn: apsw.Connection) -> None:
         removed += conn.execute(f"SELECT COUNT(*) FROM {codes}").fetchone()[0]
         conn.execute(f"DELETE FROM {floats}")
         conn.execute(f"DELETE FROM {codes}")
+        conn.execute(f"DROP TABLE IF EXISTS {_kept_table(row.key)}")
     _bump(conn, GENERATION_KEY)
     _bump(conn, REMOVED_KEY, removed)
 
