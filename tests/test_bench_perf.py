@@ -142,3 +142,28 @@ def test_bench_perf_empty_sizes_skip_the_keyword_figures(tmp_path: Path) -> None
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""
+
+
+def test_bench_perf_times_hybrid_and_stdio_rows_over_the_kept_corpus(
+    data: Path, tmp_path: Path
+) -> None:
+    """issue 22: `--hybrid` times hybrid search over stand-in vectors stored once for every
+    chunk (Chinese questions left out: the model sits them out), and `--stdio` times
+    keyword search client side over a spawned `kb-mcp serve`, beside the naive table
+    behind a pipe; both rows are in the table."""
+    workdir = tmp_path / "kept"
+    perf.run_perf_bench([12], data=data, startup=False, workdir=workdir)
+    again = perf.run_perf_bench(
+        [12], data=data, workdir=workdir, only="search", hybrid=True, stdio=True
+    )
+    rows = again[0][0].searches
+    hybrid = [r for r in rows if r.engine == "hybrid"]
+    assert [r.queries for r in hybrid] == ["scifact", "nfcorpus"]
+    assert all(r.p50_ms > 0 and r.cpu_p50_ms is not None and r.cpu_p50_ms > 0 for r in hybrid)
+    home = workdir / "12" / "home"
+    assert (home / perf.STANDIN_MARK).read_text() == str(rows[0].chunks)
+    stdio = [r for r in rows if r.engine == "stdio"]
+    assert [r.queries for r in stdio] == ["scifact", "nfcorpus", "cmrc2018"]
+    assert all(r.p50_ms > 0 and r.naive_p50_ms and r.cpu_p50_ms is None for r in stdio)
+    table = perf.perf_table(again)
+    assert " hybrid " in table and " stdio " in table

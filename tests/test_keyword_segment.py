@@ -165,3 +165,26 @@ def test_keyword_segment_rebuilt_by_another_connection_is_read_anew(
     assert _delta(library) == 0
     assert segment_mismatches(library, (*QUERIES, "zeppelin search")) == []
     assert library.search("zeppelin", mode="keyword").hits[0].title == "Airships"
+
+
+def test_keyword_segment_cites_each_document_by_the_passage_fts5_picks(
+    library: Library, tmp_path: Path
+) -> None:
+    """issue 22: the document leg cites each document it ranks by its best passage; from
+    the segment that is the passage FTS5 picks, ties and all, also for chunks written
+    after the build (the delta)."""
+    library.fts.refresh_segment(min_chunks=0)
+    notes = tmp_path / "notes"
+    (notes / "zeppelin.md").write_text("# Airships\n\nThe zeppelin keyword search note.\n")
+    library.sync()
+    assert _delta(library) > 0
+    checked = 0
+    for text in (*QUERIES, "zeppelin search"):
+        query = parse_query(text)
+        expression = query.match_expression()
+        assert expression is not None
+        ranked = [doc for doc, _score in library.fts.best_documents(expression, 100)]
+        from_segment = library.fts.segment_best_passages(query.match_units(), ranked)
+        assert from_segment == library.fts.best_passage_of(expression, ranked)
+        checked += len(ranked)
+    assert checked > 50

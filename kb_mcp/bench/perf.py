@@ -17,6 +17,21 @@ NFCorpus titles, CMRC2018 questions), ``top_k`` 10, keyword mode, through
 Each size runs in a child process so its peak memory (max RSS) is its own. Start-up is
 measured as an agent sees it: spawn ``kb-mcp serve`` over stdio, initialize, and wait for
 the first ``search`` result (median of 5).
+
+**Hybrid** (``--hybrid``, issue 22): the same library with a vector for every chunk, timed
+in ``hybrid`` mode without the question embedding. The vectors are STAND-INS
+(``bench/embed_perf.py``'s ``standin_vectors``: unit vectors seeded by each text's digest,
+the questions' too), stored once by the production queue under the default local model's
+signature so the engine weighs the leg as it would the model's: embedding 100k passages
+for real takes hours here, and the vector index's cost does not depend on what the
+vectors mean (uniformly random ones are its worst case). Questions in Chinese are left
+out: the model does not read them, and the vector leg sits them out.
+
+**Over stdio** (``--stdio``, issue 22): what an agent waits for. ``kb-mcp serve`` is
+spawned on the library and asked each query (``search``, keyword, top 10) as JSON-RPC
+over its pipes; the naive table answers the same queries from a process of its own
+behind a pipe (``index/naive.py``, JSON lines: less framing than MCP). Both are timed
+client side, taking turns query by query so a change of load falls on both alike.
 """
 
 from __future__ import annotations
@@ -179,11 +194,11 @@ class SearchRow:
 
     chunks: int
     queries: str
-    engine: str  # what ran: "keyword" here; another leg adds its own rows
+    engine: str  # what ran: "keyword", "hybrid", "stdio" (keyword over MCP, client side)
     p50_ms: float
     p95_ms: float
-    cpu_p50_ms: float
-    cpu_p95_ms: float
+    cpu_p50_ms: float | None  # None over stdio: the server's CPU is not the client's
+    cpu_p95_ms: float | None
     naive_p50_ms: float | None = None
     naive_p95_ms: float | None = None
     naive_cpu_p50_ms: float | None = None
@@ -213,28 +228,38 @@ class Timings:
         )
 
 
-def time_queries(run: Callable[[str], object], queries: Sequence[str]) -> Timings:
+def time_queries(
+    run: Callable[[str], object],
+    queries: Sequence[str],
+    clock: Callable[[], float] = time.thread_time,
+) -> Timings:
     """Wall and CPU milliseconds per query, after ``WARMUP`` untimed ones, and how many
-    ran out of the search time budget (``Unavailable``): those count with their time."""
+    ran out of the search time budget (``Unavailable``): those count with their time.
+    ``clock`` is the CPU clock: this thread's, or the process's where the search uses
+    other threads (numpy's in the vector leg). A result's ``embed_ms`` (the question's
+    embedding) is left out of the wall time."""
     for query in queries[:WARMUP]:
-        _timed(run, query)
+        _timed(run, query, clock)
     wall, cpu, stopped = [], [], 0
     for query in queries:
-        wall_ms, cpu_ms, ok = _timed(run, query)
+        wall_ms, cpu_ms, ok = _timed(run, query, clock)
         wall.append(wall_ms)
         cpu.append(cpu_ms)
         stopped += not ok
     return Timings(wall, cpu, stopped)
 
 
-def _timed(run: Callable[[str], object], query: str) -> tuple[float, float, bool]:
-    started, cpu = time.perf_counter(), time.thread_time()
-    ok = True
+def _timed(
+    run: Callable[[str], object], query: str, clock: Callable[[], float] = time.thread_time
+) -> tuple[float, float, bool]:
+    started, cpu = time.perf_counter(), clock()
+    ok, embed_ms = True, 0.0
     try:
-        run(query)
+        embed_ms = getattr(run(query), "embed_ms", None) or 0.0
     except Unavailable:
         ok = False
-    return (time.perf_counter() - started) * 1000, (time.thread_time() - cpu) * 1000, ok
+    wall_ms = (time.perf_counter() - started) * 1000 - embed_ms
+    return wall_ms, (clock() - cpu) * 1000, ok
 
 
 def _p(values: list[float], p: float) -> float:
@@ -256,7 +281,112 @@ def keyword_rows(library, naive, sets: Sequence[RealSet], chunks: int) -> list[S
     return rows
 
 
-def measure_search(workdir: Path, data: Path = DATA_DIR) -> SizeReport:
+STANDIN_MARK = "standin-vectors"  # written in a home once every chunk has a stand-in vector
+
+
+def hybrid_rows(home: Path, sets: Sequence[RealSet], chunks: int) -> list[SearchRow]:
+    """Hybrid search latency per query set (Chinese questions left out), over stand-in
+    vectors stored once for every chunk (the module docstring says why stand-ins)."""
+    from kb_mcp.bench.embed_perf import BenchEmbedder, standin_vectors
+    from kb_mcp.embed import local
+    from kb_mcp.embed.base import EmbeddingSignature
+    from kb_mcp.library import Library
+    from kb_mcp.search.calibration import has_cjk
+    from kb_mcp.settings import Settings
+
+    signature = EmbeddingSignature(
+        local.PROVIDER, local.DEFAULT_MODEL, local.DIMS, local.MAX_CHARS, "none"
+    )
+    asked = {real.name: [q for q in real.queries if not has_cjk(q)] for real in sets}
+    texts = [q for queries in asked.values() for q in queries]
+    embedder = BenchEmbedder(
+        signature, dict(zip(texts, standin_vectors(texts, signature.dims), strict=True))
+    )
+    settings = Settings(home=home, max_files_per_source=10**7, embedder="local")
+    rows = []
+    with Library(settings, make_embedder=lambda provider, model: embedder) as library:
+        if not (home / STANDIN_MARK).is_file():
+            report = library.embed_pending()
+            if report is None or not report.complete:
+                raise InvalidInput(f"stand-in vectors were not all stored: {report}")
+            (home / STANDIN_MARK).write_text(str(library.overview().chunks))
+        library.warm_vectors()
+
+        def hybrid(query: str) -> object:
+            result = library.search(query, top_k=TOP_K, mode="hybrid")
+            if result.fallback:
+                raise InvalidInput(f"hybrid search fell back: {result.reason}")
+            return result
+
+        for name, queries in asked.items():
+            if not queries:
+                continue
+            timed = time_queries(hybrid, queries, time.process_time)
+            rows.append(SearchRow(chunks, name, "hybrid", *timed.summary(), stopped=timed.stopped))
+    return rows
+
+
+def stdio_rows(home: Path, naive_db: Path, sets: Sequence[RealSet], chunks: int) -> list[SearchRow]:
+    """Client-side latency of keyword search over stdio: ``kb-mcp serve`` and the naive
+    table's line server, the same queries, taking turns (the module docstring)."""
+    from kb_mcp.bench.startup import StdioClient
+
+    client = StdioClient(home)
+    naive = subprocess.Popen(
+        [sys.executable, "-m", "kb_mcp.index.naive", str(naive_db)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        encoding="utf-8",
+    )
+    assert naive.stdin is not None and naive.stdout is not None
+
+    def ours(query: str) -> None:
+        arguments = {"query": query, "top_k": TOP_K, "mode": "keyword"}
+        reply = client.request("tools/call", {"name": "search", "arguments": arguments})
+        if "error" in reply or reply["result"].get("isError"):
+            raise InvalidInput(f"search over stdio failed: {reply}")
+
+    def theirs(query: str) -> None:
+        naive.stdin.write(" ".join(query.split()) + "\n")
+        naive.stdin.flush()
+        naive.stdout.readline()
+
+    rows = []
+    try:
+        client.initialize()
+        for real in sets:
+            for query in real.queries[:WARMUP]:
+                ours(query)
+                theirs(query)
+            kb, base = ([], []), ([], [])
+            for query in real.queries:
+                for run, into in ((ours, kb), (theirs, base)):
+                    wall_ms, _cpu_ms, _ok = _timed(run, query)
+                    into[0].append(wall_ms)
+            rows.append(
+                SearchRow(
+                    chunks,
+                    real.name,
+                    "stdio",
+                    _p(kb[0], 50),
+                    _p(kb[0], 95),
+                    None,
+                    None,
+                    _p(base[0], 50),
+                    _p(base[0], 95),
+                )
+            )
+    finally:
+        client.close()
+        naive.stdin.close()
+        naive.wait(10)
+    return rows
+
+
+def measure_search(
+    workdir: Path, data: Path = DATA_DIR, hybrid: bool = False, stdio: bool = False
+) -> SizeReport:
     """Only the search pass, over a corpus an earlier run built and kept in ``workdir``.
 
     Trigger: building the 100k corpus takes most of half an hour on the shared cores,
@@ -278,12 +408,25 @@ def measure_search(workdir: Path, data: Path = DATA_DIR) -> SizeReport:
         library.fts.ensure_current()
         library.fts.refresh_segment()  # a corpus kept from before the postings segment
         naive = NaiveIndex(naive_db)
-        searches = keyword_rows(library, naive, sets, library.overview().chunks)
+        chunks = library.overview().chunks
+        searches = keyword_rows(library, naive, sets, chunks)
         naive.close()
+    searches += later_rows(home, naive_db, sets, chunks, hybrid, stdio)
     return SizeReport(None, searches)
 
 
-def measure_size(chunks: int, workdir: Path, data: Path = DATA_DIR) -> SizeReport:
+def later_rows(
+    home: Path, naive_db: Path, sets: Sequence[RealSet], chunks: int, hybrid: bool, stdio: bool
+) -> list[SearchRow]:
+    """The rows timed after the keyword ones, each with the library closed in between:
+    hybrid (stored stand-in vectors) and over stdio (a server of its own), when asked."""
+    rows = hybrid_rows(home, sets, chunks) if hybrid else []
+    return rows + (stdio_rows(home, naive_db, sets, chunks) if stdio else [])
+
+
+def measure_size(
+    chunks: int, workdir: Path, data: Path = DATA_DIR, hybrid: bool = False, stdio: bool = False
+) -> SizeReport:
     """Build, ingest, re-sync and search one corpus size (run this in a child process)."""
     from kb_mcp.index.naive import NaiveIndex
     from kb_mcp.library import Library
@@ -310,6 +453,7 @@ def measure_size(chunks: int, workdir: Path, data: Path = DATA_DIR) -> SizeRepor
         naive_ingest_s = time.perf_counter() - started
         searches = keyword_rows(library, naive, sets, indexed)
         naive.close()
+    searches += later_rows(home, workdir / "naive.db", sets, indexed, hybrid, stdio)
     db_bytes = sum(p.stat().st_size for p in home.glob("kb.db*"))
     perf = PerfRow(
         chunks_asked=chunks,
@@ -370,12 +514,15 @@ def run_perf_bench(
     startup: bool = True,
     workdir: Path | None = None,
     only: str | None = None,
+    hybrid: bool = False,
+    stdio: bool = False,
 ) -> list[tuple[SizeReport, float | None]]:
     """One report per size (in chunks), each measured in a fresh child process.
 
     With ``workdir`` each size's corpus, library and naive table are kept in
     ``workdir/<chunks>``; ``only="search"`` then times the searches over them again
-    without building anything (and without the start-up figure).
+    without building anything (and without the start-up figure). ``hybrid`` and
+    ``stdio`` add those rows (the module docstring).
     """
     load_sets(data)  # a missing data folder fails here, before any child starts
     if only is not None and (only not in ONLY or workdir is None):
@@ -395,8 +542,10 @@ def run_perf_bench(
         here = kept or Path(tempfile.mkdtemp(prefix=f"kb-mcp-perf-{chunks}-"))
         try:
             command = [sys.executable, "-m", "kb_mcp.bench.perf", str(chunks), str(here), str(data)]
+            flags = [*([only] if only else []), *(["--hybrid"] if hybrid else [])]
+            flags += ["--stdio"] if stdio else []
             out = subprocess.run(
-                [*command, *([only] if only else [])], check=True, capture_output=True, text=True
+                [*command, *flags], check=True, capture_output=True, text=True
             ).stdout
             report = _report_from_json(out.strip().splitlines()[-1])
             started = measure_startup(here / "home") if startup and only is None else None
@@ -411,8 +560,8 @@ def _blank(value: float | None) -> str:
     return "" if value is None else str(value)
 
 
-def _ratio(naive: float | None, ours: float) -> str:
-    return "" if naive is None or ours <= 0 else f"{naive / ours:.1f}x"
+def _ratio(naive: float | None, ours: float | None) -> str:
+    return "" if naive is None or ours is None or ours <= 0 else f"{naive / ours:.1f}x"
 
 
 def perf_table(reports: Sequence[tuple[SizeReport, float | None]]) -> str:
@@ -442,15 +591,18 @@ def perf_table(reports: Sequence[tuple[SizeReport, float | None]]) -> str:
                 f"{s.chunks:>7} {s.queries:>9} {s.engine:>8} {s.p50_ms:>7} {s.p95_ms:>7} "
                 f"{_blank(s.naive_p50_ms):>10} {_blank(s.naive_p95_ms):>10} "
                 f"{_ratio(s.naive_p50_ms, s.p50_ms):>6} {_ratio(s.naive_p95_ms, s.p95_ms):>6} "
-                f"{s.cpu_p50_ms:>8} {s.cpu_p95_ms:>8} {_blank(s.naive_cpu_p95_ms):>14} "
+                f"{_blank(s.cpu_p50_ms):>8} {_blank(s.cpu_p95_ms):>8} "
+                f"{_blank(s.naive_cpu_p95_ms):>14} "
                 f"{_ratio(s.naive_cpu_p95_ms, s.cpu_p95_ms):>10} {s.stopped:>8}"
             )
     return "\n".join(lines)
 
 
 if __name__ == "__main__":
-    if sys.argv[4:] == ["search"]:
-        report = measure_search(Path(sys.argv[2]), Path(sys.argv[3]))
+    rest = sys.argv[4:]
+    extra = {"hybrid": "--hybrid" in rest, "stdio": "--stdio" in rest}
+    if "search" in rest:
+        report = measure_search(Path(sys.argv[2]), Path(sys.argv[3]), **extra)
     else:
-        report = measure_size(int(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]))
+        report = measure_size(int(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), **extra)
     print(json.dumps(asdict(report)))

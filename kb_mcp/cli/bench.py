@@ -88,7 +88,15 @@ def cmd_bench_perf(args: argparse.Namespace) -> int:
     data = Path(args.data).expanduser() if args.data else DATA_DIR
     workdir = Path(args.workdir).expanduser() if args.workdir else None
     if sizes:
-        rows = run_perf_bench(sizes, keep=args.keep, data=data, workdir=workdir, only=args.only)
+        rows = run_perf_bench(
+            sizes,
+            keep=args.keep,
+            data=data,
+            workdir=workdir,
+            only=args.only,
+            hybrid=args.hybrid,
+            stdio=args.stdio,
+        )
         print(perf_table(rows))
     if args.embedder and args.embedder != "none":
         from kb_mcp.bench.embed_perf import embed_perf_table, real_embedder, run_embed_perf
@@ -326,6 +334,18 @@ def add_bench_parser(sub: argparse._SubParsersAction, common, embedder_flags) ->
         "--only",
         choices=["search"],
         help="time only the searches, over the corpora an earlier run built in --workdir",
+    )
+    p.add_argument(
+        "--hybrid",
+        action="store_true",
+        help="also time hybrid search (without the question embedding) over stand-in "
+        "vectors stored once for every chunk (kept in the home under --workdir)",
+    )
+    p.add_argument(
+        "--stdio",
+        action="store_true",
+        help="also time keyword search client side over stdio: `kb-mcp serve` against the "
+        "naive table behind a pipe",
     )
     _add_embed_perf_flags(p)
     p.set_defaults(func=cmd_bench_perf)

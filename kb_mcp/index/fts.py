@@ -288,15 +288,35 @@ class FtsIndex:
     ) -> list[tuple[int, float]] | None:
         """``best_per_document`` of the OR of ``units`` from the postings segment, or None
         when there is none or a unit is a phrase it does not key (``postings``)."""
+        keys = self._segment_keys(units)
+        if keys is None:
+            return None
+        return self.postings.best_per_document(
+            self._stats().stamp, self._tokenizer(), keys, documents
+        )
+
+    def segment_best_passages(
+        self, units: Sequence[str], document_ids: Sequence[int]
+    ) -> dict[int, int] | None:
+        """``best_passage_of`` the OR of ``units`` from the postings segment, or None when
+        there is none or a unit is a phrase it does not key (``postings``)."""
+        keys = self._segment_keys(units)
+        if keys is None:
+            return None
+        return self.postings.best_passages(
+            self._stats().stamp, self._tokenizer(), keys, document_ids
+        )
+
+    def _segment_keys(self, units: Sequence[str]) -> list[str] | None:
+        """The postings keys of ``units``, or None when one is a phrase the segment does
+        not key."""
         keys = []
         for unit in units:
             key = postings.segment_key(self.query_tokens(unit))
             if key is None:
                 return None
             keys.append(key)
-        return self.postings.best_per_document(
-            self._stats().stamp, self._tokenizer(), keys, documents
-        )
+        return keys
 
     def doc_frequencies(self, terms: Iterable[str]) -> dict[str, int]:
         """How many chunks hold each term (terms absent from the index are absent here).

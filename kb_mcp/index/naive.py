@@ -9,7 +9,9 @@ uses it.
 
 from __future__ import annotations
 
+import json
 import re
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -54,3 +56,19 @@ class NaiveIndex:
 
     def close(self) -> None:
         self.conn.close()
+
+
+def serve_lines(path: Path) -> None:
+    """Answer one query per stdin line with one JSON line of ``search`` results: the naive
+    table behind a pipe, so ``kb-mcp bench perf --stdio`` times both sides as a client
+    does. No protocol beyond the lines (JSON-RPC framing would only cost it)."""
+    index = NaiveIndex(path)
+    for line in sys.stdin:
+        hits = index.search(line.rstrip("\n"), 10)
+        sys.stdout.write(json.dumps([[r, t, b] for r, t, b in hits], ensure_ascii=False) + "\n")
+        sys.stdout.flush()
+    index.close()
+
+
+if __name__ == "__main__":
+    serve_lines(Path(sys.argv[1]))

@@ -685,6 +685,60 @@ class Postings:
         """``FtsIndex.best_per_document`` for the OR of the phrases ``keys`` (in query
         order), or None without a segment. Scores are FTS5's bm25, summed phrase by phrase
         in query order as its C code does, so they match to the last bits."""
+        scored = self._scores(stamp, tokenizer, keys)
+        if scored is None:
+            return None
+        import numpy as np
+
+        segment, scores, extra = scored
+        depth = documents * PRESELECT
+        while True:
+            cut = topk.cut(scores, depth)
+            at = np.flatnonzero(scores >= cut) if cut > 0 else np.flatnonzero(scores)
+            chunk_ids, doc_ids, values = _with_extra(segment, at, scores, extra)
+            found = topk.best_per_document(chunk_ids, doc_ids, values, documents, PRESELECT)
+            if len(found) == documents or cut <= 0:
+                return found
+            depth *= 4  # the leading passages held too few documents: read deeper
+
+    def best_passages(
+        self,
+        stamp: tuple,
+        tokenizer: apsw.FTS5Tokenizer,
+        keys: Sequence[str],
+        document_ids: Sequence[int],
+    ) -> dict[int, int] | None:
+        """``FtsIndex.best_passage_of`` for the OR of ``keys``: document id → chunk id of
+        its best passage (lowest chunk id on a tie), for those of ``document_ids`` with a
+        matching passage; None without a segment.
+
+        Trigger: the document leg cites each ranked document by its best passage, and
+        FTS5 found them by scoring every passage the OR matches (at 100k chunks, about
+        half of them for a SciFact question) to keep a hundred documents' rows. Outcome:
+        the same bm25 from the term lists the keyword leg has just read (kept decoded,
+        ``index/term_lists.py``), filtered to the documents by one ``isin``."""
+        scored = self._scores(stamp, tokenizer, keys)
+        if scored is None:
+            return None
+        import numpy as np
+
+        segment, scores, extra = scored
+        at = np.flatnonzero(scores)
+        at = at[np.isin(segment.doc_ids[at], np.asarray(document_ids, dtype=np.int64))]
+        chunk_ids, doc_ids, values = _with_extra(segment, at, scores, extra)
+        if extra:
+            keep = np.isin(doc_ids, np.asarray(document_ids, dtype=np.int64))
+            chunk_ids, doc_ids, values = chunk_ids[keep], doc_ids[keep], values[keep]
+        ranked = topk.best_sorted(chunk_ids, doc_ids, values, len(document_ids))
+        at_doc = dict(zip(chunk_ids.tolist(), doc_ids.tolist(), strict=True))
+        return {at_doc[chunk_id]: chunk_id for chunk_id, _score in ranked}
+
+    def _scores(
+        self, stamp: tuple, tokenizer: apsw.FTS5Tokenizer, keys: Sequence[str]
+    ) -> tuple[_Segment, np.ndarray, list[tuple[int, int, float]]] | None:
+        """Every segment passage's bm25 for the OR of ``keys`` (0: no match, or in the
+        delta) and the delta's matching ``(chunk id, document id, score)``; None without
+        a segment."""
         with self._snapshot():
             found = self.state(stamp, tokenizer)
             if found is None:
@@ -710,19 +764,7 @@ class Postings:
             for r, s in zip(state.delta, delta_scores, strict=True)
             if s
         ]
-        depth = documents * PRESELECT
-        while True:
-            cut = topk.cut(scores, depth)
-            at = np.flatnonzero(scores >= cut) if cut > 0 else np.flatnonzero(scores)
-            chunk_ids, doc_ids, values = segment.chunk_ids[at], segment.doc_ids[at], scores[at]
-            if extra:
-                chunk_ids = np.concatenate([chunk_ids, np.array([e[0] for e in extra], np.int64)])
-                doc_ids = np.concatenate([doc_ids, np.array([e[1] for e in extra], np.int64)])
-                values = np.concatenate([values, np.array([e[2] for e in extra], np.float64)])
-            found = topk.best_per_document(chunk_ids, doc_ids, values, documents, PRESELECT)
-            if len(found) == documents or cut <= 0:
-                return found
-            depth *= 4  # the leading passages held too few documents: read deeper
+        return segment, scores, extra
 
     def _df(self, state: _State, lists: dict, key: str) -> int:
         """Passages holding ``key`` now: the segment's live ones plus the delta's."""
@@ -754,6 +796,21 @@ class Postings:
                 for t in missing:
                     self._df(state, lists, t)
         return {t: state.df[t] for t in unique if state.df[t]}
+
+
+def _with_extra(
+    segment: _Segment, at: np.ndarray, scores: np.ndarray, extra: list[tuple[int, int, float]]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The segment passages at ``at`` as (chunk ids, document ids, scores), with the
+    delta's matching passages after them."""
+    import numpy as np
+
+    chunk_ids, doc_ids, values = segment.chunk_ids[at], segment.doc_ids[at], scores[at]
+    if extra:
+        chunk_ids = np.concatenate([chunk_ids, np.array([e[0] for e in extra], np.int64)])
+        doc_ids = np.concatenate([doc_ids, np.array([e[1] for e in extra], np.int64)])
+        values = np.concatenate([values, np.array([e[2] for e in extra], np.float64)])
+    return chunk_ids, doc_ids, values
 
 
 def _delta_postings(delta: Sequence[_Tokenized]) -> dict[str, list[tuple[int, float]]]:

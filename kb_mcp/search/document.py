@@ -10,7 +10,8 @@ what a word is.
 A hit needs a passage to show and cite: each ranked document's best-bm25 passage for the
 same expression, found in one query for all of them; a document none of whose passages
 matches (its title alone did: the passages' head holds it too, so this is a guard, not a
-case) is cited by its first passage.
+case) is cited by its first passage. The best passages come from the postings segment
+when the library has one (the same bm25, ``index/postings.py``), else from FTS5.
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ def document_leg(
         return []
     ranked = fts.best_documents(expression, documents, source_id)
     ids = [document_id for document_id, _score in ranked]
-    cited = fts.best_passage_of(expression, ids)
+    cited = fts.segment_best_passages(query.match_units(), ids)
+    if cited is None:
+        cited = fts.best_passage_of(expression, ids)
     missing = [document_id for document_id in ids if document_id not in cited]
     if missing:
         cited |= rows.first_chunk_of(fts.db.conn, missing)

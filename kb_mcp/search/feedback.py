@@ -76,5 +76,7 @@ def feedback_leg(
     expression = or_expression(terms)
     if expression is None:
         return []
-    found = fts.best_per_document(expression, documents, source_id=source_id)
+    found = fts.segment_best_per_document(terms, documents) if source_id is None else None
+    if found is None:
+        found = fts.best_per_document(expression, documents, source_id=source_id)
     return [LegHit(cid, rank, score) for rank, (cid, score) in enumerate(found, start=1)]

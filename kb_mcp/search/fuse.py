@@ -14,7 +14,7 @@ a document both legs found would count as two half-found ones.
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 RRF_K = 60
 
@@ -43,16 +43,18 @@ class FusedHit:
     key: Hashable
     score: float
     contributions: tuple[Contribution, ...]
+    # The passage that stands for this hit: the strongest contribution's (first leg on
+    # ties, so with the keyword leg first, its passage wins a tie). Chosen once: the
+    # ranking reads it for every candidate several times (66k reads in 100 searches).
+    chunk_id: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        strongest = max(self.contributions, key=lambda c: c.value)
+        object.__setattr__(self, "chunk_id", strongest.chunk_id)
 
     @property
     def legs(self) -> tuple[str, ...]:
         return tuple(c.leg for c in self.contributions)
-
-    @property
-    def chunk_id(self) -> int:
-        """The passage that stands for this hit: the strongest contribution's (first leg on
-        ties, so with the keyword leg first, its passage wins a tie)."""
-        return max(self.contributions, key=lambda c: c.value).chunk_id
 
 
 def fuse_rankings(
