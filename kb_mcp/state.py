@@ -29,6 +29,7 @@ from kb_mcp.relations.relink import StoredRelations
 from kb_mcp.rerank.factory import ActiveReranker
 from kb_mcp.settings import Settings
 from kb_mcp.store import documents as rows
+from kb_mcp.store import link_queue
 from kb_mcp.store.db import Database
 
 _T = TypeVar("_T")
@@ -112,7 +113,9 @@ class LibraryState:
         another's run is waited for, or (``wait=False``) left to it, returning None.
         Inside a caller's write transaction (``reindex --rebuild``) no other process can
         write anyway, and waiting for one that waits for that transaction would stall:
-        no lock then."""
+        no lock then. Nothing queued: no lock either (no file made, nothing written)."""
+        if not link_queue.pending_count(self.db.conn):
+            return links.LinkReport(0, 0, 0.0)
         if self.db.conn.in_transaction:
             return links.link_pending(self.db, should_stop=should_stop, progress=progress)
         with FileLock(self.home / links.LOCK_PATH) as lock:
