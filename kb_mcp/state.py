@@ -29,6 +29,7 @@ from kb_mcp.relations.relink import StoredRelations
 from kb_mcp.rerank.factory import ActiveReranker
 from kb_mcp.settings import Settings
 from kb_mcp.store import documents as rows
+from kb_mcp.store import link_queue
 from kb_mcp.store.db import Database
 
 _T = TypeVar("_T")
@@ -104,14 +105,17 @@ class LibraryState:
         *,
         wait: bool = True,
     ) -> links.LinkReport | None:
-        """The linking phase over every queued document (``ingest/links.py``), once the
-        derived data it adds to is current (``ready``). One process links a library at a
-        time (two would compute the same documents, and one would throw its work away):
+        """The linking phase over every queued document (``ingest/links.py``). It does
+        not bring derived data up to date first (``ready``: the server's thread must not
+        run a lazy migration before the first search asks for it); whatever it writes,
+        those upgrades redo or keep. One process links a library at a time (two would
+        compute the same documents, and one would throw its work away):
         another's run is waited for, or (``wait=False``) left to it, returning None.
         Inside a caller's write transaction (``reindex --rebuild``) no other process can
         write anyway, and waiting for one that waits for that transaction would stall:
-        no lock then."""
-        self.ready()
+        no lock then. Nothing queued: no lock either (no file made, nothing written)."""
+        if not link_queue.pending_count(self.db.conn):
+            return links.LinkReport(0, 0, 0.0)
         if self.db.conn.in_transaction:
             return links.link_pending(self.db, should_stop=should_stop, progress=progress)
         with FileLock(self.home / links.LOCK_PATH) as lock:
