@@ -219,3 +219,35 @@ def test_embed_stops_cleanly_on_ctrl_c_and_the_next_run_resumes(
     nothing = kb(home, env, "embed")
     assert nothing.returncode == 0, nothing.stderr
     assert "nothing to embed: all 100 passages have vectors" in nothing.stdout
+
+
+@pytest.mark.anyio
+async def test_server_search_and_list_say_keyword_only_while_it_builds_the_vectors(
+    server: OllamaServer,
+    home: Path,
+    env: dict[str, str],
+    tmp_path: Path,
+    mcp_client,
+) -> None:
+    """Over MCP: while the server's background run builds the vectors (held at the
+    gate after its first batch), a default search says it ran keyword and why, and
+    ``list`` gives the coverage and advertises no vector mode."""
+    import anyio
+
+    added = kb(home, env, "add", str(notes(tmp_path / "notes", 100)), "--yes", "--embedder", "none")
+    assert added.returncode == 0, added.stderr
+    server.hold_after(1)  # the server's first batch is stored, its second waits
+    async with mcp_client(env=env) as client:
+        assert await anyio.to_thread.run_sync(server.held.wait, CLI_TIMEOUT_S)
+        found = (await client.call_tool("search", {"query": "heron number 7"})).structured_content
+        listed = (await client.call_tool("list", {})).structured_content
+        server.release()
+    assert (found["mode"], found["fallback"]) == ("keyword", "keyword")
+    assert found["reason"].startswith(
+        "vectors for 32 of 100 passages so far (32 %): keyword only until 95 % have one"
+    )
+    assert found["results"]
+    assert listed["modes"] == ["keyword", "grep"]
+    assert listed["health"]["vectors"].endswith(
+        "vectors for 32 of 100 passages (32 %), being built now; vector and hybrid search from 95 %"
+    )
