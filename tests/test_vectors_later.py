@@ -102,24 +102,24 @@ def test_add_returns_once_keyword_search_works_and_says_what_is_left(
     assert done.returncode == 0, done.stderr
     assert "50 added" in done.stdout
     assert re.search(
-        rf"^keyword search works now; 18 passages left to embed with {MODEL} "
-        rf"\(about \d+ s left at [\d.,]+/s, measured just now on 16 passages\): {re.escape(HOW)}$",
+        rf"^keyword search works now; 34 passages left to embed with {MODEL} "
+        rf"\(about \d+ s left at [\d.,]+/s, measured just now on 8 passages\): {re.escape(HOW)}$",
         done.stdout,
         re.M,
     ), done.stdout
-    assert not server.held.is_set() and len(passages_sent(server)) == 32
+    assert not server.held.is_set() and len(passages_sent(server)) == 16
 
     found = kb(home, env, "search", "heron number 7")
     assert found.returncode == 0, found.stderr
     assert "(mode: keyword, fell back to keyword)" in found.stdout
     assert (
-        "note: vectors for 32 of 50 passages so far (64 %): keyword only until 95 % have one"
+        "note: vectors for 16 of 50 passages so far (32 %): keyword only until 95 % have one"
         in found.stdout
     )
     library = listed(home, env)
     assert library["modes"] == ["keyword", "grep"]  # not hybrid: it would run keyword
     assert re.fullmatch(
-        rf"{MODEL}: vectors for 32 of 50 passages \(64 %\), waiting: `kb-mcp embed` builds "
+        rf"{MODEL}: vectors for 16 of 50 passages \(32 %\), waiting: `kb-mcp embed` builds "
         r"them, a running `kb-mcp serve` in the background; vector and hybrid search from 95 %",
         library["health"]["vectors"],
     )

@@ -46,9 +46,10 @@ NO_EMBEDDER = "no embedder configured (--embedder none)"
 LOCK_PATH = "locks/embed-{key}.lock"
 LOCK_POLL_S = 0.2
 # The short measurement ``kb-mcp add`` makes when the library has no rate of its own:
-# the second of two batches is timed (the first loads the model). 16 passages took
-# under a second at the 18.6/s, a few seconds on a busy machine.
-MEASURE_BATCH = 16
+# the second of two batches is timed (the first loads the model). Two batches of 16
+# added ~10 s to a 1,000-file ``add`` at load 8 on 2 cores (5.4 passages/s, model load
+# included); 8 passages are under a second at the 18.6/s.
+MEASURE_BATCH = 8
 MEASURE_BATCHES = 2
 
 # (provider, model or None) → the embedder for it, or None for "none". Tests pass a

@@ -31,7 +31,7 @@ RUN_FRESH_S = 120.0
 # A run's rate is recorded once it has timed at least this many passages after its first
 # batch (which also loads the model): one small agent document must not replace the
 # figure of a long run with the cost of a model load.
-MIN_TIMED_PASSAGES = 16
+MIN_TIMED_PASSAGES = 8
 
 
 @dataclass(frozen=True, slots=True)
