@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ollama_server import OllamaServer, serve_ollama
+from ollama_server import OllamaServer, closed_port, serve_ollama
 
 from kb_mcp.cli.progress import eta_text, rate_text
 from kb_mcp.embed.ollama import PROBE_TEXT
@@ -202,8 +202,13 @@ def test_embed_stops_cleanly_on_ctrl_c_and_the_next_run_resumes(
         stdout,
         re.M,
     ), stdout
-    [notes_source] = listed(home, env)["sources"]
+    stopped = listed(home, env)
+    [notes_source] = stopped["sources"]
     assert (notes_source["embedded"], notes_source["embed_pending"]) == (96, 4)
+    doctor = json.loads(kb(home, env, "doctor", "--json").stdout)
+    [vectors] = [c for c in doctor["checks"] if c["name"] == "vectors"]
+    assert vectors["detail"] == stopped["health"]["vectors"]
+    assert "vectors for 96 of 100 passages (96 %), waiting: `kb-mcp embed`" in vectors["detail"]
 
     again = kb(home, env, "embed")
     assert again.returncode == 0, again.stderr
@@ -250,4 +255,24 @@ async def test_server_search_and_list_say_keyword_only_while_it_builds_the_vecto
     assert listed["modes"] == ["keyword", "grep"]
     assert listed["health"]["vectors"].endswith(
         "vectors for 32 of 100 passages (32 %), being built now; vector and hybrid search from 95 %"
+    )
+
+
+def test_embed_without_an_embedder_or_with_one_that_fails_says_so(
+    home: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    folder = notes(tmp_path / "notes", 3)
+    assert kb(home, env, "add", str(folder), "--yes", "--embedder", "none").returncode == 0
+    none = kb(home, env, "embed", "--embedder", "none")
+    assert none.returncode == 0, none.stderr
+    assert none.stdout == (
+        "no embedder configured (--embedder none): keyword search only, nothing to embed\n"
+    )
+    (home / "config.toml").write_text(
+        f'embedder = "ollama"\nollama_host = "http://127.0.0.1:{closed_port()}"\n'
+    )
+    down = kb(home, env, "embed")
+    assert down.returncode == 1
+    assert re.search(
+        r"^vectors: 0 passages embedded, 3 pending: .+ `kb-mcp embed`", down.stderr, re.M
     )
