@@ -168,8 +168,8 @@ def describe_vectors(state: VectorState) -> str:
     if state.reason == NO_EMBEDDER:
         return f"off: {state.reason}"
     total = state.embedded + state.pending
-    building = state.reason == building_reason(state.embedded, total)
-    if state.signature is None or not (state.usable or building):
+    unbuilt = state.reason == building_reason(state.embedded, total)  # no other problem
+    if state.signature is None or not (state.usable or unbuilt):
         return f"not usable: {state.reason}"
     model = state.signature.describe()
     if not state.pending:
