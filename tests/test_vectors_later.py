@@ -276,3 +276,34 @@ def test_embed_without_an_embedder_or_with_one_that_fails_says_so(
     assert re.search(
         r"^vectors: 0 passages embedded, 3 pending: .+ `kb-mcp embed`", down.stderr, re.M
     )
+
+
+def test_sync_wait_stopped_by_ctrl_c_keeps_the_vectors_done_and_exits_130(
+    server: OllamaServer, home: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    """``--wait`` embeds as before, and Ctrl-C stops it the same clean way."""
+    added = kb(home, env, "add", str(notes(tmp_path / "notes", 100)), "--yes", "--embedder", "none")
+    assert added.returncode == 0, added.stderr
+    server.hold_after(1)  # batch 1 is stored, batch 2 waits
+    process = subprocess.Popen(
+        command(home, "sync", "--wait"),
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.held.wait(CLI_TIMEOUT_S), "the second batch never reached the server"
+        process.send_signal(signal.SIGINT)
+        read_until(process.stderr, "stopping after the batch in progress")
+        server.release()
+        stdout, _ = process.communicate(timeout=CLI_TIMEOUT_S)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 130
+    assert "stopped with 36 left: `kb-mcp embed` resumes" in stdout
+    [source] = listed(home, env)["sources"]
+    assert (source["embedded"], source["embed_pending"]) == (64, 36)

@@ -313,8 +313,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
         _emit(args, result, render.reindex_text)
         from kb_mcp.cli.sources import after_sync
 
-        after_sync(args, library, quiet=args.json)
-    return 0
+        return after_sync(args, library, quiet=args.json)
 
 
 def cmd_add(args: argparse.Namespace) -> int:

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kb_mcp.cli.embedding import embed_and_report, report_backlog
+from kb_mcp.cli.embedding import INTERRUPTED_EXIT, embed_and_report, report_backlog
 from kb_mcp.cli.progress import ENRICHING_PASSAGES, READING_FILES, PhaseProgress
 from kb_mcp.cli.terminal import terminal_safe
 
@@ -77,14 +77,18 @@ def enrich_and_report(library: Library, *, quiet: bool = False) -> None:
     print(f"{line} in {report.seconds:.1f} s", file=sys.stderr if quiet else sys.stdout)
 
 
-def after_sync(args: argparse.Namespace, library: Library, *, quiet: bool = False) -> None:
+def after_sync(args: argparse.Namespace, library: Library, *, quiet: bool = False) -> int:
     """With ``--wait``, embed (and run the graph's LLM pass) before returning; by default
-    say that keyword search works and what is left (``cli/embedding.py``)."""
-    if args.wait:
-        embed_and_report(library, quiet=quiet)
-        enrich_and_report(library, quiet=quiet)
-    else:
+    say that keyword search works and what is left (``cli/embedding.py``). The command's
+    exit code: ``INTERRUPTED_EXIT`` when Ctrl-C stopped the embedding, else 0."""
+    if not args.wait:
         report_backlog(library, quiet=quiet)
+        return 0
+    _, stopped = embed_and_report(library, quiet=quiet)
+    if stopped:  # what was embedded is kept; the graph's pass waits for the next run too
+        return INTERRUPTED_EXIT
+    enrich_and_report(library, quiet=quiet)
+    return 0
 
 
 def cmd_add(args: argparse.Namespace, library: Library) -> int:
@@ -97,8 +101,7 @@ def cmd_add(args: argparse.Namespace, library: Library) -> int:
     if path.is_file():
         result = library.import_file(path)
         print(render.add_text(result))
-        after_sync(args, library)
-        return 0
+        return after_sync(args, library)
     gitignore = args.gitignore is not False  # a new source honours .gitignore unless told
     if path.is_dir():
         resolved = str(path.resolve())
@@ -115,8 +118,7 @@ def cmd_add(args: argparse.Namespace, library: Library) -> int:
     if not source.gitignore:
         print("its .gitignore files are not read (--no-gitignore)")
     _sync_and_report(library, source.name)
-    after_sync(args, library)
-    return 0
+    return after_sync(args, library)
 
 
 def _print_estimate(path: Path, estimate: Estimate) -> None:
@@ -146,8 +148,7 @@ def _set_gitignore(args: argparse.Namespace, library: Library, name: str, on: bo
     state = "honours .gitignore" if on else "no longer reads .gitignore"
     print(f"source {name!r} {state} from now on")
     _sync_and_report(library, name)
-    after_sync(args, library)
-    return 0
+    return after_sync(args, library)
 
 
 def cmd_remove(args: argparse.Namespace, library: Library) -> int:
@@ -161,5 +162,4 @@ def cmd_sync(args: argparse.Namespace, library: Library) -> int:
     """Sync folder sources with their files (all, or the one named)."""
     if not _sync_and_report(library, args.source):
         print("no folder sources; add one with `kb-mcp add PATH`")
-    after_sync(args, library)
-    return 0
+    return after_sync(args, library)
