@@ -20,6 +20,13 @@ from kb_mcp.results import (
     SourceListing,
     VectorState,
 )
+from kb_mcp.search.vector import (
+    BUILD_HINT,
+    USABLE_COVERAGE,
+    building_reason,
+    percent,
+    readiness,
+)
 from kb_mcp.state import LibraryState
 from kb_mcp.store import documents as rows
 from kb_mcp.store.counts import source_counts
@@ -86,7 +93,7 @@ class Catalog:
             "database": self._memo("database", self._database_health),
             "keyword_index": "current" if self.fts.is_current() else "pending migration",
             "stored_redaction": "current" if self.redaction.is_current() else "pending upgrade",
-            "vectors": _describe_vectors(state),
+            "vectors": describe_vectors(state),
             "embed_pending": state.pending if self.settings.embedder != "none" else 0,
             "embed_failed_documents": self._memo(
                 "failed_documents", lambda: vectors.failed_documents(conn)
@@ -97,7 +104,8 @@ class Catalog:
             "near_duplicate_pairs": pairs,
             "entities_and_relations": links.describe(conn),  # the linking phase
         }
-        modes = ("keyword", "vector", "hybrid", "grep") if state.usable else ("keyword", "grep")
+        vector_modes = readiness(state).usable
+        modes = ("keyword", "vector", "hybrid", "grep") if vector_modes else ("keyword", "grep")
         return Overview(
             str(self.home),
             sources,
@@ -155,11 +163,21 @@ class Catalog:
         return tuple(s.name for s in rows.list_sources(self.db.conn))
 
 
-def _describe_vectors(state: VectorState) -> str:
-    """One line for ``list``: the model in use and its coverage, or why there is none."""
-    if state.usable and state.signature is not None:
-        return (
-            f"{state.signature.describe()}: {state.embedded:,} passages embedded, "
-            f"{state.pending:,} pending"
-        )
-    return f"off: {state.reason}" if state.reason == NO_EMBEDDER else f"not usable: {state.reason}"
+def describe_vectors(state: VectorState) -> str:
+    """One line for ``list`` and ``doctor``: the model in use and its coverage, whether
+    the rest is being built now and what builds it, or why there are no vectors."""
+    if state.reason == NO_EMBEDDER:
+        return f"off: {state.reason}"
+    total = state.embedded + state.pending
+    unbuilt = state.reason == building_reason(state.embedded, total)  # no other problem
+    if state.signature is None or not (state.usable or unbuilt):
+        return f"not usable: {state.reason}"
+    model = state.signature.describe()
+    if not state.pending:
+        return f"{model}: all {total:,} passages have vectors"
+    how = "being built now" if state.building else f"waiting: {BUILD_HINT}"
+    line = f"{model}: vectors for {state.embedded:,} of {total:,} passages "
+    line += f"({percent(state.embedded, total)} %), {how}"
+    if not readiness(state).usable:
+        line += f"; vector and hybrid search from {round(USABLE_COVERAGE * 100)} %"
+    return line

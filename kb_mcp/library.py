@@ -46,6 +46,7 @@ from kb_mcp.results import (
     ReadResult,
     ReindexReport,
     SourceListing,
+    VectorBacklog,
     VectorState,
 )
 from kb_mcp.search.engine import SearchResult
@@ -245,6 +246,12 @@ class Library:
         return self._vectors.embed_pending(
             batch=batch, should_stop=should_stop, progress=progress, wait=wait
         )
+
+    def vector_backlog(self, *, measure: bool = False) -> VectorBacklog | None:
+        """The passages left to embed and how long they will take (None: no embedder);
+        ``measure`` times two small batches now when the library has no rate of its own
+        (``embed/active.py``)."""
+        return self._vectors.backlog(measure=measure)
 
     def warm_vectors(self) -> None:
         """Load the codes of the signature search would use, so the first search does not."""

@@ -150,17 +150,15 @@ class Lookup:
         """The search engine's vector leg (None: ``--embedder none``), from ``vector_state``."""
         if self.settings.embedder == "none":
             return None
-        from kb_mcp.search.vector import EmbeddedLeg, UnusableLeg, coverage_state
+        from kb_mcp.search.vector import EmbeddedLeg, UnusableLeg, readiness
 
         state = self.vector_state()
-        if not state.usable:
-            return UnusableLeg(state.reason or "no vectors yet")
+        ready = readiness(state)
+        if not ready.usable:
+            return UnusableLeg(ready.reason or "")
         loading = getattr(state.embedder, "loading", None)  # the local model has it
         if loading is not None and loading():
             return UnusableLeg(MODEL_LOADING)
-        ready = coverage_state(state.embedded, state.pending)
-        if not ready.usable:
-            return UnusableLeg(ready.reason or "")
         assert state.index is not None and state.embedder is not None
         assert state.signature_id is not None
         return EmbeddedLeg(self.db, state.index, state.embedder, state.signature_id, ready)

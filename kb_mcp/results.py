@@ -174,10 +174,37 @@ class VectorState:
     embedded: int
     pending: int
     reason: str | None = None
+    # A run (a server's, a ``kb-mcp embed``) is embedding the configured model's
+    # passages right now, in this process or another (``index/embed_runs.py``).
+    building: bool = False
 
     @property
     def usable(self) -> bool:
         return self.signature_id is not None and self.embedder is not None and self.embedded > 0
+
+
+@dataclass(frozen=True, slots=True)
+class VectorBacklog:
+    """The passages still without a vector of the configured embedder, and how long they
+    will take: what ``kb-mcp add`` / ``sync`` say when they return before the vectors.
+
+    ``per_second`` is this library's own recorded rate (``rate_from`` "recorded"), or one
+    measured just now on ``timed`` passages ("measured"), or None when neither exists.
+    ``building``: a run (a server's, a ``kb-mcp embed``) is embedding them right now.
+    """
+
+    model: str
+    embedded: int
+    pending: int
+    per_second: float | None = None
+    rate_from: str | None = None
+    timed: int = 0
+    building: bool = False
+    error: str | None = None
+
+    @property
+    def seconds_left(self) -> float | None:
+        return self.pending / self.per_second if self.per_second else None
 
 
 @dataclass(frozen=True, slots=True)

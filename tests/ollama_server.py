@@ -19,6 +19,13 @@ Vectors are deterministic (``vector_for``: a SHA-256 stream of the text), so a t
 check order, prefixes and cuts. Knobs a test may set while the server runs: ``dims``,
 ``models``, ``delay_s`` (each embed request waits this long, cut short at shutdown) and
 ``fail(status, message, times)``. ``embed_requests`` records every embed request body.
+
+A gate holds batches of passages at a point the test chooses, instead of a delay: after
+``hold_after(n)`` the next ``n`` embed requests of two texts or more are answered and
+every later one waits (``held`` is set when the first arrives) until ``release()``, so
+a test can act (send a signal, look at the library) while a client is known to be
+mid-batch. A request of one text (the client's probe for the model's dimensions, a
+question) is never held: other commands keep working meanwhile.
 """
 
 from __future__ import annotations
@@ -65,6 +72,10 @@ class OllamaServer(ThreadingHTTPServer):
             '{"entities": [], "relations": []}'
         )
         self.stopping = threading.Event()
+        self.held = threading.Event()  # an embed request is waiting at the gate
+        self._hold_at: int | None = None  # the arrival (1-based) from which requests wait
+        self._arrivals = 0
+        self._released = threading.Event()
         self._failures: list[tuple[int, str]] = []
         self._lock = threading.Lock()
 
@@ -76,6 +87,32 @@ class OllamaServer(ThreadingHTTPServer):
     def request_count(self) -> int:
         with self._lock:
             return len(self.embed_requests)
+
+    def hold_after(self, n: int) -> None:
+        """Answer the next ``n`` embed requests, then hold every later one (``held``)."""
+        with self._lock:
+            self._hold_at = self._arrivals + n + 1
+            self.held.clear()
+            self._released.clear()
+
+    def release(self) -> None:
+        """Let the held requests (and every later one) through."""
+        with self._lock:
+            self._hold_at = None
+        self._released.set()
+
+    def wait_at_gate(self, body: dict[str, Any]) -> None:
+        """Called as an embed request arrives: waits there while the gate holds it."""
+        texts = body.get("input") if isinstance(body, dict) else None
+        if not isinstance(texts, list) or len(texts) < 2:
+            return
+        with self._lock:
+            self._arrivals += 1
+            holding = self._hold_at is not None and self._arrivals >= self._hold_at
+        if holding:
+            self.held.set()
+            while not (self._released.wait(0.05) or self.stopping.is_set()):
+                pass
 
     def fail(self, status: int, message: str, times: int = 1) -> None:
         """The next ``times`` embed requests answer ``status`` with ``{"error": message}``."""
@@ -151,6 +188,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path == "/api/chat":
             status, answer = self.server.answer_chat(body)
         else:
+            self.server.wait_at_gate(body)
             status, answer = self.server.answer(body)
         self._send_json(status, answer)
 

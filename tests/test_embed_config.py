@@ -138,7 +138,7 @@ def test_embed_config_doctor_says_which_embedder_and_why(
     assert done.returncode == 0, done.stderr
     checks = {c["name"]: c for c in json.loads(done.stdout)["checks"]}
     assert checks["embedder"]["detail"].startswith("none (from $KB_MCP_EMBEDDER)")
-    assert checks["vectors"]["detail"] == "not in use: no embedder configured (--embedder none)"
+    assert checks["vectors"]["detail"] == "off: no embedder configured (--embedder none)"
 
 
 def test_embed_config_doctor_fails_when_a_chosen_embedder_cannot_run(
@@ -227,13 +227,16 @@ def test_embed_config_sync_with_an_unavailable_embedder_still_succeeds(
     (folder / "a.md").write_text("# A\n\nthe heron waits.\n")
     assert kb_cli("add", str(folder), "--yes", "--embedder", "none").returncode == 0
     (folder / "b.md").write_text("# B\n\nthe kestrel hovers.\n")
-    done = kb_cli("sync", "--embedder", "ollama", "--embed-model", "missing-model")
+    done = kb_cli("sync", "--embedder", "ollama", "--embed-model", "missing-model", "--wait")
     assert done.returncode == 0, done.stderr
     assert "1 added" in done.stdout
     assert "vectors: 0 passages embedded, 2 pending" in done.stderr
     assert "Keyword search works" in done.stderr
-    later = kb_cli("sync", "--embedder", "ollama", "--embed-model", "missing-model", "--no-wait")
-    assert later.returncode == 0 and "vectors" not in later.stdout + later.stderr
+    for wait in ([], ["--no-wait"]):  # the default, and said explicitly
+        later = kb_cli("sync", "--embedder", "ollama", "--embed-model", "missing-model", *wait)
+        assert later.returncode == 0, later.stderr
+        assert "keyword search works now; 2 passages wait for vectors: " in later.stderr
+        assert "vectors" not in later.stdout
 
 
 @pytest.mark.anyio
@@ -260,10 +263,10 @@ async def test_embed_config_server_with_an_unavailable_embedder_answers_keyword_
     assert (agent["embedded"], agent["embed_pending"]) == (None, None)
 
 
-def test_embed_config_add_with_ollama_waits_until_every_passage_has_a_vector(
+def test_embed_config_add_with_ollama_and_wait_returns_once_every_passage_has_a_vector(
     tmp_path: Path, home: Path, child_env: dict[str, str]
 ) -> None:
-    """End to end through the CLI: ``kb-mcp add --embedder ollama`` against the loopback
+    """End to end through the CLI: ``kb-mcp add --wait`` with ollama against the loopback
     server that speaks Ollama's /api/embed (kb/ollama's tests/ollama_server.py); skipped
     on a checkout without the ollama embedder."""
     pytest.importorskip("kb_mcp.embed.ollama")
@@ -280,7 +283,7 @@ def test_embed_config_add_with_ollama_waits_until_every_passage_has_a_vector(
 
     with ollama_server.serve_ollama() as server:
         config(home, f'embedder = "ollama"\nollama_host = "{server.url}"\n')
-        done = kb_cli("add", str(folder), "--yes")
+        done = kb_cli("add", str(folder), "--yes", "--wait")
         assert done.returncode == 0, done.stderr
         assert "vectors: 5 passages embedded with ollama:qwen3-embedding:0.6b" in done.stdout
         listed = json.loads(kb_cli("list", "--json").stdout)
@@ -292,7 +295,8 @@ def test_fresh_install_searches_hybrid_with_no_embedder_configured(
     tmp_path: Path, child_env: dict[str, str]
 ) -> None:
     """The README's path on a fresh machine: `kb-mcp add` a folder with no ``--embedder``
-    and no ``KB_MCP_EMBEDDER``; it embeds before returning, and search is hybrid."""
+    and no ``KB_MCP_EMBEDDER``; a folder this small is embedded by the short rate
+    measurement `add` makes before it returns, and search is hybrid."""
     env = without_embedder_variable(child_env)
     folder = tmp_path / "notes"
     folder.mkdir()

@@ -216,7 +216,7 @@ def test_embed_model_change_with_the_old_provider_gone_uses_the_new_partial_vect
 
     with Library(settings(home, embed_model="model-b"), make_embedder=make) as new:
         assert not new.vector_state().usable
-        assert "still being built: 0 of 6" in (new.vector_state().reason or "")
+        assert "vectors for 0 of 6 passages so far" in (new.vector_state().reason or "")
         b = only_b("test", "model-b")
         new.embed_pending(batch=4, should_stop=lambda: b.calls >= 1)
         state = new.vector_state()

@@ -118,8 +118,8 @@ def test_llm_typed_relations_stored_and_shown(tmp_path: Path, facts_server: Olla
 def test_llm_relations_visible_in_entities_cli(
     home: Path, tmp_path: Path, child_env: dict[str, str], facts_server: OllamaServer
 ) -> None:
-    """`kb-mcp add` with ``KB_MCP_GRAPH_EXTRACTOR=ollama`` runs the pass before it returns
-    (unless --no-wait), and `kb-mcp entities` prints the typed relation."""
+    """`kb-mcp add --wait` with ``KB_MCP_GRAPH_EXTRACTOR=ollama`` runs the pass before it
+    returns, and `kb-mcp entities` prints the typed relation."""
     folder = tmp_path / "notes"
     folder.mkdir()
     (folder / "service.md").write_text(SERVICE, encoding="utf-8")
@@ -135,7 +135,7 @@ def test_llm_relations_visible_in_entities_cli(
             check=False,
         )
 
-    added = cli("add", str(folder), "--yes")
+    added = cli("add", str(folder), "--yes", "--wait")
     assert added.returncode == 0, added.stderr
     assert "graph: 1 chunks enriched" in added.stdout
     shown = cli("entities", "Team Atlas")
@@ -363,7 +363,7 @@ def test_llm_pass_resumes_after_kill_9(
     ollama_server.chat_reply = _facts_model
     ollama_server.delay_s = 0.05
     env = {**child_env, "KB_MCP_GRAPH_EXTRACTOR": "ollama", "KB_MCP_OLLAMA_HOST": ollama_server.url}
-    command = [sys.executable, "-m", "kb_mcp", "sync", "--home", str(home)]
+    command = [sys.executable, "-m", "kb_mcp", "sync", "--wait", "--home", str(home)]
     victim = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     db = apsw.Connection(str(home / "kb.db"), flags=apsw.SQLITE_OPEN_READONLY)
 
@@ -445,7 +445,7 @@ async def test_llm_pass_runs_in_the_stdio_server(
 
 def test_graph_extractor_flag_only_where_the_llm_pass_runs() -> None:
     """issue 9 (small): `--graph-extractor` is offered where the graph's LLM pass runs
-    (`serve` in the background, `add` / `sync` / `reindex` before they return), not on
+    (`serve` in the background, `add` / `sync` / `reindex --wait` before they return), not on
     `search`, where it did nothing; there it is a usage error, not silently ignored."""
     from kb_mcp.cli.main import build_parser
 

@@ -208,7 +208,7 @@ def test_add_with_stderr_to_a_pipe_prints_each_phase_and_its_summary(
         home.mkdir()
         (home / "config.toml").write_text(f'embedder = "ollama"\nollama_host = "{server.url}"\n')
         done = subprocess.run(
-            kb_command(home, "add", str(notes), "--yes"),
+            kb_command(home, "add", str(notes), "--yes", "--wait"),
             env=env,
             stdin=subprocess.DEVNULL,
             capture_output=True,

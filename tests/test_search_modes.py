@@ -13,17 +13,19 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
-from hash_embedder import hash_factory
+from hash_embedder import HashEmbedder, hash_factory
 
 from kb_mcp.bench.beir import GOLDEN_SET, load_beir
 from kb_mcp.bench.retrieval import ingest
 from kb_mcp.embed.base import EmbedderUnavailable, EmbeddingSignature
 from kb_mcp.library import Library
+from kb_mcp.lookup import MODEL_LOADING
 from kb_mcp.render import search_data, search_text
 from kb_mcp.search.calibration import CALIBRATIONS, VectorCalibration
 from kb_mcp.search.engine import (
@@ -150,20 +152,27 @@ def test_search_modes_vectors_still_being_built_fall_back_and_say_how_far(
     result = search(library, "rollback the previous release", "hybrid", leg)
     assert (result.mode, result.fallback) == ("keyword", "keyword")
     assert result.reason == (
-        "vectors still being built: 1,200 of 9,000 passages embedded "
-        "(`kb-mcp sync` builds them, a running `kb-mcp serve` in the background)"
+        "vectors for 1,200 of 9,000 passages so far (13 %): keyword only until 95 % have "
+        "one (`kb-mcp embed` builds them, a running `kb-mcp serve` in the background)"
     )
     assert leg.calls == 0
     keyword_legs = {"keyword", "document", "feedback"}  # the keyword leg and its companions
     assert result.hits and all(set(h.legs) <= keyword_legs for h in result.hits)
 
 
-def test_search_modes_auto_with_vectors_still_being_built_is_plain_keyword(
+def test_search_modes_auto_with_vectors_still_being_built_says_keyword_and_why(
     library: Library,
 ) -> None:
+    """Issue 22: a default-mode search answered ``mode: keyword`` with no reason while
+    the library advertised hybrid; the answer now says it ran keyword only, and why."""
     leg = TrigramLeg(library, building(10, 90))
     result = search(library, "rollback the previous release", "auto", leg)
-    assert (result.mode, result.fallback, result.reason) == ("keyword", None, None)
+    assert (result.mode, result.fallback) == ("keyword", "keyword")
+    assert result.reason == building(10, 90).reason
+    assert result.reason is not None and result.reason.startswith(
+        "vectors for 10 of 90 passages so far (11 %): keyword only"
+    )
+    assert result.hits and leg.calls == 0
 
 
 @pytest.mark.parametrize("mode", ["auto", "hybrid", "vector"])
@@ -283,8 +292,9 @@ def test_search_modes_english_only_model_sits_out_chinese_questions(
     )
     assert leg.calls == 0
     auto = search(library, "回滚发布版本", "auto", leg)
-    assert (auto.mode, auto.fallback) == ("keyword", None)
-    assert auto.reason == "no passage matches the query"
+    assert (auto.mode, auto.fallback) == ("keyword", "keyword")  # the default says so too
+    assert auto.reason is not None
+    assert auto.reason.startswith("no passage matches the query; test:trigram-jaccard")
     english = search(library, "rolling back a deployment", "hybrid", leg)
     assert english.mode == "hybrid"
 
@@ -363,13 +373,70 @@ def test_search_modes_library_falls_back_while_vectors_are_being_built(
     assert state.pending > 0
     result = embedded.search("rolling back a deployment", mode="hybrid")
     assert (result.mode, result.fallback) == ("keyword", "keyword")
-    assert result.reason == (
-        f"vectors still being built: {state.embedded:,} of {state.embedded + state.pending:,} "
-        "passages embedded (`kb-mcp sync` builds them, a running `kb-mcp serve` in the background)"
-    )
-    assert embedded.search("rolling back a deployment").mode == "keyword"
+    assert result.reason == building(state.embedded, state.embedded + state.pending).reason
+    assert "`kb-mcp embed` builds them" in result.reason
+    default = embedded.search("rolling back a deployment")
+    assert (default.mode, default.fallback, default.reason) == ("keyword", "keyword", result.reason)
     embedded.embed_pending()
-    assert embedded.search("rolling back a deployment").mode == "hybrid"
+    done = embedded.search("rolling back a deployment")
+    assert (done.mode, done.fallback, done.reason) == ("hybrid", None, None)
+
+
+def test_search_modes_hybrid_over_most_vectors_says_what_the_vector_leg_covers(
+    embedded: Library, tmp_path: Path
+) -> None:
+    """Past ``USABLE_COVERAGE`` hybrid runs before every passage has a vector; the
+    answer says how many the vector leg covers (issue 22)."""
+    folder = tmp_path / "notes"
+    for n in range(40):
+        (folder / f"extra-{n}.md").write_text(f"# Extra {n}\n\nSomething else {n}.\n")
+    embedded.sync()
+    embedded.embed_pending()
+    (folder / "late.md").write_text("# Late\n\nA rollback note written after the run.\n")
+    embedded.sync()
+    state = embedded.vector_state()
+    total = state.embedded + state.pending
+    assert state.pending == 1 and state.embedded >= 0.95 * total
+    result = embedded.search("rolling back a deployment")
+    assert (result.mode, result.fallback) == ("hybrid", None)
+    assert result.reason == (
+        f"hybrid over vectors for {total - 1:,} of {total:,} passages; the other 1 is "
+        "found by keyword until it has one"
+    )
+    assert result.hits[0].title == "Rolling back a deployment"
+    assert f"note: {result.reason}" in search_text(result)
+
+
+class LoadingEmbedder(HashEmbedder):
+    """A real embedder whose model is still loading until the test says it is loaded
+    (the local model's ``loading()``, gated instead of timed)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loaded = threading.Event()
+
+    def loading(self) -> bool:
+        return not self.loaded.is_set()
+
+
+def test_search_modes_default_search_while_the_model_loads_says_so(tmp_path: Path) -> None:
+    """Issue 22: searches in the first second after a server start ran keyword silently
+    while the local model loaded."""
+    embedder = LoadingEmbedder()
+    settings = Settings(home=tmp_path / "home", embedder="local", allow_agent_writes=True)
+    with Library(settings, make_embedder=lambda provider, model: embedder) as lib:
+        lib.add_document("Deploy runbook", "Run make rollback to undo a release.", "u:1")
+        lib.embed_pending()
+        during = lib.search("undo a release")
+        assert (during.mode, during.fallback, during.reason) == (
+            "keyword",
+            "keyword",
+            MODEL_LOADING,
+        )
+        assert during.hits
+        embedder.loaded.set()
+        after = lib.search("undo a release")
+        assert (after.mode, after.fallback, after.reason) == ("hybrid", None, None)
 
 
 def test_search_modes_library_with_an_unreachable_embedder_says_why(tmp_path: Path) -> None:

@@ -46,8 +46,8 @@ def _build_library(home: Path) -> None:
                 else item.name
             )
             library.add_document(title, text, f"demo://{item.name}", by_agent=False)
-        # As `kb-mcp add` does: vectors are built before the session starts, so the demo's
-        # searches are hybrid, as a user's are once their folder is added.
+        # As `kb-mcp add --wait` does: vectors are built before the session starts, so the
+        # demo's searches are hybrid, as a user's are once their vectors are built.
         library.embed_pending()
 
 

@@ -61,8 +61,8 @@ def _embedder_flags(
 ) -> None:
     """``--embedder`` / ``--embed-model``, ``--graph-extractor`` where the graph's LLM pass
     runs (``graph_flag``: not on ``search``, which extracts nothing), ``--reranker`` /
-    ``--reranker-model`` where searches run (``rerank_flag``), and ``--no-wait`` where
-    embedding is waited for."""
+    ``--reranker-model`` where searches run (``rerank_flag``), and ``--wait`` /
+    ``--no-wait`` where embedding may be waited for."""
     parser.add_argument(
         "--embedder",
         choices=EMBEDDER_CHOICES,
@@ -91,12 +91,21 @@ def _embedder_flags(
             help="onnx: the folder with model.onnx and tokenizer.json; ollama: the chat model",
         )
     if wait_flag:
-        parser.add_argument(
-            "--no-wait",
+        waiting = parser.add_mutually_exclusive_group()
+        waiting.add_argument(
+            "--wait",
+            dest="wait",
             action="store_true",
-            help="return once keyword search is ready; vectors (and the graph's LLM pass) "
-            "follow later (by `kb-mcp serve` in the background, or the next command "
-            "that waits)",
+            default=False,
+            help="return once the new passages have vectors too (and the graph's LLM pass "
+            "is done), with progress; by default the command returns once keyword search "
+            "works, and `kb-mcp serve` (in the background) or `kb-mcp embed` builds them",
+        )
+        waiting.add_argument(
+            "--no-wait",
+            dest="wait",
+            action="store_false",
+            help="the default, said explicitly (kept for scripts written before --wait)",
         )
 
 
@@ -302,12 +311,9 @@ def cmd_reindex(args: argparse.Namespace) -> int:
         with PhaseProgress(READING_FILES) as progress:
             result = library.reindex(rebuild=args.rebuild, progress=progress)
         _emit(args, result, render.reindex_text)
-        if not args.no_wait:
-            from kb_mcp.cli.sources import embed_and_report, enrich_and_report
+        from kb_mcp.cli.sources import after_sync
 
-            embed_and_report(library, quiet=args.json)
-            enrich_and_report(library, quiet=args.json)
-    return 0
+        return after_sync(args, library, quiet=args.json)
 
 
 def cmd_add(args: argparse.Namespace) -> int:
@@ -329,6 +335,15 @@ def cmd_remove(args: argparse.Namespace) -> int:
 def cmd_sync(args: argparse.Namespace) -> int:
     """Sync folder sources with their files (all of them, or the one named)."""
     from kb_mcp.cli.sources import cmd_sync as run
+
+    with _open(args) as library:
+        return run(args, library)
+
+
+def cmd_embed(args: argparse.Namespace) -> int:
+    """Build the vectors of passages that have none yet, with progress; Ctrl-C stops
+    after the batch in progress and keeps what was done (the next run resumes)."""
+    from kb_mcp.cli.embedding import cmd_embed as run
 
     with _open(args) as library:
         return run(args, library)
@@ -484,6 +499,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="do not read the folder's .gitignore files (.kbignore still applies)",
     )
     _embedder_flags(p, wait_flag=True)
+    p = command("embed", cmd_embed)
+    _embedder_flags(p, graph_flag=False)
     p = command("remove", cmd_remove)
     p.add_argument("source")
     p = command("sync", cmd_sync)

@@ -1,11 +1,11 @@
 """``kb-mcp add`` / ``remove`` / ``sync``: folder sources and single-file uploads.
 
-``add`` and ``sync`` (and ``reindex``) return once the new passages have vectors too,
-with their progress on stderr (``cli/progress.py``), unless ``--no-wait``: then they
-return as soon as keyword search is ready, and the vectors are built by ``kb-mcp serve``
-in the background or by the next command that waits. A failing embedder never fails the
-command: the files are indexed, keyword search works, and the line printed says what is
-pending and why.
+``add`` and ``sync`` (and ``reindex``) return as soon as keyword search is ready, and say
+how many passages are left to embed and about how long that takes; ``kb-mcp serve``
+builds them in the background, or ``kb-mcp embed`` (``cli/embedding.py``). ``--wait``
+returns once the new passages have vectors too, with their progress on stderr
+(``cli/progress.py``). A failing embedder never fails the command: the files are
+indexed, keyword search works, and the line printed says what is pending and why.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kb_mcp.cli.embedding import INTERRUPTED_EXIT, embed_and_report, report_backlog
 from kb_mcp.cli.progress import (
-    EMBEDDING_PASSAGES,
     ENRICHING_PASSAGES,
     LINKING_DOCUMENTS,
     READING_FILES,
@@ -77,34 +77,6 @@ def link_and_report(library: Library) -> None:
     print(f"entities and relations: {report.linked:,} documents in {report.seconds:.1f} s{left}")
 
 
-def embed_and_report(library: Library, *, quiet: bool = False) -> None:
-    """Embed what is pending, with its progress on stderr, then one summary line: on stdout (on
-    stderr if ``quiet``, so ``--json`` output stays one JSON document), or on stderr as a
-    warning when the embedder failed. Silent when the embedder is none or there was
-    nothing to embed."""
-    with PhaseProgress(EMBEDDING_PASSAGES) as progress:
-        report = library.embed_pending(progress=progress)
-    if report is None or not (report.embedded or report.pending):
-        return  # no embedder, or nothing to embed: nothing worth a line
-    if report.error:  # a warning, not a result: the command itself succeeded
-        print(
-            f"vectors: {report.embedded} passages embedded, {report.pending} pending: "
-            f"{report.error}. Keyword search works; the next `kb-mcp sync` (or the "
-            "server) retries.",
-            file=sys.stderr,
-        )
-        return
-    signature = library.vector_state().signature
-    model = f" with {signature.describe()}" if signature else ""
-    reused = f" ({report.reused} unchanged: vectors reused)" if report.reused else ""
-    print(
-        f"vectors: {report.embedded} passages embedded{reused}{model} in "
-        f"{report.seconds:.1f} s; "
-        f"{report.pending} pending",
-        file=sys.stderr if quiet else sys.stdout,
-    )
-
-
 def enrich_and_report(library: Library, *, quiet: bool = False) -> None:
     """Run the graph's LLM pass (``graph_extractor = ollama``) with its progress, then
     one line; a failure is a warning on stderr (the heuristic graph is in place and the
@@ -127,10 +99,18 @@ def enrich_and_report(library: Library, *, quiet: bool = False) -> None:
     print(f"{line} in {report.seconds:.1f} s", file=sys.stderr if quiet else sys.stdout)
 
 
-def _after_sync(args: argparse.Namespace, library: Library) -> None:
-    if not getattr(args, "no_wait", False):
-        embed_and_report(library)
-        enrich_and_report(library)
+def after_sync(args: argparse.Namespace, library: Library, *, quiet: bool = False) -> int:
+    """With ``--wait``, embed (and run the graph's LLM pass) before returning; by default
+    say that keyword search works and what is left (``cli/embedding.py``). The command's
+    exit code: ``INTERRUPTED_EXIT`` when Ctrl-C stopped the embedding, else 0."""
+    if not args.wait:
+        report_backlog(library, quiet=quiet)
+        return 0
+    _, stopped = embed_and_report(library, quiet=quiet)
+    if stopped:  # what was embedded is kept; the graph's pass waits for the next run too
+        return INTERRUPTED_EXIT
+    enrich_and_report(library, quiet=quiet)
+    return 0
 
 
 def cmd_add(args: argparse.Namespace, library: Library) -> int:
@@ -144,8 +124,7 @@ def cmd_add(args: argparse.Namespace, library: Library) -> int:
         result = library.import_file(path, link=False)
         print(render.add_text(result))
         link_and_report(library)
-        _after_sync(args, library)
-        return 0
+        return after_sync(args, library)
     gitignore = args.gitignore is not False  # a new source honours .gitignore unless told
     if path.is_dir():
         resolved = str(path.resolve())
@@ -162,8 +141,7 @@ def cmd_add(args: argparse.Namespace, library: Library) -> int:
     if not source.gitignore:
         print("its .gitignore files are not read (--no-gitignore)")
     _sync_and_report(library, source.name)
-    _after_sync(args, library)
-    return 0
+    return after_sync(args, library)
 
 
 def _print_estimate(path: Path, estimate: Estimate) -> None:
@@ -193,8 +171,7 @@ def _set_gitignore(args: argparse.Namespace, library: Library, name: str, on: bo
     state = "honours .gitignore" if on else "no longer reads .gitignore"
     print(f"source {name!r} {state} from now on")
     _sync_and_report(library, name)
-    _after_sync(args, library)
-    return 0
+    return after_sync(args, library)
 
 
 def cmd_remove(args: argparse.Namespace, library: Library) -> int:
@@ -208,5 +185,4 @@ def cmd_sync(args: argparse.Namespace, library: Library) -> int:
     """Sync folder sources with their files (all, or the one named)."""
     if not _sync_and_report(library, args.source):
         print("no folder sources; add one with `kb-mcp add PATH`")
-    _after_sync(args, library)
-    return 0
+    return after_sync(args, library)

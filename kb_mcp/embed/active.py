@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from kb_mcp.fsutil import FileLock
-from kb_mcp.index import vectors
-from kb_mcp.results import VectorState
+from kb_mcp.index import embed_runs, vectors
+from kb_mcp.results import VectorBacklog, VectorState
 from kb_mcp.search.vector import building_reason
 from kb_mcp.settings import Settings
 from kb_mcp.store import documents as rows
@@ -45,6 +45,12 @@ NO_EMBEDDER = "no embedder configured (--embedder none)"
 # Beside the sync locks of ingest/synclock.py; one per signature.
 LOCK_PATH = "locks/embed-{key}.lock"
 LOCK_POLL_S = 0.2
+# The short measurement ``kb-mcp add`` makes when the library has no rate of its own:
+# the second of two batches is timed (the first loads the model). Two batches of 16
+# added ~10 s to a 1,000-file ``add`` at load 8 on 2 cores (5.4 passages/s, model load
+# included); 8 passages are under a second at the issue's 18.6/s.
+MEASURE_BATCH = 8
+MEASURE_BATCHES = 2
 
 # (provider, model or None) → the embedder for it, or None for "none". Tests pass a
 # factory of their own real embedders; the default is ``embed.registry.build_embedder``.
@@ -171,6 +177,62 @@ class ActiveVectors:
         self._vector_state = None
         return report
 
+    def backlog(self, *, measure: bool = False) -> VectorBacklog | None:
+        """The passages left to embed and how long they will take (None: ``--embedder
+        none``). The rate is the library's own last one (``index/embed_runs.py``); with
+        none recorded and ``measure``, two small batches are embedded now to time the
+        second (the first loads the model), unless another run holds the lock. What the
+        measurement embeds is kept."""
+        embedder = self.embedder()
+        if embedder is None:
+            return None
+        from kb_mcp.embed.base import EmbedderUnavailable
+
+        try:
+            signature = embedder.signature
+        except EmbedderUnavailable as exc:
+            pending = rows.document_total(self._db.conn)[1]
+            return VectorBacklog(self._settings.embedder, 0, pending, error=exc.message)
+        key, error = signature.key, None
+        rate, rate_from = embed_runs.last_rate(self._db.conn, key), "recorded"
+        if rate is None and measure and self._totals(key)[1]:
+            report = self._measure()
+            error = report.error if report else None
+            rate, rate_from = embed_runs.last_rate(self._db.conn, key), "measured"
+        embedded, pending = self._totals(key)
+        return VectorBacklog(
+            signature.describe(),
+            embedded,
+            pending,
+            rate.per_second if rate else None,
+            rate_from if rate else None,
+            rate.passages if rate else 0,
+            embed_runs.running(self._db.conn, key),
+            error,
+        )
+
+    def _totals(self, key: str) -> tuple[int, int]:
+        """(embedded, pending) passages of signature ``key`` (all pending without a row)."""
+        row = vectors.find_signature(self._db.conn, key)
+        if row is None:
+            return 0, rows.document_total(self._db.conn)[1]
+        return vectors.totals(self._db.conn, row.id)
+
+    def _measure(self) -> EmbedReport | None:
+        """Embed ``MEASURE_BATCHES`` batches of ``MEASURE_BATCH`` now (the run records its
+        rate); None when another run holds the signature's lock."""
+        done = [0]
+
+        def counted(embedded: int, total: int, label: str) -> None:
+            done[0] = embedded
+
+        return self.embed_pending(
+            batch=MEASURE_BATCH,
+            should_stop=lambda: done[0] >= MEASURE_BATCH * MEASURE_BATCHES,
+            progress=counted,
+            wait=False,
+        )
+
     def _drop_other_signatures(self, keep: int) -> None:
         """The configured signature is complete: older models' vectors go (disk, memory)."""
         with self._db.write() as conn:
@@ -221,6 +283,7 @@ class ActiveVectors:
             problem = None if available.ok else f"embedder unavailable: {available.reason}"
         except EmbedderUnavailable as exc:
             configured, problem = None, f"embedder unavailable: {exc.message}"
+        building = configured is not None and embed_runs.running(conn, configured.key)
         held = [_Held(row, *vectors.totals(conn, row.id)) for row in vectors.signatures(conn)]
         mine = next((h for h in held if configured and h.row.key == configured.key), None)
         if mine is None:
@@ -228,22 +291,24 @@ class ActiveVectors:
         else:
             mine_embedded, mine_pending = mine.embedded, mine.pending
         if mine and problem is None and mine_embedded and not mine_pending:
-            return self._usable(mine, embedder)  # complete: the usual case
+            return self._usable(mine, embedder, building)  # complete: the usual case
         for other in sorted(held, key=lambda h: -h.embedded):  # a model change under way
             if other is mine or other.embedded <= mine_embedded:
                 continue
             old = self._embedder_for(other.row.provider, other.row.model)
             if old is not None and _can_embed_queries(old, other.row.key):
-                return self._usable(other, old)
+                return self._usable(other, old, building)
         if mine and problem is None and mine_embedded:
-            return self._usable(mine, embedder)  # partial, and still the best there is
+            return self._usable(mine, embedder, building)  # partial, and still the best there is
         if problem is None and mine_embedded + mine_pending == 0:
             problem = "no passages to embed yet: the library is empty"
         reason = problem or building_reason(mine_embedded, mine_embedded + mine_pending)
         sig_id = mine.row.id if mine else None
-        return VectorState(sig_id, configured, None, None, mine_embedded, mine_pending, reason)
+        return VectorState(
+            sig_id, configured, None, None, mine_embedded, mine_pending, reason, building
+        )
 
-    def _usable(self, held: _Held, embedder: Embedder) -> VectorState:
+    def _usable(self, held: _Held, embedder: Embedder, building: bool) -> VectorState:
         return VectorState(
             held.row.id,
             held.row.signature,
@@ -251,6 +316,7 @@ class ActiveVectors:
             self.index,
             held.embedded,
             held.pending,
+            building=building,
         )
 
     def configured_row(self) -> vectors.SignatureRow | None:

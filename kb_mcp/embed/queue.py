@@ -20,6 +20,7 @@ The caller (the CLI, the server's background thread) decides when that is.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kb_mcp.embed.base import Embedder, EmbedderUnavailable
-from kb_mcp.index import vectors
+from kb_mcp.index import embed_runs, vectors
 from kb_mcp.store.db import Database
 
 DEFAULT_BATCH = 32
@@ -89,8 +90,34 @@ def embed_pending(
     started = time.perf_counter()
     signature = embedder.signature
     _, pending_at_start = vectors.totals(db.conn, sig_id)
+    try:
+        return _run(db, embedder, sig_id, batch, should_stop, progress, pending_at_start, started)
+    finally:
+        # Only a run that stored a batch left a heartbeat (an idle run writes nothing).
+        # A failure to clear it must not hide the run's own error: it goes stale by itself.
+        with contextlib.suppress(Exception):
+            if embed_runs.running(db.conn, signature.key):
+                with db.write() as conn:
+                    embed_runs.ended(conn, signature.key)
+
+
+def _run(
+    db: Database,
+    embedder: Embedder,
+    sig_id: int,
+    batch: int,
+    should_stop: Callable[[], bool] | None,
+    progress: Progress | None,
+    pending_at_start: int,
+    started: float,
+) -> EmbedReport:
+    """``embed_pending``'s loop; each stored batch also records the run's rate of passages
+    the model embedded (kept vectors taken are not its work), timed from the end of its
+    first batch (which loads the model: ``index/embed_runs.py``)."""
+    signature = embedder.signature
     embedded = reused_total = 0
     after_id = 0
+    timed_from: tuple[float, int] | None = None  # (when, embedded) at the first batch's end
     while not (should_stop and should_stop()):
         chunks = vectors.pending_chunks(db.conn, sig_id, batch, after_id=after_id)
         if not chunks:
@@ -119,6 +146,13 @@ def embed_pending(
             rows = matrix[[row_of[c.text] for c in chunks]]
             embedded += vectors.store_vectors(conn, sig_id, [c.chunk_id for c in chunks], rows)
             vectors.record_success(conn, sig_id, document_ids)
+            now = time.perf_counter()
+            if timed_from is None:
+                timed_from = (now, embedded - reused_total)
+            else:
+                computed = embedded - reused_total - timed_from[1]
+                embed_runs.record_rate(conn, signature.key, computed, now - timed_from[0])
+            embed_runs.beat(conn, signature.key)
         if progress is not None:
             progress(embedded, max(pending_at_start, embedded), signature.describe())
     _, pending = vectors.totals(db.conn, sig_id)

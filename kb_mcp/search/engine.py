@@ -184,22 +184,24 @@ def plan_legs(
     calibration: VectorCalibration = UNCALIBRATED,
     model: str = "the embedding model",
 ) -> Plan:
-    """``auto`` is hybrid when vectors can run, else keyword (that is not a fallback);
-    ``vector`` / ``hybrid`` without usable vectors fall back to keyword with the reason.
+    """``auto`` is hybrid when vectors can run, keyword without an embedder (that is not
+    a fallback); ``vector`` / ``hybrid``, and ``auto`` with an embedder, without usable
+    vectors fall back to keyword with the reason (issue 22: a default search that ran
+    keyword while the library advertised hybrid said nothing). A usable leg's ``reason``
+    (what it does not cover yet) goes with the answer.
 
     A model that does not read CJK sits out questions in CJK the same way: fused, its
     near-random ranking would pull keyword's good one down.
     """
-    if mode == "keyword" or (mode == "auto" and not state.usable):
+    if mode == "keyword" or (mode == "auto" and state == NO_EMBEDDER):
         return KEYWORD_ONLY
     if not state.usable:
         return Plan(("keyword",), "keyword", state.reason)
     if not calibration.reads_cjk and has_cjk(query):
-        if mode == "auto":
-            return KEYWORD_ONLY
         reason = f"{model} does not read Chinese or Japanese; the vector leg sat this one out"
         return Plan(("keyword",), "keyword", reason)
-    return Plan(("vector",)) if mode == "vector" else Plan(("keyword", "vector"))
+    legs = ("vector",) if mode == "vector" else ("keyword", "vector")
+    return Plan(legs, None, state.reason)
 
 
 def plan_named_legs(

@@ -36,14 +36,16 @@ if TYPE_CHECKING:  # embed.base imports numpy: keyword-only search must not
 
 @dataclass(frozen=True, slots=True)
 class VectorState:
-    """Whether the vector leg can run now, and if not, the reason a person can act on."""
+    """Whether the vector leg can run now, and if not, the reason a person can act on.
+    A usable state may carry a ``reason`` too: what the leg does not cover yet, said with
+    the answer (issue 22: an answer in a lesser mode than advertised says so)."""
 
     usable: bool
     reason: str | None = None
 
     @classmethod
-    def ready(cls) -> VectorState:
-        return cls(True)
+    def ready(cls, note: str | None = None) -> VectorState:
+        return cls(True, note)
 
     @classmethod
     def unavailable(cls, reason: str) -> VectorState:
@@ -62,12 +64,20 @@ USABLE_COVERAGE = 0.95
 # Said with every "still being built": nothing embeds in the background unless a server
 # runs, and a library added with ``--embedder none`` then searched with the default
 # ``local`` read "0 of 23,215 passages embedded" with no way forward (outsider run).
-BUILD_HINT = "`kb-mcp sync` builds them, a running `kb-mcp serve` in the background"
+BUILD_HINT = "`kb-mcp embed` builds them, a running `kb-mcp serve` in the background"
+
+
+def percent(part: int, whole: int) -> int:
+    """``part`` of ``whole`` in whole percent, rounded down (99.9 % is not 100 %)."""
+    return part * 100 // whole if whole else 0
 
 
 def building_reason(embedded: int, total: int) -> str:
     """Why the vector leg waits: how far the vectors are, and what builds the rest."""
-    return f"vectors still being built: {embedded:,} of {total:,} passages embedded ({BUILD_HINT})"
+    return (
+        f"vectors for {embedded:,} of {total:,} passages so far ({percent(embedded, total)} %): "
+        f"keyword only until {round(USABLE_COVERAGE * 100)} % have one ({BUILD_HINT})"
+    )
 
 
 def building(embedded: int, total: int) -> VectorState:
@@ -75,12 +85,44 @@ def building(embedded: int, total: int) -> VectorState:
     return VectorState.unavailable(building_reason(embedded, total))
 
 
+def partial_note(embedded: int, total: int) -> str:
+    """What a hybrid answer says while a few passages still wait for their vector."""
+    left = total - embedded
+    rest = "the other 1 is" if left == 1 else f"the other {left:,} are"
+    one = "it has one" if left == 1 else "they have one"
+    return (
+        f"hybrid over vectors for {embedded:,} of {total:,} passages; "
+        f"{rest} found by keyword until {one}"
+    )
+
+
 def coverage_state(embedded: int, pending: int) -> VectorState:
-    """Ready once ``USABLE_COVERAGE`` of the passages have vectors, else still building."""
+    """Ready once ``USABLE_COVERAGE`` of the passages have vectors (saying what the leg
+    does not cover yet, while some still wait), else still building."""
     total = embedded + pending
     if total and embedded >= USABLE_COVERAGE * total:
-        return VectorState.ready()
+        return VectorState.ready(partial_note(embedded, total) if pending else None)
     return building(embedded, total)
+
+
+class HeldVectors(Protocol):
+    """What ``readiness`` reads of the library's vectors (``results.VectorState``)."""
+
+    @property
+    def usable(self) -> bool: ...
+
+    reason: str | None
+    embedded: int
+    pending: int
+
+
+def readiness(held: HeldVectors) -> VectorState:
+    """Whether a search's vector leg can run over the library's vectors: the one rule
+    for searching and for the modes ``list`` advertises (issue 22: ``list`` said hybrid
+    at 5 % coverage while searches ran keyword)."""
+    if not held.usable:
+        return VectorState.unavailable(held.reason or "no vectors yet")
+    return coverage_state(held.embedded, held.pending)
 
 
 @runtime_checkable
