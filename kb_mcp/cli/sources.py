@@ -121,9 +121,8 @@ def cmd_add(args: argparse.Namespace, library: Library) -> int:
 
     path = Path(args.path).expanduser()
     if path.is_file():
-        result = library.import_file(path, link=False)
+        result = library.import_file(path)  # one file: linked at once, no lines about it
         print(render.add_text(result))
-        link_and_report(library)
         return after_sync(args, library)
     gitignore = args.gitignore is not False  # a new source honours .gitignore unless told
     if path.is_dir():
