@@ -463,7 +463,7 @@ def reuse_kept(conn: apsw.Connection, sig_id: int, chunks: Sequence[PendingChunk
     import numpy as np
 
     row = signature_row(conn, sig_id)
-    if row is None or not chunks or not _has_table(conn, _kept_table(row.key)):
+    if row is None or not chunks or not has_kept(conn, sig_id):
         return set()
     hashes = {text_hash(chunk.text) for chunk in chunks}
     found = dict(
@@ -489,8 +489,15 @@ def forget_kept(conn: apsw.Connection, sig_id: int) -> None:
         conn.execute(f"DROP TABLE IF EXISTS {_kept_table(row.key)}")
 
 
-def _has_table(conn: apsw.Connection, name: str) -> bool:
-    found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,))
+def has_kept(conn: apsw.Connection, sig_id: int) -> bool:
+    """Whether ``sig_id`` holds kept vectors of removed chunks (a read: the queue asks
+    before it takes the write lock for ``reuse_kept`` or ``forget_kept``)."""
+    row = signature_row(conn, sig_id)
+    if row is None:
+        return False
+    found = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (_kept_table(row.key),)
+    )
     return found.fetchone() is not None
 
 
