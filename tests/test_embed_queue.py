@@ -411,3 +411,24 @@ def test_embed_equal_texts_in_different_documents_are_embedded_once(lib: Library
     assert report is not None and report.embedded == 3 and report.pending == 0
     assert embedder.texts == 1
     assert each_vector_is_its_texts(lib, embedder)
+
+
+def test_embed_kept_vectors_of_removed_chunks_are_bounded_and_go_after_a_complete_run(
+    lib: Library, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(vectors, "KEPT_LIMIT", 3)
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "guide.md").write_text(guide(SECTIONS), encoding="utf-8")
+    lib.add_folder(folder)
+    synced(lib)
+    embedder = lib.embedder()
+    assert isinstance(embedder, HashEmbedder)
+    kept = f"vec_kept_{embedder.signature.key}"
+
+    (folder / "guide.md").unlink()
+    lib.sync()  # removed, and no embedding run yet
+    assert lib.db.conn.execute(f"SELECT COUNT(*) FROM {kept}").fetchone()[0] == 3
+
+    lib.embed_pending()
+    assert not lib.db.query(f"SELECT name FROM sqlite_master WHERE name = '{kept}'")

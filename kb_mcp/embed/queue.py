@@ -124,8 +124,10 @@ def _run(
             break
         after_id = chunks[-1].chunk_id
         document_ids = sorted({c.document_id for c in chunks})
-        with db.write() as conn:
-            reused = vectors.reuse_kept(conn, sig_id, chunks)
+        reused: set[int] = set()
+        if vectors.has_kept(db.conn, sig_id):
+            with db.write() as conn:
+                reused = vectors.reuse_kept(conn, sig_id, chunks)
         embedded += len(reused)
         reused_total += len(reused)
         chunks = [c for c in chunks if c.chunk_id not in reused]
@@ -156,7 +158,7 @@ def _run(
         if progress is not None:
             progress(embedded, max(pending_at_start, embedded), signature.describe())
     _, pending = vectors.totals(db.conn, sig_id)
-    if pending == 0:
+    if pending == 0 and vectors.has_kept(db.conn, sig_id):
         with db.write() as conn:
             vectors.forget_kept(conn, sig_id)
     return EmbedReport(embedded, pending, 0, None, time.perf_counter() - started, reused_total)

@@ -74,6 +74,10 @@ STALE_RELOAD_FRACTION = 0.10
 # How long a source's chunk-id mask is trusted when the codes did not change: a new
 # location of an existing document changes a source without touching any vector.
 SOURCE_MASK_TTL_S = 5.0
+# Vectors of removed chunks kept for reuse per signature, newest first: an embedding run
+# that ends with nothing pending empties them, and this bounds them meanwhile (a library
+# whose embedder is now ``none`` never runs one). 20,000 × 384 floats is 31 MB.
+KEPT_LIMIT = 20_000
 
 GENERATION_KEY = "vectors_generation"
 REMOVED_KEY = "vectors_removed"
@@ -425,12 +429,13 @@ def text_hash(text: str) -> str:
 
 def _keep_removed(conn: apsw.Connection, row: SignatureRow, ids_json: str) -> None:
     """Copy the float vectors of the chunks in ``ids_json`` into the signature's kept
-    table, keyed by the hash of their embedding text (their documents still exist)."""
+    table, keyed by the hash of their embedding text (their documents still exist); the
+    newest ``KEPT_LIMIT`` stay."""
     _, floats = _tables(row.key)
     kept = _kept_table(row.key)
     conn.execute(
         f"CREATE TABLE IF NOT EXISTS {kept} "
-        "(text_hash TEXT PRIMARY KEY, embedding BLOB NOT NULL) WITHOUT ROWID"
+        "(id INTEGER PRIMARY KEY, text_hash TEXT NOT NULL UNIQUE, embedding BLOB NOT NULL)"
     )
     found = conn.execute(
         "SELECT d.title, c.heading_path, c.text, f.embedding FROM chunks c "
@@ -445,6 +450,7 @@ def _keep_removed(conn: apsw.Connection, row: SignatureRow, ids_json: str) -> No
             for title, path, text, blob in found
         ),
     )
+    conn.execute(f"DELETE FROM {kept} WHERE id <= (SELECT MAX(id) FROM {kept}) - ?", (KEPT_LIMIT,))
 
 
 def reuse_kept(conn: apsw.Connection, sig_id: int, chunks: Sequence[PendingChunk]) -> set[int]:
@@ -457,7 +463,7 @@ def reuse_kept(conn: apsw.Connection, sig_id: int, chunks: Sequence[PendingChunk
     import numpy as np
 
     row = signature_row(conn, sig_id)
-    if row is None or not chunks or not _has_table(conn, _kept_table(row.key)):
+    if row is None or not chunks or not has_kept(conn, sig_id):
         return set()
     hashes = {text_hash(chunk.text) for chunk in chunks}
     found = dict(
@@ -483,8 +489,15 @@ def forget_kept(conn: apsw.Connection, sig_id: int) -> None:
         conn.execute(f"DROP TABLE IF EXISTS {_kept_table(row.key)}")
 
 
-def _has_table(conn: apsw.Connection, name: str) -> bool:
-    found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,))
+def has_kept(conn: apsw.Connection, sig_id: int) -> bool:
+    """Whether ``sig_id`` holds kept vectors of removed chunks (a read: the queue asks
+    before it takes the write lock for ``reuse_kept`` or ``forget_kept``)."""
+    row = signature_row(conn, sig_id)
+    if row is None:
+        return False
+    found = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (_kept_table(row.key),)
+    )
     return found.fetchone() is not None
 
 
