@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kb_mcp.ingest import filework, readahead, workers
+from kb_mcp.ingest import filework, workers
 from kb_mcp.ingest.readers.text import looks_like_rst, read_plain
 from kb_mcp.ingest.sync import SyncReport
 from kb_mcp.library import Library
@@ -364,21 +364,34 @@ def test_pdf_mode_text_indexes_the_plain_text_without_layout_analysis(
         assert library.read(hit.doc).text == "Quarterly overview.\n\nHeliotrope budgets rise.\n"
 
 
-def test_pdfs_convert_in_bounded_processes_while_text_files_are_written(
-    library: Library, folder: Path, pymupdf, monkeypatch: pytest.MonkeyPatch
+def test_pdfs_convert_in_bounded_processes_after_the_text_files_are_committed(
+    library: Library, folder: Path, pymupdf
 ) -> None:
-    """issue 10 item 3: PDFs start converting (``BOUNDED_WORKERS`` bounded processes) when
-    the sync starts, so they run while the text files are written, not after; each is
-    indexed, and one a bound kills is that file's failure alone."""
+    """issue 22 (issue 10 item 3 before): the text files of a folder are written and
+    committed before the first PDF conversion starts, so they are keyword-searchable
+    without waiting for the PDFs, whose conversions do not take the cores from the text
+    readers meanwhile; then the PDFs convert in bounded processes, each indexed."""
     import multiprocessing
 
-    running: list[int] = []
+    import apsw
+
+    from kb_mcp.home import DB_FILE
+
+    converting_while_text: list[int] = []
+    committed_at_first_pdf: list[int] = []
 
     def progress(done: int, total: int, rel: str) -> None:
         if rel.endswith(".md"):
-            running.append(
+            converting_while_text.append(
                 sum(p.name == "kb-mcp-bounded" for p in multiprocessing.active_children())
             )
+        elif not committed_at_first_pdf:  # another connection sees what was committed
+            other = apsw.Connection(str(library.settings.home / DB_FILE))
+            [(notes,)] = other.execute(
+                "SELECT count(*) FROM documents WHERE kind = 'markdown'"
+            ).fetchall()
+            other.close()
+            committed_at_first_pdf.append(notes)
 
     pdfs = {f"p{n}.pdf": text_pdf(pymupdf, [f"Heliotrope report number{n}."]) for n in range(3)}
     notes = {f"n{n}.md": f"A heron note {n}.\n" for n in range(3)}
@@ -388,7 +401,8 @@ def test_pdfs_convert_in_bounded_processes_while_text_files_are_written(
     library.add_folder(folder)
     [report] = library.sync(progress=progress)
     assert (report.added, report.failed) == (6, 0)
-    assert running and 1 <= running[0] <= readahead.BOUNDED_WORKERS  # already converting
+    assert converting_while_text == [0, 0, 0]
+    assert committed_at_first_pdf == [3]
     assert {h.path for h in library.search("heliotrope report").hits} == set(pdfs)
 
 

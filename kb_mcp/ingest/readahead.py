@@ -4,8 +4,9 @@
 sync of ``PARALLEL_MIN_FILES`` files or more) files are read in spawned worker processes
 ahead of the writer, at most ``READ_AHEAD`` files and ``READ_AHEAD_BYTES`` in flight;
 a large file (``filework.LARGE_FILE_BYTES``) is read in the writer when its turn comes;
-PDFs are converted from the start of the sync in bounded processes of their own,
-``BOUNDED_WORKERS`` at a time (``_BoundedReads``). Reading functions are looked up on
+PDFs (a sync reads them after every other file is committed: ``ingest/sync``) are
+converted in bounded processes of their own, ``BOUNDED_WORKERS`` at a time
+(``_BoundedReads``). Reading functions are looked up on
 ``filework`` when called, so a bench can hand the pool another one by name
 (``bench/graph_cost``, ``bench/ingest_cpu``).
 """
@@ -38,9 +39,9 @@ READ_AHEAD = 256
 # (text, chunks, index rows), pickled there and unpickled in the writer.
 READ_AHEAD_BYTES = 32 * 1024 * 1024
 # Bounded conversions run this many at a time (one per core of the 2-core machine the
-# figures are from), from the start of a sync, so PDFs convert while the text files are
-# written; at most BOUNDED_AHEAD are started or done ahead of the writer, so finished
-# conversions waiting for their turn stay few.
+# figures are from), from the start of their part of a sync, so PDFs convert while the
+# ones before them are written; at most BOUNDED_AHEAD are started or done ahead of the
+# writer, so finished conversions waiting for their turn stay few.
 BOUNDED_WORKERS = 2
 BOUNDED_AHEAD = 4
 
