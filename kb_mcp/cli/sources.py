@@ -68,13 +68,17 @@ def link_and_report(library: Library) -> None:
     pending = library.links_pending()
     if not pending:
         return
-    print(f"keyword search works now; recording entities and relations of {pending:,} documents")
+    print(f"keyword search works now; recording entities and relations of {_documents(pending)}")
     with PhaseProgress(LINKING_DOCUMENTS) as progress:
         report = library.link_pending(progress=progress)
     if report is None:  # stopped while another process linked
         return
     left = f"; {report.pending:,} pending" if report.pending else ""
-    print(f"entities and relations: {report.linked:,} documents in {report.seconds:.1f} s{left}")
+    print(f"entities and relations: {_documents(report.linked)} in {report.seconds:.1f} s{left}")
+
+
+def _documents(count: int) -> str:
+    return f"{count:,} document" + ("" if count == 1 else "s")
 
 
 def enrich_and_report(library: Library, *, quiet: bool = False) -> None:
