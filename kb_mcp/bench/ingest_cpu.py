@@ -107,10 +107,54 @@ def measure(folder: Path, profile: Path | None = None) -> tuple[float, float, fl
     return megabytes, writer_s, readers_s
 
 
+def measure_naive(folder: Path) -> tuple[float, float]:
+    """Wall and CPU seconds of the naive baseline over the files a sync of ``folder``
+    reads (the same walk): each file's bytes decoded as UTF-8 and inserted whole as one
+    row of one FTS5 table (``index/naive.py``), in one transaction. Issue 22 bounds
+    kb-mcp's keyword phase at 4x this, measured in the same run."""
+    from kb_mcp.index.naive import NaiveIndex
+    from kb_mcp.ingest.sources import FolderSource
+    from kb_mcp.ingest.sync import walk_source
+
+    source = FolderSource("corpus", str(folder.resolve()), gitignore=True)
+    files = walk_source(source, max_files=1_000_000).files
+    workdir = Path(tempfile.mkdtemp(prefix="kb-mcp-naive-"))
+    try:
+        wall, cpu = time.monotonic(), time.process_time()
+        naive = NaiveIndex(workdir / "naive.db")
+        naive.add((f.rel, f.path.read_bytes().decode("utf-8", "replace")) for f in files)
+        naive.close()
+        return time.monotonic() - wall, time.process_time() - cpu
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
 def _write_perf_corpus(folder: Path, chunks: int) -> None:
     from kb_mcp.bench.perf import load_sets, passages, write_corpus
 
     write_corpus(folder, list(passages(load_sets(), chunks)))
+
+
+def ingest_report(folder: Path, profile: Path | None = None) -> str:
+    """The naive baseline, then a sync of ``folder``: both phases' CPU and the ratios."""
+    naive_wall, naive_cpu = measure_naive(folder)
+    megabytes, writer_s, readers_s = measure(folder, profile)
+    capacity = megabytes / ((writer_s + readers_s) / 2)
+    phases = LAST_PHASES
+    return "\n".join(
+        (
+            f"{megabytes:.1f} MB; keyword phase: writer CPU {writer_s:.2f} s, readers CPU "
+            f"{readers_s:.2f} s; {capacity:.2f} MB/s of 2 cores' capacity; writer peak RSS "
+            f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB",
+            f"keyword-searchable after {phases['searchable_s']:.1f} s wall; then linking "
+            f"(entities, relations, near-duplicates): writer CPU "
+            f"{phases['link_writer_s']:.2f} s, readers CPU {phases['link_readers_s']:.2f} s, "
+            f"{phases['link_wall_s']:.1f} s wall",
+            f"naive FTS5 table over the same files: {naive_wall:.1f} s wall, {naive_cpu:.1f} s "
+            f"CPU; kb-mcp's keyword phase is {phases['searchable_s'] / max(naive_wall, 1e-6):.1f}x its "
+            f"wall time and {(writer_s + readers_s) / max(naive_cpu, 1e-6):.1f}x its CPU",
+        )
+    )
 
 
 def main() -> None:
@@ -121,19 +165,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.perf and not any(args.folder.glob("*")):
         _write_perf_corpus(args.folder, args.perf)
-    megabytes, writer_s, readers_s = measure(args.folder, args.profile)
-    capacity = megabytes / ((writer_s + readers_s) / 2)
-    print(
-        f"{megabytes:.1f} MB; writer CPU {writer_s:.2f} s, readers CPU {readers_s:.2f} s; "
-        f"{capacity:.2f} MB/s of 2 cores' capacity; writer peak RSS "
-        f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB"
-    )
-    phases = LAST_PHASES
-    print(
-        f"keyword-searchable after {phases['searchable_s']:.1f} s wall; then linking "
-        f"(entities, relations, near-duplicates): writer CPU {phases['link_writer_s']:.2f} s, "
-        f"readers CPU {phases['link_readers_s']:.2f} s, {phases['link_wall_s']:.1f} s wall"
-    )
+    print(ingest_report(args.folder, args.profile))
 
 
 if __name__ == "__main__":

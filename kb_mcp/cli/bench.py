@@ -131,6 +131,20 @@ def cmd_bench_startup(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench_ingest(args: argparse.Namespace) -> int:
+    """A folder synced into a fresh library beside a naive FTS5 table over the same files:
+    CPU of the keyword phase (writer and readers) and of the linking phase after it, wall
+    time to keyword-searchable, and both ratios to the naive table (issue 22)."""
+    from kb_mcp.bench.ingest_cpu import ingest_report
+    from kb_mcp.errors import NotFound
+
+    folder = Path(args.folder).expanduser()
+    if not folder.is_dir():
+        raise NotFound(f"no folder at {folder}", hint="name a folder of files to ingest")
+    print(ingest_report(folder, Path(args.profile) if args.profile else None))
+    return 0
+
+
 def cmd_bench_web(args: argparse.Namespace) -> int:
     """Server time of each web page (kb-mcp web) on a large library; exit 1 when the
     library page's median is over 100 ms."""
@@ -279,6 +293,15 @@ def _add_startup_parser(bench_sub: argparse._SubParsersAction, common) -> None:
     p.set_defaults(func=cmd_bench_startup)
 
 
+def _add_ingest_parser(bench_sub: argparse._SubParsersAction) -> None:
+    p = bench_sub.add_parser(
+        "ingest", help=cmd_bench_ingest.__doc__, description=cmd_bench_ingest.__doc__
+    )
+    p.add_argument("folder", help="the folder to ingest (it is only read)")
+    p.add_argument("--profile", metavar="DIR", help="also write cProfile dumps of both sides")
+    p.set_defaults(func=cmd_bench_ingest)
+
+
 def add_bench_parser(sub: argparse._SubParsersAction, common, embedder_flags) -> None:
     bench = sub.add_parser(
         "bench",
@@ -308,6 +331,7 @@ def add_bench_parser(sub: argparse._SubParsersAction, common, embedder_flags) ->
     embedder_flags(p, rerank_flag=True)
     p.set_defaults(func=cmd_bench_retrieval)
     _add_questions_parser(bench_sub, common, embedder_flags)
+    _add_ingest_parser(bench_sub)
     p = bench_sub.add_parser(
         "perf", help=cmd_bench_perf.__doc__, description=cmd_bench_perf.__doc__
     )
