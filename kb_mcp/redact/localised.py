@@ -100,6 +100,9 @@ _NEEDLES = tuple(
 # one pass: ``re`` skips in C to those rare first letters, where a find per needle read a
 # non-ASCII text once for each of them.
 _LATIN_LED = tuple(needle for needle in _NEEDLES if needle[0].isascii())
+# The ones an ASCII text can hold (not ``lösenord``, ``hasło``, ``clé``): nine of the forty
+# Latin-led needles, each a scan of the whole text, are skipped for most texts.
+_ASCII_NEEDLES = tuple(needle for needle in _LATIN_LED if needle.isascii())
 _OTHER_SCRIPT_LED = re.compile(
     "|".join(re.escape(needle) for needle in _NEEDLES if not needle[0].isascii())
 )
@@ -115,8 +118,9 @@ def redact_localised_passwords(text: str, kinds: list[str]) -> str:
     lower = text.lower()
     if len(lower) != len(text):  # a character whose lower case is longer (İ): no offsets
         return LOCALISED_PASSWORD_RULE(text, kinds)
-    spans = set(needle_lines(text, lower, _LATIN_LED))
-    found = None if lower.isascii() else _OTHER_SCRIPT_LED.search(lower)
+    ascii_text = lower.isascii()
+    spans = set(needle_lines(text, lower, _ASCII_NEEDLES if ascii_text else _LATIN_LED))
+    found = None if ascii_text else _OTHER_SCRIPT_LED.search(lower)
     while found:
         span = line_span(text, found.start())
         spans.add(span)

@@ -149,8 +149,12 @@ def _token_pattern() -> str:
 # led by the formats' first characters (most letters) with the boundary checked behind,
 # it stopped at most letters (0.25 s for 5 MB of package text, against 0.18 s). A token
 # at the very start of the text has no character before it: matched on its own.
+# The lookahead on the formats' first characters lets a position before any other
+# character fail in one class test instead of one per branch (provider tokens over the
+# 20,000 texts and titles of the 10k real folder: 3.5 s -> 2.9 s).
+_HEADS = "".join(sorted({alt[0] for _kind, alt in _FORMATS}))
 _FIRST_TOKEN = re.compile(_token_pattern())
-_TOKEN = re.compile("[^A-Za-z0-9]" + _token_pattern())
+_TOKEN = re.compile(f"[^A-Za-z0-9](?=[{re.escape(_HEADS)}])" + _token_pattern())
 
 
 def _tokens(text: str) -> Iterator[tuple[int, re.Match[str]]]:
