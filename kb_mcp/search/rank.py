@@ -199,6 +199,7 @@ def _evidence(
     vector yet stands in at its keyword rank (``_not_yet_embedded``), and the model reads
     it as a vector hit at that rank with that rank's cosine."""
     head, body = tokens
+    heading = frozenset(head)
     ranks = {c.leg: c.rank for c in fused.contributions}
     scores = {c.leg: c.leg_score for c in fused.contributions}
     if UNEMBEDDED_LEG in ranks and "vector" not in ranks:
@@ -210,9 +211,9 @@ def _evidence(
         fused=fused.score * (RRF_K + 1),
         ranks=ranks,
         scores=scores,
-        present=frozenset(head) | frozenset(body),
+        present=heading.union(body),
         sequence=body,
-        head=frozenset(head),
+        head=heading,
         date=passage.doc_date or passage.updated_at,
         changed=any(ch.incoming and ch.kind not in WHOLE for ch in changes),
         replaced=passage.superseded_on is not None
