@@ -141,6 +141,7 @@ def ingest_report(folder: Path, profile: Path | None = None) -> str:
     megabytes, writer_s, readers_s = measure(folder, profile)
     capacity = megabytes / ((writer_s + readers_s) / 2)
     phases = LAST_PHASES
+    naive_wall, naive_cpu = max(naive_wall, 1e-6), max(naive_cpu, 1e-6)  # an empty folder
     return "\n".join(
         (
             f"{megabytes:.1f} MB; keyword phase: writer CPU {writer_s:.2f} s, readers CPU "
@@ -151,8 +152,8 @@ def ingest_report(folder: Path, profile: Path | None = None) -> str:
             f"{phases['link_writer_s']:.2f} s, readers CPU {phases['link_readers_s']:.2f} s, "
             f"{phases['link_wall_s']:.1f} s wall",
             f"naive FTS5 table over the same files: {naive_wall:.1f} s wall, {naive_cpu:.1f} s "
-            f"CPU; kb-mcp's keyword phase is {phases['searchable_s'] / max(naive_wall, 1e-6):.1f}x its "
-            f"wall time and {(writer_s + readers_s) / max(naive_cpu, 1e-6):.1f}x its CPU",
+            f"CPU; kb-mcp's keyword phase is {phases['searchable_s'] / naive_wall:.1f}x its "
+            f"wall time and {(writer_s + readers_s) / naive_cpu:.1f}x its CPU",
         )
     )
 
