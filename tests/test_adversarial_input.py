@@ -209,6 +209,20 @@ def _wait_for_sync_after(home: Path, before: list[tuple[Any, ...]]) -> None:
     raise AssertionError(f"the server's start-up sync did not finish: {_synced_at(home)}")
 
 
+def _wait_for_links(home: Path) -> None:
+    """Until the server's linking thread has linked every document an earlier accepted
+    write queued (issue 22: it empties ``link_queue`` after the call returned), so the
+    digest around the next write sees only what that call did."""
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        with opened(home / DB_FILE) as conn:
+            [(queued,)] = conn.execute("SELECT count(*) FROM link_queue").fetchall()
+        if not queued:
+            return
+        time.sleep(0.05)
+    raise AssertionError("the server's linking thread did not empty link_queue")
+
+
 def test_fuzz_covers_every_tool_the_server_lists(fuzzed: Fuzzed) -> None:
     """issue 11: a tool added to the server is fuzzed only once it is a row of TOOLS."""
     assert sorted(fuzzed.schemas) == sorted(TOOLS)
@@ -225,6 +239,8 @@ def check_call(
     """One call and every promise about it; the outcome's name. ``digest`` False skips
     the whole-library digest around a write (its caller checks what it cares about)."""
     server = fuzzed.server
+    if tool in WRITES and digest:
+        _wait_for_links(fuzzed.home)
     before = table_digest(fuzzed.home / DB_FILE) if tool in WRITES and digest else None
     started = time.monotonic()
     reply = server.request("tools/call", {"name": tool, "arguments": arguments}, bound_s)
@@ -433,6 +449,7 @@ def test_fuzz_document_relations_never_let_an_agent_change_the_users_documents(
         check_call(fuzzed, "add_document", document, digest=False, bound_s=LIST_BOUND_S)
         for document in [LONG_LIST_DOCUMENT, *CYCLE]
     )
+    _wait_for_links(home)  # relations are recorded by the server's linking thread
     assert relation_problems(home / DB_FILE) == []
     assert two_document_cycles(home) >= 1
     reply = server.tool("search", CALL_BOUND_S, query="ADR-0001 cycle backup restore")
@@ -447,6 +464,7 @@ def test_fuzz_document_relations_never_let_an_agent_change_the_users_documents(
         outcomes[outcome] += 1
         reply = server.tool("search", CALL_BOUND_S, query=f"{document['title']} backup restore")
         assert not reply["result"].get("isError"), reply
+        _wait_for_links(home)
         assert relation_problems(home / DB_FILE) == []
 
     one()
