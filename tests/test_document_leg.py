@@ -25,7 +25,6 @@ from kb_mcp.ingest.pipeline import rewrite_in_place
 from kb_mcp.library import DB_FILE, Library
 from kb_mcp.settings import Settings
 from kb_mcp.store import documents as rows
-from kb_mcp.store.migrations import MIGRATIONS
 
 QUESTION = "quorum fencing lease"
 RUNBOOK = (
@@ -159,10 +158,12 @@ def test_document_row_of_a_large_file_is_the_whole_paths(
 
 
 def _as_before_the_index(db_path: Path, *, stale_representation: bool = False) -> None:
-    """``db_path`` made a library of schema 11: no documents' index, as before it."""
+    """``db_path`` made a library of schema 11: no documents' index, as before it (nor
+    the later migrations' tables: the link queue of 13)."""
     conn = apsw.Connection(str(db_path))
     conn.execute("DROP TABLE docs_fts")
-    conn.execute(f"PRAGMA user_version = {len(MIGRATIONS) - 1}")
+    conn.execute("DROP TABLE link_queue")
+    conn.execute("PRAGMA user_version = 11")
     if stale_representation:
         conn.execute("UPDATE meta SET value = 'older' WHERE key = 'fts_version'")
     conn.close()

@@ -318,12 +318,24 @@ def test_cli_entities_and_search_legs(tmp_path: Path, kb_cli) -> None:
 
 @pytest.mark.anyio
 async def test_mcp_search_legs_argument_runs_the_graph_leg(mcp_client, tmp_path: Path) -> None:
-    """issue 9: the MCP search tool takes ``legs`` like the CLI; the graph finds the join."""
+    """issue 9: the MCP search tool takes ``legs`` like the CLI; the graph finds the join
+    (once the server's linking thread has recorded the documents' entities: issue 22)."""
+    import time
+
+    import anyio
+
     async with mcp_client(allow_agent_writes=True) as client:
         for uri, text in (("kb://service", SERVICE), ("kb://team", TEAM)):
             await client.call_tool(
                 "add_document", {"title": uri[5:], "content": text, "source_uri": uri}
             )
+        deadline = time.monotonic() + 60
+        while True:
+            listed = await client.call_tool("list", {})
+            if "entities_and_relations=current" in listed.content[0].text:
+                break
+            assert time.monotonic() < deadline, listed.content[0].text
+            await anyio.sleep(0.1)
         result = await client.call_tool("search", {"query": QUESTION, "legs": ["graph"]})
         hits = result.structured_content["results"]
         assert [h["path"] for h in hits] == ["kb://team", "kb://service"]

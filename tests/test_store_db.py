@@ -99,12 +99,14 @@ def test_migrate_creates_schema_at_latest_version(db: Database, db_path: Path) -
             "kw_delta",
             "kw_postings",
             "kw_segment",
+            "link_queue",
             "locations",
             "mentions",
             "meta",
             "names_log",
             "near_duplicates",
             "sources",
+            "sqlite_sequence",
             "supersessions",
         ]
     )
