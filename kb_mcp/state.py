@@ -20,6 +20,7 @@ from kb_mcp.errors import InvalidInput, NotFound
 from kb_mcp.fsutil import FileLock, remove_stale_temps
 from kb_mcp.graph.enrich import ExtractorFactory, GraphEnrichment
 from kb_mcp.home import DB_FILE
+from kb_mcp.index import postings
 from kb_mcp.index.fts import FtsIndex
 from kb_mcp.index.graph import GraphIndex
 from kb_mcp.ingest import agent, links, synclock
@@ -113,7 +114,24 @@ class LibraryState:
         another's run is waited for, or (``wait=False``) left to it, returning None.
         Inside a caller's write transaction (``reindex --rebuild``) no other process can
         write anyway, and waiting for one that waits for that transaction would stall:
-        no lock then. Nothing queued: no lock either (no file made, nothing written)."""
+        no lock then. Nothing queued: no lock either (no file made, nothing written).
+
+        Then the keyword postings segment is rebuilt when its delta has grown
+        (``postings.refresh``): it makes searches at scale fast, and they are right
+        without it (FTS5 answers for what it lacks), so it is built after the files are
+        searchable and linked, not in the sync's keyword phase (issue 22)."""
+        report = self._link(should_stop, progress, wait=wait)
+        if report is not None and not self.db.conn.in_transaction:
+            postings.refresh(self.db)
+        return report
+
+    def _link(
+        self,
+        should_stop: Callable[[], bool] | None,
+        progress: links.Progress | None,
+        *,
+        wait: bool,
+    ) -> links.LinkReport | None:
         if not link_queue.pending_count(self.db.conn):
             return links.LinkReport(0, 0, 0.0)
         if self.db.conn.in_transaction:

@@ -67,6 +67,7 @@ def link_and_report(library: Library) -> None:
     Ctrl-C stops it; the next sync or the server resumes it. Silent when none waits."""
     pending = library.links_pending()
     if not pending:
+        library.link_pending()  # nothing to link; the keyword segment's refresh runs there
         return
     print(f"keyword search works now; recording entities and relations of {_documents(pending)}")
     with PhaseProgress(LINKING_DOCUMENTS) as progress:

@@ -34,7 +34,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kb_mcp.chunk.markdown import DEFAULT_BUDGET_CHARS
-from kb_mcp.index import postings
 from kb_mcp.ingest import filework, readers, skipped
 from kb_mcp.ingest.filework import FileWork, failure_reason, gc_paused, is_bounded, utc_now
 from kb_mcp.ingest.pipeline import PendingRows, remove_location, store_document
@@ -398,7 +397,6 @@ def sync_folder(
         for key in vanished:
             remove_location(db, source_id, key)
             report.removed += 1
-        postings.refresh(db)  # the keyword segment, once its delta has grown (issue 10)
     report.failures = rows.failed_locations(db.conn, source_id)
     report.seconds = time.monotonic() - started
     return report
