@@ -121,8 +121,9 @@ class LibraryState:
         without it (FTS5 answers for what it lacks), so it is built after the files are
         searchable and linked, not in the sync's keyword phase (issue 22)."""
         report = self._link(should_stop, progress, wait=wait)
-        if report is not None and not self.db.conn.in_transaction:
-            postings.refresh(self.db)
+        stopped = should_stop is not None and should_stop()
+        if report is not None and not stopped and not self.db.conn.in_transaction:
+            postings.refresh(self.db)  # a stop asked for is not held up by a build
         return report
 
     def _link(

@@ -131,6 +131,27 @@ def test_a_file_is_keyword_searchable_before_its_links_and_gets_them_later(
     assert len(duplicates) == 1
 
 
+def test_the_keyword_segment_is_built_after_linking_and_never_after_a_stop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """issue 22: the keyword postings segment is built after the linking phase, not in
+    the sync's keyword phase; a linking run asked to stop returns without building it
+    (a build can take seconds at scale, and the stop would wait for it)."""
+    from kb_mcp.index import postings
+
+    monkeypatch.setattr(postings, "SEGMENT_MIN_CHUNKS", 1)  # due on any library
+    folder = tmp_path / "notes"
+    _write_folder(folder, filler=0)
+    with _library(tmp_path / "home") as lib:
+        lib.add_folder(folder, "corpus")
+        lib.sync("corpus", link=False)
+        assert postings.delta_size(lib.db.conn) is None  # the keyword phase built none
+        lib.link_pending(should_stop=lambda: True)
+        assert postings.delta_size(lib.db.conn) is None
+        lib.link_pending()
+        assert postings.delta_size(lib.db.conn) is not None
+
+
 def test_the_phase_catches_up_to_the_rows_the_one_path_made(tmp_path: Path) -> None:
     """Keyword phase over the whole folder (reader pool), then the linking phase (its own
     pool): the same graph, relations and near-duplicates as documents linked one by one
