@@ -43,7 +43,6 @@ queued documents to this phase (``index/graph.rebuild``, ``relations/relink``).
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections import deque
@@ -60,6 +59,7 @@ from kb_mcp.ingest import dedup
 from kb_mcp.ingest.readahead import reader_pool
 from kb_mcp.relations import relink
 from kb_mcp.relations.detect import Detected, detect_relations
+from kb_mcp.store import documents as rows
 from kb_mcp.store import link_queue as queue
 from kb_mcp.store import relations as stored_relations
 from kb_mcp.store.db import Database, read_snapshot
@@ -109,34 +109,10 @@ def describe(conn: apsw.Connection) -> str:
     pending = queue.pending_count(conn)
     if not pending:
         return "current"
-    documents = conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
-    return f"{pending:,} of {documents:,} documents pending"
+    return f"{pending:,} of {rows.document_count(conn):,} documents pending"
 
 
 # --- computing: pure functions of a stored document --------------------------------------
-
-
-def _chunk_rows(
-    conn: apsw.Connection, document_id: int, after_ordinal: int = -1, limit: int = -1
-) -> list[tuple[int, int, Sequence[str], str]]:
-    return [
-        (cid, ordinal, json.loads(path), text)
-        for cid, ordinal, path, text in conn.execute(
-            "SELECT id, ordinal, heading_path, text FROM chunks "
-            "WHERE document_id = ? AND ordinal > ? ORDER BY ordinal LIMIT ?",
-            (document_id, after_ordinal, limit),
-        )
-    ]
-
-
-def _document_fields(
-    conn: apsw.Connection, document_id: int
-) -> tuple[str, str, str, str | None] | None:
-    """``(title, opening text, kind, doc_date)`` of a stored document, or None if gone."""
-    return conn.execute(
-        "SELECT title, substr(text, 1, ?), kind, doc_date FROM documents WHERE id = ?",
-        (OPENING_CHARS, document_id),
-    ).fetchone()
 
 
 def _detected(conn: apsw.Connection, document_id: int, fields: tuple) -> tuple[Detected, ...]:
@@ -153,11 +129,13 @@ def compute(conn: apsw.Connection, entries: Sequence[tuple[int, int]]) -> list[L
     with read_snapshot(conn):
         live = queue.live_entries(conn, [entry for entry, _doc in entries])
         for entry, document_id in entries:
-            fields = _document_fields(conn, document_id) if entry in live else None
+            fields = (
+                rows.document_opening(conn, document_id, OPENING_CHARS) if entry in live else None
+            )
             if fields is None:
                 continue
             code = fields[2] == "code"
-            chunks = _chunk_rows(conn, document_id)
+            chunks = rows.chunks_in_order(conn, document_id)
             found.append(
                 Linked(
                     entry,
@@ -217,11 +195,11 @@ def _link_large(db: Database, entry: int, document_id: int) -> int:
     with db.write() as conn:
         if not queue.live_entries(conn, [entry]):
             return 0
-        fields = _document_fields(conn, document_id)
+        fields = rows.document_opening(conn, document_id, OPENING_CHARS)
         code = fields[2] == "code"
         ids: list[int] = []
         ordinal = -1
-        while part := _chunk_rows(conn, document_id, ordinal, LARGE_CHUNKS):
+        while part := rows.chunks_in_order(conn, document_id, ordinal, LARGE_CHUNKS):
             graph.add_extracted(
                 conn, [(cid, extract(text, path, code=code)) for cid, _o, path, text in part]
             )

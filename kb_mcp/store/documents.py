@@ -274,11 +274,40 @@ def count_listed(conn: apsw.Connection, source_id: int) -> int:
     return conn.execute(f"SELECT COUNT(*) FROM {_LISTED}", (source_id,)).fetchone()[0]
 
 
+def document_count(conn: apsw.Connection) -> int:
+    """Documents in the whole library."""
+    return conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
+
+
 def document_total(conn: apsw.Connection) -> tuple[int, int]:
     """(documents, chunks) in the whole library."""
-    docs = conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
     chunks = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
-    return docs, chunks
+    return document_count(conn), chunks
+
+
+def document_opening(
+    conn: apsw.Connection, document_id: int, chars: int
+) -> tuple[str, str, str, str | None] | None:
+    """``(title, first chars of its text, kind, doc_date)`` of a document, or None if gone."""
+    return conn.execute(
+        "SELECT title, substr(text, 1, ?), kind, doc_date FROM documents WHERE id = ?",
+        (chars, document_id),
+    ).fetchone()
+
+
+def chunks_in_order(
+    conn: apsw.Connection, document_id: int, after_ordinal: int = -1, limit: int = -1
+) -> list[tuple[int, int, list[str], str]]:
+    """``(chunk id, ordinal, heading path, text)`` of a document's chunks past
+    ``after_ordinal``, in order, at most ``limit`` (-1: all)."""
+    return [
+        (cid, ordinal, json.loads(path), text)
+        for cid, ordinal, path, text in conn.execute(
+            "SELECT id, ordinal, heading_path, text FROM chunks "
+            "WHERE document_id = ? AND ordinal > ? ORDER BY ordinal LIMIT ?",
+            (document_id, after_ordinal, limit),
+        )
+    ]
 
 
 # --- locations ---------------------------------------------------------------------------
