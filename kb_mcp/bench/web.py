@@ -18,7 +18,6 @@ import json
 import re
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
@@ -174,13 +173,6 @@ def summary(rows: list[tuple[str, PageRow]]) -> list[tuple[str, int, float, floa
     ]
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m kb_mcp.bench.web`` = ``kb-mcp bench web``."""
-    from kb_mcp.cli.main import main as cli
-
-    return cli(["bench", "web", *(sys.argv[1:] if argv is None else argv)])
-
-
 def run_bench(chunks: int, workdir: str | None, *, keep: bool, json_out: str | None) -> int:
     """Build, time, print a table; exit 1 when the library page misses its budget
     (unchanged or right after a change)."""
@@ -203,6 +195,3 @@ def run_bench(chunks: int, workdir: str | None, *, keep: bool, json_out: str | N
     library_p50 = max(row.p50_ms for kind, row in rows if kind.startswith("library"))
     return 0 if library_p50 <= LIBRARY_PAGE_BUDGET_MS else 1
 
-
-if __name__ == "__main__":
-    sys.exit(main())
