@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kb_mcp.bench import embed_perf
+from kb_mcp.bench import corpus, embed_perf
 from kb_mcp.errors import InvalidInput
 from tests.hash_embedder import HashEmbedder
 
@@ -50,11 +50,11 @@ def test_variant_copies_are_real_text_and_all_differ(eval_data: Path) -> None:
     """Copy 0 is the abstract itself; later copies reuse its sentences but never repeat."""
     docs = embed_perf.prose(eval_data)
     assert [d.title for d in docs][:2] == ["Cache eviction", "Vector search"]
-    assert embed_perf.variant(docs, 1) == docs[1]
-    texts = [embed_perf.variant(docs, n).text for n in range(40)]
+    assert corpus.variant(docs, 1) == docs[1]
+    texts = [corpus.variant(docs, n).text for n in range(40)]
     assert len(set(texts)) == 40
-    copy = embed_perf.variant(docs, len(docs))  # abstract 0, copy 1
-    assert set(embed_perf._sentences(docs[0].text)) <= set(embed_perf._sentences(copy.text))
+    copy = corpus.variant(docs, len(docs))  # abstract 0, copy 1
+    assert set(corpus.sentences(docs[0].text)) <= set(corpus.sentences(copy.text))
 
 
 def test_write_mixed_folder_writes_prose_then_code(eval_data: Path, tmp_path: Path) -> None:
@@ -78,11 +78,11 @@ def test_missing_eval_data_says_which_file(tmp_path: Path) -> None:
 
 def test_standin_vectors_are_deterministic_unit_vectors() -> None:
     """The same text gives the same vector, other texts other ones, all of unit length."""
-    first = embed_perf.standin_vectors(["a", "b", "a"], 384)
+    first = corpus.standin_vectors(["a", "b", "a"], 384)
     assert first.shape == (3, 384) and first.dtype == np.float32
     assert np.allclose(np.linalg.norm(first, axis=1), 1.0, atol=1e-5)
     assert np.array_equal(first[0], first[2]) and not np.allclose(first[0], first[1])
-    assert np.array_equal(embed_perf.standin_vectors(["b"], 384)[0], first[1])
+    assert np.array_equal(corpus.standin_vectors(["b"], 384)[0], first[1])
 
 
 def test_bench_embedder_refuses_a_query_not_embedded_beforehand() -> None:

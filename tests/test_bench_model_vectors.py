@@ -12,15 +12,15 @@ from pathlib import Path
 
 import numpy as np
 
-from kb_mcp.bench import embed_perf, model_vectors
+from kb_mcp.bench import corpus, embed_perf, model_vectors
 from kb_mcp.library import Library
 from kb_mcp.settings import Settings
 from tests.hash_embedder import HashEmbedder
 
 DOCS = [
-    embed_perf.Doc("Cache eviction", "Caches evict old entries. The LRU policy is common."),
-    embed_perf.Doc("Vector search", "Neighbours are found by cosine. Codes speed it up."),
-    embed_perf.Doc("Sleep and memory", "Sleep consolidates memory. Naps help recall."),
+    corpus.Doc("Cache eviction", "Caches evict old entries. The LRU policy is common."),
+    corpus.Doc("Vector search", "Neighbours are found by cosine. Codes speed it up."),
+    corpus.Doc("Sleep and memory", "Sleep consolidates memory. Naps help recall."),
 ]
 
 
@@ -41,7 +41,7 @@ def test_derived_vectors_sit_near_their_source_abstracts() -> None:
     nowhere gets a stand-in that is counted."""
     matrix = HashEmbedder(dims=64).embed([d.text for d in DOCS])
     found = model_vectors.ModelVectors(list(DOCS), matrix, {})
-    copies = [embed_perf.variant(DOCS, n).text for n in (3, 6)]  # abstract 0, copies 1, 2
+    copies = [corpus.variant(DOCS, n).text for n in (3, 6)]  # abstract 0, copies 1, 2
     derived = found.derived(copies)
     assert np.allclose(np.linalg.norm(derived, axis=1), 1.0, atol=1e-5)
     assert (np.argmax(derived @ matrix.T, axis=1) == 0).all()

@@ -25,8 +25,6 @@ abstract added, so no two chunks are equal and the postings look like a real lib
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import shutil
 import subprocess
@@ -39,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kb_mcp.bench.corpus import Doc, read_corpus, read_queries, standin_vectors, variant
 from kb_mcp.bench.metrics import percentile
 from kb_mcp.errors import InvalidInput
 
@@ -65,35 +64,6 @@ FILES_PER_FOLDER = 500
 BENCH_TIMEOUT_MS = 600_000  # the limit's maximum (limits.SEARCH_TIMEOUT_MS)
 
 
-@dataclass(frozen=True, slots=True)
-class Doc:
-    """One corpus record: a title (may be empty) and its text."""
-
-    title: str
-    text: str
-
-
-def read_corpus(path: Path) -> list[Doc]:
-    """The records of a BEIR ``corpus.jsonl``, in file order."""
-    docs = []
-    with path.open(encoding="utf-8") as lines:
-        for line in lines:
-            record = json.loads(line)
-            docs.append(Doc(record.get("title") or "", record.get("text") or ""))
-    return docs
-
-
-def read_queries(path: Path, limit: int) -> list[str]:
-    """The first ``limit`` query texts of a BEIR ``queries.jsonl``."""
-    queries = []
-    with path.open(encoding="utf-8") as lines:
-        for line in lines:
-            queries.append(json.loads(line)["text"])
-            if len(queries) == limit:
-                break
-    return queries
-
-
 def _dataset(eval_data: Path, name: str) -> Path:
     folder = eval_data / name
     if not (folder / "corpus.jsonl").is_file():
@@ -111,27 +81,6 @@ def prose(eval_data: Path) -> list[Doc]:
     for name in PROSE_SETS:
         docs.extend(d for d in read_corpus(_dataset(eval_data, name) / "corpus.jsonl") if d.text)
     return docs
-
-
-def _sentences(text: str) -> list[str]:
-    parts = [part.strip() for part in text.replace("? ", "?\n").replace(". ", ".\n").split("\n")]
-    return [part for part in parts if part]
-
-
-def variant(docs: list[Doc], n: int) -> Doc:
-    """The ``n``-th document of an endless real-text corpus: abstract ``n % len(docs)``,
-    copy ``n // len(docs)``. Copy 0 is the abstract as it is; copy k rotates its
-    sentences by k and appends a sentence of another abstract, so copies differ."""
-    base = docs[n % len(docs)]
-    copy = n // len(docs)
-    if copy == 0:
-        return base
-    sentences = _sentences(base.text)
-    shift = copy % max(1, len(sentences))
-    other = _sentences(docs[(n * 7 + copy) % len(docs)].text)
-    extra = other[copy % len(other)] if other else ""
-    text = " ".join(sentences[shift:] + sentences[:shift] + [extra])
-    return Doc(f"{base.title} ({copy})", text)
 
 
 def _markdown(doc: Doc) -> str:
@@ -232,20 +181,6 @@ def _coverage(home: Path, embedder: str, embed_model: str | None) -> tuple[int, 
     with Library(settings) as library:
         state = library.vector_state()
         return state.embedded, state.pending, library.overview().chunks
-
-
-def standin_vectors(texts: list[str], dims: int) -> np.ndarray:
-    """Unit vectors that depend only on each text (seeded by its digest): the cheap
-    stand-in for the model's passage vectors in the 100k library. Uniformly random
-    directions are the hardest case for the index's sign codes (no structure to
-    exploit), so a timing with them is not flattered."""
-    import numpy as np
-
-    rows = np.empty((len(texts), dims), dtype=np.float32)
-    for i, text in enumerate(texts):
-        seed = int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest())
-        rows[i] = np.random.default_rng(seed).standard_normal(dims, dtype=np.float32)
-    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
 
 
 class BenchEmbedder:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from kb_mcp.bench.embed_perf import Doc, _sentences, standin_vectors
+from kb_mcp.bench.corpus import Doc, sentences, standin_vectors
 from kb_mcp.home import DB_FILE
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ class ModelVectors:
         plus seeded noise, normalized. A text with no known sentence gets a stand-in."""
         rows = np.empty((len(texts), self.matrix.shape[1]), dtype=np.float32)
         for i, text in enumerate(texts):
-            counts = Counter(self._owner[s] for s in _sentences(text) if s in self._owner)
+            counts = Counter(self._owner[s] for s in sentences(text) if s in self._owner)
             if not counts:
                 self.unmatched += 1
                 rows[i] = standin_vectors([text], self.matrix.shape[1])[0]
@@ -108,7 +108,7 @@ def _sentence_owners(docs: Sequence[Doc]) -> dict[str, int]:
     """Sentence → index of the first abstract that holds it."""
     owner: dict[str, int] = {}
     for i, doc in enumerate(docs):
-        for sentence in _sentences(doc.text):
+        for sentence in sentences(doc.text):
             owner.setdefault(sentence, i)
     return owner
 
@@ -158,7 +158,7 @@ def from_library(
             continue
         text = embedding_text(p.title, p.heading_path, p.text, signature.max_chars)
         exact[_digest(text)] = vector
-        for sentence in _sentences(p.text):
+        for sentence in sentences(p.text):
             if sentence in owner:
                 sums[owner[sentence]] += vector
                 break  # one abstract per chunk: its first known sentence's

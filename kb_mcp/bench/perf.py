@@ -20,7 +20,7 @@ the first ``search`` result (median of 5).
 
 **Hybrid** (``--hybrid``, issue 22): the same library with a vector for every chunk, timed
 in ``hybrid`` mode without the question embedding. The vectors are STAND-INS
-(``bench/embed_perf.py``'s ``standin_vectors``: unit vectors seeded by each text's digest,
+(``bench/corpus.py``'s ``standin_vectors``: unit vectors seeded by each text's digest,
 the questions' too), stored once by the production queue under the default local model's
 signature so the engine weighs the leg as it would the model's: embedding 100k passages
 for real takes hours here, and the vector index's cost does not depend on what the
@@ -287,7 +287,8 @@ STANDIN_MARK = "standin-vectors"  # written in a home once every chunk has a sta
 def hybrid_rows(home: Path, sets: Sequence[RealSet], chunks: int) -> list[SearchRow]:
     """Hybrid search latency per query set (Chinese questions left out), over stand-in
     vectors stored once for every chunk (the module docstring says why stand-ins)."""
-    from kb_mcp.bench.embed_perf import BenchEmbedder, standin_vectors
+    from kb_mcp.bench.corpus import standin_vectors
+    from kb_mcp.bench.embed_perf import BenchEmbedder
     from kb_mcp.embed import local
     from kb_mcp.embed.base import EmbeddingSignature
     from kb_mcp.library import Library

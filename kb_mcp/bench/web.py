@@ -194,4 +194,3 @@ def run_bench(chunks: int, workdir: str | None, *, keep: bool, json_out: str | N
         Path(json_out).write_text(json.dumps(data, indent=2))
     library_p50 = max(row.p50_ms for kind, row in rows if kind.startswith("library"))
     return 0 if library_p50 <= LIBRARY_PAGE_BUDGET_MS else 1
-
