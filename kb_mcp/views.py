@@ -15,7 +15,6 @@ from pathlib import Path
 
 from kb_mcp.home import AUDIT_FILE
 from kb_mcp.index.graph import GraphIndex
-from kb_mcp.ingest.frontmatter import split_frontmatter
 from kb_mcp.results import (
     AuditEntry,
     AuditLog,
@@ -30,6 +29,7 @@ from kb_mcp.store import counts
 from kb_mcp.store import documents as rows
 from kb_mcp.store import relations as relation_rows
 from kb_mcp.store.db import Database
+from kb_mcp.text.frontmatter import split_frontmatter
 
 AUDIT_TAIL_BYTES = 256 << 10  # the log's tail: ~2,500 calls of ~100 bytes
 DOCUMENT_ENTITIES = 40

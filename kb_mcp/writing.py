@@ -26,13 +26,13 @@ from kb_mcp.ingest.pipeline import (
     text_hash,
 )
 from kb_mcp.ingest.policy import check_readable
-from kb_mcp.ingest.status import classify_status
 from kb_mcp.ingest.sync import Progress, SyncReport
 from kb_mcp.redact import redact
 from kb_mcp.relations import relink
 from kb_mcp.results import AddResult, ReindexReport
 from kb_mcp.state import LibraryState
 from kb_mcp.store import documents as rows
+from kb_mcp.text.status import classify_status
 
 
 class Writing:

@@ -1,7 +1,7 @@
 """Dates as people write them, in every language the library reads (issue 21, "time").
 
 A document is dated, and a question names its time, in many forms and languages; the
-document end (``ingest/dates``) and the question end (``search/freshness.as_of_date``)
+document end (``text/document_dates``) and the question end (``search/freshness.as_of_date``)
 read them with one grammar (``text/dates``) over one set of word tables
 (``text/lexicon``). Failure modes guarded: a German, Chinese or Japanese date read as
 none (the ranking model then has no date to compare), a day-first date read month-first,
@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 
 from kb_mcp.ingest import redate
-from kb_mcp.ingest.dates import DATES_VERSION, document_date, parse_date, stated_date
 from kb_mcp.library import Library
 from kb_mcp.search.freshness import as_of_date
 from kb_mcp.settings import Settings
 from kb_mcp.store import meta
 from kb_mcp.text import lexicon
 from kb_mcp.text.dates import find_dates, fold
+from kb_mcp.text.document_dates import DATES_VERSION, document_date, parse_date, stated_date
 
 
 def _period(text: str) -> tuple[str, str, str] | None:

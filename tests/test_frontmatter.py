@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from kb_mcp.ingest.frontmatter import (
+from kb_mcp.ingest.readers import convert_bytes
+from kb_mcp.library import Library
+from kb_mcp.text.frontmatter import (
     MAX_TITLE_CHARS,
     Frontmatter,
     cap_title,
@@ -21,8 +23,6 @@ from kb_mcp.ingest.frontmatter import (
     render_frontmatter,
     split_frontmatter,
 )
-from kb_mcp.ingest.readers import convert_bytes
-from kb_mcp.library import Library
 
 
 def test_split_frontmatter_without_frontmatter_returns_whole_text() -> None:

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from kb_mcp.ingest.dates import document_date, path_date
 from kb_mcp.library import Library
 from kb_mcp.relations.detect import SELF, detect_relations
 from kb_mcp.relations.references import doc_names, match_reference
@@ -23,6 +22,7 @@ from kb_mcp.render import entities_text
 from kb_mcp.search.freshness import as_of_date
 from kb_mcp.settings import Settings
 from kb_mcp.store import relations as relation_rows
+from kb_mcp.text.document_dates import document_date, path_date
 
 RETENTION = """---
 title: Audit log retention policy

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from kb_mcp.ingest.dates import parse_date
 from kb_mcp.search.freshness import as_of_date
+from kb_mcp.text.document_dates import parse_date
 
 
 @pytest.mark.parametrize(

@@ -97,7 +97,7 @@ def _titled(doc: Doc) -> str:
     """A Markdown file with the title in its frontmatter, as ``bench retrieval`` writes
     its corpus: the chunks of an unvaried abstract are then exactly those whose model
     vectors a SciFact library holds (``bench/model_vectors.py`` reuses them)."""
-    from kb_mcp.ingest.frontmatter import render_frontmatter
+    from kb_mcp.text.frontmatter import render_frontmatter
 
     return render_frontmatter({"title": doc.title}, doc.text) if doc.title else f"{doc.text}\n"
 

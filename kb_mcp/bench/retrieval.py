@@ -25,10 +25,10 @@ from urllib.parse import quote, unquote
 from kb_mcp.bench import metrics
 from kb_mcp.bench.beir import BeirDoc, BeirSet, load_beir
 from kb_mcp.errors import InvalidInput, SearchTimedOut
-from kb_mcp.ingest.frontmatter import render_frontmatter
 from kb_mcp.library import Library
 from kb_mcp.search.engine import check_legs
 from kb_mcp.settings import Settings
+from kb_mcp.text.frontmatter import render_frontmatter
 
 Progress = Callable[[int, int, str], None]
 CORPUS_DIR = "bench-corpus"

@@ -68,7 +68,7 @@ def body_start(lines: list[str]) -> int:
 
     Trigger: ``---`` on line 1. Why the key check: a document that merely opens with a
     thematic break must not lose its first paragraphs. Outcome: same closing rule as
-    ``ingest.frontmatter`` (``---`` or ``...``).
+    ``text.frontmatter`` (``---`` or ``...``).
     """
     if len(lines) < 2 or lines[0].lstrip("\ufeff").rstrip() != "---":
         return 0

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kb_mcp.errors import InvalidInput, Unreadable
-from kb_mcp.ingest.frontmatter import meta_date, meta_list, render_frontmatter, split_frontmatter
+from kb_mcp.text.frontmatter import meta_date, meta_list, render_frontmatter, split_frontmatter
 
 AGENT_SOURCE = "agent"
 UPLOAD_SOURCE = "uploads"

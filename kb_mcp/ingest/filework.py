@@ -26,17 +26,17 @@ from kb_mcp.chunk import Chunk, split_document
 from kb_mcp.chunk.stream import iter_chunks
 from kb_mcp.errors import KbError, Unavailable, Unreadable
 from kb_mcp.ingest import readers
-from kb_mcp.ingest.dates import path_date, text_date
 from kb_mcp.ingest.derive import Derived, derive
-from kb_mcp.ingest.frontmatter import cap_title, meta_list, split_frontmatter
 from kb_mcp.ingest.large import read_large
 from kb_mcp.ingest.pipeline import redact_text, text_hash
 from kb_mcp.ingest.policy import check_readable
-from kb_mcp.ingest.status import classify_status
 from kb_mcp.ingest.walk import FoundFile
 from kb_mcp.ingest.workers import run_bounded
 from kb_mcp.redact import redact
 from kb_mcp.store import documents as rows
+from kb_mcp.text.document_dates import path_date, text_date
+from kb_mcp.text.frontmatter import cap_title, meta_list, split_frontmatter
+from kb_mcp.text.status import classify_status
 
 # Files over this many bytes are read in the writer process, one at a time, and their
 # FTS index copies made chunk by chunk as they are inserted
@@ -80,7 +80,7 @@ def prepare_file(
     the redacted text: frontmatter, title, chunks, headings and the hash (see
     ``pipeline``). Title: frontmatter ``title``, else the reader's, else the file name.
     Date: frontmatter ``date`` / ``updated``, else one the text states for itself
-    (``ingest/dates.py``: "Posted 12 March 2026", a dated title; not for code), else a
+    (``text/document_dates.py``: "Posted 12 March 2026", a dated title; not for code), else a
     date in the file name (``2026-01-05-notes.md``), else the file's mtime. Identity: the
     hash of the redacted text, so identical text in two sources is one document.
     ``stream``: the chunks come as a lazy iterator (``chunk.stream.iter_chunks``), made

@@ -30,7 +30,6 @@ from kb_mcp.chunk import Chunk
 from kb_mcp.chunk.stream import iter_utf8_chunks
 from kb_mcp.ingest.decode import utf8_windows
 from kb_mcp.ingest.derive import Derived, derive
-from kb_mcp.ingest.frontmatter import split_frontmatter
 from kb_mcp.ingest.normalize import normalize_text
 from kb_mcp.ingest.readers import Converted
 from kb_mcp.ingest.readers.generated import PieceCheck
@@ -48,6 +47,7 @@ from kb_mcp.ingest.readers.text import (
 )
 from kb_mcp.redact.stream import redact_pieces
 from kb_mcp.store.documents import NewDocument
+from kb_mcp.text.frontmatter import split_frontmatter
 
 # Bytes of the file decoded at once: as many as ``redact.stream.WINDOW_CHARS`` characters
 # of ASCII, fewer of CJK; see there for the measured cost of the window size.

@@ -2,7 +2,7 @@
 
 Trigger: a document's date is read at ingest (``ingest/filework``: frontmatter, else a
 date its text states for itself, else one in its file name, else the file's mtime), and
-the rules that read it improve (``ingest/dates.DATES_VERSION``: "Stand: 14.03.2025",
+the rules that read it improve (``text/document_dates.DATES_VERSION``: "Stand: 14.03.2025",
 "发布日期：2025年3月14日" came to be read). A library ingested before keeps the old dates:
 folder files are not re-read while they are unchanged, uploads never are. The ranking
 model reads those dates (``search/features``: recency, dated after the period asked
@@ -29,10 +29,10 @@ from __future__ import annotations
 
 import time
 
-from kb_mcp.ingest.dates import DATES_VERSION, text_date
 from kb_mcp.store import documents as rows
 from kb_mcp.store import link_queue, meta
 from kb_mcp.store.db import Database
+from kb_mcp.text.document_dates import DATES_VERSION, text_date
 
 VERSION_KEY = "dates_version"
 # Where an unfinished run stopped: "<rules version>:<last document id done>".

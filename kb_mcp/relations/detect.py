@@ -29,19 +29,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kb_mcp.ingest.dates import parse_date, stated_date
-from kb_mcp.ingest.decode import first_lines
-from kb_mcp.ingest.frontmatter import meta_list, split_frontmatter
 from kb_mcp.relations.references import DATED, content_words, ids_in, normalize, parse_reference
 from kb_mcp.store.relations import Statement
 from kb_mcp.text import lexicon as lx
+from kb_mcp.text.document_dates import parse_date, stated_date
+from kb_mcp.text.frontmatter import meta_list, split_frontmatter
+from kb_mcp.text.lines import first_lines
 
 # The version of the rules below: stored rows made under another are redone by the first
 # reader (``relations/relink.StoredRelations``). Bump it when detection or matching changes.
 RELATIONS_VERSION = (
     7  # 3: withdrawal phrasings; 4: an agent's document names no document of the user's sources;
     # 5: outdated banners, Reverted sections, known issues fixed, errata named below, series;
-    # 6: effective dates in every language of text/lexicon (ingest/dates.DATES_VERSION 2);
+    # 6: effective dates in every language of text/lexicon (text/document_dates.DATES_VERSION 2);
     # 7: structural cues of text/lexicon's languages, RFC headers, status fields, title marks
 )
 SUPERSEDES, CORRECTS, WITHDRAWS, UPDATES = "supersedes", "corrects", "withdraws", "updates"

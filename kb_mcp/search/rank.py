@@ -14,7 +14,6 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kb_mcp.index.fts import FtsIndex, head_text
-from kb_mcp.ingest.status import CURRENT
 from kb_mcp.limits import TOP_K
 from kb_mcp.relations.read import changes_for
 from kb_mcp.search.adjust import Candidate
@@ -33,6 +32,7 @@ from kb_mcp.search.stats import UnitStats
 from kb_mcp.store import documents as rows
 from kb_mcp.store import relations as relation_rows
 from kb_mcp.store.db import Database
+from kb_mcp.text.status import CURRENT
 
 # Documents each leg ranks, whatever ``top_k`` is: the adjustments reorder this fixed set
 # and the answer is its head, so a document's rank never depends on ``top_k`` (issue 7

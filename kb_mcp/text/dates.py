@@ -4,7 +4,7 @@ A document is dated, and a question names its time, in many forms: ``2025-03-14`
 ``14.03.2025``, "March 14th, 2025", "14. März 2025", "14 de marzo de 2025", ``2025年3月14日``,
 ``令和7年3月14日``, ``2025년 3월 14일``, "Mar 2025", "Q3 2024", ``2024年第3四半期``, "H1 2025",
 ``2024-W12``. Each is read as a ``Period`` (its first and last day, and how precise it is),
-so the document end (``ingest/dates``) and the question end (``search/freshness``) read
+so the document end (``text/document_dates``) and the question end (``search/freshness``) read
 the same dates. The words come from ``text/lexicon``; this module holds the grammar.
 
 Rules a reader needs to know:

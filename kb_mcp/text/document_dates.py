@@ -19,10 +19,10 @@ import re
 from collections.abc import Iterator
 from datetime import date
 
-from kb_mcp.ingest.decode import first_lines
-from kb_mcp.ingest.frontmatter import meta_date, split_frontmatter
 from kb_mcp.text import lexicon as lx
 from kb_mcp.text.dates import DAY, MONTH, WEEK, Cue, Mention, alternation, find_dates, first_date
+from kb_mcp.text.frontmatter import meta_date, split_frontmatter
+from kb_mcp.text.lines import first_lines
 
 # The version of the rules below: documents dated under another are dated again by the
 # first reader (``ingest/redate.StoredDates``). Bump it when what they read changes.
