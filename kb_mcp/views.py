@@ -15,6 +15,7 @@ from pathlib import Path
 
 from kb_mcp.home import AUDIT_FILE
 from kb_mcp.index.graph import GraphIndex
+from kb_mcp.relations.read import Change, describe
 from kb_mcp.results import (
     AuditEntry,
     AuditLog,
@@ -24,7 +25,6 @@ from kb_mcp.results import (
     RelationLink,
     ToolCalls,
 )
-from kb_mcp.search.relations import Change, describe
 from kb_mcp.store import counts
 from kb_mcp.store import documents as rows
 from kb_mcp.store import relations as relation_rows

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from kb_mcp.index.fts import FtsIndex, head_text
 from kb_mcp.limits import TOP_K
-from kb_mcp.relations.read import changes_for
+from kb_mcp.relations.read import Change, changes_for
 from kb_mcp.search.adjust import Candidate
 from kb_mcp.search.features import Evidence, Question, feature_rows
 from kb_mcp.search.freshness import as_of_date
@@ -23,7 +23,6 @@ from kb_mcp.search.fuse import RRF_K, FusedHit, LegHit, fuse_rankings
 from kb_mcp.search.model import LegSetModel, sigmoid
 from kb_mcp.search.relations import (
     WHOLE,
-    Change,
     asks_about_past,
     concerned_only,
     order_pass,

@@ -28,10 +28,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
 
 from rapidfuzz import fuzz
 
+from kb_mcp.relations.read import Change, describe
 from kb_mcp.search.adjust import Candidate
 from kb_mcp.search.features import Question, coverage
 
@@ -70,18 +70,6 @@ _UNITS = (
     "tb|requests?|connections?|retries|attempts?|replicas?|nodes?|users?|eur|usd|€|\\$"
 )
 _QUANTITY = re.compile(rf"(?<![\w.])(\d+(?:[.,]\d+)?)\s*({_UNITS})(?!\w)", re.IGNORECASE)
-_PAST_TENSE = {"corrects": "corrected", "supersedes": "superseded", "updates": "updated"}
-
-
-@dataclass(frozen=True, slots=True)
-class Change:
-    """One resolved relation seen from one document: what it is and who the other is."""
-
-    kind: str
-    incoming: bool  # True: the other document changed this one
-    other: str  # the other document's key
-    cite: str  # where to read the evidence (a cite, or the other document's key)
-    effective: str | None
 
 
 def concerned_only(
@@ -133,18 +121,6 @@ def without_past_phrase(query: str) -> str:
 
 def _applies(change: Change, as_of: str | None) -> bool:
     return as_of is None or not change.effective or change.effective[:10] <= as_of
-
-
-def describe(change: Change) -> str:
-    """``corrected by <cite>``, ``withdrawn on <date> by <cite>``, ``corrects <cite>`` …"""
-    if not change.incoming:
-        return f"{change.kind} {change.cite}"
-    on = f" on {change.effective[:10]}" if change.effective else ""
-    if change.kind == "withdraws":
-        return f"withdrawn{on} by {change.cite}"
-    if change.kind == "updates":
-        return f"updated{on} by {change.cite}"
-    return f"{_PAST_TENSE[change.kind]} by {change.cite}"
 
 
 def matched(change: Change, position: Mapping[str, int]) -> bool:
