@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # numpy-free at import: keyword-only processes never load it
     from kb_mcp.embed.base import Embedder, EmbeddingSignature
     from kb_mcp.index.vectors import VectorIndex
+    from kb_mcp.ingest.skipped import SkippedGroup
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,17 +59,6 @@ class SourceInfo:
     embed_pending: int | None = None
     # What the last sync left out, counted per skip reason (``list SOURCE`` names them).
     skipped: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class SkippedGroup:
-    """Entries a folder sync left out for one reason: how many, the first of them by
-    path (redacted; a folder's ends with ``/``), and how to read one anyway."""
-
-    reason: str
-    count: int
-    paths: tuple[str, ...]
-    how_to_include: str
 
 
 @dataclass(frozen=True, slots=True)

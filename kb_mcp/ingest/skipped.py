@@ -16,12 +16,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from kb_mcp.ingest.walk import SKIP_HINTS, WalkResult
-from kb_mcp.results import SkippedGroup
 from kb_mcp.store.paths import shown_path
 
-__all__ = ["groups", "summary", "walk_groups"]
+__all__ = ["SkippedGroup", "groups", "summary", "walk_groups"]
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedGroup:
+    """Entries a folder sync left out for one reason: how many, the first of them by
+    path (redacted; a folder's ends with ``/``), and how to read one anyway."""
+
+    reason: str
+    count: int
+    paths: tuple[str, ...]
+    how_to_include: str
 
 
 def summary(walk: WalkResult) -> str:
