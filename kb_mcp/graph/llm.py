@@ -29,11 +29,10 @@ import re
 import secrets
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from kb_mcp.errors import InvalidInput, KbError, Unavailable
-from kb_mcp.graph.resolve import entity_key
+from kb_mcp.graph.facts import LlmEntity, LlmFacts, LlmRelation
 from kb_mcp.ollama_http import Cooldown, client, display_host, json_chat, short
 
 # ollama, httpx and the embedder's helpers (numpy) are imported by ``OllamaExtractor``
@@ -149,31 +148,6 @@ class AnswerRejected(KbError):
     """The model answered, but not with valid facts of this chunk (the reason says why)."""
 
     code = "answer_rejected"
-
-
-@dataclass(frozen=True, slots=True)
-class LlmEntity:
-    surface: str  # as written in the chunk
-    kind: str  # one of extract.KINDS
-
-    @property
-    def key(self) -> str:
-        return entity_key(self.surface)
-
-
-@dataclass(frozen=True, slots=True)
-class LlmRelation:
-    source: LlmEntity
-    label: str  # one of RELATIONS
-    target: LlmEntity
-
-
-@dataclass(frozen=True, slots=True)
-class LlmFacts:
-    """What the model found in one chunk, validated: every surface occurs in its text."""
-
-    entities: tuple[LlmEntity, ...]
-    relations: tuple[LlmRelation, ...]
 
 
 def neutralise(text: str) -> str:

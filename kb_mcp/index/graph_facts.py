@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import apsw
 
-from kb_mcp.graph.llm import LlmEntity, LlmFacts
+from kb_mcp.graph.facts import LlmEntity, LlmFacts
 
 MARKER = "graph-llm:{chunk}:{model}"
 # The graph version the markers were made against: another one (a rebuild by a new
