@@ -32,7 +32,7 @@ from kb_mcp.store import documents as rows
 from kb_mcp.store.db import DEADLINE_WALL_FACTOR, QueryTimeout
 
 if TYPE_CHECKING:  # imported when vectors are used: keyword-only start-up stays lean
-    from kb_mcp.rerank.head import Reranking
+    from kb_mcp.search.rerank import Reranking
     from kb_mcp.search.vector import VectorLeg
 
 # The reason of a search's keyword fallback while the server loads the local model (about
@@ -142,7 +142,7 @@ class Lookup:
         reranker = self._reranker.get()
         if reranker is None:
             return None
-        from kb_mcp.rerank.head import Reranking, loaded
+        from kb_mcp.search.rerank import Reranking, loaded
 
         return Reranking(loaded(reranker), self.settings.search_timeout_ms / 1000)
 

@@ -35,7 +35,7 @@ DEFAULT_MODEL = "qwen3:0.6b"  # settings.RERANK_DEFAULT_MODEL
 MAX_PASSAGE_CHARS = 1_500  # of each passage: 20 of them stay a prompt a small model reads
 MAX_SCORE = 10
 CONNECT_TIMEOUT_S = 2.0
-# The search's deadline decides how long a search waits (``head.py``); this only ends a
+# The search's deadline decides how long a search waits (``search/rerank.py``); this only ends a
 # request nobody waits for any more, so its thread does not linger.
 READ_TIMEOUT_S = 30.0
 COOLDOWN_S = 30.0

@@ -4,7 +4,7 @@ A search answers with one score per result, and that score must explain the orde
 result never shows a lower score than the one below it. A candidate's score is the
 ranking model's probability that it answers (``search/model.py``); what moves a document
 after the model (the relation pass, ``search/relations.py``; a reranker,
-``rerank/head.py``) gives it the score of the place it moves to and records why, as an
+``search/rerank.py``) gives it the score of the place it moves to and records why, as an
 ``Adjustment`` whose factor is the ratio of the two scores.
 """
 

@@ -38,7 +38,7 @@ from kb_mcp.store import documents as rows
 from kb_mcp.store.db import Database
 
 if TYPE_CHECKING:
-    from kb_mcp.rerank.head import Reranking
+    from kb_mcp.search.rerank import Reranking
 
 MODES = ("auto", "keyword", "vector", "hybrid")
 LEGS = ("keyword", "vector", "graph", "document", "feedback")
@@ -329,7 +329,7 @@ def run_search(
     doubts the best of them answers.
 
     ``vectors`` is the vector leg (None: no embedder configured); ``reranking``
-    reorders the first passages (None: no reranker; ``rerank/head.py``). The result says
+    reorders the first passages (None: no reranker; ``search/rerank.py``). The result says
     how long the question took to embed, so callers can time the rest apart.
     """
     before = vectors.embed_seconds if vectors is not None else 0.0
