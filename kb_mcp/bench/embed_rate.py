@@ -15,7 +15,6 @@ matrices at (an onnxruntime ``MatMul`` of the feed-forward's shape, timed here).
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
@@ -37,15 +36,10 @@ def flops_per_passage(tokens: float) -> float:
 
 def library_texts(kb_db: Path, limit: int, max_chars: int) -> list[str]:
     """The first ``limit`` chunks' embedding texts, in chunk order (the queue's)."""
-    from kb_mcp.index.vectors import embedding_text
+    from kb_mcp.index.vectors import first_embedding_texts
 
     conn = apsw.Connection(str(kb_db), flags=apsw.SQLITE_OPEN_READONLY)
-    rows = conn.execute(
-        "SELECT d.title, c.heading_path, c.text FROM chunks c "
-        "JOIN documents d ON d.id = c.document_id ORDER BY c.id LIMIT ?",
-        (limit,),
-    )
-    return [embedding_text(t, json.loads(h), text, max_chars) for t, h, text in rows]
+    return first_embedding_texts(conn, limit, max_chars)
 
 
 def matmul_gflops(rows: int = 1_024, seconds: float = 2.0) -> float:

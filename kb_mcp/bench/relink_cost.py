@@ -31,6 +31,8 @@ from kb_mcp.ingest import pipeline
 from kb_mcp.library import Library
 from kb_mcp.relations import relink
 from kb_mcp.settings import Settings
+from kb_mcp.store import meta
+from kb_mcp.store import relations as relation_rows
 
 _SYLLABLES = "ka lo mi ne ru sa ti vo ze pa do fi gu he ja ko lu ma no pe ri so tu".split()
 
@@ -122,7 +124,7 @@ class Meter:
 
 
 def _states(lib: Library) -> str:
-    rows = lib.db.query("SELECT state, count(*) FROM doc_relations GROUP BY state ORDER BY 1")
+    rows = relation_rows.state_counts(lib.db.conn)
     return " ".join(f"{state}={count}" for state, count in rows)
 
 
@@ -151,7 +153,7 @@ def run(n: int, share: float) -> None:
             lib.sync("notes")
             phases.append(("remove 1%", *meter.phase(), time.process_time() - cpu, _states(lib)))
             with lib.db.write() as conn:
-                conn.execute("DELETE FROM meta WHERE key = 'relations_version'")
+                meta.delete(conn, relink.VERSION_KEY)
             meter.phase()
             lib.relations._current = False  # as a reader opening the library would find it
             cpu = time.process_time()

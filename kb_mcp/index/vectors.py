@@ -296,6 +296,17 @@ def embedding_text(title: str, heading_path: Sequence[str], text: str, max_chars
     return full[:max_chars]
 
 
+def first_embedding_texts(conn: apsw.Connection, limit: int, max_chars: int) -> list[str]:
+    """The embedding texts of the first ``limit`` chunks in chunk order (the queue's),
+    vectors or not: what ``bench/embed_rate.py`` times the model on."""
+    rows = conn.execute(
+        "SELECT d.title, c.heading_path, c.text FROM chunks c "
+        "JOIN documents d ON d.id = c.document_id ORDER BY c.id LIMIT ?",
+        (limit,),
+    )
+    return [embedding_text(title, json.loads(path), text, max_chars) for title, path, text in rows]
+
+
 def pending_chunks(
     conn: apsw.Connection, sig_id: int, limit: int, after_id: int = 0
 ) -> list[PendingChunk]:

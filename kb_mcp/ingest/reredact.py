@@ -48,7 +48,7 @@ from kb_mcp.ingest.pipeline import redact_text, rewrite_in_place
 from kb_mcp.redact.version import RULES_VERSION
 from kb_mcp.store import documents as rows
 from kb_mcp.store import meta
-from kb_mcp.store.db import Database
+from kb_mcp.store.db import Database, secure_delete
 
 VERSION_KEY = "redact_rules_version"
 CURSOR_KEY = "redact_rules_cursor"  # id of the last document an unfinished run did
@@ -135,8 +135,7 @@ def _run_batch(
     with db.write() as conn:
         if not is_due(conn):  # another process finished it
             return True
-        conn.execute("PRAGMA secure_delete = ON")
-        try:
+        with secure_delete(conn):
             cursor = meta.get(conn, CURSOR_KEY)
             if cursor is None:  # the first batch of a run
                 report.folder_files_to_reread = rows.forget_folder_file_state(conn)
@@ -157,8 +156,6 @@ def _run_batch(
             meta.delete(conn, CURSOR_KEY)
             meta.put(conn, VERSION_KEY, str(RULES_VERSION))
             return True
-        finally:
-            conn.execute("PRAGMA secure_delete = OFF")
 
 
 def upgrade(db: Database, home: Path, batch_documents: int = BATCH_DOCUMENTS) -> RunReport:

@@ -86,6 +86,17 @@ def _busy_conflict(path: Path, exc: apsw.Error) -> Conflict:
 
 
 @contextmanager
+def secure_delete(conn: apsw.Connection) -> Iterator[None]:
+    """Inside: deleted content is overwritten with zeros (``PRAGMA secure_delete``), so
+    text rewritten to take a secret out leaves no copy in the file's free pages."""
+    conn.execute("PRAGMA secure_delete = ON")
+    try:
+        yield
+    finally:
+        conn.execute("PRAGMA secure_delete = OFF")
+
+
+@contextmanager
 def read_snapshot(conn: apsw.Connection) -> Iterator[None]:
     """One read transaction (``BEGIN``, deferred: no lock taken until the first read)
     around several statements, so they all see one commit; inside a transaction

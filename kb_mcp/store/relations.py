@@ -155,6 +155,13 @@ def user_held(conn: apsw.Connection, only: int | None = None) -> set[int]:
     return {r[0] for r in conn.execute(sql + "= ?", (only,))}
 
 
+def state_counts(conn: apsw.Connection) -> list[tuple[str, int]]:
+    """(state, rows) per state (resolved, pending, ambiguous …), in state order."""
+    return conn.execute(
+        "SELECT state, count(*) FROM doc_relations GROUP BY state ORDER BY 1"
+    ).fetchall()
+
+
 def statements(conn: apsw.Connection, only: int | None = None) -> list[tuple[int, str, str, int]]:
     """Every row's (or only row ``only``'s) fixed fields: id, kind, reference, stater."""
     sql = "SELECT id, kind, reference, stated_by FROM doc_relations"
