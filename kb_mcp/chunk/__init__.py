@@ -9,32 +9,13 @@ at real lines.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from kb_mcp.chunk.asciidoc import split_asciidoc
+from kb_mcp.chunk.base import Chunk
+from kb_mcp.chunk.code import split_code
+from kb_mcp.chunk.markdown import split_markdown
+from kb_mcp.chunk.rst import split_rst
 
-
-@dataclass(frozen=True, slots=True)
-class Chunk:
-    """One searchable passage of a document.
-
-    ``start_line`` / ``end_line`` are 1-based and inclusive, counted in the document text
-    that was chunked, at ``\n`` only (as editors, ``read`` and ``grep`` count; not
-    ``splitlines()``, which also breaks at form feeds and U+2028). ``heading_path`` is the
-    chain of Markdown or reST section titles (or the enclosing definition for code) that
-    contains the passage.
-    """
-
-    ordinal: int
-    heading_path: tuple[str, ...]
-    start_line: int
-    end_line: int
-    text: str
-
-
-# The chunkers build Chunk values, so they are imported after it is defined.
-from kb_mcp.chunk.asciidoc import split_asciidoc  # noqa: E402
-from kb_mcp.chunk.code import split_code  # noqa: E402
-from kb_mcp.chunk.markdown import split_markdown  # noqa: E402
-from kb_mcp.chunk.rst import split_rst  # noqa: E402
+__all__ = ["Chunk", "split_document"]
 
 
 def split_document(text: str, kind: str, language: str | None = None) -> list[Chunk]:

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import re
 
-from kb_mcp.chunk import Chunk
+from kb_mcp.chunk.base import Chunk
 from kb_mcp.chunk.pack import DEFAULT_BUDGET_CHARS, DEFAULT_OVERLAP_CHARS, index_lines
 from kb_mcp.chunk.sections import Block, chunk_blocks
 

@@ -33,7 +33,7 @@ import re
 from bisect import bisect_left
 from dataclasses import dataclass
 
-from kb_mcp.chunk import Chunk
+from kb_mcp.chunk.base import Chunk
 from kb_mcp.chunk.pack import (
     DEFAULT_BUDGET_CHARS,
     DEFAULT_OVERLAP_CHARS,

@@ -23,7 +23,7 @@ import re
 import sys
 from collections.abc import Callable
 
-from kb_mcp.chunk import Chunk
+from kb_mcp.chunk.base import Chunk
 from kb_mcp.chunk.pack import DEFAULT_BUDGET_CHARS, DEFAULT_OVERLAP_CHARS, index_lines
 from kb_mcp.chunk.sections import Block, chunk_blocks, trim_blank_tail
 

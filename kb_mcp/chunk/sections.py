@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from kb_mcp.chunk import Chunk
+from kb_mcp.chunk.base import Chunk
 from kb_mcp.chunk.pack import (
     LineIndex,
     Unit,

@@ -31,7 +31,7 @@ from kb_mcp.chunk.stream import iter_utf8_chunks
 from kb_mcp.ingest.decode import utf8_windows
 from kb_mcp.ingest.derive import Derived, derive
 from kb_mcp.ingest.normalize import normalize_text
-from kb_mcp.ingest.readers import Converted
+from kb_mcp.ingest.readers.base import Converted
 from kb_mcp.ingest.readers.generated import PieceCheck
 from kb_mcp.ingest.readers.text import (
     ASCIIDOC_SUFFIXES,

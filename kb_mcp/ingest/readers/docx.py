@@ -16,7 +16,7 @@ from itertools import pairwise
 from typing import TYPE_CHECKING
 
 from kb_mcp.errors import Unavailable, Unreadable
-from kb_mcp.ingest.readers import Converted, markdown_table
+from kb_mcp.ingest.readers.base import Converted, markdown_table
 
 if TYPE_CHECKING:
     from docx.document import Document

@@ -26,7 +26,7 @@ from html.parser import HTMLParser
 
 from kb_mcp.errors import Unreadable
 from kb_mcp.ingest.decode import decode_bytes
-from kb_mcp.ingest.readers import Converted, markdown_table
+from kb_mcp.ingest.readers.base import Converted, markdown_table
 
 SUFFIXES = frozenset({".html", ".htm", ".xhtml"})
 

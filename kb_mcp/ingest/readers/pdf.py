@@ -33,7 +33,8 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from kb_mcp.errors import Unreadable
-from kb_mcp.ingest.readers import Converted, pdfium
+from kb_mcp.ingest.readers import pdfium
+from kb_mcp.ingest.readers.base import Converted
 from kb_mcp.ingest.readers.text import markdown_title
 
 if TYPE_CHECKING:

@@ -30,7 +30,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from kb_mcp.errors import Unavailable, Unreadable
-from kb_mcp.ingest.readers import Converted
+from kb_mcp.ingest.readers.base import Converted
 
 if TYPE_CHECKING:
     import pypdfium2

@@ -13,7 +13,7 @@ import re
 from kb_mcp.chunk.asciidoc import document_title, looks_like_asciidoc
 from kb_mcp.chunk.markdown import atx_heading
 from kb_mcp.ingest.decode import decode_bytes
-from kb_mcp.ingest.readers import Converted
+from kb_mcp.ingest.readers.base import Converted
 from kb_mcp.ingest.readers.generated import check_not_generated
 from kb_mcp.text.frontmatter import Frontmatter, cap_title, split_frontmatter
 
