@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from kb_mcp.cli.main import LEGS_HELP, parse_legs
+from kb_mcp.cli.legs import LEGS_HELP, parse_legs
 from kb_mcp.cli.progress import Phase, PhaseProgress
 
 GOLDEN = "golden"

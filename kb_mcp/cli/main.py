@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from kb_mcp.cli.legs import LEGS_HELP, parse_legs
 from kb_mcp.cli.terminal import terminal_safe
 
 if TYPE_CHECKING:  # imported lazily at run time: start-up stays lean
@@ -27,10 +28,6 @@ if TYPE_CHECKING:  # imported lazily at run time: start-up stays lean
 EMBEDDER_CHOICES = ("local", "ollama", "none")
 GRAPH_EXTRACTOR_CHOICES = ("heuristic", "ollama")  # settings.GRAPH_EXTRACTORS
 RERANKER_CHOICES = ("none", "onnx", "ollama")  # settings.RERANKERS
-LEGS_HELP = (
-    "comma-separated legs to run instead of the mode's plan: "
-    "any of keyword, vector, graph, document, feedback"
-)
 HOME_HELP = "library folder (default: $KB_MCP_HOME or the XDG data dir, ~/.local/share/kb-mcp)"
 
 
@@ -219,13 +216,6 @@ def cmd_search(args: argparse.Namespace) -> int:
         result = library.search(args.query, args.top_k, args.mode, args.source, legs)
     _emit(args, result, render.search_text, render.search_data)
     return 0
-
-
-def parse_legs(text: str | None) -> list[str] | None:
-    """``--legs keyword,graph`` → the leg names (validated by the library)."""
-    if text is None:
-        return None
-    return [part.strip() for part in text.split(",") if part.strip()]
 
 
 def cmd_entities(args: argparse.Namespace) -> int:
