@@ -15,7 +15,7 @@ from pathlib import Path
 
 from kb_mcp.home import AUDIT_FILE
 from kb_mcp.index.graph import GraphIndex
-from kb_mcp.relations.read import Change, describe
+from kb_mcp.relations.change import Change, describe
 from kb_mcp.results import (
     AuditEntry,
     AuditLog,

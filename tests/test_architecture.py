@@ -123,6 +123,8 @@ PURE = (
     "search.adjust",
     "search.features",
     "search.freshness",
+    "search.relations",
+    "relations.change",
     "relations.detect",
     "relations.references",
     "bench.metrics",

@@ -1,45 +1,20 @@
 """Each document's resolved relations, read from the store and seen from that document.
 
 The one place search, ``read`` and ``entities`` turn ``doc_relations`` rows into ``Change``
-values and word them (``describe``), so all name the other document and cite the
-evidence alike: the cite points at the lines that stated the relation, in whichever
-document said it. What ranking does with them is ``search/relations.py``'s.
+values (``relations/change.py``), so all name the other document and cite the evidence
+alike: the cite points at the lines that stated the relation, in whichever document said
+it. What ranking does with them is ``search/relations.py``'s.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import apsw
 
 from kb_mcp.cite import format_cite
+from kb_mcp.relations.change import Change, describe
 from kb_mcp.store import relations as relation_rows
-
-_PAST_TENSE = {"corrects": "corrected", "supersedes": "superseded", "updates": "updated"}
-
-
-@dataclass(frozen=True, slots=True)
-class Change:
-    """One resolved relation seen from one document: what it is and who the other is."""
-
-    kind: str
-    incoming: bool  # True: the other document changed this one
-    other: str  # the other document's key
-    cite: str  # where to read the evidence (a cite, or the other document's key)
-    effective: str | None
-
-
-def describe(change: Change) -> str:
-    """``corrected by <cite>``, ``withdrawn on <date> by <cite>``, ``corrects <cite>`` …"""
-    if not change.incoming:
-        return f"{change.kind} {change.cite}"
-    on = f" on {change.effective[:10]}" if change.effective else ""
-    if change.kind == "withdraws":
-        return f"withdrawn{on} by {change.cite}"
-    if change.kind == "updates":
-        return f"updated{on} by {change.cite}"
-    return f"{_PAST_TENSE[change.kind]} by {change.cite}"
 
 
 def changes_for(conn: apsw.Connection, keys: Sequence[str]) -> dict[str, list[Change]]:

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 
 from kb_mcp.index.fts import FtsIndex, head_text
 from kb_mcp.limits import TOP_K
-from kb_mcp.relations.read import Change, changes_for
+from kb_mcp.relations.change import Change
+from kb_mcp.relations.read import changes_for
 from kb_mcp.search.adjust import Candidate
 from kb_mcp.search.features import Evidence, Question, feature_rows
 from kb_mcp.search.freshness import as_of_date

@@ -31,7 +31,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 
 from rapidfuzz import fuzz
 
-from kb_mcp.relations.read import Change, describe
+from kb_mcp.relations.change import Change, describe
 from kb_mcp.search.adjust import Candidate
 from kb_mcp.search.features import Question, coverage
 
