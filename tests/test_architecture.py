@@ -31,7 +31,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "kb_mcp"
 
 # The library layer: its services, as top-level modules or as the ``kb_mcp.library``
-# package they move into (each spelling maps to the same layer, so either layout passes).
+# package they move into (each spelling maps to the same layer, so either layout passes;
+# the unit "library" also covers any other module of that package).
 LIBRARY_SERVICES = (
     "library",
     "lookup",
