@@ -40,7 +40,7 @@ LIBRARY_PAGE_BUDGET_MS = 100.0  # issue 12
 class PageRow:
     page: str
     requests: int
-    first_ms: float  # the first request: nothing cached yet (see Library._memo)
+    first_ms: float  # the first request: nothing cached yet (see LibraryState.memo)
     p50_ms: float
     p95_ms: float
     status: int
@@ -57,8 +57,8 @@ def build(chunks: int, workdir: Path) -> Path:
     home = workdir / "home"
     settings = Settings(home=home, max_files_per_source=files + 1, embedder="none")
     with Library(settings) as library:
-        library.add_folder(workdir / "corpus", "corpus")
-        library.sync("corpus")
+        library.folders.add_folder(workdir / "corpus", "corpus")
+        library.folders.sync("corpus")
     from kb_mcp.server.audit import record_call
 
     for i in range(AUDIT_LINES):
@@ -88,7 +88,7 @@ CHANGE_MARK = "bench_web_change"  # a meta key another connection rewrites (then
 
 def time_after_change(client, db_path: Path) -> PageRow:
     """The library page right after each of ``ROUNDS`` commits by another connection
-    (issue 12: ≤ 100 ms also then): every request recomputes what ``Library._memo`` kept."""
+    (issue 12: ≤ 100 ms also then): every request recomputes what ``LibraryState.memo`` kept."""
     from kb_mcp.store import meta
     from kb_mcp.store.db import Database
 
@@ -152,7 +152,7 @@ def run(chunks: int, workdir: Path) -> tuple[int, list[tuple[str, PageRow]]]:
             rows = [("library", time_page(client, "/"))]
             rows.append(("library (after a change)", time_after_change(client, home / DB_FILE)))
             rows += [(kind, time_page(client, url)) for kind, url in page_urls(library)[1:]]
-        indexed = library.overview().chunks
+        indexed = library.catalog.overview().chunks
     return indexed, rows
 
 

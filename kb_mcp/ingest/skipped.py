@@ -18,7 +18,7 @@ import json
 from collections.abc import Mapping
 
 from kb_mcp.ingest.walk import SKIP_HINTS, WalkResult
-from kb_mcp.results import SkippedGroup
+from kb_mcp.library.results import SkippedGroup
 from kb_mcp.store.paths import shown_path
 
 __all__ = ["groups", "summary", "walk_groups"]

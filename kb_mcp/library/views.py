@@ -1,9 +1,9 @@
 """What a person's views need beyond the five tools: failed files with their reasons, the
 audit log's tail, and a document with its frontmatter, relation links and entities.
 
-Read-only, and shaped for the web view (``web/``); ``Library`` exposes each as one
-method. The text here comes from stored rows (already redacted on the way in); adapters
-redact it again on the way out, as they redact every tool result.
+Read-only, and shaped for the web view (``web/``): ``library.views``. The text here
+comes from stored rows (already redacted on the way in); adapters redact it again on
+the way out, as they redact every tool result.
 """
 
 from __future__ import annotations
@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 import os
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 
+from kb_mcp.cite import parse_cite
 from kb_mcp.home import AUDIT_FILE
-from kb_mcp.index.graph import GraphIndex
 from kb_mcp.ingest.frontmatter import split_frontmatter
-from kb_mcp.results import (
+from kb_mcp.library.results import (
     AuditEntry,
     AuditLog,
     DocumentView,
@@ -25,6 +26,8 @@ from kb_mcp.results import (
     RelationLink,
     ToolCalls,
 )
+from kb_mcp.library.state import LibraryState
+from kb_mcp.search.query import parse_query
 from kb_mcp.search.relations import Change, describe
 from kb_mcp.store import counts
 from kb_mcp.store import documents as rows
@@ -34,6 +37,71 @@ from kb_mcp.store.db import Database
 AUDIT_TAIL_BYTES = 256 << 10  # the log's tail: ~2,500 calls of ~100 bytes
 DOCUMENT_ENTITIES = 40
 ENTITY_CHUNKS = 2_000  # chunks of one document looked at for its entities (SQL variables)
+
+
+class Views:
+    """A person's views of one library (``library.views``)."""
+
+    def __init__(self, state: LibraryState, read: Callable[[str], ReadResult]) -> None:
+        """``read``: a whole document by id, cite string, uri or path (``Lookup.read``)."""
+        self.home = state.home
+        self.db = state.db
+        self.graph = state.graph
+        self._memo = state.memo
+        self._read = read
+
+    def failed_files(self, limit: int = 200) -> tuple[FailedFile, ...]:
+        """Folder files the last syncs could not index, with the reader's reason; kept
+        until the database changes (``LibraryState.memo``)."""
+        return self._memo(f"failed_files:{limit}", lambda: failed_files(self.db, limit))
+
+    def audit_log(self, shown: int = 100, window: int = 2_000) -> AuditLog:
+        """The newest ``shown`` tool calls of the audit log (tool, duration, outcome; newest
+        first), and each tool's calls, errors, median and max time over the newest
+        ``window`` (as far as the log's tail reaches)."""
+        entries = audit_tail(self.home, window)
+        by_tool: dict[str, list[AuditEntry]] = {}
+        for entry in entries:
+            by_tool.setdefault(entry.tool, []).append(entry)
+        tools = tuple(
+            ToolCalls(
+                tool,
+                len(calls),
+                sum(c.outcome != "ok" for c in calls),
+                round(statistics.median(c.duration_ms for c in calls), 1),
+                max(c.duration_ms for c in calls),
+            )
+            for tool, calls in sorted(by_tool.items())
+        )
+        return AuditLog(entries[:shown], tools, len(entries))
+
+    def document_view(self, doc: str) -> DocumentView:
+        """A whole document (as ``read``) with its frontmatter, relation links and
+        entities; a cite string (``doc#L12-L40``) names the document and the lines it
+        cites."""
+        citation = parse_cite(doc)
+        read = self._read(citation.doc if citation else doc)
+        cited = (citation.start_line, citation.end_line) if citation else None
+        found = rows.get_document(self.db.conn, read.doc)
+        split = split_frontmatter(read.text) if read.kind == "markdown" else None
+        front = split.meta if split else {}
+        links = _relation_links(self.db, found.id, read.doc) if found else ()
+        entities: tuple[tuple[str, str, float], ...] = ()
+        if found is not None:
+            chunk_ids = rows.chunk_ids(self.db.conn, found.id)[:ENTITY_CHUNKS]
+            entities = tuple(
+                (e.name, e.kind, weight)
+                for e, weight in self.graph.in_chunks(chunk_ids, DOCUMENT_ENTITIES)
+            )
+        shown = {str(k): _scalar(v) for k, v in front.items()}
+        body_line = split.body_start_line if split and split.meta else 1
+        return DocumentView(read, shown, links, entities, cited, body_line)
+
+    def query_terms(self, query: str) -> tuple[str, ...]:
+        """The words and CJK phrases the keyword leg searches for (what a view
+        highlights)."""
+        parsed = parse_query(query)
+        return (*parsed.terms, *parsed.phrases)
 
 
 def failed_files(db: Database, limit: int) -> tuple[FailedFile, ...]:
@@ -74,45 +142,6 @@ def audit_tail(home: Path, limit: int) -> tuple[AuditEntry, ...]:
         except (ValueError, KeyError, TypeError):
             continue
     return tuple(entries)
-
-
-def audit_log(home: Path, shown: int, window: int) -> AuditLog:
-    """The newest ``shown`` calls, and each tool's calls, errors and durations over the
-    newest ``window`` (as far as the log's tail reaches)."""
-    entries = audit_tail(home, window)
-    by_tool: dict[str, list[AuditEntry]] = {}
-    for entry in entries:
-        by_tool.setdefault(entry.tool, []).append(entry)
-    tools = tuple(
-        ToolCalls(
-            tool,
-            len(calls),
-            sum(c.outcome != "ok" for c in calls),
-            round(statistics.median(c.duration_ms for c in calls), 1),
-            max(c.duration_ms for c in calls),
-        )
-        for tool, calls in sorted(by_tool.items())
-    )
-    return AuditLog(entries[:shown], tools, len(entries))
-
-
-def document_view(
-    db: Database, graph: GraphIndex, read: ReadResult, cited: tuple[int, int] | None
-) -> DocumentView:
-    """``read`` (a whole document) with its frontmatter, relation links and entities."""
-    found = rows.get_document(db.conn, read.doc)
-    split = split_frontmatter(read.text) if read.kind == "markdown" else None
-    front = split.meta if split else {}
-    links = _relation_links(db, found.id, read.doc) if found else ()
-    entities: tuple[tuple[str, str, float], ...] = ()
-    if found is not None:
-        chunk_ids = rows.chunk_ids(db.conn, found.id)[:ENTITY_CHUNKS]
-        entities = tuple(
-            (e.name, e.kind, weight) for e, weight in graph.in_chunks(chunk_ids, DOCUMENT_ENTITIES)
-        )
-    shown = {str(k): _scalar(v) for k, v in front.items()}
-    body_line = split.body_start_line if split and split.meta else 1
-    return DocumentView(read, shown, links, entities, cited, body_line)
 
 
 def _scalar(value: object) -> str:
