@@ -394,16 +394,16 @@ def time_searches(timed: list[Timed], queries: list[str]) -> list[HybridRow]:
     with ExitStack() as stack:
         libraries = [stack.enter_context(_open(t.home, t.embedder)) for t in timed]
         for library in libraries:
-            library.warm_vectors()
+            library.vectors.warm()
             for query in queries[:20]:
-                library.search(query, mode="hybrid")
+                library.lookup.search(query, mode="hybrid")
         hybrid = _turns(libraries, queries, _hybrid)
-        keyword = _turns(libraries, queries, lambda lib, q: lib.search(q, mode="keyword"))
+        keyword = _turns(libraries, queries, lambda lib, q: lib.lookup.search(q, mode="keyword"))
         return [
             HybridRow(
                 t.label,
                 t.vectors,
-                library.overview().chunks,
+                library.catalog.overview().chunks,
                 Latency.of(hybrid[i][0]),
                 Latency.of(hybrid[i][1]),
                 Latency.of(keyword[i][0]),

@@ -273,7 +273,9 @@ def keyword_rows(library, naive, sets: Sequence[RealSet], chunks: int) -> list[S
     """
     rows = []
     for real in sets:
-        kb = time_queries(lambda q: library.search(q, top_k=TOP_K, mode="keyword"), real.queries)
+        kb = time_queries(
+            lambda q: library.lookup.search(q, top_k=TOP_K, mode="keyword"), real.queries
+        )
         base = time_queries(lambda q: naive.search(q, TOP_K), real.queries)
         rows.append(
             SearchRow(chunks, real.name, "keyword", *kb.summary(), *base.summary(), kb.stopped)

@@ -122,12 +122,12 @@ def page_urls(library) -> list[tuple[str, str]]:
         for query in real.queries[:QUERIES_PER_SET]:
             urls.append((f"search ({real.name})", "/search?q=" + quote(query)))
             try:
-                hits = library.search(query, mode="keyword").hits
+                hits = library.lookup.search(query, mode="keyword").hits
             except Unavailable:  # over the search time budget on a loaded machine
                 continue
             docs += [f"{h.doc}?lines={h.start_line}-{h.end_line}" for h in hits[:1]]
     urls += [("document", "/doc/" + doc) for doc in docs[:8]]
-    for view in library.entities(None, 4):
+    for view in library.entities.find(None, 4):
         urls.append(("entities (a name)", "/entities?q=" + quote(view.name)))
     return urls
 
