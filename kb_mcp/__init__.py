@@ -1,8 +1,9 @@
 """kb-mcp: a local knowledge base for coding agents, served over MCP.
 
-The public API is the ``Library`` facade, its ``Settings``, the result types and the
-``KbError`` tree. Names are imported lazily so that ``kb-mcp serve`` starts fast and can
-protect stdout before any heavy module loads.
+The public API is ``Library`` with the services it owns (``library.lookup.search(q)``,
+``kb_mcp/library/``), its ``Settings``, the result types and the ``KbError`` tree.
+Names are imported lazily so that ``kb-mcp serve`` starts fast and can protect stdout
+before any heavy module loads.
 """
 
 from __future__ import annotations

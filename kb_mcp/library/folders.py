@@ -64,7 +64,7 @@ class Folders:
         folder = self._folder(name)
         return sources.set_gitignore(self.home, folder, gitignore)
 
-    def left_out(self, name: str, *, skipped: bool) -> LeftOut:
+    def left_out(self, name: str, *, skipped: bool = False) -> LeftOut:
         """Every file of the folder source ``name`` that is not indexed: the failed ones
         with their reasons, and with ``skipped`` every path a walk made now leaves out."""
         folder = self._folder(name)

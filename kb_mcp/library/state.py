@@ -1,11 +1,11 @@
-"""An open library's state, shared by the parts of the ``Library`` facade.
+"""An open library's state, shared by the services ``Library`` owns.
 
-Why a module of its own: writing, folders, lookup, entities and the catalog all read the
-same database and indexes and share four steps (derived data brought up to date, values
-kept per data version, a source by its name, background work woken after a change).
-Opening them once here lets each concept module be a small class over this state with
-no reference back to the facade (so nothing forms a cycle with ``Library``), and lets
-``library.py`` read as the list of what the library does.
+Why a module of its own: writing, folders, lookup, entities, the catalog, health and
+the views all read the same database and indexes and share four steps (derived data
+brought up to date, values kept per data version, a source by its name, background work
+woken after a change). Opening them once here lets each service be a small class over
+this state with no reference back to ``Library`` (so nothing forms a cycle with it),
+and lets ``library.py`` read as the list of what the library does.
 """
 
 from __future__ import annotations
