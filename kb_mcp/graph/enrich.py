@@ -160,6 +160,7 @@ class GraphEnrichment:
         return self._settings.graph_extractor != "heuristic"
 
     def extractor(self) -> Extractor | None:
+        """The configured LLM extractor, built at its first use (None: ``heuristic``)."""
         if not self.enabled:
             return None
         with self._lock:
