@@ -1,8 +1,9 @@
 """kb-mcp: a local knowledge base for coding agents, served over MCP.
 
-The public API is the ``Library`` facade, its ``Settings``, the result types and the
-``KbError`` tree. Names are imported lazily so that ``kb-mcp serve`` starts fast and can
-protect stdout before any heavy module loads.
+The public API is ``Library`` with the services it owns (``library.lookup.search(q)``,
+``kb_mcp/library/``), its ``Settings``, the result types and the ``KbError`` tree.
+Names are imported lazily so that ``kb-mcp serve`` starts fast and can protect stdout
+before any heavy module loads.
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
     "Library": "kb_mcp.library",
-    "AddResult": "kb_mcp.results",
-    "ReadResult": "kb_mcp.results",
-    "Overview": "kb_mcp.results",
-    "SourceListing": "kb_mcp.results",
-    "ReindexReport": "kb_mcp.results",
-    "DoctorReport": "kb_mcp.results",
+    "AddResult": "kb_mcp.library.results",
+    "ReadResult": "kb_mcp.library.results",
+    "Overview": "kb_mcp.library.results",
+    "SourceListing": "kb_mcp.library.results",
+    "ReindexReport": "kb_mcp.library.results",
+    "DoctorReport": "kb_mcp.library.results",
     "Settings": "kb_mcp.settings",
     "load_settings": "kb_mcp.settings",
     "SearchResult": "kb_mcp.search.engine",
@@ -73,7 +74,7 @@ if TYPE_CHECKING:
     )
     from kb_mcp.grep import GrepMatch, GrepResult
     from kb_mcp.library import Library
-    from kb_mcp.results import (
+    from kb_mcp.library.results import (
         AddResult,
         DoctorReport,
         Overview,

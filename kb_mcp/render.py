@@ -12,8 +12,7 @@ import functools
 from typing import Any
 
 from kb_mcp.grep import GrepResult
-from kb_mcp.redact import redact_output
-from kb_mcp.results import (
+from kb_mcp.library.results import (
     AddResult,
     DoctorReport,
     EntityView,
@@ -23,6 +22,7 @@ from kb_mcp.results import (
     ReindexReport,
     SourceListing,
 )
+from kb_mcp.redact import redact_output
 from kb_mcp.search.engine import SearchResult
 
 # Strings whose redaction is kept: more than one answer holds (a search of 100 results

@@ -75,7 +75,7 @@ def enrich(home: Path, model: str) -> None:
         server.delay_s = CHAT_DELAY_S
         with Library(llm_settings(home, server.url, model)) as library:
             print("ready", flush=True)
-            report = library.enrich_graph()
+            report = library.enrichment.run()
             print(f"done {report}", flush=True)
 
 
@@ -89,25 +89,25 @@ def main(operation: str, home: Path, acks: Path) -> None:
         settings = Settings(home=home, embedder="test", embed_model=model)
         with Library(settings, make_embedder=lambda _p, _m: slow) as library:
             print("ready", flush=True)
-            library.embed_pending(batch=8)
+            library.vectors.embed_pending(batch=8)
         return
     with Library(Settings(home=home, embedder="none", allow_agent_writes=True)) as library:
         print("ready", flush=True)
         if operation == "fts":
-            library.search("restore steps", mode="keyword")
+            library.lookup.search("restore steps", mode="keyword")
             return
         fd = os.open(acks, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         start = sum(1 for _ in acks.open()) if acks.exists() else 0
         for n in count(start):
             word = f"crash{n}w"
             if operation == "graph":
-                library.add_document(f"ADR-{n:04}", graph_body(n, word), f"t://crash/{n}")
+                library.writing.add_document(f"ADR-{n:04}", graph_body(n, word), f"t://crash/{n}")
                 os.write(fd, f"{word}\n".encode())
                 scratch = f"# Scratch\n\nThe `Scratch{n % 5}Thing` of Team Atlas.\n"
-                library.add_document("Scratch", scratch, "t://crash/scratch")
+                library.writing.add_document("Scratch", scratch, "t://crash/scratch")
                 continue
             body = f"# Note {n}\n\n" + f"The word {word} is here, restore steps.\n\n" * 40
-            library.add_document(f"Note {n}", body, f"t://crash/{n}")
+            library.writing.add_document(f"Note {n}", body, f"t://crash/{n}")
             os.write(fd, f"{word}\n".encode())
 
 

@@ -322,8 +322,8 @@ def keyword_library(root: Path, notes: Mapping[str, str], **settings: Any) -> Li
     """A keyword-only library under ``root`` over a folder of ``notes`` (name → text),
     synced (the caller closes it); ``settings`` go to ``Settings``."""
     library = Library(Settings(home=root / "home", embedder="none", **settings))
-    library.add_folder(write_notes(root / "notes", notes))
-    library.sync()
+    library.folders.add_folder(write_notes(root / "notes", notes))
+    library.folders.sync()
     return library
 
 
@@ -334,7 +334,7 @@ def embedded_library(
     embedded by ``embedder`` (the caller closes it); ``settings`` go to ``Settings``."""
     config = Settings(home=root / "home", embedder="local", **settings)
     library = Library(config, make_embedder=lambda provider, model: embedder)
-    library.add_folder(write_notes(root / "notes", notes))
-    library.sync()
-    library.embed_pending()
+    library.folders.add_folder(write_notes(root / "notes", notes))
+    library.folders.sync()
+    library.vectors.embed_pending()
     return library

@@ -126,7 +126,7 @@ def embed_until(home: Path, stop: threading.Event, runs: Counter) -> None:
     """Re-embedding beside everything else: embed what is new until told to stop."""
     with Library(embedding_settings(home), make_embedder=hash_factory()) as library:
         while not stop.is_set():
-            report = library.embed_pending(batch=16)
+            report = library.vectors.embed_pending(batch=16)
             runs["runs"] += 1
             runs["embedded"] += report.embedded if report else 0
             stop.wait(0.05)
@@ -173,7 +173,7 @@ def test_concurrency_two_servers_sync_embedding_and_agents_lose_and_double_nothi
         sections = "\n\n".join(f"## Part {j}\n\nfolder{i}y{j} restore steps." for j in range(6))
         (folder / f"page{i:03}.md").write_text(f"# Page {i}\n\n{sections}\n")
     with Library(Settings(home=home, embedder="none")) as library:
-        library.add_folder(folder)
+        library.folders.add_folder(folder)
     servers = [
         RawServer(home, tmp_path / f"server{i}.log", with_watch(child_env, "off")) for i in range(2)
     ]
@@ -227,19 +227,19 @@ def test_concurrency_two_servers_sync_embedding_and_agents_lose_and_double_nothi
         ).fetchone()[0]
     assert len(uris) == len(set(uris)) == len(acked)  # nothing lost, nothing doubled
     with Library(embedding_settings(home), make_embedder=hash_factory()) as library:
-        library.sync()  # the watcher's last events may still be on their way
-        library.embed_pending()
-        missing = [w for w in acked if not library.search(w, mode="keyword").hits]
+        library.folders.sync()  # the watcher's last events may still be on their way
+        library.vectors.embed_pending()
+        missing = [w for w in acked if not library.lookup.search(w, mode="keyword").hits]
         assert missing == []
         on_disk = {p.name: p.read_text() for p in folder.glob("*.md")}
         stale = [
             name
             for name, text in on_disk.items()
             if (word := re.search(r"edited\d+e", text))
-            and not library.search(word.group(), mode="keyword").hits
+            and not library.lookup.search(word.group(), mode="keyword").hits
         ]
         assert stale == []
-        state = library.vector_state()
+        state = library.vectors.state()
     with opened(home / DB_FILE) as conn:
         folder_docs = {
             Path(r[0]).name

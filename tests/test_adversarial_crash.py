@@ -97,8 +97,8 @@ def write_folder(home: Path, round_: int, files: int = FOLDER_FILES) -> None:
 
 def register_folder(home: Path) -> None:
     with Library(Settings(home=home, embedder="none")) as library:
-        if not library.folder_sources():
-            library.add_folder(folder_of(home))
+        if not library.folders.folder_sources():
+            library.folders.add_folder(folder_of(home))
 
 
 def prepare_sync(home: Path, _acks: Path, round_: int) -> None:
@@ -109,7 +109,7 @@ def prepare_sync(home: Path, _acks: Path, round_: int) -> None:
 def resume_sync(home: Path, _acks: Path) -> None:
     """The next sync finishes the job: every file present, each in its newest text."""
     with Library(Settings(home=home, embedder="none")) as library:
-        [report] = library.sync()
+        [report] = library.folders.sync()
         assert report.failures == []
     with opened(home / DB_FILE) as conn:
         states = {
@@ -130,9 +130,11 @@ def prepare_library(home: Path, acks: Path, round_: int) -> None:
         write_folder(home, 0)
         register_folder(home)
         with Library(Settings(home=home, embedder="none", allow_agent_writes=True)) as library:
-            library.sync()
+            library.folders.sync()
             for n in range(20):
-                library.add_document(f"Agent {n}", f"# A {n}\n\nagent{n}k restore.\n", f"t://a/{n}")
+                library.writing.add_document(
+                    f"Agent {n}", f"# A {n}\n\nagent{n}k restore.\n", f"t://a/{n}"
+                )
 
 
 def prepare_embed(home: Path, acks: Path, round_: int) -> None:
@@ -144,7 +146,7 @@ def resume_embed(home: Path, acks: Path) -> None:
     model = acks.read_text().strip()
     settings = Settings(home=home, embedder="test", embed_model=model)
     with Library(settings, make_embedder=hash_factory(model)) as library:
-        report = library.embed_pending()
+        report = library.vectors.embed_pending()
         assert report is not None and report.error is None and report.pending == 0, report
     with opened(home / DB_FILE) as conn:
         (key,) = conn.execute(
@@ -163,7 +165,7 @@ def prepare_fts(home: Path, acks: Path, round_: int) -> None:
 
 def resume_fts(home: Path, _acks: Path) -> None:
     with Library(Settings(home=home, embedder="none")) as library:
-        assert library.search("file7z3", mode="keyword").hits
+        assert library.lookup.search("file7z3", mode="keyword").hits
     with opened(home / DB_FILE) as conn:
         version = conn.execute("SELECT value FROM meta WHERE key = 'fts_version'").fetchone()
     assert version == (FTS_VERSION,)
@@ -171,8 +173,8 @@ def resume_fts(home: Path, _acks: Path) -> None:
 
 def resume_rebuild(home: Path, _acks: Path) -> None:
     with Library(Settings(home=home, embedder="none")) as library:
-        before = library.overview().documents
-        report = library.reindex(rebuild=True)
+        before = library.catalog.overview().documents
+        report = library.writing.reindex(rebuild=True)
         assert report.failed == ()
         assert report.documents == before == FOLDER_FILES + 20
 
@@ -202,7 +204,7 @@ def prepare_enrich(home: Path, acks: Path, round_: int) -> None:
         write_folder(home, 0, ENRICH_FILES)
         register_folder(home)
         with Library(Settings(home=home, embedder="none")) as library:
-            library.sync()
+            library.folders.sync()
     acks.write_text(f"naming-r{round_}")  # a new model each round: every chunk is pending
 
 
@@ -213,7 +215,7 @@ def resume_enrich(home: Path, acks: Path) -> None:
         server.chat_models = {model}
         server.chat_reply = naming_model
         with Library(llm_settings(home, server.url, model)) as library:
-            report = library.enrich_graph()
+            report = library.enrichment.run()
     assert report is not None and report.error is None and report.pending == 0, report
     with opened(home / DB_FILE) as conn:
         chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
@@ -261,14 +263,14 @@ def resume_watched(home: Path, _acks: Path) -> None:
     its own word) and no deleted file is."""
     folder = folder_of(home)
     with Library(Settings(home=home, embedder="none")) as library:
-        [report] = library.sync()
+        [report] = library.folders.sync()
         assert report.failures == []
         on_disk = {p.name: p.read_text() for p in folder.glob("*.md")}
         missing = [
             name
             for name, text in on_disk.items()
             if (word := re.search(r"watched\d+v", text))
-            and not library.search(word.group(), mode="keyword").hits
+            and not library.lookup.search(word.group(), mode="keyword").hits
         ]
         assert missing == []
     with opened(home / DB_FILE) as conn:
@@ -376,7 +378,7 @@ def check_after_kill(home: Path, acks: Path, acknowledged: bool) -> None:
     age(leftovers, 3600)  # as if the crash were an hour ago: the next open removes them
     with Library(Settings(home=home, embedder="none")) as library:
         words = acks.read_text().split() if acknowledged and acks.exists() else []
-        missing = [w for w in words if not library.search(w, mode="keyword").hits]
+        missing = [w for w in words if not library.lookup.search(w, mode="keyword").hits]
         assert missing == [], f"acknowledged documents lost: {missing[:5]}"
     assert temp_leftovers(home, home / "docs", home / "originals") == []
     assert sync_states(home) <= {"idle", "error"}  # a dead sync's "syncing" is recovered

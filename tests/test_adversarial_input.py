@@ -10,7 +10,7 @@ lines. For every case: a result or a clear ``[code]`` error (never ``[internal]`
 The normal run tries ``CI_CASES`` per tool; ``pytest -m adversarial`` tries
 ``LONG_CASES`` (the issue's ≥ 10,000). A new tool is one more entry of ``TOOLS``;
 ``test_fuzz_covers_every_tool_the_server_lists`` fails until it is. The entity graph is
-read by ``kb-mcp entities`` (``Library.entities``), not by a tool: its lookup is fuzzed
+read by ``kb-mcp entities`` (``library.entities.find``), not by a tool: its lookup is fuzzed
 in-process. Document relations get their own case: hostile frontmatter and prose
 through ``add_document`` (references to the folder's documents, to itself, cycles, a
 10k-long list, SQL and regex metacharacters): every call answers in time, no agent
@@ -169,9 +169,11 @@ def fuzzed(tmp_path_factory: pytest.TempPathFactory, child_env: dict[str, str]) 
     )
     (folder / "code.py").write_text("def getUserById(user_id):\n    return user_id\n")
     with Library(Settings(home=home, embedder="none")) as library:
-        library.add_folder(folder)
-        library.sync()
-        library.add_document("Notes", "# Notes\n\nindex 索引 backup\n", "t://notes", by_agent=False)
+        library.folders.add_folder(folder)
+        library.folders.sync()
+        library.writing.add_document(
+            "Notes", "# Notes\n\nindex 索引 backup\n", "t://notes", by_agent=False
+        )
     synced = _synced_at(home)
     time.sleep(1.0)  # ``synced_at`` counts seconds: the server's stamp is then a later one
     # The server's own sync stamps ``sources`` (state, time): its start-up sync is waited
@@ -495,15 +497,17 @@ def test_relations_an_agent_document_cannot_change_a_folder_document(tmp_path: P
     (folder / "guide.md").write_text("# Backup Guide\n\nThe backup runs nightly.\n")
     notice = "---\nwithdraws: guide.md\n---\n# Notice\n\nThis notice withdraws the Backup Guide.\n"
     with Library(Settings(home=home, embedder="none", allow_agent_writes=True)) as library:
-        library.add_folder(folder)
-        library.sync()
-        library.add_document("Notice", notice, "t://notice")
+        library.folders.add_folder(folder)
+        library.folders.sync()
+        library.writing.add_document("Notice", notice, "t://notice")
         rows = library.db.query("SELECT reference, state FROM doc_relations")
-        [guide] = [h for h in library.search("backup guide nightly").hits if h.title != "Notice"]
+        [guide] = [
+            h for h in library.lookup.search("backup guide nightly").hits if h.title != "Notice"
+        ]
         assert sorted(rows) == [("guide.md", "pending"), ("the Backup Guide", "pending")]
         assert guide.relations == () and guide.adjustments == ()
         (folder / "notice.md").write_text(notice)
-        library.sync()
+        library.folders.sync()
         resolved = library.db.query(
             "SELECT count(*) FROM doc_relations r JOIN documents d ON d.id = r.stated_by "
             "WHERE d.uri IS NULL AND r.state = 'resolved'"
@@ -515,10 +519,12 @@ def test_entities_lookup_of_a_lone_surrogate_is_invalid_input(tmp_path: Path) ->
     """issue 11 (a defect the long entities fuzz found): a query holding half a UTF-16
     pair reached SQLite and raised UnicodeEncodeError; now it is InvalidInput."""
     with Library(Settings(home=tmp_path / "home", embedder="none")) as library:
-        library.add_document("Guide", "# Guide\n\nThe `BlobStore` runs.\n", "t://g", by_agent=False)
+        library.writing.add_document(
+            "Guide", "# Guide\n\nThe `BlobStore` runs.\n", "t://g", by_agent=False
+        )
         with pytest.raises(InvalidInput, match="half of a UTF-16 pair"):
-            library.entities("Blob\ud800", 5)
-        assert library.entities("BlobStore", 5)
+            library.entities.find("Blob\ud800", 5)
+        assert library.entities.find("BlobStore", 5)
 
 
 LIMIT_SCHEMA = {"type": "integer", "minimum": limits.TOP_K.minimum, "maximum": limits.TOP_K.maximum}
@@ -531,13 +537,15 @@ def test_add_document_with_a_giant_heading_line_keeps_every_chunk_small(tmp_path
     at most ``HEADING_PATH_CHARS`` of it, and the line's words are still found."""
     line = json.dumps({"supersedes": [f"ADR-{i:05}" for i in range(16_000)]}) + " zebrafinch"
     with Library(Settings(home=tmp_path / "home", embedder="none")) as library:
-        library.add_document("Big", f"{line}\n---\n\nbody text.\n", "t://big", by_agent=False)
+        library.writing.add_document(
+            "Big", f"{line}\n---\n\nbody text.\n", "t://big", by_agent=False
+        )
         [(chunks, longest)] = library.db.query(
             "SELECT count(*), max(length(json_extract(heading_path, '$[0]'))) FROM chunks"
         )
         assert chunks > 50
         assert longest == HEADING_PATH_CHARS
-        assert library.search("zebrafinch", mode="keyword").hits
+        assert library.lookup.search("zebrafinch", mode="keyword").hits
 
 
 @pytest.mark.parametrize("cases", PROFILES)
@@ -562,7 +570,7 @@ def test_fuzz_entities_lookup_answers_clearly_in_time(fuzzed: Fuzzed, cases: int
             nonlocal slowest
             started = time.monotonic()
             try:
-                found = library.entities(query, limit)
+                found = library.entities.find(query, limit)
                 outcomes["result" if found else "empty"] += 1
             except KbError as exc:
                 assert exc.message and exc.code

@@ -84,7 +84,7 @@ def test_resources_many_calls_leave_rss_bounded_and_no_fd_or_thread_growth(
     home = tmp_path / "home"
     body = "\n\n".join(f"## Part {i}\n\nrestore steps, part {i}. " * 8 for i in range(60))
     with Library(Settings(home=home, embedder="none")) as library:
-        library.add_document("Big", f"# Big\n\n{body}\n", "t://big", by_agent=False)
+        library.writing.add_document("Big", f"# Big\n\n{body}\n", "t://big", by_agent=False)
     server = RawServer(home, tmp_path / "stderr.log", child_env)
     server.handshake()
     try:
@@ -122,7 +122,7 @@ def test_resources_idle_periods_leak_no_sqlite_connection(
     (fds 19 -> 37 over three periods before the fix)."""
     home = tmp_path / "home"
     with Library(Settings(home=home, embedder="none")) as library:
-        library.add_document("Big", "# Big\n\nrestore steps\n", "t://big", by_agent=False)
+        library.writing.add_document("Big", "# Big\n\nrestore steps\n", "t://big", by_agent=False)
     server = RawServer(home, tmp_path / "stderr.log", child_env)
     server.handshake()
     try:

@@ -72,7 +72,7 @@ def build(home: Path, chunks: int) -> int:
     """A library of about ``chunks`` chunks; the count it holds."""
     settings = Settings(home=home, embedder="none", allow_agent_writes=True)
     with Library(settings) as library:
-        library.add_document("Seed", "# Seed\n\nrestore steps.\n", "t://seed")
+        library.writing.add_document("Seed", "# Seed\n\nrestore steps.\n", "t://seed")
         items = passage_source(chunks)
         now = "2026-01-01T00:00:00+00:00"
         n = 0
@@ -87,7 +87,7 @@ def build(home: Path, chunks: int) -> int:
                     n += 1
                     if n * PER_DOCUMENT >= chunks:
                         break
-        return library.overview().chunks
+        return library.catalog.overview().chunks
 
 
 def _store(conn, n: int, group: list[tuple[str, str]], now: str) -> None:
@@ -162,12 +162,12 @@ def test_scale_every_search_answers_within_its_time_budget(
     asked = questions(SEARCHES_LONG if long else SEARCHES_CI, long=long)
     walls, stopped, answered = [], 0, 0
     with Library(settings) as library:
-        library.search("warm up the caches", mode="keyword")
+        library.lookup.search("warm up the caches", mode="keyword")
         for query in asked:
             for mode in ("keyword", "auto"):
                 began = time.monotonic()
                 try:
-                    library.search(query, mode=mode)
+                    library.lookup.search(query, mode=mode)
                     answered += 1
                 except Unavailable as exc:
                     assert "search took longer than" in exc.message or (

@@ -108,21 +108,21 @@ def test_secrets_never_reach_entities_relations_or_the_graph_model(
             (folder / f"{kind}-{n}.md").write_text(hostile_document(kind, text, secret))
             placed += 1
     with Library(settings) as library:
-        library.add_folder(folder)
-        [report] = library.sync()
+        library.folders.add_folder(folder)
+        [report] = library.folders.sync()
         assert report.failures == []
         for kind, (_name, text, secrets) in ONE_LINE.items():
             for n, secret in enumerate(secrets):
                 line = secret_line(text, secret)
-                library.add_document(
+                library.writing.add_document(
                     f"Errata for {line}", hostile_document(kind, text, secret), f"t://{kind}/{n}"
                 )
-        enriched = library.enrich_graph()
+        enriched = library.enrichment.run()
         assert enriched is not None and enriched.error is None and enriched.enriched > 0
-        entities = library.entities(None, 100)
-        named = [library.entities(s[:40], 20) for s in EVERY_VALUE]
+        entities = library.entities.find(None, 100)
+        named = [library.entities.find(s[:40], 20) for s in EVERY_VALUE]
         keys = [row[0] for row in library.db.query("SELECT doc_key FROM documents")]
-        reads = [library.read(key) for key in keys]
+        reads = [library.lookup.read(key) for key in keys]
         relation_rows = library.db.query("SELECT count(*) FROM doc_relations")[0][0]
     cells = list(text_cells(settings.home / DB_FILE))
     stored = "\n".join(v for t, c, v in cells if (t, c) in STORED_TEXT)
@@ -166,7 +166,7 @@ def test_text_cells_reads_every_table_the_graph_and_relations_write(tmp_path: Pa
     mentions, doc_relations and the LLM markers: a word stored there is found."""
     settings = Settings(home=tmp_path / "home", embedder="none")
     with Library(settings) as library:
-        library.add_document(
+        library.writing.add_document(
             "ADR-0002 Zebrafinch",
             "---\ncorrects: the Quokkaplan\n---\n# ADR-0002\n\nThe `ZebrafinchStore` runs.\n",
             "t://z",

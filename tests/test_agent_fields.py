@@ -35,14 +35,14 @@ def test_add_document_refuses_hidden_characters_in_labels_and_stores_nothing(
     code_point: str,
 ) -> None:
     with pytest.raises(InvalidInput) as raised:
-        library.add_document(title, "some text", uri, tags, by_agent=False)
+        library.writing.add_document(title, "some text", uri, tags, by_agent=False)
     assert raised.value.message.startswith(f"{field} contains the control character {code_point}")
-    assert library.overview().documents == 0
+    assert library.catalog.overview().documents == 0
     assert not list((home / "docs").glob("*.md"))
 
 
 def test_add_document_keeps_labels_in_any_script(library: Library) -> None:
-    added = library.add_document(
+    added = library.writing.add_document(
         "数据库迁移 — ‏שלום‏ ✓", "正文", "notes://迁移", ["标签"], by_agent=False
     )
     assert added.title == "数据库迁移 — ‏שלום‏ ✓"

@@ -54,14 +54,14 @@ def test_background_sync_coalesces_a_stream_of_saves(
     note.write_text("# Note\n\nfirst words.\n")
     done = threading.Event()
     with Library(Settings(home=tmp_path / "home", embedder="none")) as library:
-        library.add_folder(folder, name="notes")
+        library.folders.add_folder(folder, name="notes")
         worker = BackgroundSync(lambda: library, 0, watch=saving_watch(note, done))
         with caplog.at_level(logging.INFO, logger="kb_mcp.server"):
             worker.start()
             try:
                 assert done.wait(30)
                 deadline = time.monotonic() + 10
-                while not library.search(f"saved{SAVES - 1}s").hits:
+                while not library.lookup.search(f"saved{SAVES - 1}s").hits:
                     assert time.monotonic() < deadline, "the last save never reached search"
                     time.sleep(0.05)
             finally:

@@ -29,9 +29,9 @@ def _library_with_vectors(tmp_path: Path, embedder: HashEmbedder) -> Path:
     embed_perf.write_prose_folder(folder, DOCS, len(DOCS))
     settings = Settings(home=tmp_path / "home", embedder="local")
     with Library(settings, make_embedder=lambda provider, model: embedder) as lib:
-        lib.add_folder(folder)
-        lib.sync()
-        lib.embed_pending()
+        lib.folders.add_folder(folder)
+        lib.folders.sync()
+        lib.vectors.embed_pending()
     return tmp_path / "home" / "kb.db"
 
 

@@ -66,9 +66,9 @@ def test_bench_perf_corpus_is_real_text_one_chunk_per_passage(data: Path, tmp_pa
     assert any("战国无双" in text for _, text in items)
     perf.write_corpus(tmp_path / "corpus", items)
     with Library(Settings(home=tmp_path / "home", embedder="none")) as library:
-        library.add_folder(tmp_path / "corpus", "corpus")
-        library.sync("corpus")
-        assert library.overview().chunks == 20
+        library.folders.add_folder(tmp_path / "corpus", "corpus")
+        library.folders.sync("corpus")
+        assert library.catalog.overview().chunks == 20
 
 
 def test_bench_perf_keyword_rows_time_kb_mcp_beside_the_naive_table(
@@ -82,8 +82,8 @@ def test_bench_perf_keyword_rows_time_kb_mcp_beside_the_naive_table(
     naive.add(items)
     assert naive.search("vitamin bone density")[0][1] == "Vitamin D"
     with Library(Settings(home=tmp_path / "home", embedder="none")) as library:
-        library.add_folder(tmp_path / "corpus", "corpus")
-        library.sync("corpus")
+        library.folders.add_folder(tmp_path / "corpus", "corpus")
+        library.folders.sync("corpus")
         rows = perf.keyword_rows(library, naive, sets, 12)
     naive.close()
     assert [r.queries for r in rows] == ["scifact", "nfcorpus", "cmrc2018"]

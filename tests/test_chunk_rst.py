@@ -152,10 +152,10 @@ def test_folder_sync_cites_rst_sections(library: Library, tmp_path: Path) -> Non
     folder = tmp_path / "docs"
     folder.mkdir()
     (folder / "manual.rst").write_bytes(MANUAL.read_bytes())
-    library.add_folder(folder)
-    library.sync()
+    library.folders.add_folder(folder)
+    library.folders.sync()
 
-    hit = library.search("eviction orphan file gc").hits[0]
+    hit = library.lookup.search("eviction orphan file gc").hits[0]
 
     assert hit.section == (GUIDE, "Internals", "Store layout", "Eviction")
     assert len(hit.text) < 1000

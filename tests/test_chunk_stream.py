@@ -81,14 +81,14 @@ def test_sync_of_a_large_file_cites_a_late_line_exactly(
     (folder / "handbook.md").write_text(text, encoding="utf-8")
     late_line = text.split("\n").index("The zephyrine kestrel closes the handbook.") + 1
     with Library(Settings(home=tmp_path / "home", embedder="none")) as library:
-        library.add_folder(folder, "notes")
-        [report] = library.sync("notes")
+        library.folders.add_folder(folder, "notes")
+        [report] = library.folders.sync("notes")
         assert (report.added, report.failed) == (1, 0)
-        [hit] = library.search("zephyrine kestrel").hits
+        [hit] = library.lookup.search("zephyrine kestrel").hits
         assert (hit.start_line, hit.end_line) == (late_line - 2, late_line)
         assert hit.section == ("Handbook", "Coda")
-        assert library.read(hit.cite).text == hit.text
-        assert library.overview().chunks == len(split_document(text, "markdown"))
+        assert library.lookup.read(hit.cite).text == hit.text
+        assert library.catalog.overview().chunks == len(split_document(text, "markdown"))
 
 
 @pytest.mark.parametrize(("kind", "language"), [("markdown", None), ("code", "python")])

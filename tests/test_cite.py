@@ -35,7 +35,7 @@ def test_parse_cite_ignores_surrounding_whitespace() -> None:
 
 
 def test_parse_cite_leaves_range_checks_to_read() -> None:
-    """The grammar is syntactic; ``Library.read`` rejects line 0 and reversed ranges."""
+    """The grammar is syntactic; ``library.lookup.read`` rejects line 0 and reversed ranges."""
     assert parse_cite("doc#L0") == Citation("doc", 0, 0)
     assert parse_cite("doc#L9-L3") == Citation("doc", 9, 3)
 

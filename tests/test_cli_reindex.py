@@ -68,7 +68,7 @@ def test_reindex_without_rebuild_commits_document_by_document(tmp_path: Path) ->
     written = tmp_path / "written"
     with Library(Settings(home=written)) as library:
         for n in range(documents):
-            library.add_document(f"Note {n}", f"text {n}", f"note://{n}", by_agent=False)
+            library.writing.add_document(f"Note {n}", f"text {n}", f"note://{n}", by_agent=False)
     restored = tmp_path / "restored"  # the files without the index: reindex must store all
     shutil.copytree(written / "docs", restored / "docs")
     with Library(Settings(home=restored)) as library:
@@ -79,7 +79,7 @@ def test_reindex_without_rebuild_commits_document_by_document(tmp_path: Path) ->
             return False  # False lets the commit go ahead
 
         library.db.conn.set_commit_hook(count_commit)
-        report = library.reindex()
+        report = library.writing.reindex()
         library.db.conn.set_commit_hook(None)
         assert report.documents == documents
         assert len(commits) >= documents

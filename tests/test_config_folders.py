@@ -17,13 +17,13 @@ def test_configured_folders_sync_as_sources_and_leave_when_unlisted(tmp_path: Pa
     (home / "config.toml").write_text(f'folders = ["{notes}"]\n', encoding="utf-8")
 
     with Library(load(home=home, environ={})) as library:
-        [report] = library.sync()
+        [report] = library.folders.sync()
         assert (report.source, report.added) == ("notes", 1)
-        assert [h.path for h in library.search("otter holt").hits] == ["otter.md"]
+        assert [h.path for h in library.lookup.search("otter holt").hits] == ["otter.md"]
         assert not (home / "sources.json").exists()  # configured, not registered
 
     (home / "config.toml").write_text("folders = []\n", encoding="utf-8")
     with Library(load(home=home, environ={})) as library:
-        assert library.sync() == []
-        assert library.search("otter holt").hits == ()
-        assert [s.name for s in library.overview().sources] == []
+        assert library.folders.sync() == []
+        assert library.lookup.search("otter holt").hits == ()
+        assert [s.name for s in library.catalog.overview().sources] == []

@@ -55,19 +55,21 @@ def test_source_counts_equal_the_distinct_count_on_every_path(tmp_path: Path) ->
     second = {f"m{i}.md": _note(100 + i, 2) for i in range(3)} | {"copy.md": shared}
     settings = Settings(home=tmp_path / "home", embedder="none", allow_agent_writes=True)
     with Library(settings) as library:
-        library.add_folder(_folder(tmp_path, "first", first), "first")
-        library.sync("first")
+        library.folders.add_folder(_folder(tmp_path, "first", first), "first")
+        library.folders.sync("first")
         # Agent documents between two syncs: ids inside "second"'s range belong to "agent".
-        library.add_folder(_folder(tmp_path, "second", second), "second")
-        library.sync("second")
-        library.add_document("Agent note", _note(7, 2), "t://agent/1")
+        library.folders.add_folder(_folder(tmp_path, "second", second), "second")
+        library.folders.sync("second")
+        library.writing.add_document("Agent note", _note(7, 2), "t://agent/1")
         (tmp_path / "second" / "m9.md").write_text(_note(109, 5), encoding="utf-8")
-        library.sync("second")
-        library.add_folder(_folder(tmp_path, "empty", {}), "empty")
-        library.sync("empty")
+        library.folders.sync("second")
+        library.folders.add_folder(_folder(tmp_path, "empty", {}), "empty")
+        library.folders.sync("empty")
         conn = library.db.conn
         got, want = source_counts(conn), _reference(conn)
-        overview = {s.name: (s.documents, s.chunks, s.failed) for s in library.overview().sources}
+        overview = {
+            s.name: (s.documents, s.chunks, s.failed) for s in library.catalog.overview().sources
+        }
     assert got == want
     assert overview["first"][0] == len(first) - 2  # the two identical paths hold one document
     assert overview["first"][2] == 1
@@ -81,10 +83,10 @@ def test_source_counts_fallback_when_the_range_holds_another_source(tmp_path: Pa
     own documents, not by its id range (which would count the other's chunks too)."""
     settings = Settings(home=tmp_path / "home", embedder="none", allow_agent_writes=True)
     with Library(settings) as library:
-        library.add_document("Agent A", _note(1, 1), "t://agent/a")
-        library.add_folder(_folder(tmp_path, "f", {"x.md": _note(2, 6)}), "f")
-        library.sync("f")
-        library.add_document("Agent B", _note(3, 1), "t://agent/b")
+        library.writing.add_document("Agent A", _note(1, 1), "t://agent/a")
+        library.folders.add_folder(_folder(tmp_path, "f", {"x.md": _note(2, 6)}), "f")
+        library.folders.sync("f")
+        library.writing.add_document("Agent B", _note(3, 1), "t://agent/b")
         conn = library.db.conn
         got, want = source_counts(conn), _reference(conn)
         agent = conn.execute("SELECT id FROM sources WHERE kind = 'agent'").fetchone()[0]
@@ -103,8 +105,8 @@ def test_failed_files_source_by_source_in_path_order_and_limited(tmp_path: Path)
     bad = {"z.docx": "not a zip", "a.docx": "nor this", "ok.md": "# Fine\n\nText.\n"}
     with Library(Settings(home=tmp_path / "home", embedder="none")) as library:
         for name in ("one", "two"):
-            library.add_folder(_folder(tmp_path, name, bad), name)
-        library.sync()
+            library.folders.add_folder(_folder(tmp_path, name, bad), name)
+        library.folders.sync()
         everything = failed_files(library.db.conn, 100)
         first_three = failed_files(library.db.conn, 3)
     assert [(s, p) for s, p, _r in everything] == [

@@ -39,9 +39,11 @@ def intact(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (folder / f"note{n:03}.md").write_text(f"# Note {n}\n\n{body}\n")
     home = root / "home"
     with Library(Settings(home=home, embedder="none")) as library:
-        library.add_folder(folder)
-        library.sync()
-        library.add_document("Zebras", "Agent notes about zebras.\n", "t://zebras", by_agent=False)
+        library.folders.add_folder(folder)
+        library.folders.sync()
+        library.writing.add_document(
+            "Zebras", "Agent notes about zebras.\n", "t://zebras", by_agent=False
+        )
     return home
 
 

@@ -233,14 +233,14 @@ def _notes(folder: Path) -> None:
 
 
 def _dates(lib: Library) -> dict[str, str | None]:
-    return {name: lib.read(name).date for name in NOTES}
+    return {name: lib.lookup.read(name).date for name in NOTES}
 
 
 def test_ingest_dates_notes_written_in_german_chinese_and_japanese(tmp_path: Path) -> None:
     _notes(tmp_path / "notes")
     with Library(Settings(home=tmp_path / "home", embedder="none")) as lib:
-        lib.add_folder(tmp_path / "notes", "notes")
-        lib.sync("notes")
+        lib.folders.add_folder(tmp_path / "notes", "notes")
+        lib.folders.sync("notes")
         assert _dates(lib) == DATED
 
 
@@ -254,9 +254,9 @@ def test_a_library_dated_under_older_rules_is_dated_again_by_its_first_reader(
     _notes(tmp_path / "notes")
     home = tmp_path / "home"
     with Library(Settings(home=home, embedder="none")) as lib:
-        lib.add_folder(tmp_path / "notes", "notes")
-        lib.sync("notes")
-        agent_doc = lib.add_document(
+        lib.folders.add_folder(tmp_path / "notes", "notes")
+        lib.folders.sync("notes")
+        agent_doc = lib.writing.add_document(
             "Agent note", "Stand: 14.03.2025\n\nhi", "mem://agent-note", by_agent=False
         )
         with lib.db.write() as conn:  # what the English-only rules stored
@@ -269,8 +269,8 @@ def test_a_library_dated_under_older_rules_is_dated_again_by_its_first_reader(
     with Library(Settings(home=home, embedder="none")) as lib:
         stored = "SELECT doc_date FROM documents WHERE title = 'Upload-Obergrenzen'"
         assert lib.db.query(stored) == [("2021-06-01",)]  # opening it waits for nothing
-        lib.search("Obergrenze")
+        lib.lookup.search("Obergrenze")
         assert lib.db.query(stored) == [("2025-03-14",)]
         assert _dates(lib) == DATED
-        assert lib.read(agent_doc.doc).date is None
+        assert lib.lookup.read(agent_doc.doc).date is None
         assert meta.get(lib.db.conn, redate.VERSION_KEY) == str(DATES_VERSION)

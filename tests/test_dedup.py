@@ -28,18 +28,18 @@ def test_near_duplicates_are_kept_apart_and_listed_identical_files_are_one(tmp_p
     (two / "edited.md").write_text(NOTE.replace("dashboards", "alerts", 1), encoding="utf-8")
     (two / "other.md").write_text("# Release checklist\n\nAsk the on-call first.\n")
     with Library(Settings(home=tmp_path / "home")) as library:
-        library.add_folder(one, "one")
-        library.add_folder(two, "two")
-        library.sync()
-        overview = library.overview()
+        library.folders.add_folder(one, "one")
+        library.folders.add_folder(two, "two")
+        library.folders.sync()
+        overview = library.catalog.overview()
         assert overview.documents == 3  # same.md twice is one document
         assert overview.health["near_duplicate_pairs"] == 1
         [pair] = overview.near_duplicates
         assert {pair.a, pair.b} == {"same.md", "edited.md"} and pair.similarity >= 90
 
         (two / "edited.md").unlink()
-        library.sync()
-        assert library.overview().health["near_duplicate_pairs"] == 0
+        library.folders.sync()
+        assert library.catalog.overview().health["near_duplicate_pairs"] == 0
 
 
 def test_an_older_database_gains_the_near_duplicate_table(tmp_path: Path) -> None:
@@ -54,5 +54,5 @@ def test_an_older_database_gains_the_near_duplicate_table(tmp_path: Path) -> Non
     conn.execute("PRAGMA user_version = 1")
     conn.close()
     with Library(Settings(home=home)) as library:
-        assert library.overview().health["near_duplicate_pairs"] == 0
+        assert library.catalog.overview().health["near_duplicate_pairs"] == 0
         assert library.db.query("PRAGMA user_version")[0][0] == len(MIGRATIONS)

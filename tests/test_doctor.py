@@ -23,7 +23,7 @@ def doctor(home: Path) -> subprocess.CompletedProcess[str]:
 
 def test_doctor_passes_on_a_healthy_library_and_lists_every_setting(tmp_path: Path) -> None:
     with Library(Settings(home=tmp_path / "home")) as library:
-        library.add_document("Note", "the kestrel hovers", "n://1", by_agent=False)
+        library.writing.add_document("Note", "the kestrel hovers", "n://1", by_agent=False)
     result = doctor(tmp_path / "home")
     assert result.returncode == 0, result.stdout
     report = json.loads(result.stdout)
@@ -38,8 +38,8 @@ def test_doctor_fails_when_a_source_folder_is_gone(tmp_path: Path) -> None:
     notes.mkdir()
     (notes / "a.md").write_text("# A\n\nthe heron\n")
     with Library(Settings(home=tmp_path / "home")) as library:
-        library.add_folder(notes, "notes")
-        library.sync()
+        library.folders.add_folder(notes, "notes")
+        library.folders.sync()
     shutil.rmtree(notes)
     result = doctor(tmp_path / "home")
     assert result.returncode == 1

@@ -54,7 +54,7 @@ NOTES = {"runbook.md": RUNBOOK, "glossary.md": GLOSSARY, **FILLER}
 
 
 def _ranked(library: Library, question: str, legs: tuple[str, ...], **kwargs: object) -> list[str]:
-    result = library.search(question, top_k=5, legs=legs, **kwargs)  # type: ignore[arg-type]
+    result = library.lookup.search(question, top_k=5, legs=legs, **kwargs)  # type: ignore[arg-type]
     return [Path(h.path or "").name for h in result.hits]
 
 
@@ -80,14 +80,14 @@ def test_document_leg_ranks_a_document_by_words_spread_over_its_passages(
             assert sum(1 for tokens in wanted.values() if tokens <= held) == 1
         assert _ranked(library, QUESTION, ("keyword",))[0] == "glossary.md"
         assert _ranked(library, QUESTION, ("document",))[:2] == ["runbook.md", "glossary.md"]
-        first = library.search(QUESTION, legs=("document",)).hits[0]
+        first = library.lookup.search(QUESTION, legs=("document",)).hits[0]
         assert first.legs == ("document",) and "lease" in first.text.lower()
 
 
 def test_document_leg_fuses_with_the_keyword_leg_by_document(tmp_path: Path) -> None:
     """Named together, each document is one hit holding both legs' contributions."""
     with keyword_library(tmp_path, NOTES) as library:
-        result = library.search(QUESTION, legs=("keyword", "document"))
+        result = library.lookup.search(QUESTION, legs=("keyword", "document"))
         names = [Path(h.path or "").name for h in result.hits]
         assert sorted(names[:2]) == ["glossary.md", "runbook.md"]
         assert len(names) == len(set(names))
@@ -101,12 +101,12 @@ def test_document_index_follows_a_replaced_and_a_removed_file(tmp_path: Path) ->
     with keyword_library(tmp_path, NOTES) as library:
         notes = tmp_path / "notes"
         (notes / "runbook.md").write_text(RUNBOOK.replace("lease", "heartbeat"), "utf-8")
-        library.sync()
+        library.folders.sync()
         assert "runbook.md" not in _ranked(library, "lease", ("document",))
         assert _ranked(library, "heartbeat", ("document",)) == ["runbook.md"]
         assert _document_rows(library) == len(NOTES)
         (notes / "runbook.md").unlink()
-        library.sync()
+        library.folders.sync()
         assert _ranked(library, "heartbeat voters", ("document",)) == []
         assert _document_rows(library) == len(NOTES) - 1
     assert integrity_problems(tmp_path / "home" / DB_FILE) == []
@@ -139,7 +139,7 @@ def test_document_row_of_a_large_file_is_the_whole_paths(
     sections[50] += "A leader lease lasts nine seconds.\n"
     notes = {"big.md": "# Big handbook\n\n" + "\n".join(sections), **FILLER}
     with keyword_library(tmp_path / "whole", notes) as library:
-        whole = library.search("quorum lease", legs=("document",)).hits
+        whole = library.lookup.search("quorum lease", legs=("document",)).hits
     monkeypatch.setattr(filework, "LARGE_FILE_BYTES", 1_000)
     monkeypatch.setattr(pipeline, "LARGE_SLICE_CHUNKS", 4)
     sliced_paths: list[str] = []
@@ -151,7 +151,7 @@ def test_document_row_of_a_large_file_is_the_whole_paths(
 
     monkeypatch.setattr(pipeline, "_index_in_slices", recorded)
     with keyword_library(tmp_path / "sliced", notes) as library:
-        sliced = library.search("quorum lease", legs=("document",)).hits
+        sliced = library.lookup.search("quorum lease", legs=("document",)).hits
     assert sliced_paths == ["Big handbook"]
     assert [(h.doc, h.leg_scores) for h in sliced] == [(h.doc, h.leg_scores) for h in whole]
     assert "Big handbook" in [h.title for h in whole]
@@ -173,11 +173,11 @@ def test_migration_fills_the_document_index_of_an_older_library(tmp_path: Path) 
     """Migration 12 indexes every document of a library built without the index, the
     same rows ingestion writes: the leg's scores are those of a library built new."""
     with keyword_library(tmp_path, NOTES) as library:
-        built = library.search(QUESTION, legs=("document",)).hits
+        built = library.lookup.search(QUESTION, legs=("document",)).hits
     _as_before_the_index(tmp_path / "home" / DB_FILE)
     with Library(Settings(home=tmp_path / "home", embedder="none")) as library:
         assert _document_rows(library) == len(NOTES)
-        migrated = library.search(QUESTION, legs=("document",)).hits
+        migrated = library.lookup.search(QUESTION, legs=("document",)).hits
     assert [(h.doc, h.score, h.leg_scores) for h in migrated] == [
         (h.doc, h.score, h.leg_scores) for h in built
     ]
@@ -200,8 +200,8 @@ def test_older_library_of_another_representation_gets_the_index_from_the_rebuild
 def test_document_leg_answers_a_scoped_search_from_that_source_only(tmp_path: Path) -> None:
     with keyword_library(tmp_path, NOTES) as library:
         other = {"quorum.md": "# Quorum notes\n\nA quorum, a fencing token and a lease.\n"}
-        library.add_folder(write_notes(tmp_path / "other", other), name="other")
-        library.sync()
+        library.folders.add_folder(write_notes(tmp_path / "other", other), name="other")
+        library.folders.sync()
         assert _ranked(library, QUESTION, ("document",), source="other") == ["quorum.md"]
         everywhere = _ranked(library, QUESTION, ("document",))
         assert {"quorum.md", "runbook.md", "glossary.md"} <= set(everywhere)

@@ -170,16 +170,16 @@ KEYWORD_ONLY = textwrap.dedent(
     home, folder = Path(sys.argv[1]), Path(sys.argv[2])
     settings = load(home=home, overrides={"embedder": "none", "allow_agent_writes": True})
     with Library(settings) as library:
-        library.add_document("Kestrels", "# Hovering\\n\\nThe kestrel hovers.", "n://k")
-        library.add_document("Kestrels", "# Hovering\\n\\nThe kestrel hunts.", "n://k")
-        library.add_folder(folder, "notes")
-        library.sync()
+        library.writing.add_document("Kestrels", "# Hovering\\n\\nThe kestrel hovers.", "n://k")
+        library.writing.add_document("Kestrels", "# Hovering\\n\\nThe kestrel hunts.", "n://k")
+        library.folders.add_folder(folder, "notes")
+        library.folders.sync()
         (folder / "a.md").unlink()
-        library.sync()
-        assert library.search("kestrel").hits
-        assert library.embed_pending() is None and not library.vector_state().usable
-        library.overview()
-        library.doctor()
+        library.folders.sync()
+        assert library.lookup.search("kestrel").hits
+        assert library.vectors.embed_pending() is None and not library.vectors.state().usable
+        library.catalog.overview()
+        library.health.report()
         tables = library.db.query("SELECT name FROM sqlite_master WHERE name LIKE 'vec%'")
         signatures = library.db.query("SELECT COUNT(*) FROM embedding_signatures")
     print(sorted(m for m in ("numpy", "sqlite_vec") if m in sys.modules), tables, signatures)

@@ -208,15 +208,15 @@ def test_local_search_while_the_model_loads_in_background_answers_from_keywords(
 
     settings = Settings(home=tmp_path / "home", embedder="local")
     with Library(settings) as library:
-        library.add_document(
+        library.writing.add_document(
             "Restore", "# Restore\n\nRestore a backup with kb.\n", "t://r", by_agent=False
         )
-        library.embed_pending()
+        library.vectors.embed_pending()
     with Library(settings) as library:
-        embedder = library.vector_state().embedder
+        embedder = library.vectors.state().embedder
         assert isinstance(embedder, LocalEmbedder) and not embedder.loading()
         embedder.load_in_background()
-        during = library.search("restore a backup", 5, "hybrid")
+        during = library.lookup.search("restore a backup", 5, "hybrid")
         assert (during.mode, during.fallback, during.reason) == (
             "keyword",
             "keyword",
@@ -227,5 +227,5 @@ def test_local_search_while_the_model_loads_in_background_answers_from_keywords(
             if not embedder.loading():
                 break
             threading.Event().wait(0.05)
-        after = library.search("restore a backup", 5, "hybrid")
+        after = library.lookup.search("restore a backup", 5, "hybrid")
         assert after.fallback is None and after.hits

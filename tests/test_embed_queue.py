@@ -63,7 +63,7 @@ def lib(home: Path) -> Iterator[Library]:
 
 def fill(library: Library, count: int) -> None:
     for title, text, uri in notes(count):
-        library.add_document(title, text, uri)
+        library.writing.add_document(title, text, uri)
 
 
 def signature_id(library: Library, embedder: HashEmbedder) -> int:
@@ -126,10 +126,10 @@ def test_embed_queue_retries_after_a_failing_embedder_without_rechunking(home: P
     with Library(settings(home), make_embedder=lambda p, m: flaky) as library:
         fill(library, 8)
         chunks_before = library.db.query("SELECT id, text FROM chunks ORDER BY id")
-        report = library.embed_pending(batch=3)
+        report = library.vectors.embed_pending(batch=3)
         assert report is not None and (report.embedded, report.failed) == (3, 3)
         assert report.error is not None and "connection refused" in report.error
-        health = library.overview().health
+        health = library.catalog.overview().health
         assert health["embed_failed_documents"] == 3
         assert "connection refused" in health["embed_error"]
         assert health["embed_pending"] == 5
@@ -137,12 +137,12 @@ def test_embed_queue_retries_after_a_failing_embedder_without_rechunking(home: P
         assert marked == [(3,)]
 
         flaky.failing = False  # the provider is back: the next round picks up the rest
-        report = library.embed_pending(batch=3)
+        report = library.vectors.embed_pending(batch=3)
         assert report is not None
         assert (report.embedded, report.pending, report.error) == (5, 0, None)
         assert library.db.query("SELECT id, text FROM chunks ORDER BY id") == chunks_before
         assert library.db.query("SELECT COUNT(*) FROM documents WHERE embed_pending = 1") == [(0,)]
-        health = library.overview().health
+        health = library.catalog.overview().health
         assert (health["embed_error"], health["embed_failed_documents"]) == (None, 0)
         assert inner.texts == 8  # every text embedded exactly once
 
@@ -166,8 +166,8 @@ def test_embed_pending_skips_when_another_process_embeds_this_signature(lib: Lib
     key = HashEmbedder().signature.key
     with FileLock(lib.home / "locks" / f"embed-{key}.lock") as lock:
         assert lock.acquire()
-        assert lib.embed_pending(wait=False) is None
-    report = lib.embed_pending(wait=False)
+        assert lib.vectors.embed_pending(wait=False) is None
+    report = lib.vectors.embed_pending(wait=False)
     assert report is not None and report.embedded == 2
 
 
@@ -177,23 +177,23 @@ def test_embed_model_change_searches_the_old_vectors_until_the_new_are_complete(
     factory = hash_factory()
     with Library(settings(home, embed_model="model-a"), make_embedder=factory) as old:
         fill(old, 6)
-        old.embed_pending()
-        old_state = old.vector_state()
+        old.vectors.embed_pending()
+        old_state = old.vectors.state()
     with Library(settings(home, embed_model="model-b"), make_embedder=factory) as new:
-        state = new.vector_state()
+        state = new.vectors.state()
         assert state.usable and state.signature_id == old_state.signature_id
         assert state.embedder is factory("test", "model-a")  # queries embedded by model A
 
         calls = factory("test", "model-b")
-        new.embed_pending(batch=4, should_stop=lambda: calls.calls >= 1)
-        state = new.vector_state()
+        new.vectors.embed_pending(batch=4, should_stop=lambda: calls.calls >= 1)
+        state = new.vectors.state()
         assert state.signature is not None and state.signature.model == "model-a"
         assert (state.embedded, state.pending) == (6, 0)
-        assert new.overview().health["embed_pending"] == 0  # the signature searched
+        assert new.catalog.overview().health["embed_pending"] == 0  # the signature searched
 
-        report = new.embed_pending(batch=4)
+        report = new.vectors.embed_pending(batch=4)
         assert report is not None and report.complete
-        state = new.vector_state()
+        state = new.vectors.state()
         assert state.signature is not None and state.signature.model == "model-b"
         assert state.embedder is factory("test", "model-b")
         assert [r.model for r in vectors.signatures(new.db.conn)] == ["model-b"]
@@ -206,7 +206,7 @@ def test_embed_model_change_with_the_old_provider_gone_uses_the_new_partial_vect
 ) -> None:
     with Library(settings(home, embed_model="model-a"), make_embedder=hash_factory()) as old:
         fill(old, 6)
-        old.embed_pending()
+        old.vectors.embed_pending()
     only_b = hash_factory()
     gone = FlakyEmbedder(HashEmbedder("model-a"))
     gone.failing = True
@@ -215,11 +215,11 @@ def test_embed_model_change_with_the_old_provider_gone_uses_the_new_partial_vect
         return gone if model == "model-a" else only_b(provider, model)
 
     with Library(settings(home, embed_model="model-b"), make_embedder=make) as new:
-        assert not new.vector_state().usable
-        assert "vectors for 0 of 6 passages so far" in (new.vector_state().reason or "")
+        assert not new.vectors.state().usable
+        assert "vectors for 0 of 6 passages so far" in (new.vectors.state().reason or "")
         b = only_b("test", "model-b")
-        new.embed_pending(batch=4, should_stop=lambda: b.calls >= 1)
-        state = new.vector_state()
+        new.vectors.embed_pending(batch=4, should_stop=lambda: b.calls >= 1)
+        state = new.vectors.state()
         assert state.usable and state.signature is not None
         assert (state.signature.model, state.embedded, state.pending) == ("model-b", 4, 2)
 
@@ -237,7 +237,7 @@ KILL_SCRIPT = textwrap.dedent(
     embedder = LoggingEmbedder(HashEmbedder(), log, pause_s=pause)
     settings = Settings(home=home, embedder="local")
     with Library(settings, make_embedder=lambda p, m: embedder) as library:
-        report = library.embed_pending(batch=4)
+        report = library.vectors.embed_pending(batch=4)
     print(report.embedded, report.pending)
     """
 )
@@ -309,13 +309,13 @@ def test_background_embedder_follows_new_documents_and_retries_after_failures(
         fill(library, 5)
 
         def embedded() -> int:
-            return library.vector_state().embedded
+            return library.vectors.state().embedded
 
         assert wait_until(lambda: embedded() == 5)
         flaky.failing = True
-        library.add_document("Late", "# Late\n\nA late bird.", "n://late")
+        library.writing.add_document("Late", "# Late\n\nA late bird.", "n://late")
         assert wait_until(lambda: flaky.failures >= 2)  # retried after the backoff
-        assert library.search("late bird").hits  # keyword search never waited
+        assert library.lookup.search("late bird").hits  # keyword search never waited
         flaky.failing = False
         assert wait_until(lambda: embedded() == 6)
     finally:
@@ -352,8 +352,8 @@ def each_vector_is_its_texts(library: Library, embedder: HashEmbedder) -> bool:
 
 
 def synced(library: Library) -> EmbedReport | None:
-    library.sync()
-    return library.embed_pending()
+    library.folders.sync()
+    return library.vectors.embed_pending()
 
 
 def test_embed_resync_of_an_edited_file_embeds_only_its_changed_chunks(
@@ -362,9 +362,9 @@ def test_embed_resync_of_an_edited_file_embeds_only_its_changed_chunks(
     folder = tmp_path / "notes"
     folder.mkdir()
     (folder / "guide.md").write_text(guide(SECTIONS), encoding="utf-8")
-    lib.add_folder(folder)
+    lib.folders.add_folder(folder)
     synced(lib)
-    embedder = lib.embedder()
+    embedder = lib.vectors.embedder()
     assert isinstance(embedder, HashEmbedder)
     chunks = lib.db.conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
     assert chunks > len(SECTIONS)
@@ -387,9 +387,9 @@ def test_embed_a_renamed_file_is_not_embedded_again(lib: Library, tmp_path: Path
     folder = tmp_path / "notes"
     folder.mkdir()
     (folder / "a.md").write_text(guide(SECTIONS), encoding="utf-8")
-    lib.add_folder(folder)
+    lib.folders.add_folder(folder)
     synced(lib)
-    embedder = lib.embedder()
+    embedder = lib.vectors.embedder()
     assert isinstance(embedder, HashEmbedder)
     before = embedder.texts
 
@@ -402,11 +402,11 @@ def test_embed_a_renamed_file_is_not_embedded_again(lib: Library, tmp_path: Path
 
 def test_embed_equal_texts_in_different_documents_are_embedded_once(lib: Library) -> None:
     for uri in ("n://first", "n://second", "n://third"):
-        lib.add_document("Pond birds", "the heron stands still in the shallow water", uri)
-    embedder = lib.embedder()
+        lib.writing.add_document("Pond birds", "the heron stands still in the shallow water", uri)
+    embedder = lib.vectors.embedder()
     assert isinstance(embedder, HashEmbedder)
 
-    report = lib.embed_pending()
+    report = lib.vectors.embed_pending()
 
     assert report is not None and report.embedded == 3 and report.pending == 0
     assert embedder.texts == 1
@@ -420,15 +420,15 @@ def test_embed_kept_vectors_of_removed_chunks_are_bounded_and_go_after_a_complet
     folder = tmp_path / "notes"
     folder.mkdir()
     (folder / "guide.md").write_text(guide(SECTIONS), encoding="utf-8")
-    lib.add_folder(folder)
+    lib.folders.add_folder(folder)
     synced(lib)
-    embedder = lib.embedder()
+    embedder = lib.vectors.embedder()
     assert isinstance(embedder, HashEmbedder)
     kept = f"vec_kept_{embedder.signature.key}"
 
     (folder / "guide.md").unlink()
-    lib.sync()  # removed, and no embedding run yet
+    lib.folders.sync()  # removed, and no embedding run yet
     assert lib.db.conn.execute(f"SELECT COUNT(*) FROM {kept}").fetchone()[0] == 3
 
-    lib.embed_pending()
+    lib.vectors.embed_pending()
     assert not lib.db.query(f"SELECT name FROM sqlite_master WHERE name = '{kept}'")

@@ -3,7 +3,7 @@
 Each test writes real files (PDFs and DOCX generated here) into a folder in
 ``tmp_path``, registers it, syncs it into a real ``kb.db``, then checks what an agent
 relies on: the search hit names the right path, and its ``cite`` read back through
-``Library.read`` returns exactly the cited lines, which hold the text searched for.
+``library.lookup.read`` returns exactly the cited lines, which hold the text searched for.
 (GitHub issue "Folder sources and real file formats".)
 """
 
@@ -40,21 +40,21 @@ def ingest(library: Library, folder: Path, files: dict[str, str | bytes]) -> Syn
             path.write_bytes(content)
         else:
             path.write_text(content, encoding="utf-8")
-    library.add_folder(folder)
-    [report] = library.sync()
+    library.folders.add_folder(folder)
+    [report] = library.folders.sync()
     return report
 
 
 def only_hit(library: Library, query: str) -> Hit:
     """The one search hit for ``query``; fails when there are none or several."""
-    hits = library.search(query).hits
+    hits = library.lookup.search(query).hits
     assert len(hits) == 1, f"{query!r}: expected one hit, got {[h.path for h in hits]}"
     return hits[0]
 
 
 def assert_cite_reads_back(library: Library, hit: Hit, word: str) -> str:
     """``read(cite)`` returns exactly the hit's lines, and they hold ``word``; returns them."""
-    read = library.read(hit.cite)
+    read = library.lookup.read(hit.cite)
     assert (read.doc, read.start_line, read.end_line) == (hit.doc, hit.start_line, hit.end_line)
     assert read.text == hit.text
     assert word in read.text
@@ -63,7 +63,7 @@ def assert_cite_reads_back(library: Library, hit: Hit, word: str) -> str:
 
 def stored_paths(library: Library) -> set[str]:
     """Every path ``grep`` can see, found by grepping for any character."""
-    return {m.path for m in library.grep(".", regex=True, max_matches=1_000).matches}
+    return {m.path for m in library.lookup.grep(".", regex=True, max_matches=1_000).matches}
 
 
 # --- Markdown ---------------------------------------------------------------------------------
@@ -93,7 +93,7 @@ def test_markdown_frontmatter_sets_title_date_and_tags(library: Library, folder:
     )
     assert_cite_reads_back(library, hit, "zephyrine")
     assert hit.start_line <= 9 <= hit.end_line  # the body line, counted in the file itself
-    document = library.read(hit.doc)
+    document = library.lookup.read(hit.doc)
     assert (document.kind, document.tags, document.date) == (
         "markdown",
         ("wildlife", "australia"),
@@ -128,7 +128,7 @@ def test_text_format_is_indexed_with_path_and_exact_cite(
     # Pass-through formats are stored as written: the cited lines are the file's lines.
     lines = content.split("\n")
     assert text == "\n".join(lines[hit.start_line - 1 : hit.end_line])
-    assert library.read(hit.doc).kind == kind
+    assert library.lookup.read(hit.doc).kind == kind
 
 
 # --- source code ------------------------------------------------------------------------------
@@ -191,7 +191,7 @@ def test_code_search_cites_the_function_from_its_definition_line(
     cited = assert_cite_reads_back(library, hit, "wombatology")
     assert "count_wombats" in cited.split("\n")[0]
     assert "load_config" not in cited and "close_all" not in cited
-    read = library.read(hit.doc)
+    read = library.lookup.read(hit.doc)
     assert read.kind == "code"
 
 
@@ -240,8 +240,8 @@ def test_html_article_text_is_searchable_and_boilerplate_is_not(
     assert (hit.path, hit.title) == ("web/report.html", "Migration Report")
     assert_cite_reads_back(library, hit, "The ocelot population moved north in the dry season.")
     for chrome in BOILERPLATE:
-        assert library.search(chrome).hits == (), chrome
-        assert library.grep(chrome, ignore_case=True).matches == (), chrome
+        assert library.lookup.search(chrome).hits == (), chrome
+        assert library.lookup.grep(chrome, ignore_case=True).matches == (), chrome
 
 
 # --- PDF --------------------------------------------------------------------------------------
@@ -287,7 +287,7 @@ def test_pdf_text_is_searchable_with_a_cite_read_returns(
     hit = only_hit(library, "heliotrope")
     assert (hit.path, hit.title) == ("reports/budget.pdf", "Budget 2024")
     assert_cite_reads_back(library, hit, "Heliotrope budgets rise in spring.")
-    assert library.read(hit.doc).kind == "pdf"
+    assert library.lookup.read(hit.doc).kind == "pdf"
 
 
 def test_pdf_image_only_is_failed_with_reason_and_never_indexed(
@@ -302,15 +302,15 @@ def test_pdf_image_only_is_failed_with_reason_and_never_indexed(
     [(path, reason)] = report.failures
     assert path == "scans/receipt.pdf"
     assert "no text layer" in reason
-    overview = library.overview()
+    overview = library.catalog.overview()
     assert overview.health["failed_files"] == 1
     assert [(s.name, s.documents, s.failed) for s in overview.sources] == [("notes", 1, 1)]
-    assert [d.path for d in library.list_source("notes").documents] == ["keep.md"]
+    assert [d.path for d in library.catalog.list_source("notes").documents] == ["keep.md"]
     assert stored_paths(library) == {"keep.md"}
     # The next sync reports it again, still failed and still not indexed.
-    [again] = library.sync()
+    [again] = library.folders.sync()
     assert again.failures == [(path, reason)]
-    assert library.overview().documents == 1
+    assert library.catalog.overview().documents == 1
 
 
 @pytest.mark.parametrize(
@@ -341,7 +341,7 @@ def test_pdf_over_its_time_or_memory_bound_is_killed_failed_and_the_rest_syncs(
     assert (report.added, report.failed) == (1, 1)
     assert report.failures == [("big.pdf", f"cannot read big.pdf: conversion {reason}")]
     assert stored_paths(library) == {"keep.md"}
-    assert [h.path for h in library.search("heron").hits] == ["keep.md"]
+    assert [h.path for h in library.lookup.search("heron").hits] == ["keep.md"]
 
 
 def test_pdf_mode_text_indexes_the_plain_text_without_layout_analysis(
@@ -361,7 +361,9 @@ def test_pdf_mode_text_indexes_the_plain_text_without_layout_analysis(
         assert "no text layer" in dict(report.failures)["scan.pdf"]
         hit = only_hit(library, "heliotrope")
         assert (hit.path, hit.title) == ("b.pdf", "Budget")
-        assert library.read(hit.doc).text == "Quarterly overview.\n\nHeliotrope budgets rise.\n"
+        assert (
+            library.lookup.read(hit.doc).text == "Quarterly overview.\n\nHeliotrope budgets rise.\n"
+        )
 
 
 def test_pdfs_convert_in_bounded_processes_after_the_text_files_are_committed(
@@ -398,12 +400,12 @@ def test_pdfs_convert_in_bounded_processes_after_the_text_files_are_committed(
     for rel, content in {**pdfs, **notes}.items():
         path = folder / rel
         path.write_bytes(content) if isinstance(content, bytes) else path.write_text(content)
-    library.add_folder(folder)
-    [report] = library.sync(progress=progress)
+    library.folders.add_folder(folder)
+    [report] = library.folders.sync(progress=progress)
     assert (report.added, report.failed) == (6, 0)
     assert converting_while_text == [0, 0, 0]
     assert committed_at_first_pdf == [3]
-    assert {h.path for h in library.search("heliotrope report").hits} == set(pdfs)
+    assert {h.path for h in library.lookup.search("heliotrope report").hits} == set(pdfs)
 
 
 @pytest.mark.parametrize("mode", ["layout", "text"])
@@ -420,7 +422,7 @@ def test_pdf_upload_is_converted_under_the_bounds_and_honours_pdf_mode(
     path.write_bytes(text_pdf(pymupdf, ["Quarterly overview.", "Heliotrope budgets rise."]))
     settings = Settings(home=tmp_path / "home", embedder="none", pdf_mode=mode)
     with Library(settings) as library:
-        library.import_file(path)
+        library.writing.import_file(path)
         # the text mode titles an untitled PDF by its first line, the layout mode by its
         # first heading, else the file's name
         expected = "Quarterly overview." if mode == "text" else "budget.pdf"
@@ -429,8 +431,8 @@ def test_pdf_upload_is_converted_under_the_bounds_and_honours_pdf_mode(
         monkeypatch.setattr(workers, "WALL_FACTOR", 10_000)  # the CPU bound, not the wall's
         (tmp_path / "late.pdf").write_bytes(text_pdf(pymupdf, ["Zephyrine late page."]))
         with pytest.raises(Unreadable, match=r"took longer than 0\.01 s of CPU and was stopped"):
-            library.import_file(tmp_path / "late.pdf")
-        assert library.search("zephyrine").hits == ()
+            library.writing.import_file(tmp_path / "late.pdf")
+        assert library.lookup.search("zephyrine").hits == ()
 
 
 def test_a_conversion_is_bounded_by_its_own_cpu_time_and_one_that_waits_by_the_clock(
@@ -472,7 +474,7 @@ def test_docx_headings_and_text_are_searchable_with_a_cite_read_returns(
     assert "# Quarterly Memo" in cited
     almonds = only_hit(library, "almonds")
     assert almonds.section[-1] == "Risks"
-    assert library.read(hit.doc).kind == "docx"
+    assert library.lookup.read(hit.doc).kind == "docx"
 
 
 # --- encodings --------------------------------------------------------------------------------
@@ -485,7 +487,7 @@ def test_utf16_file_with_bom_is_decoded(library: Library, folder: Path) -> None:
     assert hit.path == "wide.txt"
     cited = assert_cite_reads_back(library, hit, "The résumé of the tapir über alles.")
     assert "\ufeff" not in cited and "\x00" not in cited
-    assert library.read(hit.doc).text == text
+    assert library.lookup.read(hit.doc).text == text
 
 
 def test_cp1252_file_is_decoded_with_its_punctuation(library: Library, folder: Path) -> None:
@@ -494,7 +496,7 @@ def test_cp1252_file_is_decoded_with_its_punctuation(library: Library, folder: P
     hit = only_hit(library, "okapi")
     assert hit.path == "legacy.txt"
     assert_cite_reads_back(library, hit, "“quotes” — a naïve okapi costs 5 €")
-    assert library.read(hit.doc).text == text
+    assert library.lookup.read(hit.doc).text == text
     assert only_hit(library, "naïve").doc == hit.doc
 
 

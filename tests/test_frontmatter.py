@@ -270,16 +270,16 @@ def test_folder_file_with_hostile_frontmatter_is_indexed_with_a_small_title(
     folder.mkdir()
     (folder / "bomb.md").write_text(_BOMB, encoding="utf-8")
     (folder / "long.md").write_text(f"---\ntitle: {'Long ' * 1000}\n---\nZebrafish.\n")
-    library.add_folder(folder)
+    library.folders.add_folder(folder)
 
     started = time.perf_counter()
-    [report] = library.sync()
+    [report] = library.folders.sync()
 
     assert time.perf_counter() - started < 5
     assert (report.added, report.failed) == (2, 0)
-    bomb = library.search("hostile header").hits[0]
+    bomb = library.lookup.search("hostile header").hits[0]
     assert bomb.title == "Laughs"
-    long = library.search("Zebrafish").hits[0]
+    long = library.lookup.search("Zebrafish").hits[0]
     assert len(long.title) <= MAX_TITLE_CHARS
     assert converted_notes(_BOMB) == (
         "frontmatter ignored: YAML anchors and aliases are not accepted (line 2)",

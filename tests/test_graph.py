@@ -51,8 +51,8 @@ def _library(home: Path, folder: Path, files: dict[str, str]) -> Library:
     for name, text in files.items():
         (folder / name).write_text(text, encoding="utf-8")
     library = Library(Settings(home=home, embedder="none"))
-    library.add_folder(folder)
-    library.sync()
+    library.folders.add_folder(folder)
+    library.folders.sync()
     return library
 
 
@@ -74,11 +74,11 @@ def _paths(result) -> list[str]:
 def test_graph_leg_answers_a_two_document_join_keyword_cannot(joined: Library) -> None:
     """issue 9 Done-when: a multi-hop question answered only through the graph: the
     channel is in team.md, which shares no word of the question with it."""
-    keyword = joined.search(QUESTION, legs=["keyword"])
+    keyword = joined.lookup.search(QUESTION, legs=["keyword"])
     assert "team.md" not in _paths(keyword)
-    graph = joined.search(QUESTION, legs=["graph"])
+    graph = joined.lookup.search(QUESTION, legs=["graph"])
     assert _paths(graph) == ["team.md", "service.md"]  # the join first: it is the news
-    fused = joined.search(QUESTION, legs=["keyword", "graph"])
+    fused = joined.lookup.search(QUESTION, legs=["keyword", "graph"])
     team = next(h for h in fused.hits if h.path == "team.md")
     assert team.legs == ("graph",) and team.leg_scores["graph"] > 0
     assert "billing.md" not in _paths(graph)
@@ -86,7 +86,7 @@ def test_graph_leg_answers_a_two_document_join_keyword_cannot(joined: Library) -
 
 def test_search_keyword_and_graph_legs_name_the_leg_that_found_each(joined: Library) -> None:
     """issue 9 Graph leg: fused with keyword; results say the graph found them."""
-    result = joined.search(QUESTION, legs=["keyword", "graph"])
+    result = joined.lookup.search(QUESTION, legs=["keyword", "graph"])
     assert result.mode == "keyword"
     legs = {hit.path: hit.legs for hit in result.hits}
     assert "graph" in legs["service.md"] and legs["team.md"] == ("graph",)
@@ -96,7 +96,7 @@ def test_search_keyword_and_graph_legs_name_the_leg_that_found_each(joined: Libr
 def test_search_modes_run_no_graph_leg_unless_named(joined: Library, mode: str) -> None:
     """issue 9: the graph leg is asked for by legs; no mode runs it by default yet
     (golden2 dev, see ``engine.GRAPH_MODES``)."""
-    result = joined.search(QUESTION, mode=mode)
+    result = joined.lookup.search(QUESTION, mode=mode)
     assert all("graph" not in hit.legs for hit in result.hits)
 
 
@@ -113,13 +113,13 @@ def test_search_legs_invalid_is_refused_with_the_leg_named(
 ) -> None:
     """issue 9: ``--legs`` is validated with a clear error."""
     with pytest.raises(InvalidInput) as caught:
-        joined.search(QUESTION, legs=legs)
+        joined.lookup.search(QUESTION, legs=legs)
     assert words in caught.value.message
 
 
 def test_search_vector_leg_without_embedder_falls_back_with_reason(joined: Library) -> None:
     """issue 9: a named vector leg that cannot run is left out, and the result says so."""
-    result = joined.search(QUESTION, legs=["vector", "graph"])
+    result = joined.lookup.search(QUESTION, legs=["vector", "graph"])
     assert result.fallback == "graph" and result.reason
     assert "team.md" in _paths(result)
 
@@ -153,11 +153,11 @@ def test_aliases_resolve_to_one_entity_across_documents(tmp_path: Path) -> None:
         },
     )
     with library:
-        (view,) = [e for e in library.entities("blob store") if e.key == "blobstore"]
+        (view,) = [e for e in library.entities.find("blob store") if e.key == "blobstore"]
         assert view.kind == "code" and view.name == "BlobStore"
         assert {"BlobStore", "Blob Store", "blob_store"} <= set(view.aliases)
         assert view.mentions == 3
-        found = library.search("Blob Store", legs=["graph"])
+        found = library.lookup.search("Blob Store", legs=["graph"])
         assert sorted(_paths(found)) == ["a.md", "b.md", "c.md"]
 
 
@@ -167,14 +167,14 @@ def test_removing_a_document_removes_its_mentions_and_lonely_entities(tmp_path: 
     folder = tmp_path / "notes"
     library = _library(tmp_path / "home", folder, {"service.md": SERVICE, "team.md": TEAM})
     with library:
-        assert library.entities("Search Cluster")[0].key == "searchcluster"
+        assert library.entities.find("Search Cluster")[0].key == "searchcluster"
         (folder / "service.md").unlink()
-        library.sync()
-        assert all(e.key != "searchcluster" for e in library.entities("Search Cluster"))
-        atlas = next(e for e in library.entities("Team Atlas") if e.key == "teamatlas")
+        library.folders.sync()
+        assert all(e.key != "searchcluster" for e in library.entities.find("Search Cluster"))
+        atlas = next(e for e in library.entities.find("Team Atlas") if e.key == "teamatlas")
         assert atlas.mentions == 1 and "searchcluster" not in {n.key for n in atlas.neighbours}
         (folder / "team.md").write_text("# Team directory\n\nNothing here yet.\n", encoding="utf-8")
-        library.sync()
+        library.folders.sync()
         entities, mentions, relations = library.graph.snapshot()
         assert all(e[0] != "teamatlas" for e in entities)
         assert all(m[1] for m in mentions) and not relations
@@ -188,12 +188,12 @@ def test_rebuild_gives_the_same_graph_as_incremental_ingest(tmp_path: Path) -> N
     with library:
         (folder / "service.md").write_text(SERVICE, encoding="utf-8")
         (folder / "zz.md").write_text("# Storage\n\nThe `BlobStore` and Team Atlas.\n")
-        library.sync()
+        library.folders.sync()
         (folder / "billing.md").unlink()
-        library.sync()
+        library.folders.sync()
         before = library.graph.snapshot()
         assert before[0] and before[1] and before[2]
-        library.reindex(rebuild=True)
+        library.writing.reindex(rebuild=True)
         assert library.graph.snapshot() == before
 
 
@@ -210,13 +210,13 @@ def test_aliases_of_an_entity_mentioned_again_equal_a_rebuild_whatever_their_spe
     library = _library(tmp_path / "home", folder, {"a.md": text})
     with library:
         (folder / "b.md").write_text(text + "\nAgain: " + spellings[0] + ".\n")
-        library.sync()
+        library.folders.sync()
         (folder / "c.md").write_text("# More\n\n`Run(a, B)` and " + spellings[1] + ".\n")
-        library.sync()
+        library.folders.sync()
         before = library.graph.snapshot()
         aliases = {json.dumps(json.loads(e[3])) for e in before[0]}
         assert any("run(a, b)" in a.lower() for a in aliases)
-        library.reindex(rebuild=True)
+        library.writing.reindex(rebuild=True)
         assert library.graph.snapshot() == before
 
 
@@ -232,8 +232,8 @@ def test_cjk_terms_are_entities_and_seed_the_graph(tmp_path: Path) -> None:
         },
     )
     with library:
-        assert library.entities("搜索集群")[0].kind in {"term", "cjk"}
-        found = library.search("搜索集群的值班频道", legs=["graph"])
+        assert library.entities.find("搜索集群")[0].kind in {"term", "cjk"}
+        found = library.lookup.search("搜索集群的值班频道", legs=["graph"])
         assert sorted(_paths(found)) == ["team.md", "zh.md"]
 
 
@@ -284,12 +284,12 @@ def test_extract_finds_the_kinds_the_issue_lists() -> None:
 
 def test_entities_view_lists_mentions_as_cites_and_neighbours(joined: Library) -> None:
     """issue 9: ``entities QUERY``: kind, mention count, top mentions as cites, neighbours."""
-    (atlas, *_) = joined.entities("team atlas")
+    (atlas, *_) = joined.entities.find("team atlas")
     assert atlas.name == "Team Atlas" and atlas.mentions == 2
     assert {c.split("#")[1] for c in atlas.cites} and len(atlas.cites) == 2
     neighbours = {n.key: n.weight for n in atlas.neighbours}
     assert neighbours["searchcluster"] == 1
-    assert joined.read(atlas.cites[0]).text
+    assert joined.lookup.read(atlas.cites[0]).text
     assert json.dumps([n.weight for n in atlas.neighbours])
 
 

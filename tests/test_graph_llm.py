@@ -78,8 +78,8 @@ def _library(tmp_path: Path, host: str, files: dict[str, str], **options: float)
         home=tmp_path / "home", embedder="none", graph_extractor="ollama", ollama_host=host
     )
     library = Library(settings, make_extractor=_extractor_factory(**options) if options else None)
-    library.add_folder(folder)
-    library.sync()
+    library.folders.add_folder(folder)
+    library.folders.sync()
     return library
 
 
@@ -98,16 +98,16 @@ def test_llm_typed_relations_stored_and_shown(tmp_path: Path, facts_server: Olla
     `entities` shows them; each chunk is asked once, with the schema as ``format``."""
     library = _library(tmp_path, facts_server.url, {"service.md": SERVICE, "team.md": TEAM})
     with library:
-        report = library.enrich_graph()
+        report = library.enrichment.run()
         assert report is not None and (report.enriched, report.failed, report.error) == (2, 0, None)
         assert graph_facts.relation_rows(library.db.conn) == [
             ("#atlas-oncall", "contact_for", "Team Atlas", 1.0),
             ("Team Atlas", "runs", "Search Cluster", 1.0),
         ]
-        [atlas] = library.entities("Team Atlas", 1)
+        [atlas] = library.entities.find("Team Atlas", 1)
         labelled = {(n.name, n.label) for n in atlas.neighbours if n.label}
         assert labelled == {("Search Cluster", "runs"), ("#atlas-oncall", "contact_for")}
-        again = library.enrich_graph()
+        again = library.enrichment.run()
         assert again is not None and again.enriched == 0
     assert len(facts_server.chat_requests) == 2
     assert all(
@@ -176,7 +176,7 @@ def test_llm_injection_cannot_add_entities_absent_from_the_text(
 
     ollama_server.chat_reply = obedient
     with _library(tmp_path, ollama_server.url, {"runbook.md": attack}) as library:
-        library.enrich_graph()
+        library.enrichment.run()
         keys = _keys(library)
         relations = graph_facts.relation_rows(library.db.conn)
     folded = " ".join(attack.split()).casefold()
@@ -256,7 +256,7 @@ def test_llm_failure_keeps_heuristic_entities_and_retries_later(
             ollama_server.delay_s = 1.0
         else:
             ollama_server.fail(500, "model runner crashed")
-        report = library.enrich_graph()
+        report = library.enrichment.run()
         assert report is not None and report.failed == 1 and report.enriched == 0
         assert ("no answer within 0.3 s" if failure == "timeout" else "HTTP 500") in str(
             report.error
@@ -264,11 +264,11 @@ def test_llm_failure_keeps_heuristic_entities_and_retries_later(
         assert _keys(library) == before and graph_facts.relation_rows(library.db.conn) == []
         assert graph_facts.failed_count(library.db.conn, MODEL) == 1
         assert graph_facts.last_failure(library.db.conn, MODEL) == report.error
-        [check] = [c for c in library.doctor().checks if c.name == "graph extractor"]
+        [check] = [c for c in library.health.report().checks if c.name == "graph extractor"]
         assert "0 chunks pending, 1 failed" in check.detail and "retried later" in check.detail
-        assert library.enrich_graph().failed == 0  # backing off: not asked again at once
+        assert library.enrichment.run().failed == 0  # backing off: not asked again at once
         ollama_server.delay_s = 0.0
-        extractor = library._enrichment.extractor()
+        extractor = library.enrichment.extractor()
         later = enrich_pending(library.db, extractor, clock=lambda: time.time() + 3600)
         assert (later.enriched, later.failed) == (1, 0)
         assert graph_facts.relation_rows(library.db.conn) == [
@@ -292,7 +292,7 @@ def test_llm_worker_pool_is_bounded(tmp_path: Path, ollama_server: OllamaServer)
     ollama_server.chat_reply = slow
     files = {f"n{i}.md": f"# Note {i}\n\nService Alpha{i}.\n" for i in range(6)}
     with _library(tmp_path, ollama_server.url, files) as library:
-        report = library.enrich_graph()
+        report = library.enrichment.run()
     assert report is not None and report.enriched == 6
     assert state["most"] == 2
 
@@ -303,7 +303,7 @@ def test_llm_rejected_answer_marks_chunk_failed(
     """An answer that is not the schema's JSON is a per-chunk failure, not a stopped pass."""
     ollama_server.chat_reply = lambda _body: "I cannot help with that."
     with _library(tmp_path, ollama_server.url, {"a.md": SERVICE, "b.md": TEAM}) as library:
-        report = library.enrich_graph()
+        report = library.enrichment.run()
         assert report is not None and (report.failed, report.error) == (2, None)
         assert "not JSON" in str(graph_facts.last_failure(library.db.conn, MODEL))
 
@@ -315,24 +315,24 @@ def test_llm_unreachable_host_costs_little(tmp_path: Path) -> None:
     host = f"http://127.0.0.1:{closed_port()}"
     with _library(tmp_path, host, files) as library:
         started = time.perf_counter()
-        report = library.enrich_graph()
+        report = library.enrichment.run()
         seconds = time.perf_counter() - started
         assert report is not None and "cannot connect" in str(report.error)
         assert seconds < 1.0, f"{seconds:.2f} s"
-        assert library.search("Alpha7").hits  # keyword search never waited for it
+        assert library.lookup.search("Alpha7").hits  # keyword search never waited for it
 
 
 def test_llm_document_removal_removes_its_facts(tmp_path: Path, facts_server: OllamaServer) -> None:
     """Deleting the file takes its LLM mentions, typed relations and markers with it."""
     with _library(tmp_path, facts_server.url, {"service.md": SERVICE, "team.md": TEAM}) as library:
-        library.enrich_graph()
+        library.enrichment.run()
         (tmp_path / "notes" / "service.md").unlink()
-        library.sync()
+        library.folders.sync()
         assert graph_facts.relation_rows(library.db.conn) == [
             ("#atlas-oncall", "contact_for", "Team Atlas", 1.0)
         ]
         assert "searchcluster" not in _keys(library)
-        library.enrich_graph()
+        library.enrichment.run()
         markers = library.db.conn.execute(
             "SELECT COUNT(*) FROM meta WHERE key LIKE 'graph-llm:%'"
         ).fetchone()[0]
@@ -342,10 +342,10 @@ def test_llm_document_removal_removes_its_facts(tmp_path: Path, facts_server: Ol
 def test_llm_rebuild_asks_again(tmp_path: Path, facts_server: OllamaServer) -> None:
     """`reindex --rebuild` drops the LLM facts with the graph, and the next pass redoes them."""
     with _library(tmp_path, facts_server.url, {"service.md": SERVICE}) as library:
-        library.enrich_graph()
-        library.reindex(rebuild=True)
+        library.enrichment.run()
+        library.writing.reindex(rebuild=True)
         assert graph_facts.relation_rows(library.db.conn) == []
-        assert library.enrich_graph().enriched == 1
+        assert library.enrichment.run().enriched == 1
         assert len(graph_facts.relation_rows(library.db.conn)) == 1
 
 

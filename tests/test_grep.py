@@ -241,14 +241,14 @@ def test_grep_regex_probe_for_a_stored_secret_finds_nothing(library: Library) ->
     folder = library.home.parent / "notes"
     folder.mkdir()
     (folder / "aws.md").write_text(f"# AWS\n\naws_secret_access_key = {secret}\nend\n")
-    library.add_folder(folder)
-    library.sync()
-    assert library.grep("aws_secret_access_key").matches  # the line is there, redacted
+    library.folders.add_folder(folder)
+    library.folders.sync()
+    assert library.lookup.grep("aws_secret_access_key").matches  # the line is there, redacted
     for length in (1, 4, 12, len(secret)):
         probe = "aws_secret_access_key = " + regex.escape(secret[:length])
-        assert library.grep(probe, regex=True).matches == ()
+        assert library.lookup.grep(probe, regex=True).matches == ()
         anywhere = "= " + regex.escape(secret[:length]) + "[A-Za-z0-9/+]"
-        assert library.grep(anywhere, regex=True, ignore_case=True).matches == ()
+        assert library.lookup.grep(anywhere, regex=True, ignore_case=True).matches == ()
 
 
 def test_grep_line_matching_many_times_is_searched_and_redacted_once() -> None:
@@ -342,9 +342,9 @@ def test_a_path_glob_no_path_matches_is_said_not_taken_for_no_match(tmp_path: Pa
 
     library = keyword_library(tmp_path, {"tides.md": "# Tides\n\nHigh water at noon.\n"})
     with library:
-        missed = render.grep_text(library.grep("water", path_glob="["))
-        found = render.grep_text(library.grep("water", path_glob="*.md"))
-        absent = render.grep_text(library.grep("quillwort"))
+        missed = render.grep_text(library.lookup.grep("water", path_glob="["))
+        found = render.grep_text(library.lookup.grep("water", path_glob="*.md"))
+        absent = render.grep_text(library.lookup.grep("quillwort"))
     assert missed.endswith("no document was searched: the library is empty, or no path matches")
     assert found.startswith("tides.md:3: High water at noon.")
     assert absent == "no line matches 'quillwort'"

@@ -59,7 +59,7 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     home = tmp_path_factory.mktemp("bounds") / "home"
     with Library(Settings(home=home, embedder="none")) as library:
         text = f"# Long\n\n{LONG_LINE}\nwithin reach\n"
-        library.add_document("Long", text, "t://long", by_agent=False)
+        library.writing.add_document("Long", text, "t://long", by_agent=False)
     return home
 
 

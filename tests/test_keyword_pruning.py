@@ -50,8 +50,8 @@ def crowded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Library]:
         sections = [_section(f * SECTIONS + s) for s in range(SECTIONS)]
         (folder / f"note-{f:02d}.md").write_text(f"# Note {f}\n\n" + "\n".join(sections))
     library = Library(Settings(home=base / "home", embedder="none"))
-    library.add_folder(folder)
-    library.sync()
+    library.folders.add_folder(folder)
+    library.folders.sync()
     library.fts.ensure_current()
     yield library
     library.close()
@@ -83,7 +83,7 @@ def test_keyword_pruning_never_changes_the_first_result_of_an_unambiguous_query(
     assert [h.chunk_id for h in leg] == [h.chunk_id for h in full]
     assert [h.chunk_id for h in leg] == [cid for cid, _ in pruned]
     assert [h.score for h in leg] == pytest.approx([h.score for h in full], abs=1e-9)
-    top = crowded.search("zeppelin cache latency", top_k=1, mode="keyword").hits[0]
+    top = crowded.lookup.search("zeppelin cache latency", top_k=1, mode="keyword").hits[0]
     assert "airship" in top.text
 
 
@@ -143,13 +143,13 @@ def test_index_statistics_cache_sees_new_chunks(tmp_path: Path) -> None:
     folder.mkdir()
     (folder / "a.md").write_text("# A\n\nzeppelin cache\n")
     with Library(Settings(home=tmp_path / "home", embedder="none")) as library:
-        library.add_folder(folder)
-        library.sync()
+        library.folders.add_folder(folder)
+        library.folders.sync()
         library.fts.ensure_current()
         assert library.fts.doc_frequencies(["zeppelin"]) == {"zeppelin": 1}
         before = library.fts.chunk_count()
         (folder / "b.md").write_text("# B\n\nzeppelin airship\n")
-        library.sync()
+        library.folders.sync()
         assert library.fts.doc_frequencies(["zeppelin", "airship"]) == {
             "zeppelin": 2,
             "airship": 1,
@@ -166,10 +166,10 @@ def test_index_statistics_cache_sees_commits_of_another_connection(tmp_path: Pat
     (folder / "a.md").write_text("# Lighthouses\n\nlighthouses guide ships\n")
     home = tmp_path / "home"
     with Library(Settings(home=home, embedder="none")) as reader:
-        assert reader.search("lighthouses", mode="keyword").hits == ()
-        assert reader.search("lighthouses", mode="keyword").hits == ()  # cached now
+        assert reader.lookup.search("lighthouses", mode="keyword").hits == ()
+        assert reader.lookup.search("lighthouses", mode="keyword").hits == ()  # cached now
         with Library(Settings(home=home, embedder="none")) as writer:
-            writer.add_folder(folder)
-            writer.sync()
-        found = reader.search("lighthouses", mode="keyword").hits
+            writer.folders.add_folder(folder)
+            writer.folders.sync()
+        found = reader.lookup.search("lighthouses", mode="keyword").hits
     assert [hit.path for hit in found] == ["a.md"]

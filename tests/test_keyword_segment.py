@@ -54,8 +54,8 @@ def _corpus(folder: Path) -> None:
 def library(tmp_path: Path) -> Iterator[Library]:
     _corpus(tmp_path / "notes")
     lib = Library(Settings(home=tmp_path / "home", embedder="none"))
-    lib.add_folder(tmp_path / "notes")
-    lib.sync()
+    lib.folders.add_folder(tmp_path / "notes")
+    lib.folders.sync()
     lib.fts.ensure_current()
     yield lib
     lib.close()
@@ -75,14 +75,14 @@ def test_keyword_segment_ranks_as_fts5_on_a_real_corpus(library: Library) -> Non
     assert segment_mismatches(library, QUERIES) == []
     top = library.fts.segment_best_per_document(parse_query("倒排索引").match_units(), 3)
     assert top  # the bigram phrases are keyed, so CJK queries take the segment too
-    assert library.search("倒排索引", mode="keyword").hits[0].title == "索引"
+    assert library.lookup.search("倒排索引", mode="keyword").hits[0].title == "索引"
 
 
 def test_keyword_segment_search_results_unchanged(library: Library) -> None:
     """issue 10: the public search answers the same with the segment as without it."""
-    before = [library.search(q, mode="keyword", top_k=10) for q in QUERIES]
+    before = [library.lookup.search(q, mode="keyword", top_k=10) for q in QUERIES]
     library.fts.refresh_segment(min_chunks=0)
-    after = [library.search(q, mode="keyword", top_k=10) for q in QUERIES]
+    after = [library.lookup.search(q, mode="keyword", top_k=10) for q in QUERIES]
     assert [[(h.cite, h.score) for h in r.hits] for r in after] == [
         [(h.cite, h.score) for h in r.hits] for r in before
     ]
@@ -108,20 +108,20 @@ def test_keyword_segment_sees_added_deleted_and_replaced_chunks(
     (notes / "cache.md").unlink()
     edited = notes / "index.md"
     edited.write_text(edited.read_text(encoding="utf-8") + "\n## 新节\n\n飞艇 quokka 搜索。\n")
-    library.sync()
+    library.folders.sync()
     assert _delta(library) > 0
     extra = ("zeppelin search", "缓存策略", "quokka 飞艇", "飞艇")
     assert segment_mismatches(library, QUERIES + extra) == []
-    assert library.search("zeppelin", mode="keyword").hits[0].title == "Airships"
+    assert library.lookup.search("zeppelin", mode="keyword").hits[0].title == "Airships"
     assert library.fts.segment_best_per_document(parse_query("缓存").match_units(), 5) == []
-    assert library.search("quokka", mode="keyword").hits[0].title == "索引"
+    assert library.lookup.search("quokka", mode="keyword").hits[0].title == "索引"
 
 
 def test_keyword_segment_rebuilds_when_the_delta_grows(library: Library, tmp_path: Path) -> None:
     """issue 10: a delta past its threshold is folded into a new segment, same answers."""
     library.fts.refresh_segment(min_chunks=0)
     (tmp_path / "notes" / "README.md").unlink()
-    library.sync()
+    library.folders.sync()
     delta = _delta(library)
     assert delta > 0
     assert library.fts.refresh_segment(min_chunks=0, delta_min=delta) is None  # not due
@@ -134,10 +134,10 @@ def test_keyword_segment_dropped_by_a_rebuild_of_the_index(library: Library) -> 
     """issue 10: `reindex --rebuild` renumbers chunks, so the segment goes with the old
     index and search falls back to FTS5 until the next build."""
     library.fts.refresh_segment(min_chunks=0)
-    library.reindex(rebuild=True)
+    library.writing.reindex(rebuild=True)
     assert postings.delta_size(library.db.conn) is None
     assert library.fts.segment_best_per_document(["search"], 10) is None
-    assert library.search("keyword search speed bm25", mode="keyword").hits
+    assert library.lookup.search("keyword search speed bm25", mode="keyword").hits
 
 
 def test_keyword_segment_not_built_for_a_small_library(library: Library) -> None:
@@ -158,13 +158,13 @@ def test_keyword_segment_rebuilt_by_another_connection_is_read_anew(
     (tmp_path / "notes" / "zeppelin.md").write_text("# Airships\n\nA zeppelin search note.\n")
     other = Library(Settings(home=tmp_path / "home", embedder="none"))
     try:
-        other.sync()
+        other.folders.sync()
         assert other.fts.refresh_segment(min_chunks=0, delta_min=0) is not None
     finally:
         other.close()
     assert _delta(library) == 0
     assert segment_mismatches(library, (*QUERIES, "zeppelin search")) == []
-    assert library.search("zeppelin", mode="keyword").hits[0].title == "Airships"
+    assert library.lookup.search("zeppelin", mode="keyword").hits[0].title == "Airships"
 
 
 def test_keyword_segment_cites_each_document_by_the_passage_fts5_picks(
@@ -176,7 +176,7 @@ def test_keyword_segment_cites_each_document_by_the_passage_fts5_picks(
     library.fts.refresh_segment(min_chunks=0)
     notes = tmp_path / "notes"
     (notes / "zeppelin.md").write_text("# Airships\n\nThe zeppelin keyword search note.\n")
-    library.sync()
+    library.folders.sync()
     assert _delta(library) > 0
     checked = 0
     for text in (*QUERIES, "zeppelin search"):

@@ -51,8 +51,8 @@ def library(tmp_path: Path) -> Iterator[Library]:
     for doc in [*(REPO / "docs").glob("*.md"), REPO / "README.md"]:
         shutil.copy(doc, notes / doc.name)
     lib = Library(_settings(tmp_path))
-    lib.add_folder(notes)
-    lib.sync()
+    lib.folders.add_folder(notes)
+    lib.folders.sync()
     lib.fts.ensure_current()
     yield lib
     lib.close()
@@ -96,7 +96,9 @@ def test_keyword_segment_build_lets_another_writer_commit(library: Library, tmp_
         while other.db.conn.execute(*marker).fetchone() is None and thread.is_alive():
             time.sleep(0.002)  # until the build's first write has committed
         began = time.monotonic()
-        other.add_document("Airships", "The zeppelin airship search note.", "note://zeppelin")
+        other.writing.add_document(
+            "Airships", "The zeppelin airship search note.", "note://zeppelin"
+        )
         waited = time.monotonic() - began
         switched = other.db.conn.execute("SELECT 1 FROM kw_segment").fetchone() is not None
     finally:
@@ -106,7 +108,7 @@ def test_keyword_segment_build_lets_another_writer_commit(library: Library, tmp_
     assert waited < library.db.busy_timeout_ms / 1000 / 2
     assert built and built[0] is not None
     assert segment_mismatches(library, QUERIES) == []
-    assert library.search("zeppelin", mode="keyword").hits[0].title == "Airships"
+    assert library.lookup.search("zeppelin", mode="keyword").hits[0].title == "Airships"
 
 
 def test_keyword_segment_build_sees_chunks_changed_mid_build(
@@ -122,7 +124,7 @@ def test_keyword_segment_build_sees_chunks_changed_mid_build(
     def change(part: int) -> None:
         if part == 1:
             _edit_notes(notes)
-            other.sync()
+            other.folders.sync()
 
     try:
         assert postings.build(library.db, part_passages=PART, on_part=change) is not None
@@ -130,9 +132,9 @@ def test_keyword_segment_build_sees_chunks_changed_mid_build(
         other.close()
     assert postings.delta_size(library.db.conn)[1] > 0  # what changed after the build began
     assert segment_mismatches(library, QUERIES) == []
-    assert library.search("zeppelin", mode="keyword").hits[0].title == "Airships"
-    assert library.search("quokka", mode="keyword").hits[0].path.endswith("configuration.md")
-    gone = library.search("cli.md kb-mcp command reference", mode="keyword", top_k=10)
+    assert library.lookup.search("zeppelin", mode="keyword").hits[0].title == "Airships"
+    assert library.lookup.search("quokka", mode="keyword").hits[0].path.endswith("configuration.md")
+    gone = library.lookup.search("cli.md kb-mcp command reference", mode="keyword", top_k=10)
     assert all(not (h.path or "").endswith("cli.md") for h in gone.hits)
 
 
@@ -181,9 +183,9 @@ def test_keyword_segment_build_killed_midway_leaves_the_old_one(
     assert _live(library) == live
     assert _generations(library) == [live, live + 1]  # the half generation is left behind
     _edit_notes(tmp_path / "notes")
-    library.sync()
+    library.folders.sync()
     assert segment_mismatches(library, QUERIES) == []
-    assert library.search("zeppelin", mode="keyword").hits[0].title == "Airships"
+    assert library.lookup.search("zeppelin", mode="keyword").hits[0].title == "Airships"
     assert postings.build(library.db, part_passages=PART) == library.fts.chunk_count()
     assert _generations(library) == [_live(library)]
     assert _live(library) == live + 2  # past the dead build's generation
@@ -231,7 +233,7 @@ def test_keyword_segment_build_under_way_is_not_started_again(
     try:
         assert postings.build(library.db, part_passages=PART, on_part=sync_ends) is not None
         assert due == [False]  # without a segment, and 0 chunks asked for: due but for it
-        library.reindex(rebuild=True)  # no segment again
+        library.writing.reindex(rebuild=True)  # no segment again
         with other.db.write() as conn:  # a dead build's marker, long unwritten
             old = time.time() - postings.BUILD_STALE_S - 1
             conn.execute(

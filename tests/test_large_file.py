@@ -83,11 +83,11 @@ def test_read_large_declines_other_encodings_and_formats() -> None:
 
 def _stored(home: Path, folder: Path) -> tuple[tuple, int, Library]:
     library = Library(Settings(home=home, embedder="none"))
-    library.add_folder(folder, "notes")
-    [report] = library.sync("notes")
+    library.folders.add_folder(folder, "notes")
+    [report] = library.folders.sync("notes")
     assert (report.added, report.failed) == (1, 0)
     row = library.db.query("SELECT doc_key, content_hash, text, title, tags FROM documents")[0]
-    return row, library.overview().chunks, library
+    return row, library.catalog.overview().chunks, library
 
 
 def test_sync_of_a_large_file_stores_what_the_whole_path_stores(
@@ -114,9 +114,9 @@ def test_sync_of_a_large_file_stores_what_the_whole_path_stores(
     assert chunks == len(split_document(redacted, "markdown"))
     late = redacted.split("\n").index("The zephyrine kestrel 🐦 closes the handbook.") + 1
     with library:
-        [hit] = library.search("zephyrine kestrel").hits
+        [hit] = library.lookup.search("zephyrine kestrel").hits
         assert (hit.start_line, hit.end_line) == (late - 2, late)
-        assert library.read(hit.cite).text == hit.text
+        assert library.lookup.read(hit.cite).text == hit.text
     monkeypatch.setattr(filework, "LARGE_FILE_BYTES", 10 * len(text))  # the whole-file path
     whole, whole_chunks, library = _stored(tmp_path / "whole", folder)
     library.close()

@@ -51,15 +51,15 @@ def test_limits_every_limit_has_a_sane_range_and_a_reason() -> None:
 @pytest.mark.parametrize(
     ("call", "argument"),
     [
-        (lambda lib: lib.list_source("agent", 50, 2**63), "offset"),
-        (lambda lib: lib.list_source("agent", 50, -1), "offset"),
-        (lambda lib: lib.list_source("agent", 0, 0), "limit"),
-        (lambda lib: lib.search("anything", top_k=0), "top_k"),
-        (lambda lib: lib.search("anything", top_k=101), "top_k"),
-        (lambda lib: lib.grep("x", max_matches=0), "max_matches"),
-        (lambda lib: lib.grep("x", max_matches=1_001), "max_matches"),
-        (lambda lib: lib.read("whatever", 2**63), "start_line"),
-        (lambda lib: lib.read("whatever", 1, 2**64), "end_line"),
+        (lambda lib: lib.catalog.list_source("agent", 50, 2**63), "offset"),
+        (lambda lib: lib.catalog.list_source("agent", 50, -1), "offset"),
+        (lambda lib: lib.catalog.list_source("agent", 0, 0), "limit"),
+        (lambda lib: lib.lookup.search("anything", top_k=0), "top_k"),
+        (lambda lib: lib.lookup.search("anything", top_k=101), "top_k"),
+        (lambda lib: lib.lookup.grep("x", max_matches=0), "max_matches"),
+        (lambda lib: lib.lookup.grep("x", max_matches=1_001), "max_matches"),
+        (lambda lib: lib.lookup.read("whatever", 2**63), "start_line"),
+        (lambda lib: lib.lookup.read("whatever", 1, 2**64), "end_line"),
     ],
 )
 def test_library_out_of_range_integer_is_invalid_input_naming_argument_and_range(

@@ -92,12 +92,12 @@ def _reference(tmp_path: Path) -> tuple:
     _write_folder(tmp_path / "all", filler=8)
     folder.mkdir()
     with _library(home) as lib:
-        lib.add_folder(folder, "corpus")
+        lib.folders.add_folder(folder, "corpus")
         for path in sorted((tmp_path / "all").rglob("*.md")):
             target = folder / path.relative_to(tmp_path / "all")
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, target)
-            lib.sync("corpus")  # link=True: the phase runs before the next file arrives
+            lib.folders.sync("corpus")  # link=True: the phase runs before the next file arrives
             assert link_queue.pending_count(lib.db.conn) == 0
         return linked_rows(lib)
 
@@ -108,19 +108,19 @@ def test_a_file_is_keyword_searchable_before_its_links_and_gets_them_later(
     folder = tmp_path / "notes"
     _write_folder(folder, filler=0)
     with _library(tmp_path / "home") as lib:
-        lib.add_folder(folder, "corpus")
-        lib.sync("corpus", link=False)
-        found = lib.search("exporter ships", mode="keyword")
+        lib.folders.add_folder(folder, "corpus")
+        lib.folders.sync("corpus", link=False)
+        found = lib.lookup.search("exporter ships", mode="keyword")
         assert "notes/errata.md" in {h.path for h in found.hits}
-        assert lib.grep("v2.3.2").matches
-        assert "v2.3.2" in lib.read("notes/errata.md").text
+        assert lib.lookup.grep("v2.3.2").matches
+        assert "v2.3.2" in lib.lookup.read("notes/errata.md").text
         # nothing of the linking phase yet, and list / doctor say how much waits
         assert linked_rows(lib) == (set(), set(), set(), set(), set())
-        assert lib.overview().health["entities_and_relations"] == "6 of 6 documents pending"
-        assert any(c.detail == "6 of 6 documents pending" for c in lib.doctor().checks)
-        report = lib.link_pending()
+        assert lib.catalog.overview().health["entities_and_relations"] == "6 of 6 documents pending"
+        assert any(c.detail == "6 of 6 documents pending" for c in lib.health.report().checks)
+        report = lib.links.run()
         assert (report.linked, report.pending) == (6, 0)
-        assert lib.overview().health["entities_and_relations"] == "current"
+        assert lib.catalog.overview().health["entities_and_relations"] == "current"
         entities, _mentions, _pairs, relations, duplicates = linked_rows(lib)
     assert {"teamatlas", "searchcluster"} <= {e[0] for e in entities}
     expected = {
@@ -143,12 +143,12 @@ def test_the_keyword_segment_is_built_after_linking_and_never_after_a_stop(
     folder = tmp_path / "notes"
     _write_folder(folder, filler=0)
     with _library(tmp_path / "home") as lib:
-        lib.add_folder(folder, "corpus")
-        lib.sync("corpus", link=False)
+        lib.folders.add_folder(folder, "corpus")
+        lib.folders.sync("corpus", link=False)
         assert postings.delta_size(lib.db.conn) is None  # the keyword phase built none
-        lib.link_pending(should_stop=lambda: True)
+        lib.links.run(should_stop=lambda: True)
         assert postings.delta_size(lib.db.conn) is None
-        lib.link_pending()
+        lib.links.run()
         assert postings.delta_size(lib.db.conn) is not None
 
 
@@ -160,10 +160,10 @@ def test_the_phase_catches_up_to_the_rows_the_one_path_made(tmp_path: Path) -> N
     folder = tmp_path / "folder"
     _write_folder(folder, filler=8)
     with _library(tmp_path / "home") as lib:
-        lib.add_folder(folder, "corpus")
-        lib.sync("corpus", link=False)
+        lib.folders.add_folder(folder, "corpus")
+        lib.folders.sync("corpus", link=False)
         assert link_queue.pending_count(lib.db.conn) == len(FILES) + 8
-        lib.link_pending()
+        lib.links.run()
         assert linked_rows(lib) == expected
         graph.rebuild(lib.db)  # and a rebuild from the chunks agrees
         assert linked_rows(lib) == expected
@@ -175,10 +175,10 @@ def test_the_pools_link_a_large_folder_as_in_process_linking_does(tmp_path: Path
     homes = (tmp_path / "pooled", tmp_path / "alone")
     for home in homes:
         with _library(home) as lib:
-            lib.add_folder(folder, "corpus")
-            lib.sync("corpus", link=False)
+            lib.folders.add_folder(folder, "corpus")
+            lib.folders.sync("corpus", link=False)
     with _library(homes[0]) as lib:
-        assert lib.link_pending().linked == len(FILES) + FILLER  # in the reader pool
+        assert lib.links.run().linked == len(FILES) + FILLER  # in the reader pool
         pooled = linked_rows(lib)
     with _library(homes[1]) as lib:
         while link_queue.pending_count(lib.db.conn):  # in this process, a group at a time
@@ -191,16 +191,16 @@ def test_a_result_for_a_document_changed_meanwhile_is_not_written(tmp_path: Path
     """A queue entry names one version: linking what was computed for a document that
     was replaced since writes nothing for it (no doubled mentions, no stale relations)."""
     with _library(tmp_path / "home") as lib:
-        lib.add_document(
+        lib.writing.add_document(
             "Team Atlas", "Team Atlas runs SearchCluster.", "kb://a", by_agent=False, link=False
         )
         entries = [(e, d) for e, d, _n in link_queue.entries_after(lib.db.conn, 0, 10)]
         stale = links.compute(lib.db.conn, entries)
-        lib.add_document(
+        lib.writing.add_document(
             "Team Atlas", "Team Atlas runs Orion.", "kb://a", by_agent=False, link=False
         )
         assert links.write(lib.db, stale) == 0
-        assert lib.link_pending().linked == 1
+        assert lib.links.run().linked == 1
         entities = {e[0]: e[4] for e in lib.graph.snapshot()[0]}
     assert "searchcluster" not in entities and entities["orion"] == 1
 
@@ -241,10 +241,10 @@ else:
     links.queue.done = staticmethod(killing(link_queue.done))
 lib = Library(Settings(home=Path(sys.argv[3]), embedder="none"))
 if phase == "keyword":
-    lib.add_folder(Path(sys.argv[4]), "corpus")
-    lib.sync("corpus", link=False)
+    lib.folders.add_folder(Path(sys.argv[4]), "corpus")
+    lib.folders.sync("corpus", link=False)
 else:
-    lib.link_pending()
+    lib.links.run()
 print("not killed")
 """
 
@@ -260,8 +260,8 @@ def test_kill_9_in_either_phase_loses_nothing_and_doubles_nothing(
     script.write_text(textwrap.dedent(KILLED), encoding="utf-8")
     if phase == "links":  # the keyword phase done and committed, nothing linked
         with _library(home) as lib:
-            lib.add_folder(folder, "corpus")
-            lib.sync("corpus", link=False)
+            lib.folders.add_folder(folder, "corpus")
+            lib.folders.sync("corpus", link=False)
     args = [sys.executable, str(script), phase, str(after), str(home), str(folder)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     killed = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env)
@@ -269,7 +269,7 @@ def test_kill_9_in_either_phase_loses_nothing_and_doubles_nothing(
     with _library(home) as lib:
         if phase == "links":  # the groups committed before the kill stay linked
             assert 0 < link_queue.pending_count(lib.db.conn) < len(FILES) + 8
-        lib.sync("corpus")  # the keyword phase resumes, then the linking phase
+        lib.folders.sync("corpus")  # the keyword phase resumes, then the linking phase
         assert link_queue.pending_count(lib.db.conn) == 0
         assert linked_rows(lib) == expected
         chunks = lib.db.conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
@@ -283,11 +283,11 @@ import sys
 import time
 from pathlib import Path
 
-from kb_mcp import state
+from kb_mcp.library import linking
 from kb_mcp.cli.main import main
 
 GATE = Path(sys.argv.pop(1))
-_link = state.LibraryState.link_pending
+_link = linking.Linking.run
 
 
 def gated(self, *args, **kwargs):
@@ -296,7 +296,7 @@ def gated(self, *args, **kwargs):
     return _link(self, *args, **kwargs)
 
 
-state.LibraryState.link_pending = gated
+linking.Linking.run = gated
 sys.exit(main(sys.argv[1:]))
 '''
 
@@ -335,15 +335,15 @@ def test_a_library_from_before_the_queue_has_every_document_linked(tmp_path: Pat
     folder, home = tmp_path / "notes", tmp_path / "home"
     _write_folder(folder, filler=0)
     with _library(home) as lib:
-        lib.add_folder(folder, "corpus")
-        lib.sync("corpus")
+        lib.folders.add_folder(folder, "corpus")
+        lib.folders.sync("corpus")
         before = linked_rows(lib)
         with lib.db.write() as conn:  # as the library was at schema 12
             conn.execute("DROP TABLE link_queue")
             conn.execute("PRAGMA user_version = 12")
     with _library(home) as lib:
-        assert lib.overview().health["entities_and_relations"] == "current"
-        assert lib.link_pending().linked == 0
+        assert lib.catalog.overview().health["entities_and_relations"] == "current"
+        assert lib.links.run().linked == 0
         assert linked_rows(lib) == before
 
 
@@ -367,13 +367,13 @@ def test_one_process_links_a_library_at_a_time(tmp_path: Path) -> None:
     folder, home = tmp_path / "notes", tmp_path / "home"
     _write_folder(folder, filler=0)
     with _library(home) as lib:
-        lib.add_folder(folder, "corpus")
-        lib.sync("corpus", link=False)
+        lib.folders.add_folder(folder, "corpus")
+        lib.folders.sync("corpus", link=False)
         other = FileLock(home / links.LOCK_PATH)
         assert other.acquire()
         try:
-            assert lib.link_pending(wait=False) is None
+            assert lib.links.run(wait=False) is None
             assert link_queue.pending_count(lib.db.conn) == 6
         finally:
             other.release()
-        assert lib.link_pending(wait=False).linked == 6
+        assert lib.links.run(wait=False).linked == 6

@@ -31,16 +31,16 @@ def test_list_source_entry_shows_what_the_reader_ignored(tmp_path: Path) -> None
     folder = tmp_path / "notes"
     _notes(folder)
     with Library(Settings(home=tmp_path / "home")) as lib:
-        lib.add_folder(folder)
-        lib.sync()
-        notes = {e.path: e.note for e in lib.list_source("notes").documents}
+        lib.folders.add_folder(folder)
+        lib.folders.sync()
+        notes = {e.path: e.note for e in lib.catalog.list_source("notes").documents}
         assert notes == {"aliased.md": NOTE, "plain.md": None}
         os.utime(folder / "aliased.md", ns=(1, 1))  # same bytes, new mtime: not converted
-        lib.sync()
-        assert {e.path: e.note for e in lib.list_source("notes").documents} == notes
+        lib.folders.sync()
+        assert {e.path: e.note for e in lib.catalog.list_source("notes").documents} == notes
         (folder / "aliased.md").write_text("# Fixed\n\nno aliases now\n", encoding="utf-8")
-        lib.sync()
-        assert {e.note for e in lib.list_source("notes").documents} == {None}
+        lib.folders.sync()
+        assert {e.note for e in lib.catalog.list_source("notes").documents} == {None}
 
 
 def test_listing_text_counts_entries_and_shows_notes(tmp_path: Path) -> None:
@@ -48,10 +48,10 @@ def test_listing_text_counts_entries_and_shows_notes(tmp_path: Path) -> None:
     folder = tmp_path / "notes"
     _notes(folder)
     with Library(Settings(home=tmp_path / "home")) as lib:
-        lib.add_folder(folder)
-        lib.sync()
-        text = render.listing_text(lib.list_source("notes"))
-        past_end = render.listing_text(lib.list_source("notes", offset=5))
+        lib.folders.add_folder(folder)
+        lib.folders.sync()
+        text = render.listing_text(lib.catalog.list_source("notes"))
+        past_end = render.listing_text(lib.catalog.list_source("notes", offset=5))
     assert text.splitlines()[0] == "source notes: entries 1-2 of 2 (one per path, newest first)"
     assert f"  note: {NOTE}" in text.splitlines()
     assert past_end == "source notes: no entries at offset 5 (2 in all)"

@@ -37,17 +37,17 @@ def test_list_source_paging_to_total_covers_every_path_exactly_once(tmp_path: Pa
     folder.mkdir()
     expected = _folder(folder)
     with Library(Settings(home=tmp_path / "home")) as library:
-        library.add_folder(folder)
-        library.sync()
+        library.folders.add_folder(folder)
+        library.folders.sync()
         seen: list[str] = []
         offset, total = 0, None
         while total is None or offset < total:
-            page = library.list_source("notes", limit=4, offset=offset)
+            page = library.catalog.list_source("notes", limit=4, offset=offset)
             total = page.total
             assert page.documents, f"empty page at offset {offset} of {total}"
             seen += [entry.path for entry in page.documents]
             offset += len(page.documents)
-        documents = library.overview().documents
+        documents = library.catalog.overview().documents
     assert total == len(expected)
     assert sorted(seen) == sorted(expected)  # each path once: no overlap, nothing skipped
     assert documents == UNIQUE_FILES + len(COPIES)  # dedup still stores each text once

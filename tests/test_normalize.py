@@ -62,16 +62,16 @@ def test_pdf_and_text_files_are_stored_normalised_with_citations_on_the_files_li
     lines = ["# Credits", "", "Thanks to Micha¨el Peeters.", "Block\xff cipher notes.", "end"]
     raw = "\n".join(lines).encode("utf-8").replace(b"\xc3\xbf", b"\xff")
     (folder / "credits.md").write_bytes(codecs.BOM_UTF8 + raw)
-    library.add_folder(folder)
-    [report] = library.sync()
+    library.folders.add_folder(folder)
+    [report] = library.folders.sync()
     assert (report.added, report.failed) == (2, 0), report.failures
 
-    [pdf_hit] = library.search("Möller").hits
+    [pdf_hit] = library.lookup.search("Möller").hits
     assert pdf_hit.path == "nettle.pdf"
-    assert "Niels Möller" in library.read(pdf_hit.doc).text
+    assert "Niels Möller" in library.lookup.read(pdf_hit.doc).text
 
-    [note_hit] = library.search("Michaël").hits
-    note = library.read(note_hit.doc).text
+    [note_hit] = library.lookup.search("Michaël").hits
+    note = library.lookup.read(note_hit.doc).text
     assert note.split("\n")[:5] == [
         "# Credits",
         "",
@@ -79,7 +79,7 @@ def test_pdf_and_text_files_are_stored_normalised_with_citations_on_the_files_li
         "Block cipher notes.",
         "end",
     ]
-    cited = library.read(note_hit.cite)
+    cited = library.lookup.read(note_hit.cite)
     assert "Thanks to Michaël Peeters." in cited.text.split("\n")
     assert cited.start_line <= 3 <= cited.end_line  # line 3 of the file
     assert "\ufffd" not in note and "¨" not in note
@@ -95,7 +95,7 @@ def test_a_soft_hyphen_inside_a_word_no_longer_hides_it_from_search_and_grep(
     (folder / "page.html").write_text(
         "<html><body><p>Quokka infor\u00admation desk.</p></body></html>", encoding="utf-8"
     )
-    library.add_folder(folder)
-    library.sync()
-    assert [hit.path for hit in library.search("information").hits] == ["page.html"]
-    assert [m.path for m in library.grep("information desk").matches] == ["page.html"]
+    library.folders.add_folder(folder)
+    library.folders.sync()
+    assert [hit.path for hit in library.lookup.search("information").hits] == ["page.html"]
+    assert [m.path for m in library.lookup.grep("information desk").matches] == ["page.html"]

@@ -190,22 +190,22 @@ def test_a_file_with_a_secret_in_its_path_is_found_again_synced_and_refreshed(
     paths = {**PATHS, "Wq3eRt5yUi7oPa9sDf": "password=Wq3eRt5yUi7oPa9sDf.txt"}
     write_folder(folder, paths)
     with Library(Settings(home=tmp_path / "home", embedder="none")) as library:
-        library.add_folder(folder)
-        [first] = library.sync()
+        library.folders.add_folder(folder)
+        [first] = library.folders.sync()
         assert (first.added, first.failed) == (len(paths), 0)
-        [second] = library.sync()
+        [second] = library.folders.sync()
         assert (second.added, second.unchanged, second.removed) == (0, len(paths), 0)
         runbook = folder / PATHS[IN_FOLDER]
         runbook.write_text("# Rotation note\n\nThe cranberry procedure replaced it.\n")
-        read = library.read(wrong_guess(PATHS[IN_FOLDER], IN_FOLDER))
+        read = library.lookup.read(wrong_guess(PATHS[IN_FOLDER], IN_FOLDER))
         assert read.stale and "cranberry" in read.text
         assert IN_FOLDER not in (read.path or "")
         with pytest.raises(Exception, match="2 documents have the path"):
-            library.read(PATHS[PASSWORD])  # two files show as the same redacted path
+            library.lookup.read(PATHS[PASSWORD])  # two files show as the same redacted path
         (folder / PATHS[SECRET_KEY]).unlink()
         with pytest.raises(Exception, match="deleted from its folder"):
-            library.read(PATHS[SECRET_KEY])
-        [third] = library.sync()
+            library.lookup.read(PATHS[SECRET_KEY])
+        [third] = library.folders.sync()
         assert (third.added, third.removed) == (0, 0)
 
 
@@ -240,8 +240,8 @@ def test_a_library_from_before_keeps_no_raw_path(tmp_path: Path) -> None:
         found = database_bytes(home)
         found["kb.db tables"] = "\n".join(v for _t, _c, v in text_cells(home / DB_FILE))
         assert leaks_of(PATHS, found, set()) == {}
-        library.add_folder(folder)  # the registry file, which the old library had too
-        [report] = library.sync()
+        library.folders.add_folder(folder)  # the registry file, which the old library had too
+        [report] = library.folders.sync()
         assert report.removed == 0 and report.added == len(PATHS)
         assert leaks_of(PATHS, database_bytes(home), set()) == {}
 
@@ -252,8 +252,8 @@ def test_an_uploaded_file_named_with_a_secret_keeps_it_nowhere(tmp_path: Path) -
     upload = tmp_path / PATHS[PASSWORD]
     upload.write_text("# Rotation\n\nThe blueberry rotation runbook.\n")
     with Library(Settings(home=home, embedder="none")) as library:
-        added = library.import_file(upload)
-        read = library.read(added.doc)
+        added = library.writing.import_file(upload)
+        read = library.lookup.read(added.doc)
     found = database_bytes(home)
     found["docs/"] = "\n".join(p.read_text() for p in (home / "docs").glob("*.md"))
     found["read"] = json.dumps([read.title, read.path])
@@ -268,16 +268,16 @@ def test_a_rules_upgrade_redacts_stored_paths_at_once(tmp_path: Path) -> None:
     write_folder(folder, {PASSWORD: PATHS[PASSWORD]})
     home = tmp_path / "home"
     with Library(Settings(home=home, embedder="none")) as library:
-        library.add_folder(folder)
-        library.sync()
+        library.folders.add_folder(folder)
+        library.folders.sync()
         with library.db.write() as conn:
             conn.execute("UPDATE locations SET path = ?", (PATHS[PASSWORD],))
             meta.put(conn, reredact.VERSION_KEY, str(RULES_VERSION - 1))
     assert PASSWORD in "\n".join(v for _t, _c, v in text_cells(home / DB_FILE))
     with Library(Settings(home=home, embedder="none")) as library:
-        assert library.grep("blueberry").matches  # first use: the upgrade runs
+        assert library.lookup.grep("blueberry").matches  # first use: the upgrade runs
         assert leaks_of({PASSWORD: ""}, database_bytes(home), set()) == {}
-        [report] = library.sync()
+        [report] = library.folders.sync()
         assert (report.added, report.updated, report.removed) == (0, 0, 0)
 
 
@@ -315,7 +315,7 @@ def test_an_upload_from_before_is_renamed_in_kb_db_and_its_docs_file(tmp_path: P
     )
     conn.close()
     with Library(Settings(home=home, embedder="none")) as library:
-        assert library.read(doc.doc_key).path == "password=[REDACTED:password]"
+        assert library.lookup.read(doc.doc_key).path == "password=[REDACTED:password]"
     found = database_bytes(home)
     found["docs/"] = agent.agent_file(home, doc.doc_key).read_text()
     assert leaks_of({PASSWORD: ""}, found, set()) == {}

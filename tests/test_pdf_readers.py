@@ -150,8 +150,8 @@ def test_a_failure_an_older_kb_mcp_recorded_without_its_cause_is_retried_once(
     folder = tmp_path / "manuals"
     folder.mkdir()
     with Library(Settings(home=tmp_path / "home", embedder="none")) as library:
-        library.add_folder(folder)
-        library.sync()  # the source's row, empty
+        library.folders.add_folder(folder)
+        library.folders.sync()  # the source's row, empty
         source = rows.get_source(library.db.conn, "manuals")
         (folder / "heliograph.pdf").write_bytes(manual_pdf())
         (folder / "scan.pdf").write_bytes(b"%PDF-1.7\nnot a real pdf")
@@ -165,9 +165,9 @@ def test_a_failure_an_older_kb_mcp_recorded_without_its_cause_is_retried_once(
                      "reading PDF files needs the optional 'pdf' extra",
                      stat.st_size, stat.st_mtime_ns),
                 )  # fmt: skip
-        [report] = library.sync()
+        [report] = library.folders.sync()
         assert (report.added, report.failed) == (1, 1)
-        assert [h.path for h in library.search("quillon screws").hits] == ["heliograph.pdf"]
+        assert [h.path for h in library.lookup.search("quillon screws").hits] == ["heliograph.pdf"]
         [(path, reason)] = report.failures
         assert path == "scan.pdf" and "not a valid PDF" in reason
         scan = rows.get_location(library.db.conn, source.id, library.db.paths.key("scan.pdf"))
@@ -191,7 +191,7 @@ def test_a_failed_file_is_left_alone_in_the_same_environment_and_retried_in_anot
 
     def sync_and_seen(pdf_mode: str) -> tuple[int, str]:
         with Library(Settings(home=home, embedder="none", pdf_mode=pdf_mode)) as library:
-            [report] = library.sync()
+            [report] = library.folders.sync()
             source = rows.get_source(library.db.conn, "manuals")
             seen = library.db.conn.execute(
                 "SELECT seen_at FROM locations WHERE source_id = ?", (source.id,)
@@ -201,7 +201,7 @@ def test_a_failed_file_is_left_alone_in_the_same_environment_and_retried_in_anot
             return report.failed, seen
 
     with Library(Settings(home=home, embedder="none")) as library:
-        library.add_folder(folder)
+        library.folders.add_folder(folder)
     assert sync_and_seen("layout")[0] == 1
     assert sync_and_seen("layout") == (1, "before")  # not read again
     failed, seen = sync_and_seen("text")

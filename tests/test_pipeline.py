@@ -66,8 +66,8 @@ def all_text(db_path: Path) -> str:
 
 def synced_library(home: Path, folder: Path) -> Library:
     library = Library(Settings(home=home))
-    library.add_folder(folder)
-    library.sync()
+    library.folders.add_folder(folder)
+    library.folders.sync()
     return library
 
 
@@ -79,10 +79,10 @@ def test_folder_sync_stores_and_indexes_only_redacted_text(home: Path, tmp_path:
     with synced_library(home, folder) as library:
         [(doc, path)] = library.db.query("SELECT doc_key, title FROM documents")
         assert "[REDACTED:github_token]" in path
-        text = library.read(doc).text
+        text = library.lookup.read(doc).text
         assert "token: [REDACTED:token]" in text
         assert "DEPLOY_DONE" in text
-        assert library.search("DEPLOY_DONE").hits
+        assert library.lookup.search("DEPLOY_DONE").hits
     dumped = all_text(home / DB_FILE)
     assert "DEPLOY_DONE" in dumped.upper()  # the dump does see the text it should
     for secret in SECRETS:
@@ -100,14 +100,14 @@ def test_folder_sync_keeps_line_numbers_of_the_users_file(home: Path, tmp_path: 
     lines += ["-----END RSA PRIVATE KEY-----", "", f"token: {PLAIN_TOKEN}", "AFTER_THE_KEY"]
     (folder / "keys.md").write_text("\n".join(lines) + "\n")
     with synced_library(home, folder) as library:
-        [hit] = library.search("AFTER_THE_KEY").hits
+        [hit] = library.lookup.search("AFTER_THE_KEY").hits
         assert hit.end_line == len(lines)
-        read = library.read("keys.md", len(lines), len(lines))
+        read = library.lookup.read("keys.md", len(lines), len(lines))
         assert read.text == "AFTER_THE_KEY"
         assert read.total_lines == len(lines) + 1
-        grep = library.grep("AFTER_THE_KEY")
+        grep = library.lookup.grep("AFTER_THE_KEY")
         assert [m.line_number for m in grep.matches] == [len(lines)]
-        assert "MIIEowIBAAKCAQEA" not in library.read("keys.md").text
+        assert "MIIEowIBAAKCAQEA" not in library.lookup.read("keys.md").text
 
 
 def test_content_hash_is_over_redacted_text_and_edits_are_still_noticed(
@@ -125,23 +125,23 @@ def test_content_hash_is_over_redacted_text_and_edits_are_still_noticed(
         )
         assert digest == text_hash(stored_text) != text_hash(NOTE)
         note.write_text(NOTE.replace(PASSWORD, "another2Zq77"))
-        [report] = library.sync()
+        [report] = library.folders.sync()
         assert (report.updated, report.unchanged) == (0, 1)
         note.write_text(NOTE.replace("DEPLOY_DONE", "DEPLOY_FINISHED"))
-        [report] = library.sync()
+        [report] = library.folders.sync()
         assert report.updated == 1
-        assert library.grep("DEPLOY_FINISHED").matches
+        assert library.lookup.grep("DEPLOY_FINISHED").matches
         assert library.db.query("SELECT doc_key FROM documents") != [(key,)]
 
 
 def test_reindex_redacts_a_hand_edited_agent_file(home: Path) -> None:
     """issue 7 item 1: a docs/ file is re-read by reindex; what it holds is redacted."""
     with Library(Settings(home=home, allow_agent_writes=True)) as library:
-        added = library.add_document("Runbook", "Restart the service.", "https://x/runbook")
+        added = library.writing.add_document("Runbook", "Restart the service.", "https://x/runbook")
         path = home / "docs" / f"{added.doc}.md"
         path.write_text(path.read_text() + f"\ntoken: {PLAIN_TOKEN}\n")
-        library.reindex(rebuild=True)
-        assert "token: [REDACTED:token]" in library.read(added.doc).text
+        library.writing.reindex(rebuild=True)
+        assert "token: [REDACTED:token]" in library.lookup.read(added.doc).text
     assert PLAIN_TOKEN in path.read_text()  # the file is the user's: never rewritten
     assert PLAIN_TOKEN not in all_text(home / DB_FILE)
 
@@ -208,19 +208,19 @@ def test_opening_an_old_database_stops_serving_its_raw_text(home: Path, tmp_path
     _old_database(home, folder)
     assert PLAIN_TOKEN in all_text(home / DB_FILE)  # the old way really stored it
     with Library(Settings(home=home)) as library:
-        library.add_folder(folder)
-        assert library.grep(PLAIN_TOKEN[:6]).matches == ()
+        library.folders.add_folder(folder)
+        assert library.lookup.grep(PLAIN_TOKEN[:6]).matches == ()
     assert PLAIN_TOKEN not in all_text(home / DB_FILE).lower()
     # Not in the file's free pages either: the migration deletes with secure_delete on.
     for leftover in home.glob(DB_FILE + "*"):
         assert PLAIN_TOKEN.encode() not in leftover.read_bytes(), leftover.name
     with Library(Settings(home=home)) as library:
-        assert library.search("DEPLOY_DONE").hits == ()  # nothing until the re-read
-        [report] = library.sync()
+        assert library.lookup.search("DEPLOY_DONE").hits == ()  # nothing until the re-read
+        [report] = library.folders.sync()
         assert report.added == 1
-        assert [m.line_number for m in library.grep("DEPLOY_DONE").matches] == [9]
-        assert "[REDACTED:token]" in library.read("deploy.md").text
-        library.reindex(rebuild=True)
+        assert [m.line_number for m in library.lookup.grep("DEPLOY_DONE").matches] == [9]
+        assert "[REDACTED:token]" in library.lookup.read("deploy.md").text
+        library.writing.reindex(rebuild=True)
     dumped = all_text(home / DB_FILE)
     for secret in SECRETS:
         assert secret not in dumped
@@ -252,7 +252,7 @@ def test_opening_a_database_of_the_old_release_leaves_no_raw_byte_in_the_file(
     shutil.copy(OLD_RELEASE_DB, home / DB_FILE)
     assert OLD_RELEASE_SECRETS[0].encode() in (home / DB_FILE).read_bytes()
     with Library(Settings(home=home)) as library:
-        library.overview()
+        library.catalog.overview()
     for leftover in home.glob(DB_FILE + "*"):
         data = leftover.read_bytes()
         assert [s for s in OLD_RELEASE_SECRETS if s.encode() in data] == [], leftover.name

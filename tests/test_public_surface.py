@@ -10,6 +10,19 @@ from kb_mcp.cli import docgen
 from kb_mcp.settings import SETTINGS
 
 ROOT = Path(__file__).resolve().parent.parent
+# What ``Library`` owns, one service per concept (``library.lookup.search(q)``).
+SERVICES = (
+    "writing",
+    "folders",
+    "links",
+    "vectors",
+    "enrichment",
+    "lookup",
+    "entities",
+    "catalog",
+    "health",
+    "views",
+)
 
 
 def test_all_names_every_export_and_each_resolves() -> None:
@@ -22,6 +35,23 @@ def test_all_exports_come_from_the_module_that_defines_them() -> None:
     for name, module in kb_mcp._EXPORTS.items():
         attribute = "load" if name == "load_settings" else name
         assert getattr(importlib.import_module(module), attribute) is getattr(kb_mcp, name)
+
+
+def test_library_declares_no_capability_of_its_own_only_the_services_it_owns(
+    tmp_path: Path,
+) -> None:
+    """Each capability is one method of the service of its concept, and its docstring is
+    there (issue 23: ``Library`` forwarded 23 methods one line each, docstrings copied)."""
+    from kb_mcp.library import Library
+    from kb_mcp.settings import Settings
+
+    assert {name for name in vars(Library) if not name.startswith("__")} == {"close"}
+    with Library(Settings(home=tmp_path, embedder="none")) as library:
+        for name in SERVICES:
+            service = type(getattr(library, name))
+            for member, value in vars(service).items():
+                if not member.startswith("_") and callable(value):
+                    assert value.__doc__, f"library.{name}.{member} has no docstring"
 
 
 def test_generated_docs_sections_are_current() -> None:

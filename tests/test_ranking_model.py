@@ -147,7 +147,7 @@ def test_an_absent_answer_is_empty_with_the_models_reason(golden) -> None:
     library, beir = golden
     assert library.fts.chunk_count() >= model_mod.shipped().abstains_from
     absent = [q for q in beir.queries if q.query_class == "abstention"]
-    results = [library.search(q.text, mode="keyword") for q in absent]
+    results = [library.lookup.search(q.text, mode="keyword") for q in absent]
     empty = [r for r in results if not r.hits]
     assert empty, "no absent-answer question was answered empty"
     assert all(r.reason and "estimated probability" in r.reason for r in empty)
@@ -164,10 +164,12 @@ def test_a_small_library_is_never_emptied_by_the_model(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     with Library(Settings(home=tmp_path / "home", embedder="none")) as lib:
-        lib.add_folder(folder)
-        lib.sync()
+        lib.folders.add_folder(folder)
+        lib.folders.sync()
         assert lib.fts.chunk_count() < model_mod.shipped().abstains_from
-        hits = lib.search("who led the response to the ferry gate outage", mode="keyword").hits
+        hits = lib.lookup.search(
+            "who led the response to the ferry gate outage", mode="keyword"
+        ).hits
         assert hits and hits[0].title.startswith("Postmortem")
 
 
@@ -189,13 +191,13 @@ def test_feedback_leg_finds_the_document_only_a_first_result_names(tmp_path: Pat
             f"# Page {i}\n\nNotes about chart {i} and the harbour lights.\n", encoding="utf-8"
         )
     with Library(Settings(home=tmp_path / "home", embedder="none")) as lib:
-        lib.add_folder(folder)
-        lib.sync()
-        result = lib.search("where to raise tidegate problems", mode="keyword")
+        lib.folders.add_folder(folder)
+        lib.folders.sync()
+        result = lib.lookup.search("where to raise tidegate problems", mode="keyword")
         by_title = {h.title: h for h in result.hits}
         assert "Quokka crew" in by_title
         assert "feedback" in by_title["Quokka crew"].legs
-        only_keyword = lib.search(
+        only_keyword = lib.lookup.search(
             "where to raise tidegate problems", mode="keyword", legs=["keyword"]
         )
         assert "Quokka crew" not in {h.title for h in only_keyword.hits}
@@ -212,9 +214,9 @@ def test_results_past_the_models_head_follow_in_fused_order_below_it(tmp_path: P
             encoding="utf-8",
         )
     with Library(Settings(home=tmp_path / "home", embedder="none")) as lib:
-        lib.add_folder(folder)
-        lib.sync()
-        hits = lib.search("lighthouse fog", top_k=70, mode="keyword").hits
+        lib.folders.add_folder(folder)
+        lib.folders.sync()
+        hits = lib.lookup.search("lighthouse fog", top_k=70, mode="keyword").hits
         assert len(hits) == 70
         scores = [h.score for h in hits]
         assert scores == sorted(scores, reverse=True)

@@ -42,17 +42,17 @@ def test_read_line_range_inside_a_key_block_shows_no_body_line(library: Library)
     """issue 7 item 2: lines 6-8 of a key block (body only, no BEGIN in view) are redacted."""
     doc = _store_verbatim(library, KEY_NOTE)
     for start, end in ((6, 8), (7, 7), (10, 16), (5, 6)):
-        text = library.read(f"{doc}#L{start}-L{end}").text
+        text = library.lookup.read(f"{doc}#L{start}-L{end}").text
         assert not any(line[:18] in text for line in BODY), (start, end)
-    assert library.read(doc).text.count("MIIEowIBAAKCAQEA") == 0
+    assert library.lookup.read(doc).text.count("MIIEowIBAAKCAQEA") == 0
 
 
 def test_read_line_range_after_redaction_is_the_users_line(library: Library) -> None:
     """issue 7 item 2: redacting before cutting keeps the lines where they were."""
     doc = _store_verbatim(library, KEY_NOTE)
     last = len(KEY_NOTE.split("\n"))
-    assert library.read(doc, last, last).text == "LAST_LINE"
-    assert library.read(doc).total_lines == last
+    assert library.lookup.read(doc, last, last).text == "LAST_LINE"
+    assert library.lookup.read(doc).total_lines == last
 
 
 def test_read_by_a_path_two_folders_hold_names_both_instead_of_picking_one(
@@ -67,13 +67,13 @@ def test_read_by_a_path_two_folders_hold_names_both_instead_of_picking_one(
         folder.mkdir()
         (folder / "README.md").write_text(text, encoding="utf-8")
         (folder / "LICENSE.md").write_text("# MIT\n\nsame in both\n", encoding="utf-8")
-        library.add_folder(folder, name)
-    library.sync()
+        library.folders.add_folder(folder, name)
+    library.folders.sync()
     with pytest.raises(InvalidInput) as refused:
-        library.read("README.md")
+        library.lookup.read("README.md")
     ids = [r.doc_key for r in rows.find_documents_by_path(library.db.conn, "README.md")]
     assert len(ids) == 2
     for doc_key, source in zip(ids, ("attrs", "rich"), strict=True):
         assert f"{doc_key} ({source})" in refused.value.render()
-    assert library.read(ids[1]).text.startswith("# Rich")
-    assert library.read("LICENSE.md").title == "MIT"
+    assert library.lookup.read(ids[1]).text.startswith("# Rich")
+    assert library.lookup.read("LICENSE.md").title == "MIT"

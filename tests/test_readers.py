@@ -277,9 +277,9 @@ def test_html_permalink_glyphs_stay_out_of_text_and_headings(tmp_path: Path) -> 
     (folder / "asyncio-task.html").write_text(SPHINX_PAGE)
     library = Library(Settings(home=tmp_path / "home", embedder="none"))
     try:
-        library.add_folder(folder)
-        library.sync()
-        [hit] = library.search("okapi awaitables").hits
+        library.folders.add_folder(folder)
+        library.folders.sync()
+        [hit] = library.lookup.search("okapi awaitables").hits
         assert hit.section == ("Coroutines and Tasks", "Running Tasks Concurrently")
     finally:
         library.close()
@@ -624,15 +624,15 @@ def test_folder_sync_records_a_minified_file_as_failed_and_indexes_the_rest(
     (folder / "_static").mkdir(parents=True)
     (folder / "_static" / "searchindex.js").write_text(_search_index(200_000))
     (folder / "guide.md").write_text("# Guide\n\nThe quokka lives on Rottnest.\n")
-    library.add_folder(folder)
+    library.folders.add_folder(folder)
 
-    [report] = library.sync()
+    [report] = library.folders.sync()
 
     assert (report.added, report.failed) == (1, 1)
     [(path, reason)] = report.failures
     assert path == "_static/searchindex.js"
     assert "minified or generated file (longest line" in reason
-    assert library.search("quokka").hits[0].path == "guide.md"
+    assert library.lookup.search("quokka").hits[0].path == "guide.md"
 
 
 def test_sphinx_searchindex_written_by_json_dumps_is_refused(tmp_path: Path) -> None:
@@ -654,12 +654,14 @@ def test_sphinx_searchindex_written_by_json_dumps_is_refused(tmp_path: Path) -> 
     )
     library = Library(Settings(home=tmp_path / "home", embedder="none"))
     try:
-        library.add_folder(folder)
-        [report] = library.sync()
+        library.folders.add_folder(folder)
+        [report] = library.folders.sync()
         assert (report.added, report.failed) == (1, 1)
         assert report.failures[0][0] == "searchindex.js"
         assert "minified or generated file" in report.failures[0][1]
-        assert [h.path for h in library.search("capybara helper").hits] == ["library/mod1.html"]
+        assert [h.path for h in library.lookup.search("capybara helper").hits] == [
+            "library/mod1.html"
+        ]
     finally:
         library.close()
 

@@ -138,32 +138,32 @@ INDEXED = {
 
 
 def listed_paths(library: Library, source: str) -> set[str]:
-    return {entry.path for entry in library.list_source(source, limit=200).documents}
+    return {entry.path for entry in library.catalog.list_source(source, limit=200).documents}
 
 
 def test_a_new_folder_source_gives_the_documents_a_reader_expects(tmp_path: Path) -> None:
     """issue 20 items 10 and 12: every real-folder case, through one sync."""
     build_corpus(tmp_path / "corpus")
     with Library(Settings(home=tmp_path / "home", embedder="none")) as library:
-        library.add_folder(tmp_path / "corpus")
-        [report] = library.sync()
+        library.folders.add_folder(tmp_path / "corpus")
+        [report] = library.folders.sync()
         assert listed_paths(library, "corpus") == INDEXED
         assert report.failed == 0, report.failures
         assert report.skipped["sensitive"] == 3  # secrets.txt, .git-credentials, deploy
         [mako] = [
             entry.doc
-            for entry in library.list_source("corpus", limit=200).documents
+            for entry in library.catalog.list_source("corpus", limit=200).documents
             if entry.path.endswith(".mako")
         ]
-        assert "Every setting of the application" in library.read(mako).text
+        assert "Every setting of the application" in library.lookup.read(mako).text
 
 
 def test_a_folder_source_can_opt_out_of_gitignore(tmp_path: Path) -> None:
     """issue 20 item 12: ``--no-gitignore`` keeps today's behaviour for one source."""
     build_corpus(tmp_path / "corpus")
     with Library(Settings(home=tmp_path / "home", embedder="none")) as library:
-        library.add_folder(tmp_path / "corpus", gitignore=False)
-        library.sync()
+        library.folders.add_folder(tmp_path / "corpus", gitignore=False)
+        library.folders.sync()
         paths = listed_paths(library, "corpus")
     assert {"pkg/generated/api.md", "pkg/sub/drop.out.md", "pkg/sub/keep.out.md"} <= paths
 
@@ -201,14 +201,14 @@ def test_a_folder_of_the_folders_setting_keeps_todays_rules_until_opted_in(
         home=tmp_path / "home", embedder="none", folders=(str(tmp_path / "corpus"),)
     )
     with Library(settings) as library:
-        [configured] = library.folder_sources()
+        [configured] = library.folders.folder_sources()
         assert (configured.configured, configured.gitignore) == (True, False)
-        library.sync()
+        library.folders.sync()
         assert "pkg/generated/api.md" in listed_paths(library, "corpus")
-        library.set_gitignore("corpus", True)
-        [opted] = library.folder_sources()
+        library.folders.set_gitignore("corpus", True)
+        [opted] = library.folders.folder_sources()
         assert (opted.name, opted.configured, opted.gitignore) == ("corpus", False, True)
-        library.sync()
+        library.folders.sync()
         assert listed_paths(library, "corpus") == INDEXED
 
 
@@ -230,28 +230,30 @@ def test_every_real_folder_case_of_issue_20_through_one_sync(tmp_path: Path) -> 
     (corpus / "manuals").mkdir()
     (corpus / "manuals/heliograph.pdf").write_bytes(manual_pdf())
     with Library(Settings(home=tmp_path / "home", embedder="none")) as library:
-        library.add_folder(corpus)
-        [report] = library.sync()
+        library.folders.add_folder(corpus)
+        [report] = library.folders.sync()
         assert report.failed == 0, report.failures
         new = {"man/tidewatch-sync.txt", "site/ch02.en.html", "manuals/heliograph.pdf"}
         assert listed_paths(library, "corpus") == INDEXED | new
 
         def hits(query: str, path: str) -> list:
-            found = [h for h in library.search(query, top_k=50).hits if h.path == path]
+            found = [h for h in library.lookup.search(query, top_k=50).hits if h.path == path]
             assert found, (query, path)
             return found
 
         [pdf] = hits("quillon screws tripod", "manuals/heliograph.pdf")[:1]
         assert "Adjusting the tripod" in pdf.section[-1], pdf.section
-        manual = library.list_source("corpus", limit=200).documents
+        manual = library.catalog.list_source("corpus", limit=200).documents
         [man] = [e.doc for e in manual if e.path == "man/tidewatch-sync.txt"]
         sections = {
-            h.section for h in library.search("tidewatch-sync", top_k=50).hits if h.doc == man
+            h.section
+            for h in library.lookup.search("tidewatch-sync", top_k=50).hits
+            if h.doc == man
         }
         assert sections, "the manual page is found"
         assert {path[-1] for path in sections} <= SECTIONS, sections
         [site] = [e.doc for e in manual if e.path == "site/ch02.en.html"]
-        stored = library.read(site).text
+        stored = library.lookup.read(site).text
         assert stored.startswith(heading + "\n"), stored[:200]
         assert not any(word.lower() in stored.lower() for word in NAVIGATION[:4])
         assert {"pkg/docs/build/index.rst", "pkg/README", "pkg/templates/settings.mako"} <= (

@@ -186,7 +186,7 @@ def test_reredact_cleans_a_library_stored_under_the_previous_rules(tmp_path: Pat
     assert _stored_secrets(home, secrets) == list(secrets), "the old library holds them raw"
     with Library(Settings(home=home, embedder="none")) as lib:
         assert lib.redaction.ensure_current().changed == 1
-        text = lib.read("handover").text
+        text = lib.lookup.read("handover").text
     assert [s for s in secrets if s in text] == []
     assert text.count("\n") >= body.count("\n") - 1
     assert _stored_secrets(home, secrets) == []

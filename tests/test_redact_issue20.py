@@ -403,7 +403,7 @@ def test_reredact_cleans_issue20_classes_stored_under_the_previous_rules(tmp_pat
     assert RULES_VERSION == 4
     with Library(Settings(home=home, embedder="none")) as lib:
         assert lib.redaction.ensure_current().changed == 1
-        text = lib.read("handover").text
+        text = lib.lookup.read("handover").text
     assert [s for s in secrets if s in text] == []
     assert _stored_secrets(home, secrets) == []
 
@@ -432,15 +432,15 @@ def test_provider_token_in_a_file_name_is_out_of_titles_list_read_search_and_web
     upload.write_text("Settlement upload notes.\n")
     home = tmp_path / "home"
     with Library(Settings(home=home, embedder="none")) as library:
-        library.add_folder(folder, "notes")
-        [report] = library.sync()
+        library.folders.add_folder(folder, "notes")
+        [report] = library.folders.sync()
         assert report.added == 2, report.failures
-        library.import_file(upload)
-        listing = library.list_source("notes")
-        listing_uploads = library.list_source("uploads")
+        library.writing.import_file(upload)
+        listing = library.catalog.list_source("notes")
+        listing_uploads = library.catalog.list_source("uploads")
         docs = [d.doc for d in (*listing.documents, *listing_uploads.documents)]
-        reads = [library.read(doc) for doc in docs]
-        hits = library.search("settlement notes")
+        reads = [library.lookup.read(doc) for doc in docs]
+        hits = library.lookup.search("settlement notes")
         titles = [row[0] for row in library.db.query("SELECT title FROM documents")]
         uris = [row[0] or "" for row in library.db.query("SELECT uri FROM documents")]
         with TestClient(build_app(library, Policy("127.0.0.1", None)),

@@ -54,8 +54,8 @@ def _write(folder: Path, files: dict[str, str]) -> None:
 def _library(tmp_path: Path, files: dict[str, str]) -> Library:
     _write(tmp_path / "notes", files)
     lib = _open(tmp_path / "home")
-    lib.add_folder(tmp_path / "notes", "notes")
-    lib.sync("notes")
+    lib.folders.add_folder(tmp_path / "notes", "notes")
+    lib.folders.sync("notes")
     return lib
 
 
@@ -198,12 +198,12 @@ def test_relations_resolve_in_either_ingest_order(tmp_path: Path) -> None:
         files = {"retention.md": RETENTION, "errata.md": ERRATA}
         _write(root / "notes", {first: files[first]})
         with _open(root / "home") as lib:
-            lib.add_folder(root / "notes", "notes")
-            lib.sync("notes")
+            lib.folders.add_folder(root / "notes", "notes")
+            lib.folders.sync("notes")
             if first == "errata.md":
                 assert {e[3] for e in _edges(lib)} == {"pending"}
             _write(root / "notes", {second: files[second]})
-            lib.sync("notes")
+            lib.folders.sync("notes")
             assert _edges(lib) == expected
 
 
@@ -217,7 +217,7 @@ def test_relations_ambiguous_reference_is_not_an_edge(tmp_path: Path) -> None:
     ) as lib:
         assert _edges(lib) == {("Correction to the on-call rota", "corrects", "?", "ambiguous")}
         (tmp_path / "notes" / "b.md").unlink()
-        lib.sync("notes")
+        lib.folders.sync("notes")
         assert _edges(lib) == {
             ("Correction to the on-call rota", "corrects", "On-call rota", "resolved")
         }
@@ -228,10 +228,10 @@ def test_relations_removal_cleans_up(tmp_path: Path) -> None:
     stated it removes the row."""
     with _library(tmp_path, {"retention.md": RETENTION, "errata.md": ERRATA}) as lib:
         (tmp_path / "notes" / "retention.md").unlink()
-        lib.sync("notes")
+        lib.folders.sync("notes")
         assert {e[2:] for e in _edges(lib)} == {("?", "pending")}
         (tmp_path / "notes" / "errata.md").unlink()
-        lib.sync("notes")
+        lib.folders.sync("notes")
         assert relation_rows.all_relations(lib.db.conn) == []
 
 
@@ -246,10 +246,10 @@ def test_relations_removal_of_an_unnamed_document_changes_no_row(tmp_path: Path)
         before = _edges(lib)
         assert {e[3] for e in before} == {"resolved", "pending"}
         (tmp_path / "notes" / "other.md").write_text("# Lunch menu\n\nFish on Friday.\n")
-        lib.sync("notes")
+        lib.folders.sync("notes")
         assert _edges(lib) == before
         (tmp_path / "notes" / "other.md").unlink()
-        lib.sync("notes")
+        lib.folders.sync("notes")
         assert _edges(lib) == before
 
 
@@ -261,7 +261,7 @@ def test_relations_rebuild_recreates_them(tmp_path: Path) -> None:
     with _library(tmp_path, files) as lib:
         before = relation_rows.snapshot(lib.db.conn)
         assert len(before) == 3
-        lib.reindex(rebuild=True)
+        lib.writing.reindex(rebuild=True)
         assert relation_rows.snapshot(lib.db.conn) == before
 
 
@@ -274,7 +274,7 @@ def test_relations_of_an_older_database_are_detected_at_first_use(tmp_path: Path
             conn.execute("DELETE FROM doc_relations")
             conn.execute("DELETE FROM meta WHERE key = 'relations_version'")
     with _open(tmp_path / "home") as lib:
-        assert lib.search("audit log retention").hits[1].relations
+        assert lib.lookup.search("audit log retention").hits[1].relations
         assert relation_rows.snapshot(lib.db.conn) == before
 
 
@@ -284,7 +284,7 @@ def test_relations_of_an_older_database_are_detected_at_first_use(tmp_path: Path
 def test_search_puts_the_correction_first_and_says_so(tmp_path: Path) -> None:
     """issue 9: both match; the current one ranks first; each says what it is."""
     with _library(tmp_path, {"retention.md": RETENTION, "errata.md": ERRATA}) as lib:
-        hits = lib.search("how many days are audit logs kept in the archive bucket").hits
+        hits = lib.lookup.search("how many days are audit logs kept in the archive bucket").hits
         assert [h.title for h in hits] == [
             "Errata for the audit log retention policy",
             "Audit log retention policy",
@@ -298,7 +298,7 @@ def test_search_about_the_past_finds_the_old_version_first(tmp_path: Path) -> No
     """issue 9: "before the change" asks for the old version."""
     with _library(tmp_path, {"retention.md": RETENTION, "errata.md": ERRATA}) as lib:
         query = "how many days were audit logs kept in the archive bucket before the change"
-        hits = lib.search(query).hits
+        hits = lib.lookup.search(query).hits
         assert hits[0].title == "Audit log retention policy"
         assert hits[0].relations  # still says it was corrected
 
@@ -315,12 +315,12 @@ def test_search_withdrawn_says_when_and_by_whom(tmp_path: Path) -> None:
         "The office move to Pier 9 is off; we stay.\n"
     )
     with _library(tmp_path, {"move.md": move, "notice.md": notice}) as lib:
-        hits = lib.search("office move to Pier 9").hits
+        hits = lib.lookup.search("office move to Pier 9").hits
         assert hits[0].title.startswith("WITHDRAWN")
         assert hits[1].relations == (f"withdrawn on 2026-03-20 by {hits[0].doc}#L4-L4",)
     off = Library(Settings(home=tmp_path / "home", embedder="none", relations=False))
     with off:
-        assert all(h.relations == () for h in off.search("office move to Pier 9").hits)
+        assert all(h.relations == () for h in off.lookup.search("office move to Pier 9").hits)
 
 
 def test_search_marks_a_contradiction_without_picking(tmp_path: Path) -> None:
@@ -330,7 +330,7 @@ def test_search_marks_a_contradiction_without_picking(tmp_path: Path) -> None:
     sec = "# Session timeout (security)\n\nThe web session timeout is 15 minutes.\n"
     cache = "# Cache warmup\n\nThe web cache warmup takes 5 minutes after session start.\n"
     with _library(tmp_path, {"ops.md": ops, "sec.md": sec, "cache.md": cache}) as lib:
-        hits = {h.title: h for h in lib.search("web session timeout minutes").hits}
+        hits = {h.title: h for h in lib.lookup.search("web session timeout minutes").hits}
         a, b = hits["Session timeout"], hits["Session timeout (security)"]
         assert a.relations == (f"contradicts {b.cite}",)
         assert b.relations == (f"contradicts {a.cite}",)
@@ -342,15 +342,15 @@ def test_read_shows_relations_both_ways(tmp_path: Path) -> None:
     the references it makes that match nothing."""
     extra = "# Correction to the parking rules\n\nLevel 2, not 3.\n"
     with _library(tmp_path, {"retention.md": RETENTION, "errata.md": ERRATA, "p.md": extra}) as lib:
-        errata = lib.search("errata audit log retention").hits[0]
-        old = lib.read("retention.md")
+        errata = lib.lookup.search("errata audit log retention").hits[0]
+        old = lib.lookup.read("retention.md")
         assert old.relations == (
             f"corrected by {errata.doc} (evidence: {errata.doc}#L4-L4, from prose)",
         )
-        assert lib.read(errata.doc).relations == (
+        assert lib.lookup.read(errata.doc).relations == (
             f"corrects {old.doc} (evidence: {errata.doc}#L4-L4, from prose)",
         )
-        assert lib.read("p.md").relations == ("corrects 'the parking rules': pending (L1)",)
+        assert lib.lookup.read("p.md").relations == ("corrects 'the parking rules': pending (L1)",)
 
 
 @pytest.mark.anyio
@@ -415,8 +415,12 @@ def test_relations_match_by_date_and_by_series(tmp_path: Path) -> None:
             "withdraws",
             "Quarry Lane desk closes on 30 May",
         ) in dated
-        assert lib.read("m2.md").relations[0].startswith(f"corrected by {lib.read('m3.md').doc}")
-        assert lib.read("m1.md").relations == ()
+        assert (
+            lib.lookup.read("m2.md")
+            .relations[0]
+            .startswith(f"corrected by {lib.lookup.read('m3.md').doc}")
+        )
+        assert lib.lookup.read("m1.md").relations == ()
 
 
 def test_document_date_is_read_from_the_text_and_the_file_name() -> None:
@@ -457,7 +461,7 @@ def test_as_of_date_reads_the_ways_questions_name_a_time(query: str, as_of: str 
 def test_cli_read_prints_relations(tmp_path: Path, kb_cli) -> None:
     """issue 9: `kb-mcp read` shows the relations, with cites, in its text output."""
     with _library(tmp_path, {"retention.md": RETENTION, "errata.md": ERRATA}) as lib:
-        errata = lib.read("errata.md").doc
+        errata = lib.lookup.read("errata.md").doc
     done = kb_cli("read", "retention.md")
     assert done.returncode == 0, done.stderr
     assert f"relations:\n- corrected by {errata} (evidence: {errata}#L4-L4, from prose)" in (
@@ -474,10 +478,10 @@ def test_entities_show_the_relations_of_the_documents_they_list(tmp_path: Path) 
         "Facilities stays where it is.\n"
     )
     with _library(tmp_path, {"move.md": move, "notice.md": notice}) as lib:
-        (pier, *_) = lib.entities("Pier 9")
-        old = lib.read("move.md").doc
+        (pier, *_) = lib.entities.find("Pier 9")
+        old = lib.lookup.read("move.md").doc
         assert pier.relations[old] == (
-            f"withdrawn on 2026-03-20 by {lib.read('notice.md').doc}#L4-L4",
+            f"withdrawn on 2026-03-20 by {lib.lookup.read('notice.md').doc}#L4-L4",
         )
         assert "withdrawn on 2026-03-20 by" in entities_text([pier])
 
@@ -569,7 +573,7 @@ def test_search_ranks_a_chinese_withdrawal_first_and_says_so(tmp_path: Path) -> 
         "关于调整夜班车时刻表的通知现予撤回，夜班车末班时间不变。\n"
     )
     with _library(tmp_path, {"old.md": old, "notice.md": notice}) as lib:
-        hits = lib.search("夜班车末班时间").hits
+        hits = lib.lookup.search("夜班车末班时间").hits
         assert [h.title for h in hits] == ["撤回通知", "关于调整夜班车时刻表的通知"]
         assert hits[1].relations == (f"withdrawn on 2026-03-20 by {hits[0].doc}#L6-L6",)
 
@@ -600,9 +604,9 @@ def test_search_demotes_a_corrected_document_only_for_the_corrected_fact(
     (the incident commander) still gets the postmortem first, not demoted, and the
     postmortem still says it was corrected."""
     with _library(tmp_path, {"pm.md": POSTMORTEM, "addendum.md": ADDENDUM}) as lib:
-        count = lib.search("how many ferry ticket gates did the harbour outage hit").hits
+        count = lib.lookup.search("how many ferry ticket gates did the harbour outage hit").hits
         assert count[0].title.startswith("Addendum")
-        who = lib.search("who was incident commander of the harbour ferry gates outage").hits
+        who = lib.lookup.search("who was incident commander of the harbour ferry gates outage").hits
         assert who[0].title.startswith("Postmortem")
         assert who[0].adjustments == ()
         assert who[0].relations == (f"corrected by {count[0].doc}#L4-L4",)
@@ -805,8 +809,8 @@ def test_relations_an_outdated_banner_naming_two_files_is_no_edge(tmp_path: Path
         "# Changelog\n\n## 2.0.1 - 2025-03-02\n\n### Reverted\n\n- Offline maps (added in 2.0.0)\n"
     )
     with _open(tmp_path / "home") as lib:
-        lib.add_folder(folder, "notes")
-        lib.sync("notes")
+        lib.folders.add_folder(folder, "notes")
+        lib.folders.sync("notes")
         states = {(f, k, t, state) for f, k, t, state in _edges(lib)}
         assert states == {  # the open side is '?': a reverse row's changer, a bullet's page
             ("?", "supersedes", "Old", "ambiguous"),
@@ -947,7 +951,7 @@ def test_relations_of_a_library_stored_under_older_rules_are_detected_again(
         conn.execute("DELETE FROM doc_relations")
         conn.execute("UPDATE meta SET value = '6' WHERE key = 'relations_version'")
     with _open(tmp_path / "home") as lib:
-        lib.search("Einzelfahrschein Preis")
+        lib.lookup.search("Einzelfahrschein Preis")
         rows = lib.db.conn.execute("SELECT kind FROM doc_relations").fetchall()
         assert rows == [("corrects",)]
 

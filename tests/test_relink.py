@@ -161,22 +161,24 @@ def _ingest(tmp_path: Path, seed: int, order_seed: int) -> list[tuple]:
     folder = root / "notes"
     folder.mkdir(parents=True)
     with _open(root / "home") as lib:
-        lib.add_folder(folder, "notes")
+        lib.folders.add_folder(folder, "notes")
         for start in range(0, len(names), 9):
             _write(folder, {n: files[n] for n in names[start : start + 9]})
-            lib.sync("notes")
+            lib.folders.sync("notes")
             _assert_as_from_scratch(lib)
         # Agent text names agent documents only (the held rule), never the user's files.
-        lib.add_document("On-call rota", "Ann, then Bob.\n", "agent://rota")
-        lib.add_document("Correction to the on-call rota", "Bob, not Ann.\n", "agent://rota-fix")
+        lib.writing.add_document("On-call rota", "Ann, then Bob.\n", "agent://rota")
+        lib.writing.add_document(
+            "Correction to the on-call rota", "Bob, not Ann.\n", "agent://rota-fix"
+        )
         _assert_as_from_scratch(lib)
         gone = sorted(names)[:: max(1, order_seed % 5 + 3)]
         for name in gone:
             (folder / name).unlink()
-        lib.sync("notes")
+        lib.folders.sync("notes")
         _assert_as_from_scratch(lib)
         _write(folder, {n: files[n] for n in gone})
-        lib.sync("notes")
+        lib.folders.sync("notes")
         _assert_as_from_scratch(lib)
         return relation_rows.snapshot(lib.db.conn)
 
@@ -197,12 +199,12 @@ def test_relink_sees_a_rename_written_outside_relink(tmp_path: Path) -> None:
     folder = tmp_path / "notes"
     _write(folder, {"a.md": "# Draft one\n\nText.\n"})
     with _open(tmp_path / "home") as lib:
-        lib.add_folder(folder, "notes")
-        lib.sync("notes")
+        lib.folders.add_folder(folder, "notes")
+        lib.folders.sync("notes")
         with lib.db.write() as conn:
             conn.execute("UPDATE documents SET title = 'Vendor onboarding checklist'")
         _write(folder, {"fix.md": "# Errata for the vendor onboarding checklist\n\nStep 3.\n"})
-        lib.sync("notes")
+        lib.folders.sync("notes")
         assert {state for _, state in _stored(lib.db.conn).values()} == {"resolved"}
         _assert_as_from_scratch(lib)
 
@@ -213,15 +215,15 @@ def test_relink_index_recovers_from_a_rolled_back_transaction(tmp_path: Path) ->
     folder = tmp_path / "notes"
     _write(folder, {"fix.md": "# Errata for the vendor onboarding checklist\n\nStep 3.\n"})
     with _open(tmp_path / "home") as lib:
-        lib.add_folder(folder, "notes")
-        lib.sync("notes")
+        lib.folders.add_folder(folder, "notes")
+        lib.folders.sync("notes")
         with pytest.raises(RuntimeError), lib.db.write():
-            lib.add_document("Vendor onboarding checklist", "Steps.\n", "x://checklist")
+            lib.writing.add_document("Vendor onboarding checklist", "Steps.\n", "x://checklist")
             raise RuntimeError("rolled back")
-        lib.add_document("Travel policy", "Trains.\n", "x://travel")
+        lib.writing.add_document("Travel policy", "Trains.\n", "x://travel")
         assert {state for _, state in _stored(lib.db.conn).values()} == {"pending"}
         _write(folder, {"list.md": "# Vendor onboarding checklist\n\nSteps.\n"})
-        lib.sync("notes")
+        lib.folders.sync("notes")
         assert {state for _, state in _stored(lib.db.conn).values()} == {"resolved"}
         _assert_as_from_scratch(lib)
 
@@ -235,8 +237,8 @@ def test_relink_backfill_interrupted_resumes_and_is_not_current_until_done(
     folder = tmp_path / "notes"
     _write(folder, files)
     with _open(tmp_path / "home") as lib:
-        lib.add_folder(folder, "notes")
-        lib.sync("notes")
+        lib.folders.add_folder(folder, "notes")
+        lib.folders.sync("notes")
         before = relation_rows.snapshot(lib.db.conn)
         with lib.db.write() as conn:
             conn.execute("DELETE FROM meta WHERE key = 'relations_version'")
@@ -255,13 +257,13 @@ def test_relink_backfill_interrupted_resumes_and_is_not_current_until_done(
     monkeypatch.setattr(relink, "record_relations", failing)
     with _open(tmp_path / "home") as lib:
         with pytest.raises(RuntimeError):
-            lib.search("audit log retention")
+            lib.lookup.search("audit log retention")
         conn = lib.db.conn
         assert conn.execute("SELECT value FROM meta WHERE key = 'relations_cursor'").fetchone()
         assert not conn.execute("SELECT 1 FROM meta WHERE key = 'relations_version'").fetchone()
     monkeypatch.setattr(relink, "record_relations", real)
     with _open(tmp_path / "home") as lib:
-        lib.search("audit log retention")
+        lib.lookup.search("audit log retention")
         assert relation_rows.snapshot(lib.db.conn) == before
         assert not lib.db.query("SELECT 1 FROM meta WHERE key = 'relations_cursor'")
         _assert_as_from_scratch(lib)
@@ -334,18 +336,18 @@ def test_relink_sees_documents_another_process_stored(tmp_path: Path) -> None:
     folder = tmp_path / "notes"
     _write(folder, {"a.md": "# Lunch menu\n\nSoup.\n"})
     with _open(tmp_path / "home") as lib:
-        lib.add_folder(folder, "notes")
-        lib.sync("notes")  # this process's index now holds the library
+        lib.folders.add_folder(folder, "notes")
+        lib.folders.sync("notes")  # this process's index now holds the library
         script = (
             "import sys; from pathlib import Path\n"
             "from kb_mcp.library import Library; from kb_mcp.settings import Settings\n"
             "s = Settings(home=Path(sys.argv[1]), embedder='none', allow_agent_writes=True)\n"
             "with Library(s) as lib:\n"
-            "    lib.add_document('Vendor onboarding checklist', 'Steps.\\n', 'x://list')\n"
+            "    lib.writing.add_document('Vendor onboarding checklist', 'Steps.\\n', 'x://list')\n"
         )
         subprocess.run([sys.executable, "-c", script, str(tmp_path / "home")], check=True)
         _write(folder, {"fix.md": "# Errata for the vendor onboarding checklist\n\nStep 3.\n"})
-        lib.sync("notes")
+        lib.folders.sync("notes")
         assert {state for _, state in _stored(lib.db.conn).values()} == {"resolved"}
         _assert_as_from_scratch(lib)
 
@@ -387,16 +389,16 @@ def test_relink_each_rule_resolves_whichever_side_arrives_first(
     folder = tmp_path / "notes"
     folder.mkdir()
     with _open(tmp_path / "home") as lib:
-        lib.add_folder(folder, "notes")
+        lib.folders.add_folder(folder, "notes")
         for group in (staters, targets) if staters_first else (targets, staters):
             _write(folder, group)
-            lib.sync("notes")
+            lib.folders.sync("notes")
         stored = _stored(lib.db.conn)
         # Every pair resolved (the update's heading also yields a dateline, pending).
         assert [state for _, state in stored.values()].count("resolved") == len(RULE_PAIRS)
         _assert_as_from_scratch(lib)
         for name in targets:  # removed: every row is pending again
             (folder / name).unlink()
-        lib.sync("notes")
+        lib.folders.sync("notes")
         assert {state for _, state in _stored(lib.db.conn).values()} == {"pending"}
         _assert_as_from_scratch(lib)

@@ -20,9 +20,9 @@ def test_search_answer_redacts_each_string_once_for_text_and_data(tmp_path: Path
     )
     (notes / "rollback.md").write_text("# Rollback\n\nRoll back the canary when errors rise.\n")
     with Library(Settings(home=tmp_path / "home", embedder="none")) as library:
-        library.add_folder(notes)
-        library.sync()
-        result = library.search("canary deploy runbook", mode="keyword")
+        library.folders.add_folder(notes)
+        library.folders.sync()
+        result = library.lookup.search("canary deploy runbook", mode="keyword")
     assert len(result.hits) == 2 and "pixel.png?s=hunter2" in result.hits[0].text
     render._redacted.cache_clear()
     data = render.search_data(result)

@@ -162,7 +162,9 @@ def _library(home: Path, host: str, timeout_ms: int = 2_000) -> Library:
     )
     library = Library(settings)
     for name, (title, text) in FRUIT.items():
-        library.add_document(title, f"# {title}\n\n{text}\n", f"file:///{name}.md", by_agent=False)
+        library.writing.add_document(
+            title, f"# {title}\n\n{text}\n", f"file:///{name}.md", by_agent=False
+        )
     return library
 
 
@@ -175,7 +177,7 @@ def test_a_reranker_slower_than_the_deadline_is_skipped_with_the_reason(
     with _library(tmp_path / "home", ollama_server.url, timeout_ms=1_000) as library:
         ollama_server.delay_s = 5.0
         started = time.perf_counter()
-        result = library.search("fruit")
+        result = library.lookup.search("fruit")
         elapsed = time.perf_counter() - started
     assert [hit.title for hit in result.hits] == ["Orchard", "Garden", "Kiwi"]
     assert result.reason is not None
@@ -265,13 +267,13 @@ def test_only_the_first_20_are_read_and_the_rest_keep_their_places(
     with Library(settings) as library:
         for n in range(25):  # "fruit" said 25 times in the first, once in the last
             text = " ".join(["fruit"] * (25 - n) + ["plum"] * n)
-            library.add_document(f"Page {n}", text, f"file:///page{n}.md", by_agent=False)
-        result = library.search("fruit", top_k=25)
+            library.writing.add_document(f"Page {n}", text, f"file:///page{n}.md", by_agent=False)
+        result = library.lookup.search("fruit", top_k=25)
     with Library(replace(settings, home=tmp_path / "plain", reranker="none")) as plain:
         for n in range(25):
             text = " ".join(["fruit"] * (25 - n) + ["plum"] * n)
-            plain.add_document(f"Page {n}", text, f"file:///page{n}.md", by_agent=False)
-        fused = [hit.title for hit in plain.search("fruit", top_k=25).hits]
+            plain.writing.add_document(f"Page {n}", text, f"file:///page{n}.md", by_agent=False)
+        fused = [hit.title for hit in plain.lookup.search("fruit", top_k=25).hits]
     [asked] = ollama_server.chat_requests
     assert len(_fenced_passages(asked)) == 20
     assert [hit.title for hit in result.hits] == [fused[19], fused[18], *fused[:18], *fused[20:]]

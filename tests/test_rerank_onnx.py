@@ -110,7 +110,9 @@ FRUIT = {
 def _fruit_library(home: Path, **settings: str) -> Library:
     library = Library(Settings(home=home, embedder="none", **settings))
     for name, (title, text) in FRUIT.items():
-        library.add_document(title, f"# {title}\n\n{text}\n", f"file:///{name}", by_agent=False)
+        library.writing.add_document(
+            title, f"# {title}\n\n{text}\n", f"file:///{name}", by_agent=False
+        )
     return library
 
 
@@ -119,11 +121,11 @@ def test_a_search_shows_the_rerankers_order_and_says_who_moved_each_hit(
 ) -> None:
     model = cross_encoder(tmp_path / "model")
     with _fruit_library(tmp_path / "plain") as plain:
-        fused = plain.search("fruit")
+        fused = plain.lookup.search("fruit")
     assert [hit.title for hit in fused.hits][-1] == "Kiwi"
     with _fruit_library(tmp_path / "home", reranker="onnx", reranker_model=str(model)) as library:
-        result = library.search("fruit")
-        doctor = {check.name: check for check in library.doctor().checks}
+        result = library.lookup.search("fruit")
+        doctor = {check.name: check for check in library.health.report().checks}
     assert [hit.title for hit in result.hits] == ["Kiwi", *[h.title for h in fused.hits[:-1]]]
     assert result.reason is None
     kiwi = result.hits[0]
@@ -140,11 +142,11 @@ def test_a_broken_reranker_leaves_the_fused_order_with_the_reason(tmp_path: Path
     the check with the same words."""
     (tmp_path / "empty").mkdir()
     with _fruit_library(tmp_path / "plain") as plain:
-        fused = plain.search("fruit")
+        fused = plain.lookup.search("fruit")
     settings = {"reranker": "onnx", "reranker_model": str(tmp_path / "empty")}
     with _fruit_library(tmp_path / "home", **settings) as library:
-        result = library.search("fruit")
-        doctor = {check.name: check for check in library.doctor().checks}
+        result = library.lookup.search("fruit")
+        doctor = {check.name: check for check in library.health.report().checks}
     assert [hit.doc for hit in result.hits] == [hit.doc for hit in fused.hits]
     assert result.reason is not None and result.reason.startswith("reranker skipped: the ")
     assert "has no model.onnx and no tokenizer.json" in result.reason
@@ -157,9 +159,9 @@ def test_a_model_refused_at_load_leaves_the_fused_order_with_the_reason(tmp_path
     cross-encoder fails there, and the search still answers, saying why."""
     model = cross_encoder(tmp_path / "model", extra_input="pixel_values")
     with _fruit_library(tmp_path / "plain") as plain:
-        fused = plain.search("fruit")
+        fused = plain.lookup.search("fruit")
     with _fruit_library(tmp_path / "home", reranker="onnx", reranker_model=str(model)) as library:
-        result = library.search("fruit")
+        result = library.lookup.search("fruit")
     assert [hit.doc for hit in result.hits] == [hit.doc for hit in fused.hits]
     assert result.reason is not None
     assert result.reason.startswith(f"reranker skipped: {model / 'model.onnx'} is not a cross")

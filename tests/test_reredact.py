@@ -78,7 +78,7 @@ def _raw_folder_file(lib: Library, folder: Path) -> str:
     """A folder file stored raw with its stat and hash recorded (a sync skips it)."""
     path = folder / "runbook.md"
     path.write_text(BODY, encoding="utf-8")
-    lib.add_folder(folder)
+    lib.folders.add_folder(folder)
     digest = text_hash(BODY)
     record = rows.NewDocument(
         "f-" + digest[:16], "Deploy runbook", None, "markdown", None, BODY, digest, "2024-05-01",
@@ -156,7 +156,7 @@ def test_reredact_old_library_takes_the_secret_out_of_every_table_term_and_file(
     names = (agent_key, "runbook.md")
     with Library(Settings(home=home)) as lib:
         spans = {name: _spans(lib, name) for name in names}
-        assert lib.grep(VAULT).matches == ()  # the grep oracle is closed from the first call
+        assert lib.lookup.grep(VAULT).matches == ()  # the grep oracle is closed from the first call
         notes = rows.get_source(lib.db.conn, "notes").id
         folder_state = {s.path: s for s in rows.source_locations(lib.db.conn, notes).values()}
         assert (folder_state["runbook.md"].mtime_ns, folder_state["runbook.md"].file_hash) == (
@@ -172,11 +172,11 @@ def test_reredact_old_library_takes_the_secret_out_of_every_table_term_and_file(
             assert row.text.count("\n") == BODY.count("\n")
             assert row.content_hash == text_hash(row.text)
             for secret, line in SECRET_LINES.items():
-                text = lib.read(name, line, line).text
+                text = lib.lookup.read(name, line, line).text
                 assert "[REDACTED:" in text and secret not in text
         new_key = rows.find_documents_by_path(lib.db.conn, "runbook.md")[0].doc_key
         assert new_key != folder_key  # a folder file's key follows its (redacted) text
-        report = lib.sync()[0]
+        report = lib.folders.sync()[0]
         assert (report.failed, report.removed, report.updated) == (0, 0, 0)
         assert rows.find_documents_by_path(lib.db.conn, "runbook.md")[0].doc_key == new_key
     assert _leaks(home) == []
@@ -204,8 +204,8 @@ def test_reredact_second_open_writes_nothing(tmp_path: Path) -> None:
     state = (hashlib.sha256((home / DB_FILE).read_bytes()).hexdigest(), doc_file.stat().st_mtime_ns)
     with Library(Settings(home=home)) as lib:
         assert lib.redaction.ensure_current() is None
-        lib.search("deploy runbook")
-        lib.grep("vault")
+        lib.lookup.search("deploy runbook")
+        lib.lookup.grep("vault")
     assert state == (
         hashlib.sha256((home / DB_FILE).read_bytes()).hexdigest(),
         doc_file.stat().st_mtime_ns,
@@ -278,10 +278,10 @@ def test_library_open_leaves_the_upgrade_to_first_use(tmp_path: Path) -> None:
     home = tmp_path / "home"
     _old_library(home)
     with Library(Settings(home=home)) as lib:
-        assert lib.overview().health["stored_redaction"] == "pending upgrade"
+        assert lib.catalog.overview().health["stored_redaction"] == "pending upgrade"
         assert reredact.is_due(lib.db.conn)
-        lib.search("deploy")
-        assert lib.overview().health["stored_redaction"] == "current"
+        lib.lookup.search("deploy")
+        assert lib.catalog.overview().health["stored_redaction"] == "current"
 
 
 def test_reredact_leaves_text_of_a_newer_rules_version_alone(tmp_path: Path) -> None:

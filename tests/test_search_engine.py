@@ -45,8 +45,8 @@ def crowded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Library]:
     for n in range(SHORT_DOCUMENTS):
         (folder / f"note-{n:02d}.md").write_text(_short_document(n), encoding="utf-8")
     library = Library(Settings(home=base / "home"))
-    library.add_folder(folder)
-    library.sync()
+    library.folders.add_folder(folder)
+    library.folders.sync()
     yield library
     library.close()
 
@@ -56,7 +56,7 @@ def test_search_returns_top_k_documents_when_long_documents_match_many_passages(
     crowded: Library, top_k: int
 ) -> None:
     """issue 7 item 12: top_k 5 used to return 3 documents (the long ones ate the budget)."""
-    hits = crowded.search("widget", top_k=top_k).hits
+    hits = crowded.lookup.search("widget", top_k=top_k).hits
     assert len(hits) == top_k
     assert len({h.doc for h in hits}) == top_k
 
@@ -65,30 +65,30 @@ def test_search_returns_every_matching_document_when_fewer_than_top_k_match(
     crowded: Library,
 ) -> None:
     """issue 7 item 12: the read goes deeper until the matches run out, then stops."""
-    hits = crowded.search("widget", top_k=100).hits
+    hits = crowded.lookup.search("widget", top_k=100).hits
     assert len(hits) == LONG_DOCUMENTS + SHORT_DOCUMENTS
 
 
 def test_search_rank_of_a_document_does_not_depend_on_top_k(crowded: Library) -> None:
     """issue 7 item 12: the first 5 of top_k 20 are exactly the results of top_k 5."""
-    widest = [h.doc for h in crowded.search("widget", top_k=33).hits]
+    widest = [h.doc for h in crowded.lookup.search("widget", top_k=33).hits]
     for top_k in (1, 3, 5, 10, 20):
-        assert [h.doc for h in crowded.search("widget", top_k=top_k).hits] == widest[:top_k]
-        assert [h.rank for h in crowded.search("widget", top_k=top_k).hits] == list(
+        assert [h.doc for h in crowded.lookup.search("widget", top_k=top_k).hits] == widest[:top_k]
+        assert [h.rank for h in crowded.lookup.search("widget", top_k=top_k).hits] == list(
             range(1, top_k + 1)
         )
 
 
 def test_search_scoped_to_a_source_also_returns_top_k_documents(crowded: Library) -> None:
     """issue 7 item 12: the source-scoped query reads deeper in the same way."""
-    hits = crowded.search("widget", top_k=10, source="notes").hits
+    hits = crowded.lookup.search("widget", top_k=10, source="notes").hits
     assert len({h.doc for h in hits}) == 10
 
 
 def test_search_empty_library_says_it_is_empty_and_how_to_add(tmp_path: Path) -> None:
     """issue 7 item 22: an empty library is not "no passage matches"."""
     with Library(Settings(home=tmp_path / "home")) as library:
-        result = library.search("anything at all")
+        result = library.lookup.search("anything at all")
     assert result.hits == ()
     assert result.reason is not None
     assert "library is empty" in result.reason
@@ -118,7 +118,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Library]:
             encoding="utf-8",
         )
     library = Library(Settings(home=base / "home"))
-    library.add_folder(root)
-    library.sync()
+    library.folders.add_folder(root)
+    library.folders.sync()
     yield library
     library.close()

@@ -25,7 +25,7 @@ from kb_mcp.bench.beir import GOLDEN_SET, load_beir
 from kb_mcp.bench.retrieval import ingest
 from kb_mcp.embed.base import EmbedderUnavailable, EmbeddingSignature
 from kb_mcp.library import Library
-from kb_mcp.lookup import MODEL_LOADING
+from kb_mcp.library.lookup import MODEL_LOADING
 from kb_mcp.render import search_data, search_text
 from kb_mcp.search.calibration import CALIBRATIONS, VectorCalibration
 from kb_mcp.search.engine import (
@@ -107,8 +107,8 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Library]:
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(text, encoding="utf-8")
     lib = Library(Settings(home=base / "home", embedder="none"))
-    lib.add_folder(folder)
-    lib.sync()
+    lib.folders.add_folder(folder)
+    lib.folders.sync()
     yield lib
     lib.close()
 
@@ -129,7 +129,7 @@ def explained(result: SearchResult) -> None:
 
 
 def test_search_modes_auto_without_embedder_is_keyword_and_no_fallback(library: Library) -> None:
-    result = library.search("rollback the previous release")
+    result = library.lookup.search("rollback the previous release")
     assert (result.mode, result.fallback, result.reason) == ("keyword", None, None)
     assert result.hits[0].title == "Rolling back a deployment"
 
@@ -138,8 +138,8 @@ def test_search_modes_auto_without_embedder_is_keyword_and_no_fallback(library: 
 def test_search_modes_vectors_without_embedder_fall_back_to_keyword_with_reason(
     library: Library, mode: str
 ) -> None:
-    keyword = library.search("rollback the previous release", mode="keyword")
-    result = library.search("rollback the previous release", mode=mode)
+    keyword = library.lookup.search("rollback the previous release", mode="keyword")
+    result = library.lookup.search("rollback the previous release", mode=mode)
     assert (result.mode, result.fallback) == ("keyword", "keyword")
     assert result.reason == NO_EMBEDDER.reason == "no embedder configured (--embedder none)"
     assert result.hits == keyword.hits
@@ -220,7 +220,7 @@ def test_search_modes_vector_runs_the_vector_leg_alone(library: Library) -> None
 
 
 def test_search_modes_superseded_version_reports_what_demoted_it(library: Library) -> None:
-    result = library.search("ledger connection pool connections per instance", top_k=10)
+    result = library.lookup.search("ledger connection pool connections per instance", top_k=10)
     by_title = {h.title: h for h in result.hits}
     old = by_title["Ledger pool size"]
     new = by_title["Ledger pool size (revised)"]
@@ -231,7 +231,7 @@ def test_search_modes_superseded_version_reports_what_demoted_it(library: Librar
 
 
 def test_search_modes_render_shows_fallback_legs_and_adjustments(library: Library) -> None:
-    result = library.search("ledger connection pool connections per instance", mode="hybrid")
+    result = library.lookup.search("ledger connection pool connections per instance", mode="hybrid")
     text = search_text(result)
     assert "(mode: keyword, fell back to keyword)" in text
     assert "note: no embedder configured (--embedder none)" in text
@@ -241,7 +241,7 @@ def test_search_modes_render_shows_fallback_legs_and_adjustments(library: Librar
 
 
 def test_search_modes_empty_answer_gives_both_reasons(library: Library) -> None:
-    result = library.search("kubernetes helm chart values", mode="hybrid")
+    result = library.lookup.search("kubernetes helm chart values", mode="hybrid")
     assert result.hits == ()
     assert result.fallback == "keyword"
     assert result.reason is not None
@@ -320,7 +320,7 @@ def test_search_modes_keyword_search_never_imports_numpy(tmp_path: Path) -> None
         "from kb_mcp.library import Library\n"
         "from kb_mcp.settings import Settings\n"
         f"lib = Library(Settings(home=Path({str(tmp_path / 'home')!r}), embedder='none'))\n"
-        "lib.search('anything', mode='hybrid')\n"
+        "lib.lookup.search('anything', mode='hybrid')\n"
         "print('numpy' in sys.modules)\n"
     )
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
@@ -336,15 +336,15 @@ def embedded(tmp_path: Path) -> Iterator[Library]:
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(text, encoding="utf-8")
     lib = Library(Settings(home=tmp_path / "home", embedder="local"), make_embedder=hash_factory())
-    lib.add_folder(folder)
-    lib.sync()
-    lib.embed_pending()
+    lib.folders.add_folder(folder)
+    lib.folders.sync()
+    lib.vectors.embed_pending()
     yield lib
     lib.close()
 
 
 def test_search_modes_library_runs_hybrid_over_its_own_vectors(embedded: Library) -> None:
-    result = embedded.search("rolling back a deployment", mode="auto")
+    result = embedded.lookup.search("rolling back a deployment", mode="auto")
     assert (result.mode, result.fallback, result.reason) == ("hybrid", None, None)
     top = result.hits[0]
     assert top.title == "Rolling back a deployment"
@@ -352,10 +352,10 @@ def test_search_modes_library_runs_hybrid_over_its_own_vectors(embedded: Library
     assert 0 < top.leg_scores["vector"] <= 1
     assert result.embed_ms is not None
     explained(result)
-    vector = embedded.search("rolling back a deployment", mode="vector")
+    vector = embedded.lookup.search("rolling back a deployment", mode="vector")
     assert vector.mode == "vector"
     assert all(h.legs == ("vector",) for h in vector.hits)
-    keyword = embedded.search("rolling back a deployment", mode="keyword")
+    keyword = embedded.lookup.search("rolling back a deployment", mode="keyword")
     assert (keyword.mode, keyword.embed_ms) == ("keyword", None)
 
 
@@ -368,17 +368,17 @@ def test_search_modes_library_falls_back_while_vectors_are_being_built(
     folder = tmp_path / "notes"
     for n in range(40):
         (folder / f"extra-{n}.md").write_text(f"# Extra {n}\n\nSomething else {n}.\n")
-    embedded.sync()
-    state = embedded.vector_state()
+    embedded.folders.sync()
+    state = embedded.vectors.state()
     assert state.pending > 0
-    result = embedded.search("rolling back a deployment", mode="hybrid")
+    result = embedded.lookup.search("rolling back a deployment", mode="hybrid")
     assert (result.mode, result.fallback) == ("keyword", "keyword")
     assert result.reason == building(state.embedded, state.embedded + state.pending).reason
     assert "`kb-mcp embed` builds them" in result.reason
-    default = embedded.search("rolling back a deployment")
+    default = embedded.lookup.search("rolling back a deployment")
     assert (default.mode, default.fallback, default.reason) == ("keyword", "keyword", result.reason)
-    embedded.embed_pending()
-    done = embedded.search("rolling back a deployment")
+    embedded.vectors.embed_pending()
+    done = embedded.lookup.search("rolling back a deployment")
     assert (done.mode, done.fallback, done.reason) == ("hybrid", None, None)
 
 
@@ -390,14 +390,14 @@ def test_search_modes_hybrid_over_most_vectors_says_what_the_vector_leg_covers(
     folder = tmp_path / "notes"
     for n in range(40):
         (folder / f"extra-{n}.md").write_text(f"# Extra {n}\n\nSomething else {n}.\n")
-    embedded.sync()
-    embedded.embed_pending()
+    embedded.folders.sync()
+    embedded.vectors.embed_pending()
     (folder / "late.md").write_text("# Late\n\nA rollback note written after the run.\n")
-    embedded.sync()
-    state = embedded.vector_state()
+    embedded.folders.sync()
+    state = embedded.vectors.state()
     total = state.embedded + state.pending
     assert state.pending == 1 and state.embedded >= 0.95 * total
-    result = embedded.search("rolling back a deployment")
+    result = embedded.lookup.search("rolling back a deployment")
     assert (result.mode, result.fallback) == ("hybrid", None)
     assert result.reason == (
         f"hybrid over vectors for {total - 1:,} of {total:,} passages; the other 1 is "
@@ -425,9 +425,9 @@ def test_search_modes_default_search_while_the_model_loads_says_so(tmp_path: Pat
     embedder = LoadingEmbedder()
     settings = Settings(home=tmp_path / "home", embedder="local", allow_agent_writes=True)
     with Library(settings, make_embedder=lambda provider, model: embedder) as lib:
-        lib.add_document("Deploy runbook", "Run make rollback to undo a release.", "u:1")
-        lib.embed_pending()
-        during = lib.search("undo a release")
+        lib.writing.add_document("Deploy runbook", "Run make rollback to undo a release.", "u:1")
+        lib.vectors.embed_pending()
+        during = lib.lookup.search("undo a release")
         assert (during.mode, during.fallback, during.reason) == (
             "keyword",
             "keyword",
@@ -435,7 +435,7 @@ def test_search_modes_default_search_while_the_model_loads_says_so(tmp_path: Pat
         )
         assert during.hits
         embedder.loaded.set()
-        after = lib.search("undo a release")
+        after = lib.lookup.search("undo a release")
         assert (after.mode, after.fallback, after.reason) == ("hybrid", None, None)
 
 
@@ -451,9 +451,9 @@ def test_search_modes_library_with_an_unreachable_embedder_says_why(tmp_path: Pa
         ollama_host=f"http://127.0.0.1:{port}",
     )
     with Library(settings) as lib:
-        lib.add_document("Deploy runbook", "Run make rollback to undo a release.", "u:1")
+        lib.writing.add_document("Deploy runbook", "Run make rollback to undo a release.", "u:1")
         started = time.perf_counter()
-        result = lib.search("undo a release", mode="hybrid")
+        result = lib.lookup.search("undo a release", mode="hybrid")
         assert time.perf_counter() - started < 10
     assert (result.mode, result.fallback) == ("keyword", "keyword")
     assert result.reason is not None and result.reason.startswith("embedder unavailable:")

@@ -48,14 +48,14 @@ def test_search_just_added_note_ranks_first_before_it_has_a_vector(
     says so in its legs; once embedded and in the cached codes, nothing stands in for its
     vector rank."""
     with _library(tmp_path) as library:
-        library.add_document("Zorblax", NOTE, "t://zorblax")
-        waiting = library.search(QUESTION, mode="hybrid")
+        library.writing.add_document("Zorblax", NOTE, "t://zorblax")
+        waiting = library.lookup.search(QUESTION, mode="hybrid")
         assert waiting.mode == "hybrid" and waiting.hits[0].title == "Zorblax"
         assert waiting.hits[0].legs == ("keyword", "document", UNEMBEDDED_LEG)
         assert all(UNEMBEDDED_LEG not in hit.legs for hit in waiting.hits[1:])
-        library.embed_pending()
+        library.vectors.embed_pending()
         monkeypatch.setattr(vectors, "RELOAD_CHECK_S", 0.0)  # the codes reload at once
-        embedded = library.search(QUESTION, mode="hybrid")
+        embedded = library.lookup.search(QUESTION, mode="hybrid")
         assert embedded.hits[0].title == "Zorblax" and "vector" in embedded.hits[0].legs
         assert all(UNEMBEDDED_LEG not in hit.legs for hit in embedded.hits)
 
@@ -63,8 +63,8 @@ def test_search_just_added_note_ranks_first_before_it_has_a_vector(
 def test_search_keyword_mode_has_no_stand_in_for_vectors(tmp_path: Path) -> None:
     """Keyword mode fuses one leg: nothing stands in for a vector leg that did not run."""
     with _library(tmp_path) as library:
-        library.add_document("Zorblax", NOTE, "t://zorblax")
-        result = library.search(QUESTION, mode="keyword")
+        library.writing.add_document("Zorblax", NOTE, "t://zorblax")
+        result = library.lookup.search(QUESTION, mode="keyword")
         assert result.hits[0].title == "Zorblax"
         assert all(set(hit.legs) <= {"keyword", "document", "feedback"} for hit in result.hits)
 
@@ -78,9 +78,9 @@ def test_search_just_embedded_note_ranks_first_before_the_cached_codes_see_it(
     counted as embedded, yet the vector leg could not see it and nothing stood in."""
     monkeypatch.setattr(vectors, "RELOAD_CHECK_S", 3600.0)  # that second, however slow the run
     with _library(tmp_path) as library:
-        assert library.search(QUESTION, mode="hybrid").mode == "hybrid"  # codes cached now
-        library.add_document("Zorblax", NOTE, "t://zorblax")
-        library.embed_pending()  # stored; the cached codes are checked at most once a second
-        result = library.search(QUESTION, mode="hybrid")
+        assert library.lookup.search(QUESTION, mode="hybrid").mode == "hybrid"  # codes cached now
+        library.writing.add_document("Zorblax", NOTE, "t://zorblax")
+        library.vectors.embed_pending()  # stored; cached codes are checked at most once a second
+        result = library.lookup.search(QUESTION, mode="hybrid")
         assert result.mode == "hybrid" and result.hits[0].title == "Zorblax"
         assert result.hits[0].legs == ("keyword", "document", UNEMBEDDED_LEG)

@@ -81,7 +81,7 @@ def test_question_embedding_slower_than_the_deadline_falls_back_to_keyword(
     """An embedding three times the deadline: keyword results, the reason, no error."""
     lib, embedder = slow
     embedder.query_s = 3 * DEADLINE_MS / 1000
-    result = lib.search("undo the last release", mode=mode)
+    result = lib.lookup.search("undo the last release", mode=mode)
     assert (result.mode, result.fallback) == ("keyword", "keyword")
     assert result.reason == (
         f"embedder unavailable: embedding the question took longer than {DEADLINE_MS} ms"
@@ -98,7 +98,7 @@ def test_question_embedding_model_load_is_outside_its_budget(
     results on the first search (the CLI's one-shot search loads the model every time)."""
     lib, embedder = slow
     embedder.load_s = 3 * DEADLINE_MS / 1000
-    result = lib.search("undo the last release", mode="hybrid")
+    result = lib.lookup.search("undo the last release", mode="hybrid")
     assert (result.mode, result.fallback, result.reason) == ("hybrid", None, None)
     assert embedder.loaded
     assert result.embed_ms is not None and result.embed_ms >= 3 * DEADLINE_MS
@@ -111,7 +111,7 @@ def test_question_embedding_within_budget_runs_hybrid_and_is_timed(
     """An embedding of half the budget: hybrid, with its time reported apart."""
     lib, embedder = slow
     embedder.query_s = DEADLINE_MS / 2000
-    result = lib.search("undo the last release", mode="hybrid")
+    result = lib.lookup.search("undo the last release", mode="hybrid")
     assert (result.mode, result.fallback) == ("hybrid", None)
     assert result.embed_ms is not None and result.embed_ms >= DEADLINE_MS / 2
 
@@ -140,7 +140,9 @@ def test_question_embedding_stuck_embedder_costs_a_bounded_number_of_threads(
     embedder = StuckQuestions()
     with embedded_library(tmp_path, NOTES, embedder, search_timeout_ms=DEADLINE_MS) as lib:
         try:
-            reasons = [lib.search("undo the last release", mode="hybrid").reason for _ in range(4)]
+            reasons = [
+                lib.lookup.search("undo the last release", mode="hybrid").reason for _ in range(4)
+            ]
             assert embedder.started == MAX_QUESTION_EMBEDDINGS
             assert reasons == [
                 f"embedder unavailable: embedding the question took longer than {DEADLINE_MS} ms",
@@ -151,7 +153,7 @@ def test_question_embedding_stuck_embedder_costs_a_bounded_number_of_threads(
         finally:
             embedder.answer.set()
         _wait_for_question_threads()
-        result = lib.search("undo the last release", mode="hybrid")
+        result = lib.lookup.search("undo the last release", mode="hybrid")
         assert (result.mode, result.fallback) == ("hybrid", None)
 
 

@@ -399,15 +399,15 @@ def ingest_every_source(home: Path, tmp_path: Path, kb_cli) -> tuple[str, list[s
         # One line more than the folder copy, so dedup keeps it a document of its own.
         (uploads / name).write_text(text + "\nuploaded\n", encoding="utf-8")
     with Library(Settings(home=home, embedder="none")) as library:
-        library.add_folder(folder)
-        [report] = library.sync()
+        library.folders.add_folder(folder)
+        [report] = library.folders.sync()
         assert report.added == len(CORPUS), report.failures
         for name, _text, _secrets in CORPUS.values():
-            library.import_file(uploads / name)
+            library.writing.import_file(uploads / name)
         binaries = tmp_path / "binaries"
         binaries.mkdir()
         for path in write_binary_uploads(binaries):
-            library.import_file(path)
+            library.writing.import_file(path)
     for kind, (_name, text, _secrets) in CORPUS.items():
         (home / "docs" / f"hand-{kind}.md").write_text(hand_edited_file(kind, text))
     reindexed = kb_cli("reindex")
@@ -415,7 +415,7 @@ def ingest_every_source(home: Path, tmp_path: Path, kb_cli) -> tuple[str, list[s
     embedder = RecordingEmbedder()
     settings = Settings(home=home, embedder="test", embed_model="hash-64")
     with Library(settings, make_embedder=lambda _p, _m: embedder) as library:
-        report = library.embed_pending()
+        report = library.vectors.embed_pending()
         assert report is not None and report.error is None, report
     return reindexed.stdout + reindexed.stderr, embedder.seen
 

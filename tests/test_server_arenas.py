@@ -62,7 +62,7 @@ def test_serve_keeps_at_most_one_arena_beside_the_main_one(
     home = tmp_path / "home"
     body = "\n\n".join(f"## Part {i}\n\nrestore steps, part {i}. " * 8 for i in range(40))
     with Library(Settings(home=home, embedder="none")) as library:
-        library.add_document("Big", f"# Big\n\n{body}\n", "t://big", by_agent=False)
+        library.writing.add_document("Big", f"# Big\n\n{body}\n", "t://big", by_agent=False)
     server = RawServer(home, tmp_path / "stderr.log", child_env)
     server.handshake()
     bad: list[str] = []

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from kb_mcp.results import DocumentEntry, SourceListing
+from kb_mcp.library.results import DocumentEntry, SourceListing
 from kb_mcp.search.engine import Hit, SearchResult
 from kb_mcp.server.budget import (
     PASSAGE_CHARS,

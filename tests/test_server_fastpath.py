@@ -57,12 +57,12 @@ def library_home(root: Path) -> Settings:
     settings = Settings(home=root / "home", embedder="none", sync_interval_s=0)
     body = "\n\n".join(f"## Part {i}\n\n" + "restore steps here. " * 60 for i in range(160))
     with Library(settings) as library:
-        library.add_document(
+        library.writing.add_document(
             "Backups", "# Backups\n\nRestore with `kb restore`.\n", "t://b", by_agent=False
         )
-        library.add_document("Big", f"# Big\n\n{body}\n", "t://big", by_agent=False)
-        library.add_document("Many a", "a" * 5000 + "b\n", "t://aaaa", by_agent=False)
-        library.add_document("Letters", LETTERS, "t://letters", by_agent=False)
+        library.writing.add_document("Big", f"# Big\n\n{body}\n", "t://big", by_agent=False)
+        library.writing.add_document("Many a", "a" * 5000 + "b\n", "t://aaaa", by_agent=False)
+        library.writing.add_document("Letters", LETTERS, "t://letters", by_agent=False)
     return settings
 
 

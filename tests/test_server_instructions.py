@@ -27,9 +27,11 @@ def build_library(home: Path, tmp_path: Path) -> None:
     (notes / "keys.md").write_text("# Keys\n\nRotate the signing key every 90 days.\n")
     library = Library(Settings(home=home, embedder="none", allow_agent_writes=True))
     try:
-        library.add_folder(notes)
-        library.sync()
-        library.add_document("Saved page", "Caching notes from a web page.", "https://x.test/c")
+        library.folders.add_folder(notes)
+        library.folders.sync()
+        library.writing.add_document(
+            "Saved page", "Caching notes from a web page.", "https://x.test/c"
+        )
     finally:
         library.close()
 
@@ -92,9 +94,9 @@ def test_instructions_count_a_file_held_at_two_paths_once(tmp_path: Path) -> Non
         (folder / name).write_text("# Same\n\nThe very same text.\n", encoding="utf-8")
     (folder / "b.md").write_text("# Other\n\nAnother text.\n", encoding="utf-8")
     with Library(Settings(home=tmp_path / "home", embedder="none")) as library:
-        library.add_folder(folder, "notes")
-        library.sync()
-        [source] = library.overview().sources
+        library.folders.add_folder(folder, "notes")
+        library.folders.sync()
+        [source] = library.catalog.overview().sources
     summary = library_summary(tmp_path / "home" / "kb.db")
     assert summary is not None
     assert [s.documents for s in summary.sources] == [source.documents] == [2]

@@ -200,7 +200,7 @@ def big_library(root: Path) -> Path:
     home = root / "home"
     body = "\n\n".join(f"## Part {i}\n\n" + "restore steps here. " * 60 for i in range(160))
     with Library(Settings(home=home, embedder="none")) as library:
-        library.add_document("Big", f"# Big\n\n{body}\n", "t://big", by_agent=False)
+        library.writing.add_document("Big", f"# Big\n\n{body}\n", "t://big", by_agent=False)
     return home
 
 

@@ -668,15 +668,15 @@ async def test_grep_catastrophic_regex_returns_within_time_limit(mcp_client, hom
 # --- the wire ---------------------------------------------------------------------------------
 
 NOISY_SERVER = '''\
-"""kb-mcp serve, with a Library.search that first writes to fd 1 three ways."""
+"""kb-mcp serve, with a search that first writes to fd 1 three ways."""
 import ctypes
 import os
 import sys
 
-import kb_mcp.library
+import kb_mcp.library.lookup
 from kb_mcp.cli.main import main
 
-_search = kb_mcp.library.Library.search
+_search = kb_mcp.library.lookup.Lookup.search
 
 
 def noisy_search(self, *args, **kwargs):
@@ -686,7 +686,7 @@ def noisy_search(self, *args, **kwargs):
     return _search(self, *args, **kwargs)
 
 
-kb_mcp.library.Library.search = noisy_search
+kb_mcp.library.lookup.Lookup.search = noisy_search
 sys.exit(main(sys.argv[1:]))
 '''
 
@@ -762,7 +762,7 @@ def legacy_fts_library(library: Library, home: Path) -> dict[str, str]:
     default tokenizer over raw chunk text, and an older ``fts_version``.
     """
     ids = {
-        uri: library.add_document(title, text, uri, by_agent=False).doc
+        uri: library.writing.add_document(title, text, uri, by_agent=False).doc
         for title, text, uri in LEGACY_DOCS
     }
     library.close()
@@ -814,7 +814,9 @@ async def test_search_succeeds_when_lazy_fts_migration_outlasts_search_deadline(
             f"## Part {j}\n\n" + " ".join(f"note{i}x{j}x{k} getUserById" for k in range(60))
             for j in range(12)
         )
-        library.add_document(f"Doc {i}", f"# Doc {i}\n\n{sections}\n", f"t://{i}", by_agent=False)
+        library.writing.add_document(
+            f"Doc {i}", f"# Doc {i}\n\n{sections}\n", f"t://{i}", by_agent=False
+        )
     library.close()
     conn = apsw.Connection(str(home / "kb.db"))
     try:

@@ -38,8 +38,8 @@ def make_folder(folder: Path) -> None:
 def synced(tmp_path: Path) -> Library:
     make_folder(tmp_path / "notes")
     library = Library(Settings(home=tmp_path / "home", embedder="none"))
-    library.add_folder(tmp_path / "notes")
-    library.sync()
+    library.folders.add_folder(tmp_path / "notes")
+    library.folders.sync()
     return library
 
 
@@ -47,7 +47,7 @@ def test_a_source_listing_names_failed_and_skipped_files_with_how_to_read_them(
     tmp_path: Path,
 ) -> None:
     with synced(tmp_path) as library:
-        listing = library.list_source("notes")
+        listing = library.catalog.list_source("notes")
     assert [(f.path, f.reason) for f in listing.failed] == [
         ("blob.txt", "binary data (20% control characters)")
     ]
@@ -120,8 +120,8 @@ async def test_the_list_tool_names_them_over_mcp(
 ) -> None:
     make_folder(tmp_path / "notes")
     with Library(Settings(home=home, embedder="none")) as library:
-        library.add_folder(tmp_path / "notes")
-        library.sync()
+        library.folders.add_folder(tmp_path / "notes")
+        library.folders.sync()
     async with mcp_client() as client:
         listed = (await client.call_tool("list", {"source": "notes"})).structured_content
         overview = (await client.call_tool("list", {})).structured_content

@@ -270,8 +270,8 @@ def test_add_file_keeps_the_upload_kind_for_read(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     with Library(Settings(home=tmp_path / "home")) as library:
-        added = library.import_file(page)
-        assert library.read(added.doc).kind == "html"
+        added = library.writing.import_file(page)
+        assert library.lookup.read(added.doc).kind == "html"
 
 
 def test_cli_text_output_shows_control_characters_as_escapes(tmp_path: Path, kb: Cli) -> None:

@@ -48,12 +48,12 @@ def sync_folder(library: Library, folder: Path, files: dict[str, str]) -> None:
         path = folder / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
-    library.add_folder(folder)
-    library.sync()
+    library.folders.add_folder(folder)
+    library.folders.sync()
 
 
 def only_hit(library: Library, query: str) -> Hit:
-    hits = library.search(query).hits
+    hits = library.lookup.search(query).hits
     assert len(hits) == 1, f"{query!r}: expected one hit, got {[h.path for h in hits]}"
     return hits[0]
 
@@ -216,7 +216,7 @@ def test_asciidoc_listing_lines_are_found_under_their_section_with_exact_cites(
         hit = only_hit(library, word)
         assert hit.section == ("tidewatch-sync(1)", section), (word, hit.section)
         assert hit.text == "\n".join(lines[hit.start_line - 1 : hit.end_line])
-        assert word in library.read(hit.cite).text
+        assert word in library.lookup.read(hit.cite).text
 
 
 # Lines of every AsciiDoc block kind the scanner knows, unbalanced delimiters and noise.
@@ -486,7 +486,7 @@ def test_built_html_page_is_stored_from_its_heading_without_site_navigation(
     sync_folder(library, tmp_path / "site", {rel: page})
 
     hit = only_hit(library, "quillwort")
-    stored = library.read(hit.doc).text
+    stored = library.lookup.read(hit.doc).text
 
     assert stored.startswith(heading + "\n"), stored[:300]
     for word in NAVIGATION:

@@ -54,13 +54,13 @@ def make(root: Path, files: dict[str, str]) -> None:
 
 def sync_one(library: Library) -> SyncReport:
     """Sync every source and return the report of the only one."""
-    [report] = library.sync()
+    [report] = library.folders.sync()
     return report
 
 
 def sync_one_with(library: Library, should_stop: Callable[[], bool]) -> SyncReport:
     """Sync every source, stopping when ``should_stop`` says so; the only report."""
-    [report] = library.sync(should_stop=should_stop)
+    [report] = library.folders.sync(should_stop=should_stop)
     return report
 
 
@@ -75,11 +75,11 @@ def counts(report: SyncReport) -> dict[str, int]:
 
 
 def search_paths(library: Library, query: str) -> list[str | None]:
-    return [hit.path for hit in library.search(query).hits]
+    return [hit.path for hit in library.lookup.search(query).hits]
 
 
 def grep_paths(library: Library, text: str) -> list[str]:
-    return [m.path for m in library.grep(text, ignore_case=True).matches]
+    return [m.path for m in library.lookup.grep(text, ignore_case=True).matches]
 
 
 def all_stored_text(library: Library) -> str:
@@ -90,7 +90,7 @@ def all_stored_text(library: Library) -> str:
 
 
 def indexed_paths(library: Library, source: str) -> set[str]:
-    return {d.path for d in library.list_source(source, limit=200).documents}
+    return {d.path for d in library.catalog.list_source(source, limit=200).documents}
 
 
 def locations(library: Library, source: str) -> dict[str, LocationState]:
@@ -154,7 +154,7 @@ def test_kbignore_rules_exclude_matching_files(library: Library, notes: Path) ->
         "\\# not a comment.md\n",
         encoding="utf-8",
     )
-    library.add_folder(notes)
+    library.folders.add_folder(notes)
     report = sync_one(library)
     kept = {"keep.md", "final.draft.txt", "drafts.md", "sub/todo.md"}
     assert indexed_paths(library, "notes") == kept
@@ -175,7 +175,7 @@ def test_ignore_globs_given_at_registration_exclude_files(library: Library, note
             "notes/old.bak.md": "backup excluded",
         },
     )
-    library.add_folder(notes, ignore=["vendor/", "generated/**", "*.bak.md"])
+    library.folders.add_folder(notes, ignore=["vendor/", "generated/**", "*.bak.md"])
     sync_one(library)
     assert indexed_paths(library, "notes") == {"guide.md"}
     assert grep_paths(library, "excluded") == []
@@ -203,7 +203,7 @@ def test_walk_never_indexes_pruned_folders_junk_or_lock_files(
             "poetry.lock": "prunedword lock",
         },
     )
-    library.add_folder(notes)
+    library.folders.add_folder(notes)
     report = sync_one(library)
     assert indexed_paths(library, "notes") == {"readme.md"}
     assert "prunedword" not in all_stored_text(library)
@@ -229,13 +229,13 @@ def assert_never_stored(library: Library, *values: str) -> None:
     stored = all_stored_text(library)
     for value in values:
         assert value not in stored, value
-        assert library.search(value).hits == (), value
-        assert library.grep(value, ignore_case=True).matches == (), value
+        assert library.lookup.search(value).hits == (), value
+        assert library.lookup.grep(value, ignore_case=True).matches == (), value
 
 
 def test_sensitive_files_are_never_indexed_or_reported(library: Library, notes: Path) -> None:
     make(notes, {"readme.md": "plain readme note", **SECRETS})
-    library.add_folder(notes)
+    library.folders.add_folder(notes)
     report = sync_one(library)
     assert indexed_paths(library, "notes") == {"readme.md"}
     assert (report.added, report.failed, report.failures) == (1, 0, [])
@@ -256,7 +256,7 @@ def test_symlink_named_like_a_note_into_an_ssh_folder_is_never_read(
     (notes / "notes.md").symlink_to(ssh / "id_ed25519")
     (notes / "work.md").symlink_to(ssh / "work.md")  # a harmless name inside .ssh too
     (notes / "vault").symlink_to(ssh, target_is_directory=True)
-    library.add_folder(notes)
+    library.folders.add_folder(notes)
     report = sync_one(library)
     assert indexed_paths(library, "notes") == {"readme.md"}
     assert report.failures == []
@@ -269,7 +269,7 @@ def test_symlink_to_a_file_outside_the_root_is_never_read(
     make(tmp_path / "other", {"diary.md": "outsidediaryvalue"})
     make(notes, {"readme.md": "plain readme note"})
     (notes / "diary.md").symlink_to(tmp_path / "other" / "diary.md")
-    library.add_folder(notes)
+    library.folders.add_folder(notes)
     report = sync_one(library)
     assert indexed_paths(library, "notes") == {"readme.md"}
     assert report.skipped["outside_root_symlink"] == 1
@@ -290,7 +290,7 @@ def synced(library: Library, notes: Path) -> Library:
             "gamma.md": "# Gamma\n\ngamma talks about gophers\n",
         },
     )
-    library.add_folder(notes)
+    library.folders.add_folder(notes)
     assert counts(sync_one(library))["added"] == 3
     return library
 
@@ -302,7 +302,7 @@ def test_sync_edit_replaces_old_text_with_new(synced: Library, notes: Path) -> N
     assert search_paths(synced, "badgers") == []
     assert grep_paths(synced, "badgers") == []
     assert search_paths(synced, "bison") == ["beta.md"]
-    assert synced.overview().documents == 3
+    assert synced.catalog.overview().documents == 3
 
 
 def test_sync_rename_moves_the_path_without_duplicate(synced: Library, notes: Path) -> None:
@@ -313,7 +313,7 @@ def test_sync_rename_moves_the_path_without_duplicate(synced: Library, notes: Pa
     assert search_paths(synced, "badgers") == ["archive/beta-2023.md"]
     assert grep_paths(synced, "badgers") == ["archive/beta-2023.md"]
     assert indexed_paths(synced, "notes") == {"alpha.md", "archive/beta-2023.md", "gamma.md"}
-    assert synced.overview().documents == 3
+    assert synced.catalog.overview().documents == 3
 
 
 def test_sync_delete_removes_chunks_from_search_and_grep(synced: Library, notes: Path) -> None:
@@ -323,7 +323,7 @@ def test_sync_delete_removes_chunks_from_search_and_grep(synced: Library, notes:
     assert search_paths(synced, "gophers") == []
     assert grep_paths(synced, "gophers") == []
     assert indexed_paths(synced, "notes") == {"alpha.md", "beta.md"}
-    assert (synced.overview().documents, synced.overview().chunks) == (2, 2)
+    assert (synced.catalog.overview().documents, synced.catalog.overview().chunks) == (2, 2)
 
 
 def test_sync_unchanged_tree_reports_unchanged_and_opens_no_file(
@@ -364,7 +364,7 @@ def test_sync_interrupted_then_resumed_indexes_the_rest(library: Library, notes:
     for i in range(8):
         make(notes, {f"n{i}.md": f"# Note {i}\n\nresumeword{i} body\n"})
         set_mtime(notes / f"n{i}.md", seconds_ago=100 - i)  # n7 is the newest
-    library.add_folder(notes)
+    library.folders.add_folder(notes)
     calls = 0
 
     def stop_after_three() -> bool:
@@ -397,13 +397,13 @@ def test_sync_failed_file_is_reported_and_not_retried_until_it_changes(
     make(notes, {"good.md": "a good gazelle note"})
     bad = notes / "bad.txt"
     bad.write_bytes(b"\x01\x02\x00\x03\x04binary" * 20)
-    library.add_folder(notes)
+    library.folders.add_folder(notes)
     first = sync_one(library)
     assert (first.added, first.failed) == (1, 1)
     [(path, reason)] = first.failures
     assert path == "bad.txt" and "binary data" in reason
-    assert library.overview().health["failed_files"] == 1
-    assert [(s.name, s.failed) for s in library.overview().sources] == [("notes", 1)]
+    assert library.catalog.overview().health["failed_files"] == 1
+    assert [(s.name, s.failed) for s in library.catalog.overview().sources] == [("notes", 1)]
 
     # Not retried while unchanged: even readable bytes behind the same size and mtime stay unread.
     swap_content_keeping_stat(bad, "flamingo".ljust(bad.stat().st_size, "."))
@@ -416,7 +416,7 @@ def test_sync_failed_file_is_reported_and_not_retried_until_it_changes(
     third = sync_one(library)
     assert (third.added, third.failed, third.failures) == (1, 0, [])
     assert search_paths(library, "flamingo") == ["bad.txt"]
-    assert library.overview().health["failed_files"] == 0
+    assert library.catalog.overview().health["failed_files"] == 0
 
 
 # --- the per-source cap -----------------------------------------------------------------------
@@ -432,18 +432,18 @@ def make_aged_files(folder: Path, n: int) -> None:
 def test_cap_keeps_the_newest_files_and_reports_the_surplus(home: Path, notes: Path) -> None:
     make_aged_files(notes, 5)
     with open_library(home, max_files_per_source=2) as library:
-        library.add_folder(notes)
+        library.folders.add_folder(notes)
         report = sync_one(library)
         assert (report.added, report.over_cap, report.removed) == (2, 3, 0)
         assert indexed_paths(library, "notes") == {"f3.md", "f4.md"}
         assert search_paths(library, "capword0") == []
-        assert library.estimate_folder(notes).over_cap == 3
+        assert library.folders.estimate_folder(notes).over_cap == 3
 
 
 def test_cap_lowered_keeps_documents_indexed_before(home: Path, notes: Path) -> None:
     make_aged_files(notes, 5)
     with open_library(home) as library:
-        library.add_folder(notes)
+        library.folders.add_folder(notes)
         assert sync_one(library).added == 5
     with open_library(home, max_files_per_source=2) as library:
         report = sync_one(library)
@@ -469,36 +469,36 @@ def two_sources(library: Library, tmp_path: Path) -> Library:
     make(tmp_path / "b", {"copy-of-shared.md": "# Shared\n\nidentical quasar text\n"})
     make(tmp_path / "a", {"near.md": "# Near\n\nnearly pulsar text, first version\n"})
     make(tmp_path / "b", {"near.md": "# Near\n\nnearly pulsar text, second version\n"})
-    library.add_folder(tmp_path / "a")
-    library.add_folder(tmp_path / "b")
-    assert [r.added for r in library.sync()] == [2, 2]
+    library.folders.add_folder(tmp_path / "a")
+    library.folders.add_folder(tmp_path / "b")
+    assert [r.added for r in library.folders.sync()] == [2, 2]
     return library
 
 
 def test_dedup_identical_file_in_two_sources_is_one_document(two_sources: Library) -> None:
-    hits = two_sources.search("quasar").hits
+    hits = two_sources.lookup.search("quasar").hits
     assert len(hits) == 1
     doc = hits[0].doc
-    assert [m.doc for m in two_sources.grep("quasar").matches] == [doc]
+    assert [m.doc for m in two_sources.lookup.grep("quasar").matches] == [doc]
     listed = {
         (name, d.path)
         for name in ("a", "b")
-        for d in two_sources.list_source(name).documents
+        for d in two_sources.catalog.list_source(name).documents
         if d.doc == doc
     }
     assert listed == {("a", "shared.md"), ("b", "copy-of-shared.md")}  # two locations
-    assert two_sources.overview().documents == 3
+    assert two_sources.catalog.overview().documents == 3
 
 
 def test_dedup_removing_one_source_keeps_the_other_copy(two_sources: Library) -> None:
-    two_sources.remove_source("a")
-    [hit] = two_sources.search("quasar").hits
+    two_sources.folders.remove_source("a")
+    [hit] = two_sources.lookup.search("quasar").hits
     assert (hit.source, hit.path) == ("b", "copy-of-shared.md")
-    assert two_sources.read(hit.cite).text.endswith("identical quasar text")
+    assert two_sources.lookup.read(hit.cite).text.endswith("identical quasar text")
 
 
 def test_dedup_near_identical_files_are_both_indexed(two_sources: Library) -> None:
-    hits = two_sources.search("pulsar").hits
+    hits = two_sources.lookup.search("pulsar").hits
     assert sorted((h.source, h.path) for h in hits) == [("a", "near.md"), ("b", "near.md")]
     assert len({h.doc for h in hits}) == 2
 
@@ -510,27 +510,29 @@ def test_remove_source_drops_its_documents_and_leaves_the_folder(
     two_sources: Library, tmp_path: Path, home: Path
 ) -> None:
     folder_before = {p: p.read_bytes() for p in (tmp_path / "a").rglob("*")}
-    removed = two_sources.remove_source("a")
+    removed = two_sources.folders.remove_source("a")
     assert removed == 2
-    assert [(h.source, h.path) for h in two_sources.search("pulsar").hits] == [("b", "near.md")]
+    assert [(h.source, h.path) for h in two_sources.lookup.search("pulsar").hits] == [
+        ("b", "near.md")
+    ]
     assert grep_paths(two_sources, "first version") == []
     with pytest.raises(NotFound):
-        two_sources.list_source("a")
-    assert [s.name for s in two_sources.overview().sources] == ["b"]
+        two_sources.catalog.list_source("a")
+    assert [s.name for s in two_sources.catalog.overview().sources] == ["b"]
     assert {p: p.read_bytes() for p in (tmp_path / "a").rglob("*")} == folder_before
     registry = json.loads((home / REGISTRY_FILE).read_text(encoding="utf-8"))
     assert [entry["name"] for entry in registry] == ["b"]
     # A later sync does not bring it back.
-    assert [r.source for r in two_sources.sync()] == ["b"]
+    assert [r.source for r in two_sources.folders.sync()] == ["b"]
     assert grep_paths(two_sources, "first version") == []
 
 
 def test_remove_source_unknown_raises_not_found(synced: Library, home: Path) -> None:
     registry = (home / REGISTRY_FILE).read_bytes()
     with pytest.raises(NotFound, match="no source named 'nope'"):
-        synced.remove_source("nope")
+        synced.folders.remove_source("nope")
     assert (home / REGISTRY_FILE).read_bytes() == registry
-    assert synced.overview().documents == 3
+    assert synced.catalog.overview().documents == 3
 
 
 # --- the registry outlives the database -------------------------------------------------------
@@ -551,20 +553,20 @@ def test_rebuild_after_deleting_the_database_resyncs_registered_folders(
 
     def answers(library: Library) -> list[list[tuple]]:
         return [
-            [(h.doc, h.path, h.source, h.title, h.cite) for h in library.search(q).hits]
+            [(h.doc, h.path, h.source, h.title, h.cite) for h in library.lookup.search(q).hits]
             for q in queries
         ]
 
     with open_library(home) as library:
-        library.add_folder(notes)
+        library.folders.add_folder(notes)
         sync_one(library)
         expected = answers(library)
     assert all(expected)
     for path in home.glob(DB_FILE + "*"):
         path.unlink()
     with open_library(home) as library:
-        assert library.overview().documents == 0
-        report = library.reindex(rebuild=True)
+        assert library.catalog.overview().documents == 0
+        report = library.writing.reindex(rebuild=True)
         assert (report.documents, report.failed) == (3, ())
         assert answers(library) == expected
 
@@ -573,22 +575,22 @@ def test_rebuild_after_deleting_the_database_resyncs_registered_folders(
 
 
 def test_read_notices_a_changed_file_and_returns_its_new_text(synced: Library, notes: Path) -> None:
-    [hit] = synced.search("badgers").hits
-    assert synced.read(hit.doc).stale is False
+    [hit] = synced.lookup.search("badgers").hits
+    assert synced.lookup.read(hit.doc).stale is False
     new_text = "# Beta\n\nbeta was rewritten to talk about bison instead\n"
     (notes / "beta.md").write_text(new_text, encoding="utf-8")
-    result = synced.read(hit.doc)
+    result = synced.lookup.read(hit.doc)
     assert (result.stale, result.text, result.path) == (True, new_text, "beta.md")
     assert search_paths(synced, "bison") == ["beta.md"]
     assert search_paths(synced, "badgers") == []
-    assert synced.read(result.doc).stale is False
+    assert synced.lookup.read(result.doc).stale is False
 
 
 def test_read_of_a_deleted_file_is_not_presented_as_current(synced: Library, notes: Path) -> None:
-    [hit] = synced.search("gophers").hits
+    [hit] = synced.lookup.search("gophers").hits
     (notes / "gamma.md").unlink()
     try:
-        result = synced.read(hit.doc)
+        result = synced.lookup.read(hit.doc)
     except NotFound:
         return  # also acceptable: the document went with its file
     assert result.stale is True
@@ -616,7 +618,7 @@ async def test_background_sync_makes_new_files_searchable_in_a_running_server(
 ) -> None:
     make(notes, {"before.md": "# Before\n\nwritten before the server started: earlyword\n"})
     with open_library(home) as library:
-        library.add_folder(notes)  # registered, not synced: the server does that
+        library.folders.add_folder(notes)  # registered, not synced: the server does that
     transport = StdioTransport(
         command=sys.executable,
         args=["-m", "kb_mcp", "serve", "--home", str(home)],
@@ -658,10 +660,10 @@ def test_sync_reads_files_while_no_write_transaction_is_open(tmp_path: Path) -> 
         return False
 
     with open_library(tmp_path / "home", embedder="none") as library:
-        library.add_folder(folder)
+        library.folders.add_folder(folder)
         report = sync_one_with(library, other_writer_gets_in)
         assert report.added == 6
-        assert library.search("word5z").hits
+        assert library.lookup.search("word5z").hits
     assert len(probes) >= 6
     assert set(probes) == {"free"}
 

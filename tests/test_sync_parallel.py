@@ -27,19 +27,19 @@ def make_notes(folder: Path, count: int) -> None:
 
 
 def snapshot(library: Library) -> tuple:
-    hits = library.search("heron7 estuary", top_k=5).hits
+    hits = library.lookup.search("heron7 estuary", top_k=5).hits
     return (
-        library.overview().documents,
-        library.overview().chunks,
+        library.catalog.overview().documents,
+        library.catalog.overview().chunks,
         [(h.path, h.cite) for h in hits],
-        sorted(path for report in library.sync() for path, _ in report.failures),
+        sorted(path for report in library.folders.sync() for path, _ in report.failures),
     )
 
 
 def synced_snapshot(tmp_path: Path, name: str) -> tuple:
     with Library(Settings(home=tmp_path / name)) as library:
-        library.add_folder(tmp_path / "notes", "notes")
-        [report] = library.sync("notes")
+        library.folders.add_folder(tmp_path / "notes", "notes")
+        [report] = library.folders.sync("notes")
         assert (report.added, report.failed) == (31, 1)
         return snapshot(library)
 
@@ -83,22 +83,22 @@ def test_sync_batched_graph_writes_equal_a_rebuild_after_adds_and_edits(
     _entity_notes(folder, 24, "first")
     monkeypatch.setattr(readahead, "PARALLEL_MIN_FILES", 1)
     with Library(Settings(home=tmp_path / "home", embedder="none")) as library:
-        library.add_folder(folder, "notes")
-        [report] = library.sync("notes")
+        library.folders.add_folder(folder, "notes")
+        [report] = library.folders.sync("notes")
         assert report.added == 24
         batched = library.graph.snapshot()
         blob = next(e for e in batched[0] if e[0] == "blobstore")
         assert blob[4] == 24 and len(json.loads(blob[3])) == 3  # one entity, three spellings
-        library.reindex(rebuild=True)
+        library.writing.reindex(rebuild=True)
         assert library.graph.snapshot() == batched
         for n in range(0, 24, 2):  # replace half: removals and adds in one batch
             (folder / f"n{n:02d}.md").write_text(
                 f"# Edited {n}\n\nOnly the Blob Store now, and `cache_{n}`.\n", encoding="utf-8"
             )
-        [report] = library.sync("notes")
+        [report] = library.folders.sync("notes")
         assert report.updated == 12
         edited = library.graph.snapshot()
-        library.reindex(rebuild=True)
+        library.writing.reindex(rebuild=True)
         assert library.graph.snapshot() == edited
 
 
@@ -128,24 +128,24 @@ def test_sync_batched_keyword_rows_equal_a_rebuild_after_adds_and_edits(
     monkeypatch.setattr(readahead, "PARALLEL_MIN_FILES", 1)
     home = tmp_path / "home"
     with Library(Settings(home=home, embedder="none")) as library:
-        library.add_folder(folder, "notes")
-        [report] = library.sync("notes")
+        library.folders.add_folder(folder, "notes")
+        [report] = library.folders.sync("notes")
         assert report.added == 24
         batched = _keyword_index(home)
         first = {term: docs for term, docs, _cnt in batched[0]}["first"]
         assert batched[1] == batched[2] and first == 24
-        library.reindex(rebuild=True)
+        library.writing.reindex(rebuild=True)
         assert _keyword_index(home) == batched
         for n in range(0, 24, 2):
             (folder / f"n{n:02d}.md").write_text(
                 f"# Edited {n}\n\nOnly the Blob Store now, and `cache_{n}`.\n", encoding="utf-8"
             )
-        [report] = library.sync("notes")
+        [report] = library.folders.sync("notes")
         assert report.updated == 12
         edited = _keyword_index(home)
         first = {term: docs for term, docs, _cnt in edited[0]}["first"]
         assert edited[1] == edited[2] and first == 12  # the replaced text is gone
-        library.reindex(rebuild=True)
+        library.writing.reindex(rebuild=True)
         assert _keyword_index(home) == edited
 
 
@@ -162,8 +162,8 @@ def test_sync_large_files_read_here_and_indexed_in_slices_store_the_same(
 
     def synced(name: str) -> tuple:
         with Library(Settings(home=tmp_path / name, embedder="none")) as library:
-            library.add_folder(tmp_path / "notes", "notes")
-            library.sync("notes")
+            library.folders.add_folder(tmp_path / "notes", "notes")
+            library.folders.sync("notes")
             return snapshot(library), library.graph.snapshot()
 
     eager = synced("eager")

@@ -43,7 +43,7 @@ def open_library(home: Path) -> Iterator[Library]:
 
 
 def source_state(library: Library, name: str = "notes") -> tuple[str, str | None]:
-    [info] = [s for s in library.overview().sources if s.name == name]
+    [info] = [s for s in library.catalog.overview().sources if s.name == name]
     return info.sync_state, info.error
 
 
@@ -54,7 +54,7 @@ def failures(library: Library, name: str = "notes") -> dict[str, str]:
 
 
 def indexed(library: Library, name: str = "notes") -> set[str]:
-    return {d.path for d in library.list_source(name, limit=200).documents}
+    return {d.path for d in library.catalog.list_source(name, limit=200).documents}
 
 
 def docx_bytes(parts: dict[str, bytes]) -> bytes:
@@ -137,14 +137,14 @@ def test_sync_malformed_html_is_recorded_failed_and_the_rest_syncs(
     """issue 7 item 9: ``<![ x ]]>`` made HTMLParser raise AssertionError and stopped the sync."""
     notes = tmp_path / "notes"
     write_folder(notes, {"bad.html": b"<p>x</p><![ x ]]>", "good.md": b"# Good\n\nkestrel\n"})
-    library.add_folder(notes)
-    [report] = library.sync()
+    library.folders.add_folder(notes)
+    [report] = library.folders.sync()
     assert (report.added, report.failed) == (1, 1)
     reason = failures(library)["bad.html"]
     assert reason.startswith("AssertionError: ") and "expected name token" in reason
-    assert [h.path for h in library.search("kestrel").hits] == ["good.md"]
+    assert [h.path for h in library.lookup.search("kestrel").hits] == ["good.md"]
     assert source_state(library) == ("idle", None)
-    [again] = library.sync()  # not retried while unchanged, and never stuck
+    [again] = library.folders.sync()  # not retried while unchanged, and never stuck
     assert (again.added, again.unchanged, again.failed) == (0, 1, 1)
     assert source_state(library) == ("idle", None)
 
@@ -157,8 +157,8 @@ def test_sync_hostile_file_never_stops_a_folder(
     name, data = HOSTILE[case]
     notes = tmp_path / "notes"
     write_folder(notes, {name: data, "good.md": b"# Good\n\nkestrel\n"})
-    library.add_folder(notes)
-    [report] = library.sync()
+    library.folders.add_folder(notes)
+    [report] = library.folders.sync()
     assert "good.md" in indexed(library)
     assert source_state(library) == ("idle", None)
     failed = failures(library)
@@ -178,8 +178,8 @@ def test_sync_reader_crash_in_a_worker_process_is_recorded_failed(
     files = {f"n{i}.md": f"# N{i}\n\nosprey{i}\n".encode() for i in range(6)}
     write_folder(notes, {**files, "bad.html": b"<![ x ]]>"})
     with open_library(home) as library:
-        library.add_folder(notes)
-        [report] = library.sync()
+        library.folders.add_folder(notes)
+        [report] = library.folders.sync()
         assert (report.added, report.failed) == (6, 1)
         assert failures(library)["bad.html"].startswith("AssertionError: ")
         assert source_state(library) == ("idle", None)
@@ -190,8 +190,8 @@ def test_sync_failure_reason_is_redacted(library: Library, tmp_path: Path) -> No
     notes = tmp_path / "notes"
     secret = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
     write_folder(notes, {"bad.html": f"<![{secret} ]]>".encode()})
-    library.add_folder(notes)
-    library.sync()
+    library.folders.add_folder(notes)
+    library.folders.sync()
     reason = failures(library)["bad.html"]
     assert reason.startswith("AssertionError: ") and secret not in reason
 
@@ -202,8 +202,8 @@ def test_sync_failure_reason_keeps_no_slice_of_the_file(library: Library, tmp_pa
     notes = tmp_path / "notes"
     secret = "ghp_" + "Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv1Wx2"
     write_folder(notes, {"bad.html": f"<html><![ x ]]>{secret}</html>".encode()})
-    library.add_folder(notes)
-    library.sync()
+    library.folders.add_folder(notes)
+    library.folders.sync()
     reason = failures(library)["bad.html"]
     assert reason.startswith("AssertionError: ")
     assert "ghp_Ab1" not in reason and "'…'" in reason
@@ -216,7 +216,7 @@ def test_cli_sync_prints_a_failure_line_not_a_traceback(
     notes = tmp_path / "notes"
     write_folder(notes, {"bad.html": b"<![ x ]]>", "good.md": b"# Good\n\nkestrel\n"})
     with open_library(home) as library:
-        library.add_folder(notes)
+        library.folders.add_folder(notes)
     result = kb_cli("sync")
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr + result.stdout
@@ -230,16 +230,16 @@ def test_sync_unexpected_error_ends_the_source_in_error(library: Library, tmp_pa
     """issue 7 item 9: an exception outside any reader must not leave the source syncing."""
     notes = tmp_path / "notes"
     write_folder(notes, {"a.md": b"# A\n\nalpha\n"})
-    library.add_folder(notes)
+    library.folders.add_folder(notes)
 
     def broken_progress(done: int, total: int, label: str) -> None:
         raise ZeroDivisionError("progress display failed")
 
     with pytest.raises(ZeroDivisionError):
-        library.sync(progress=broken_progress)
+        library.folders.sync(progress=broken_progress)
     state, error = source_state(library)
     assert state == "error" and error == "ZeroDivisionError: progress display failed"
-    library.sync()
+    library.folders.sync()
     assert source_state(library) == ("idle", None) and indexed(library) == {"a.md"}
 
 
@@ -250,8 +250,8 @@ def test_sync_state_left_syncing_by_a_dead_process_is_recovered_at_open(
     notes = tmp_path / "notes"
     write_folder(notes, {"a.md": b"# A\n\nalpha\n"})
     with open_library(home) as library:
-        library.add_folder(notes)
-        library.sync()
+        library.folders.add_folder(notes)
+        library.folders.sync()
         source = rows.get_source(library.db.conn, "notes")
         assert source is not None
         with library.db.write() as conn:  # what a process killed mid-sync leaves behind
@@ -272,8 +272,8 @@ def test_open_during_a_live_sync_keeps_it_syncing(home: Path, tmp_path: Path) ->
             seen.append(source_state(other))
 
     with open_library(home) as library:
-        library.add_folder(notes)
-        library.sync(progress=look_from_a_second_library)
+        library.folders.add_folder(notes)
+        library.folders.sync(progress=look_from_a_second_library)
         assert seen == [("syncing", None)] * 3
         assert source_state(library) == ("idle", None)
 
@@ -352,7 +352,7 @@ def test_kill_9_of_cli_sync_takes_its_reader_workers_with_it_and_the_sync_resume
     count = readahead.PARALLEL_MIN_FILES + 200
     make_big_folder(notes, count)
     with open_library(home) as library:
-        library.add_folder(notes)
+        library.folders.add_folder(notes)
     process = start_cli_sync(home, child_env)
     try:
         # Workers are spawned once the walk is done; kill as soon as one is up (its
@@ -374,11 +374,11 @@ def test_kill_9_of_cli_sync_takes_its_reader_workers_with_it_and_the_sync_resume
                 os.kill(pid, signal.SIGKILL)
     with open_library(home) as library:
         assert source_state(library) == ("error", synclock.INTERRUPTED)
-        assert library.overview().documents < count
-        [report] = library.sync()
+        assert library.catalog.overview().documents < count
+        [report] = library.folders.sync()
         assert report.failed == 0
         assert source_state(library) == ("idle", None)
-        assert library.overview().documents == count
+        assert library.catalog.overview().documents == count
 
 
 # --- item 16: atomic-write temp files left by a crash ------------------------------------------
@@ -396,7 +396,7 @@ def crash_leftover(home: Path, real: Path, seconds_ago: float) -> Path:
 def test_open_removes_temp_files_a_crashed_write_left_in_docs(home: Path) -> None:
     """issue 7 item 16: temp files of interrupted atomic writes stayed in docs/ for good."""
     with open_library(home) as library:
-        library.add_document(
+        library.writing.add_document(
             "Heron notes", "Herons nest by the estuary.", "note://heron", by_agent=False
         )
     [real] = (home / DOCS_DIR).glob("*.md")
@@ -406,9 +406,9 @@ def test_open_removes_temp_files_a_crashed_write_left_in_docs(home: Path) -> Non
     with open_library(home) as library:
         assert not temp.exists() and not registry_temp.exists()
         assert real.read_bytes() == before
-        assert [h.title for h in library.search("heron estuary").hits] == ["Heron notes"]
-        library.reindex(rebuild=True)
-        assert library.overview().documents == 1
+        assert [h.title for h in library.lookup.search("heron estuary").hits] == ["Heron notes"]
+        library.writing.reindex(rebuild=True)
+        assert library.catalog.overview().documents == 1
 
 
 def test_open_keeps_a_young_temp_file_and_one_a_live_writer_holds(home: Path) -> None:
@@ -434,15 +434,15 @@ def test_open_keeps_a_young_temp_file_and_one_a_live_writer_holds(home: Path) ->
 def test_reindex_never_indexes_a_temp_file(home: Path) -> None:
     """issue 7 item 16: a temp file (even a fresh one, kept at open) is never a document."""
     with open_library(home) as library:
-        library.add_document(
+        library.writing.add_document(
             "Heron notes", "Herons nest by the estuary.", "note://heron", by_agent=False
         )
         [real] = (home / DOCS_DIR).glob("*.md")
         temp = real.parent / f".{real.name}.abcdefgh.tmp"
         temp.write_bytes(real.read_bytes().replace(b"Herons", b"Egrets"))
-        library.reindex(rebuild=True)
-        assert library.overview().documents == 1
-        assert library.search("egrets").hits == ()
+        library.writing.reindex(rebuild=True)
+        assert library.catalog.overview().documents == 1
+        assert library.lookup.search("egrets").hits == ()
 
 
 def test_atomic_write_leaves_no_temp_file(tmp_path: Path) -> None:

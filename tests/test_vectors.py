@@ -55,11 +55,11 @@ def lib(home: Path) -> Iterator[Library]:
 
 def add_notes(library: Library) -> None:
     for uri, (title, text) in NOTES.items():
-        library.add_document(title, text, f"notes://{uri}")
+        library.writing.add_document(title, text, f"notes://{uri}")
 
 
 def search(library: Library, text: str, limit: int = 3, **scope: int) -> list[tuple[int, float]]:
-    state = library.vector_state()
+    state = library.vectors.state()
     assert state.usable and state.embedder is not None and state.index is not None
     vector = state.embedder.embed([text], kind="query")[0]
     return state.index.search(library.db.conn, state.signature_id, vector, limit, **scope)
@@ -85,7 +85,7 @@ def vector_tables(db: Database) -> list[str]:
 
 def test_vectors_search_ranks_the_nearest_chunk_first(lib: Library) -> None:
     add_notes(lib)
-    lib.embed_pending()
+    lib.vectors.embed_pending()
     hits = search(lib, "kestrel hovering over a meadow")
     assert hits[0][0] == chunk_of(lib, "notes://kestrel")
     assert [score for _, score in hits] == sorted((score for _, score in hits), reverse=True)
@@ -94,18 +94,18 @@ def test_vectors_search_ranks_the_nearest_chunk_first(lib: Library) -> None:
 
 def test_vectors_every_chunk_gets_one_vector(lib: Library) -> None:
     add_notes(lib)
-    lib.add_document(
+    lib.writing.add_document(
         "Long", "\n\n".join(f"# Part {i}\n\nwords {i} " * 30 for i in range(6)), "l://1"
     )
-    report = lib.embed_pending()
-    chunks = lib.overview().chunks
+    report = lib.vectors.embed_pending()
+    chunks = lib.catalog.overview().chunks
     assert chunks > len(NOTES)
     assert report is not None and (report.embedded, report.pending, report.error) == (
         chunks,
         0,
         None,
     )
-    state = lib.vector_state()
+    state = lib.vectors.state()
     assert (state.embedded, state.pending) == (chunks, 0)
     [codes, floats] = vector_tables(lib.db)
     assert lib.db.query(f"SELECT COUNT(*) FROM {codes}") == [(chunks,)]
@@ -115,7 +115,7 @@ def test_vectors_every_chunk_gets_one_vector(lib: Library) -> None:
 def test_vectors_embedded_text_has_title_and_headings_the_stored_chunk_does_not(
     lib: Library,
 ) -> None:
-    lib.add_document("Kestrels", NOTES["kestrel"][1], "notes://kestrel")
+    lib.writing.add_document("Kestrels", NOTES["kestrel"][1], "notes://kestrel")
     with lib.db.write() as conn:
         sig_id = vectors.ensure_signature(conn, HashEmbedder().signature)
     [pending] = vectors.pending_chunks(lib.db.conn, sig_id, 10)
@@ -136,18 +136,18 @@ def test_vectors_removing_a_file_removes_its_vectors(tmp_path: Path, home: Path)
     for name, (title, text) in NOTES.items():
         (folder / f"{name}.md").write_text(text.replace("# ", f"# {title}\n\n## ", 1))
     with Library(Settings(home=home, embedder="local"), make_embedder=hash_factory()) as library:
-        library.add_folder(folder, "notes")
-        library.sync()
-        library.embed_pending()
+        library.folders.add_folder(folder, "notes")
+        library.folders.sync()
+        library.vectors.embed_pending()
         owl = {cid for (cid,) in library.db.query("SELECT id FROM chunks WHERE text LIKE '%owl%'")}
-        assert owl and library.vector_state().embedded == library.overview().chunks
+        assert owl and library.vectors.state().embedded == library.catalog.overview().chunks
         (folder / "owl.md").unlink()
-        library.sync()
+        library.folders.sync()
         [codes, floats] = vector_tables(library.db)
         for table in (codes, floats):
             left = {cid for (cid,) in library.db.query(f"SELECT chunk_id FROM {table}")}
             assert left and not (left & owl)
-        assert library.vector_state().embedded == library.overview().chunks
+        assert library.vectors.state().embedded == library.catalog.overview().chunks
         assert not {cid for cid, _ in search(library, "barn owl hunting mice", 10)} & owl
 
 
@@ -158,10 +158,10 @@ def test_vectors_leave_with_their_chunks_in_a_keyword_only_library(home: Path) -
         Settings(home=home, allow_agent_writes=True, embedder="local"), make_embedder=hash_factory()
     ) as a:
         add_notes(a)
-        a.embed_pending()
+        a.vectors.embed_pending()
     keyword_only = Settings(home=home, allow_agent_writes=True, embedder="none")
     with Library(keyword_only) as b:
-        b.add_document("Owls", "# Day\n\nOwls sleep in the barn by day.", "notes://owl")
+        b.writing.add_document("Owls", "# Day\n\nOwls sleep in the barn by day.", "notes://owl")
         [codes, _] = vector_tables(b.db)
         embedded = {cid for (cid,) in b.db.query(f"SELECT chunk_id FROM {codes}")}
         assert chunk_of(b, "notes://owl") not in embedded
@@ -170,11 +170,11 @@ def test_vectors_leave_with_their_chunks_in_a_keyword_only_library(home: Path) -
 
 def test_vectors_rebuild_drops_every_vector(lib: Library) -> None:
     add_notes(lib)
-    lib.embed_pending()
-    lib.reindex(rebuild=True)
-    state = lib.vector_state()
+    lib.vectors.embed_pending()
+    lib.writing.reindex(rebuild=True)
+    state = lib.vectors.state()
     assert (state.embedded, state.pending) == (0, len(NOTES))
-    report = lib.embed_pending()
+    report = lib.vectors.embed_pending()
     assert report is not None and report.embedded == len(NOTES)
 
 
@@ -188,19 +188,19 @@ def test_vectors_stale_cache_never_scores_a_reused_chunk_id_with_its_old_vector(
     settings = Settings(home=home, allow_agent_writes=True, embedder="local")
     with Library(settings, make_embedder=hash_factory()) as reader:
         add_notes(reader)
-        reader.embed_pending()
-        state = reader.vector_state()
+        reader.vectors.embed_pending()
+        state = reader.vectors.state()
         index = VectorIndex(clock=clock)
         owl = chunk_of(reader, "notes://owl")
         query = state.embedder.embed(["the barn owl hunts mice at night"], kind="query")[0]
         [(best, old_score), *_] = index.search(reader.db.conn, state.signature_id, query, 3)
         assert best == owl
         with Library(settings.with_overrides(embedder="none")) as writer:
-            writer.add_document("Owls", "# Day\n\nCrows gather on the roof.", "notes://owl")
+            writer.writing.add_document("Owls", "# Day\n\nCrows gather on the roof.", "notes://owl")
         assert chunk_of(reader, "notes://owl") == owl  # the id was reused
         hits = index.search(reader.db.conn, state.signature_id, query, 3)  # same second
         assert owl not in {cid for cid, _ in hits} and len(hits) == len(NOTES) - 1
-        reader.embed_pending()
+        reader.vectors.embed_pending()
         clock.now += vectors.RELOAD_CHECK_S
         rescored = dict(index.search(reader.db.conn, state.signature_id, query, 3))
         [_, floats] = vector_tables(reader.db)
@@ -212,15 +212,15 @@ def test_vectors_stale_cache_never_scores_a_reused_chunk_id_with_its_old_vector(
 
 def test_vectors_cache_picks_up_new_vectors_after_a_second(lib: Library) -> None:
     add_notes(lib)
-    lib.embed_pending()
-    sig_id = lib.vector_state().signature_id
+    lib.vectors.embed_pending()
+    sig_id = lib.vectors.state().signature_id
     clock = FakeClock()
     index = VectorIndex(clock=clock)
     embedder = HashEmbedder()
     query = embedder.embed(["the osprey dives for fish"], kind="query")[0]
     assert len(index.search(lib.db.conn, sig_id, query, 10)) == len(NOTES)
-    lib.add_document("Ospreys", "# Diving\n\nThe osprey dives for fish.", "notes://osprey")
-    lib.embed_pending()
+    lib.writing.add_document("Ospreys", "# Diving\n\nThe osprey dives for fish.", "notes://osprey")
+    lib.vectors.embed_pending()
     assert len(index.search(lib.db.conn, sig_id, query, 10)) == len(NOTES)  # cached
     clock.now += vectors.RELOAD_CHECK_S
     hits = index.search(lib.db.conn, sig_id, query, 10)
@@ -231,10 +231,10 @@ def test_vectors_source_scope_keeps_other_sources_out(tmp_path: Path, lib: Libra
     folder = tmp_path / "birds"
     folder.mkdir()
     (folder / "kestrel.md").write_text("# Kestrel\n\nA kestrel hovers over the meadow.\n")
-    lib.add_folder(folder, "birds")
-    lib.sync()
+    lib.folders.add_folder(folder, "birds")
+    lib.folders.sync()
     add_notes(lib)  # the agent source has a kestrel note too
-    lib.embed_pending()
+    lib.vectors.embed_pending()
     birds = rows.get_source(lib.db.conn, "birds")
     assert birds is not None
     scoped = search(lib, "kestrel hovering over the meadow", 10, source_id=birds.id)
@@ -253,11 +253,11 @@ def test_vectors_coverage_counts_embedded_and_pending_per_source(
     folder = tmp_path / "birds"
     folder.mkdir()
     (folder / "kestrel.md").write_text("# Kestrel\n\nA kestrel hovers over the meadow.\n")
-    lib.add_folder(folder, "birds")
-    lib.sync()
-    lib.embed_pending()
+    lib.folders.add_folder(folder, "birds")
+    lib.folders.sync()
+    lib.vectors.embed_pending()
     add_notes(lib)  # not embedded yet
-    overview = lib.overview()
+    overview = lib.catalog.overview()
     coverage = {s.name: (s.embedded, s.embed_pending) for s in overview.sources}
     assert coverage == {"birds": (1, 0), "agent": (0, len(NOTES))}
     assert overview.health["embed_pending"] == len(NOTES)
@@ -268,12 +268,12 @@ def test_vectors_coverage_counts_embedded_and_pending_per_source(
 
 def test_vectors_a_dropped_signature_has_no_neighbours(lib: Library) -> None:
     add_notes(lib)
-    lib.embed_pending()
-    state = lib.vector_state()
+    lib.vectors.embed_pending()
+    state = lib.vectors.state()
     query = state.embedder.embed(["owl"], kind="query")[0]
     with lib.db.write() as conn:
         assert vectors.drop_signature(conn, state.signature.key)
-    assert lib.vector_index.search(lib.db.conn, state.signature_id, query, 3) == []
+    assert lib.vectors.index.search(lib.db.conn, state.signature_id, query, 3) == []
     assert vector_tables(lib.db) == []
 
 
@@ -334,7 +334,7 @@ def test_vectors_search_finds_the_exact_nearest_neighbours(home: Path) -> None:
         for row in rng.choice(len(matrix), 30, replace=False):
             query = matrix[row] + 0.3 * rng.standard_normal(matrix.shape[1]).astype(np.float32)
             exact = set(ids[np.argsort(-(matrix @ query))[:10]].tolist())
-            found = library.vector_index.search(library.db.conn, sig_id, query, 10)
+            found = library.vectors.index.search(library.db.conn, sig_id, query, 10)
             recalls.append(len(exact & {cid for cid, _ in found}) / 10)
         assert np.mean(recalls) >= 0.95
     finally:

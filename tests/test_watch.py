@@ -137,13 +137,13 @@ def test_background_sync_watches_before_its_first_full_sync(notes: Path, tmp_pat
     thread starts, not after its start delay and the first full sync (a file saved then
     was seen only once that sync, beside FastMCP's import, ended: 2.6-5.6 s)."""
     with Library(Settings(home=tmp_path / "home", embedder="none")) as library:
-        library.add_folder(notes, name="notes")
+        library.folders.add_folder(notes, name="notes")
         sync = BackgroundSync(lambda: library, 0, start_delay_s=3600)
         sync.start()
         try:
             assert sync.watching.wait(SEEN_WITHIN_S)
             assert sync.watcher is not None and sync.watcher.state in ("native", "polling")
-            assert not library.search("lighthouses", mode="keyword").hits  # not synced yet
+            assert not library.lookup.search("lighthouses", mode="keyword").hits  # not synced yet
         finally:
             sync.stop()
 
@@ -153,7 +153,7 @@ def served(notes: Path, tmp_path: Path, child_env: dict[str, str]) -> Iterator[S
     """A real ``kb-mcp serve`` over stdio on a library holding ``notes``, synced once."""
     home = tmp_path / "home"
     with Library(Settings(home=home, embedder="none")) as library:
-        library.add_folder(notes, name="notes")
+        library.folders.add_folder(notes, name="notes")
     client = StdioClient(home, env={**child_env, "KB_MCP_EMBEDDER": "none"})
     client.initialize()
     assert wait_for(lambda: "lighthouses" in client.search_text("lighthouses")), "first sync"

@@ -59,8 +59,8 @@ def make_library(tmp_path: Path) -> Library:
         (folder / name).write_text(text, encoding="utf-8")
     (folder / "broken.docx").write_bytes(b"this is not a zip file")
     library = Library(Settings(home=tmp_path / "home", embedder="none"))
-    library.add_folder(folder, "notes")
-    library.sync()
+    library.folders.add_folder(folder, "notes")
+    library.folders.sync()
     return library
 
 
@@ -74,7 +74,7 @@ def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, 
 
 
 def _doc_key(library: Library, path: str) -> str:
-    return library.read(path).doc
+    return library.lookup.read(path).doc
 
 
 def test_library_page_lists_sources_counts_health_and_failed_files_with_reasons(web) -> None:
@@ -84,12 +84,12 @@ def test_library_page_lists_sources_counts_health_and_failed_files_with_reasons(
     page = client.get("/")
     assert page.status_code == 200
     text = page.text
-    overview = library.overview()
+    overview = library.catalog.overview()
     [source] = overview.sources
     assert f"<td>{source.documents:,}</td><td>{source.chunks:,}</td><td>1</td>" in text
     assert source.synced_at in text and "<td>idle</td>" in text
     assert "broken.docx" in text
-    [failed] = library.failed_files()
+    [failed] = library.views.failed_files()
     assert failed.path == "broken.docx" and failed.reason
     assert failed.reason.split(":")[0] in text
     assert "keyword_index</td><td>current" in text
@@ -103,7 +103,7 @@ def test_search_page_shows_legs_scores_highlights_and_relations(web) -> None:
     page = client.get("/search", params={"q": "audit log retention days", "mode": "keyword"})
     assert page.status_code == 200
     text = page.text
-    result = library.search("audit log retention days", mode="keyword")
+    result = library.lookup.search("audit log retention days", mode="keyword")
     assert len(re.findall(r"<article class='hit'>", text)) == len(result.hits) >= 2
     first = result.hits[0]
     assert f"keyword #{first.leg_ranks['keyword']}" in text
@@ -128,7 +128,7 @@ def test_search_page_shows_legs_scores_highlights_and_relations(web) -> None:
 def test_search_page_empty_answer_says_why(web) -> None:
     """issue 12: an empty answer's reason is shown."""
     client, library = web
-    result = library.search("zeppelin quasar", mode="keyword")
+    result = library.lookup.search("zeppelin quasar", mode="keyword")
     assert not result.hits and result.reason
     page = client.get("/search", params={"q": "zeppelin quasar", "mode": "keyword"})
     assert page.status_code == 200
@@ -206,7 +206,7 @@ def test_search_bad_mode_and_huge_query_are_400_with_the_reason(web) -> None:
 def test_entities_page_shows_mentions_neighbours_and_an_svg_neighbourhood(web) -> None:
     """issue 12: entities: search, mentions, neighbours, and a picture of the graph."""
     client, library = web
-    [view] = library.entities("BlobStore", 1, drawn=1)
+    [view] = library.entities.find("BlobStore", 1, drawn=1)
     page = client.get("/entities", params={"q": "BlobStore"})
     assert page.status_code == 200
     text = page.text
@@ -233,10 +233,10 @@ def test_entities_picture_links_neighbours_mentioned_together(tmp_path: Path) ->
         encoding="utf-8",
     )
     with Library(Settings(home=tmp_path / "home", embedder="none")) as library:
-        library.add_folder(folder, "notes")
-        library.sync()
-        [view] = library.entities("BlobStore", 1, drawn=1)
-        undrawn = library.entities("BlobStore", 1)
+        library.folders.add_folder(folder, "notes")
+        library.folders.sync()
+        [view] = library.entities.find("BlobStore", 1, drawn=1)
+        undrawn = library.entities.find("BlobStore", 1)
         app = build_app(library, Policy("127.0.0.1", None))
         with TestClient(app, base_url="http://127.0.0.1:8765") as client:
             text = client.get("/entities", params={"q": "BlobStore"}).text
@@ -252,18 +252,20 @@ def test_entities_picture_links_neighbours_mentioned_together(tmp_path: Path) ->
 
 def test_entity_lookup_follows_a_change_despite_the_kept_names(tmp_path: Path) -> None:
     """issue 12: the names a fuzzy lookup compares with are kept per data version
-    (``Library._memo``); a name synced after a lookup is found by the next one."""
+    (``LibraryState.memo``); a name synced after a lookup is found by the next one."""
     folder = tmp_path / "notes"
     folder.mkdir()
     (folder / "a.md").write_text("# Store\n\nThe BlobStore keeps blobs.\n", encoding="utf-8")
     with Library(Settings(home=tmp_path / "home", embedder="none")) as library:
-        library.add_folder(folder, "notes")
-        library.sync()
-        assert [v.name for v in library.entities("BlobStore", 1)] == ["BlobStore"]
-        assert "QuarantineVault" not in [v.name for v in library.entities("QuarantineVault", 5)]
+        library.folders.add_folder(folder, "notes")
+        library.folders.sync()
+        assert [v.name for v in library.entities.find("BlobStore", 1)] == ["BlobStore"]
+        assert "QuarantineVault" not in [
+            v.name for v in library.entities.find("QuarantineVault", 5)
+        ]
         (folder / "b.md").write_text("# Vault\n\nThe QuarantineVault holds blobs.\n", "utf-8")
-        library.sync()
-        found = [v.name for v in library.entities("QuarantineVlt", 5)]
+        library.folders.sync()
+        found = [v.name for v in library.entities.find("QuarantineVlt", 5)]
     assert "QuarantineVault" in found  # fuzzily, so through the kept names
 
 
@@ -282,7 +284,7 @@ def test_audit_page_shows_tool_duration_outcome_newest_first(web) -> None:
     assert rows[:2] == [("read", "3.2", "error:not_found"), ("search", "12.5", "ok")] or rows[
         :2
     ] == [("read", "3.3", "error:not_found"), ("search", "12.5", "ok")]
-    log = library.audit_log()
+    log = library.views.audit_log()
     assert [e.tool for e in log.recent[:2]] == ["read", "search"]
     assert {t.tool: (t.calls, t.errors) for t in log.tools} == {"read": (1, 1), "search": (1, 0)}
     assert "<td>read</td><td>1</td><td>1</td><td>3.2 ms</td>" in page.text
@@ -316,7 +318,7 @@ def test_layout_keeps_the_centre_pinned_and_is_deterministic() -> None:
 
 
 def test_library_page_counts_follow_a_write_by_another_connection(tmp_path: Path) -> None:
-    """The library page's counts are kept per data version (``Library._memo``): a reload
+    """The library page's counts are kept per data version (``LibraryState.memo``): a reload
     with nothing changed reuses them, and a document added through another connection
     (another process, as a running server's) shows at the next reload."""
     library = make_library(tmp_path)
@@ -324,16 +326,18 @@ def test_library_page_counts_follow_a_write_by_another_connection(tmp_path: Path
         with TestClient(
             build_app(library, Policy("127.0.0.1", None)), base_url="http://127.0.0.1"
         ) as client:
-            before = library.overview().documents
+            before = library.catalog.overview().documents
             assert f"<strong>{before:,}</strong> documents" in client.get("/").text
             with Library(Settings(home=library.home, embedder="none")) as other:
-                other.add_document("Late note", "Written elsewhere.", "test://late", by_agent=False)
+                other.writing.add_document(
+                    "Late note", "Written elsewhere.", "test://late", by_agent=False
+                )
             page = client.get("/").text
             assert f"<strong>{before + 1:,}</strong> documents" in page
             assert "<td>agent</td>" in page or ">agent<" in page
             (tmp_path / "notes" / "second.docx").write_bytes(b"not a zip either")
             with Library(Settings(home=library.home, embedder="none")) as other:
-                other.sync()
+                other.folders.sync()
             assert "second.docx" in client.get("/").text
     finally:
         library.close()

@@ -101,8 +101,8 @@ def test_browser_search_open_cited_result_follow_relation_entities(
 
     library = make_library(tmp_path)
     home = library.home
-    old = library.read("retention.md").doc
-    errata = library.read("errata.md").doc
+    old = library.lookup.read("retention.md").doc
+    errata = library.lookup.read("errata.md").doc
     library.close()
     shots = tmp_path / "shots"
     shots.mkdir()

@@ -50,8 +50,8 @@ def big(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, 
     uses = " ".join(["[the sweeper][r]"] * 5_000)
     (folder / "refs.md").write_text(f"# Refs\n\n[r]: {LONG_URL}\n\n{uses}\n", encoding="utf-8")
     library = Library(Settings(home=root / "home", embedder="none"))
-    library.add_folder(folder, "notes")
-    library.sync()
+    library.folders.add_folder(folder, "notes")
+    library.folders.sync()
     assert (folder / "big.md").stat().st_size > 4_000_000
     app = build_app(library, Policy("127.0.0.1", None))
     with TestClient(app, base_url="http://127.0.0.1:8765") as client:
@@ -82,8 +82,8 @@ def test_document_page_of_a_4_mb_file_is_bounded_and_its_links_reach_the_last_li
     few hundred KB at most, not the whole file), says which, and its last-page link
     leads to the page holding the last line."""
     client, library = big
-    doc = library.read("big.md", 1, 1).doc
-    total = library.read("big.md", 1, 1).total_lines
+    doc = library.lookup.read("big.md", 1, 1).doc
+    total = library.lookup.read("big.md", 1, 1).total_lines
     first = _get(client, f"/doc/{doc}")
     shown = _numbers(first)
     assert shown[0] == 1 and 500 < len(shown) < total
@@ -103,8 +103,8 @@ def test_walking_next_links_shows_every_line_once_in_order(big) -> None:
     """issue 20 item 6: page after page, the next links cover the document, each line
     once, and previous leads back to the page before."""
     client, library = big
-    doc = library.read("small.md", 1, 1).doc
-    total = library.read("small.md", 1, 1).total_lines
+    doc = library.lookup.read("small.md", 1, 1).doc
+    total = library.lookup.read("small.md", 1, 1).total_lines
     seen: list[int] = []
     starts: list[str] = []
     href: str | None = f"/doc/{doc}"
@@ -126,7 +126,7 @@ def test_a_cited_range_deep_in_a_large_file_is_on_the_page_that_holds_it(big) ->
     """issue 20 item 6: ``?lines=30000-30040`` (a search hit's cite) opens the page that
     holds those lines, wrapped in the anchor the link scrolls to; paging on keeps the mark."""
     client, library = big
-    doc = library.read("big.md", 1, 1).doc
+    doc = library.lookup.read("big.md", 1, 1).doc
     text = _get(client, f"/doc/{doc}?lines=30000-30040")
     numbers = _numbers(text)
     assert numbers[0] <= 30_000 and numbers[-1] >= 30_040
@@ -141,7 +141,7 @@ def test_a_line_longer_than_a_page_is_cut_and_says_so(big) -> None:
     """issue 20 item 6: a 1.5 MB single line (minified code) is shown cut, with its
     length and how to find text in the rest, within the same bound."""
     client, library = big
-    doc = library.read("minified.txt", 1, 1).doc
+    doc = library.lookup.read("minified.txt", 1, 1).doc
     text = _get(client, f"/doc/{doc}")
     assert _numbers(text)[0] == 1
     assert "line 1 has 1,520,000 characters; the first" in text
@@ -153,7 +153,7 @@ def test_rendered_markdown_is_bounded_when_one_reference_is_used_thousands_of_ti
     """issue 20 item 6: a link reference with a 10 KB URL used 5,000 times would render
     as 50 MB of HTML; the rendered part stops at its bound and says so, the lines show."""
     client, library = big
-    doc = library.read("refs.md", 1, 1).doc
+    doc = library.lookup.read("refs.md", 1, 1).doc
     text = _get(client, f"/doc/{doc}")
     assert "rendered would be over" in text
     assert "[the sweeper][r]" in text  # the line itself, as text

@@ -50,11 +50,11 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Library]:
         (uploads / name).write_text(text + "\nuploaded\n", encoding="utf-8")
     (folder / "exfil.md").write_text(EXFIL, encoding="utf-8")
     library = Library(Settings(home=root / "home", embedder="none"))
-    library.add_folder(folder, "corpus")
-    library.sync()
+    library.folders.add_folder(folder, "corpus")
+    library.folders.sync()
     for kind, (name, text, _secrets) in CORPUS.items():
-        library.import_file(uploads / name)
-        library.add_document(f"{kind} note", text, f"test://{name}", by_agent=False)
+        library.writing.import_file(uploads / name)
+        library.writing.add_document(f"{kind} note", text, f"test://{name}", by_agent=False)
     yield library
     library.close()
 
@@ -211,7 +211,7 @@ def _pages_of(library: Library, client: TestClient) -> dict[str, str]:
     """Every page a person can open on the seeded library, by URL."""
     urls = ["/", "/audit", "/entities"]
     for source in ("corpus", "agent", "uploads"):
-        listing = library.list_source(source, limit=200)
+        listing = library.catalog.list_source(source, limit=200)
         urls += [f"/doc/{d.doc}" for d in listing.documents]
         urls.append(f"/search?q=password+token+key&source={source}")
     for kind, (_name, text, secrets) in CORPUS.items():
@@ -219,7 +219,7 @@ def _pages_of(library: Library, client: TestClient) -> dict[str, str]:
         urls += [f"/search?q={words}", f"/search?q={words}&mode=keyword"]
         urls += [f"/search?q={s[:3]}" for s in secrets]
         urls += [f"/entities?q={w}" for w in re.findall(r"[A-Za-z]{5,}", text)[:3]]
-    for view in library.entities(None, 50):
+    for view in library.entities.find(None, 50):
         urls.append(f"/entities?q={view.name}")
     return {url: client.get(url).text for url in dict.fromkeys(urls)}
 

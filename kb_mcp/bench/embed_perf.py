@@ -2,7 +2,7 @@
 
 Four figures (issue 8, "Speed"), each from one run:
 
-1. **Hybrid search at 100k chunks**, p50 / p95, through ``Library.search(mode="hybrid")``
+1. **Hybrid search at 100k chunks**, p50 / p95, through ``library.lookup.search(mode="hybrid")``
    but EXCLUDING the query embedding: the queries (real SciFact questions) are embedded
    beforehand and ``BenchEmbedder`` hands those vectors back, so the engine, the index
    and the fusion run exactly as in production. Embedding 100k passages with the local
@@ -11,7 +11,7 @@ Four figures (issue 8, "Speed"), each from one run:
    a smaller library is timed twice in the same run, once with the model's own vectors
    and once with derived ones, to show the timing does not depend on which.
 2. **The query embedding**, p50 / p95 ms, one question per call as a search embeds it.
-3. **Passages embedded per second** by the production path (``Library.embed_pending``:
+3. **Passages embedded per second** by the production path (``library.vectors.embed_pending``:
    ``embed/queue.py`` batches into ``LocalEmbedder``), on real chunk text.
 4. **``kb-mcp add`` to full vector coverage** (``run_add``): the CLI as a user runs it on
    a folder of real-text files, wall time, chunks, passages/s and peak RSS.
@@ -179,8 +179,8 @@ def _coverage(home: Path, embedder: str, embed_model: str | None) -> tuple[int, 
 
     settings = Settings(home=home, embedder=embedder, embed_model=embed_model or "")
     with Library(settings) as library:
-        state = library.vector_state()
-        return state.embedded, state.pending, library.overview().chunks
+        state = library.vectors.state()
+        return state.embedded, state.pending, library.catalog.overview().chunks
 
 
 class BenchEmbedder:
@@ -271,16 +271,16 @@ def build_library(
         return int(mark.read_text()), 0.0, (0.0, 0.0)
     shutil.rmtree(home, ignore_errors=True)  # a build that did not finish starts over
     with _open(home, embedder) as library:
-        library.add_folder(folder, "corpus")
+        library.folders.add_folder(folder, "corpus")
         started = time.perf_counter()
-        library.sync("corpus")
+        library.folders.sync("corpus")
         ingest_s = time.perf_counter() - started
         started, started_cpu = time.perf_counter(), time.process_time()
-        report = library.embed_pending()
+        report = library.vectors.embed_pending()
         embed_s = (time.perf_counter() - started, time.process_time() - started_cpu)
         if report is None or not report.complete:
             raise InvalidInput(f"embedding did not complete: {report}")
-        chunks = library.overview().chunks
+        chunks = library.catalog.overview().chunks
     mark.write_text(str(chunks))
     return chunks, ingest_s, embed_s
 
@@ -329,16 +329,16 @@ def time_searches(timed: list[Timed], queries: list[str]) -> list[HybridRow]:
     with ExitStack() as stack:
         libraries = [stack.enter_context(_open(t.home, t.embedder)) for t in timed]
         for library in libraries:
-            library.warm_vectors()
+            library.vectors.warm()
             for query in queries[:20]:
-                library.search(query, mode="hybrid")
+                library.lookup.search(query, mode="hybrid")
         hybrid = _turns(libraries, queries, _hybrid)
-        keyword = _turns(libraries, queries, lambda lib, q: lib.search(q, mode="keyword"))
+        keyword = _turns(libraries, queries, lambda lib, q: lib.lookup.search(q, mode="keyword"))
         return [
             HybridRow(
                 t.label,
                 t.vectors,
-                library.overview().chunks,
+                library.catalog.overview().chunks,
                 Latency.of(hybrid[i][0]),
                 Latency.of(hybrid[i][1]),
                 Latency.of(keyword[i][0]),
@@ -367,7 +367,7 @@ def _turns(
 
 
 def _hybrid(library: Library, query: str) -> object:
-    result = library.search(query, mode="hybrid")
+    result = library.lookup.search(query, mode="hybrid")
     if getattr(result, "fallback", None):
         raise InvalidInput(f"hybrid search fell back to keyword: {result}")
     return result
@@ -535,7 +535,7 @@ def embed_perf_table(report: EmbedPerfReport) -> str:
     lines.append(
         f"passages embedded: {report.passages_per_s} per second, "
         f"{report.passages_per_cpu_s} per CPU second "
-        f"({report.passages:,} real chunks embedded by the model, Library.embed_pending)"
+        f"({report.passages:,} real chunks embedded by the model, library.vectors.embed_pending)"
     )
     if report.add is not None:
         a = report.add

@@ -3,7 +3,7 @@
 ``python -m kb_mcp.bench.graph_cost FOLDER [--rounds N]`` syncs FOLDER into fresh homes,
 alternating a sync followed by the linking phase (``ingest/links``: entity extraction,
 relation detection and matching, near-duplicates) with the keyword phase alone
-(``Library.sync(link=False)``), and prints the median files per second of each and their
+(``library.folders.sync(link=False)``), and prints the median files per second of each and their
 ratio, and the median CPU seconds of this (the writer) process and of the worker
 processes: the wall-time ratio moves with the machine's load, the CPU shows where the
 cost is. Issue 9 asked that ingest with heuristic extraction stay within 25 % of ingest
@@ -35,9 +35,9 @@ def _sync_seconds(folder: Path, *, with_graph: bool) -> tuple[float, float, floa
     home = Path(tempfile.mkdtemp(prefix="kb-mcp-graph-cost-"))
     try:
         with Library(Settings(home=home, embedder="none", max_files_per_source=100_000)) as lib:
-            lib.add_folder(folder)
+            lib.folders.add_folder(folder)
             started, cpu, readers = time.perf_counter(), time.process_time(), _children_cpu()
-            (report,) = lib.sync(link=with_graph)
+            (report,) = lib.folders.sync(link=with_graph)
             wall, writer = time.perf_counter() - started, time.process_time() - cpu
             return wall, writer, _children_cpu() - readers, report.added
     finally:

@@ -8,7 +8,7 @@ the two cores' capacity (megabytes over half the total CPU: what an idle 2-core 
 would do if both were kept busy; wall time on the shared machine is noise). Issue 10 asks
 for 10 MB/s. The two phases (issue 22) are measured apart: the keyword phase (the sync,
 ``link=False``: the folder is keyword-searchable at its end, its wall time printed) and
-the linking phase after it (``Library.link_pending``: entities, relations, names,
+the linking phase after it (``library.links.run``: entities, relations, names,
 near-duplicates), each with its writer and readers' CPU.
 
 ``--profile DIR`` also runs cProfile (CPU clock) in the writer and in each reader (the
@@ -77,17 +77,17 @@ def measure(folder: Path, profile: Path | None = None) -> tuple[float, float, fl
         if profile is not None:
             filework.read_file = _read_file_profiled  # type: ignore[assignment]
         with Library(Settings(home=home, embedder="none", max_files_per_source=1_000_000)) as lib:
-            lib.add_folder(folder, "corpus")
+            lib.folders.add_folder(folder, "corpus")
             cpu, readers, wall = time.process_time(), _children_cpu(), time.monotonic()
             if writer is not None:
                 writer.enable()
-            lib.sync("corpus", link=False)
+            lib.folders.sync("corpus", link=False)
             if writer is not None:
                 writer.disable()
             writer_s, readers_s = time.process_time() - cpu, _children_cpu() - readers
             searchable_s = time.monotonic() - wall
             cpu, readers = time.process_time(), _children_cpu()
-            lib.link_pending()
+            lib.links.run()
             LAST_PHASES.update(
                 searchable_s=searchable_s,
                 link_writer_s=time.process_time() - cpu,

@@ -12,7 +12,7 @@ co-occurrence of query words are those of real text at any size. Seeded, so runs
 
 **Searches.** Real queries: ``SEARCHES`` of each set's test queries (SciFact claims,
 NFCorpus titles, CMRC2018 questions), ``top_k`` 10, keyword mode, through
-``Library.search`` (what agents get), and the same text through ``NaiveIndex``.
+``library.lookup.search`` (what agents get), and the same text through ``NaiveIndex``.
 
 Each size runs in a child process so its peak memory (max RSS) is its own. Start-up is
 measured as an agent sees it: spawn ``kb-mcp serve`` over stdio, initialize, and wait for
@@ -273,7 +273,9 @@ def keyword_rows(library, naive, sets: Sequence[RealSet], chunks: int) -> list[S
     """
     rows = []
     for real in sets:
-        kb = time_queries(lambda q: library.search(q, top_k=TOP_K, mode="keyword"), real.queries)
+        kb = time_queries(
+            lambda q: library.lookup.search(q, top_k=TOP_K, mode="keyword"), real.queries
+        )
         base = time_queries(lambda q: naive.search(q, TOP_K), real.queries)
         rows.append(
             SearchRow(chunks, real.name, "keyword", *kb.summary(), *base.summary(), kb.stopped)
@@ -307,14 +309,14 @@ def hybrid_rows(home: Path, sets: Sequence[RealSet], chunks: int) -> list[Search
     rows = []
     with Library(settings, make_embedder=lambda provider, model: embedder) as library:
         if not (home / STANDIN_MARK).is_file():
-            report = library.embed_pending()
+            report = library.vectors.embed_pending()
             if report is None or not report.complete:
                 raise InvalidInput(f"stand-in vectors were not all stored: {report}")
-            (home / STANDIN_MARK).write_text(str(library.overview().chunks))
-        library.warm_vectors()
+            (home / STANDIN_MARK).write_text(str(library.catalog.overview().chunks))
+        library.vectors.warm()
 
         def hybrid(query: str) -> object:
-            result = library.search(query, top_k=TOP_K, mode="hybrid")
+            result = library.lookup.search(query, top_k=TOP_K, mode="hybrid")
             if result.fallback:
                 raise InvalidInput(f"hybrid search fell back: {result.reason}")
             return result
@@ -417,7 +419,7 @@ def measure_search(
         library.fts.ensure_current()
         library.fts.refresh_segment()  # a corpus kept from before the postings segment
         naive = NaiveIndex(naive_db)
-        chunks = library.overview().chunks
+        chunks = library.catalog.overview().chunks
         searches = keyword_rows(library, naive, sets, chunks)
         naive.close()
     searches += later_rows(home, naive_db, sets, chunks, hybrid, stdio)
@@ -448,14 +450,14 @@ def measure_size(
     files = -(-len(items) // SECTIONS_PER_FILE)
     settings = Settings(home=home, max_files_per_source=files + 1, embedder="none")
     with Library(settings) as library:
-        library.add_folder(corpus, "corpus")
+        library.folders.add_folder(corpus, "corpus")
         started = time.perf_counter()
-        library.sync("corpus")
+        library.folders.sync("corpus")
         ingest_s = time.perf_counter() - started
         started = time.perf_counter()
-        library.sync("corpus")
+        library.folders.sync("corpus")
         resync_s = time.perf_counter() - started
-        indexed = library.overview().chunks
+        indexed = library.catalog.overview().chunks
         naive = NaiveIndex(workdir / "naive.db")
         started = time.perf_counter()
         naive.add(items)

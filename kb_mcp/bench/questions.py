@@ -3,7 +3,7 @@
 The BEIR bench (``bench/retrieval.py``) writes a synthetic corpus; this one points the
 library at folders as a user would: each top-level folder of ``corpus`` becomes a folder
 source (registered and synced like ``kb-mcp add``), and every question runs through
-``Library.search`` over the whole library, unscoped, as an agent asks. A result counts
+``library.lookup.search`` over the whole library, unscoped, as an agent asks. A result counts
 when its file, relative to the corpus root, is one of the question's gold paths.
 
 The set is JSON lines (``bench/realcorpus/README.md``): ``id``, ``question``, ``gold``
@@ -162,11 +162,11 @@ def register_corpus(library: Library, corpus: Path, progress: Progress | None) -
     """Every top-level folder of ``corpus`` as a folder source named after it, synced."""
     if not corpus.is_dir():
         raise NotFound(f"no corpus folder at {corpus}", hint="pass --corpus DIR")
-    known = {Path(s.root).resolve() for s in library.folder_sources()}
+    known = {Path(s.root).resolve() for s in library.folders.folder_sources()}
     for folder in sorted(p for p in corpus.iterdir() if p.is_dir() and p.name[0] != "."):
         if folder.resolve() not in known:
-            library.add_folder(folder, folder.name)
-    library.sync(progress=progress)
+            library.folders.add_folder(folder, folder.name)
+    library.folders.sync(progress=progress)
 
 
 def corpus_path(hit: Hit, roots: dict[str, Path], corpus: Path) -> str:
@@ -181,11 +181,11 @@ def corpus_path(hit: Hit, roots: dict[str, Path], corpus: Path) -> str:
 
 
 def ask(library: Library, questions: Iterable[Question], corpus: Path, mode: str) -> list[Answer]:
-    roots = {s.name: Path(s.root).resolve() for s in library.folder_sources()}
+    roots = {s.name: Path(s.root).resolve() for s in library.folders.folder_sources()}
     answers = []
     for question in questions:
         started = time.perf_counter()
-        result = library.search(question.text, top_k=RUN_DEPTH, mode=mode)
+        result = library.lookup.search(question.text, top_k=RUN_DEPTH, mode=mode)
         elapsed = (time.perf_counter() - started) * 1000
         answers.append(
             Answer(
@@ -238,9 +238,9 @@ def run_questions_bench(
         with Library(settings) as lib:
             register_corpus(lib, corpus, progress)
             if mode != "keyword":  # vectors first, as `kb-mcp add` waits for them
-                lib.embed_pending(progress=progress)
+                lib.vectors.embed_pending(progress=progress)
             answers = ask(lib, questions, corpus, mode)
-            documents = lib.overview().documents
+            documents = lib.catalog.overview().documents
     finally:
         if temp is not None:
             shutil.rmtree(temp, ignore_errors=True)

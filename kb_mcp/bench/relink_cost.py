@@ -141,16 +141,16 @@ def run(n: int, share: float) -> None:
             (folder / rel).write_text(text, encoding="utf-8")
         settings = Settings(home=work / "home", embedder="none", max_files_per_source=10**6)
         with Library(settings) as lib:
-            lib.add_folder(folder, "notes")
+            lib.folders.add_folder(folder, "notes")
             meter.watch(lib)
             phases = []
             cpu = time.process_time()
-            lib.sync("notes")
+            lib.folders.sync("notes")
             phases.append(("sync", *meter.phase(), time.process_time() - cpu, _states(lib)))
             for rel in sorted(files)[::100]:
                 (folder / rel).unlink()
             cpu = time.process_time()
-            lib.sync("notes")
+            lib.folders.sync("notes")
             phases.append(("remove 1%", *meter.phase(), time.process_time() - cpu, _states(lib)))
             with lib.db.write() as conn:
                 meta.delete(conn, relink.VERSION_KEY)

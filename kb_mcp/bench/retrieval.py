@@ -2,7 +2,7 @@
 
 The corpus is written as files into ``<home>/bench-corpus/<dataset>/`` and ingested as a
 folder source, the same path a user's notes take (walk, read, frontmatter dates and
-``supersedes``, chunking, FTS). Every query runs through ``Library.search``, the engine
+``supersedes``, chunking, FTS). Every query runs through ``library.lookup.search``, the engine
 the MCP tool uses, so what is measured is what agents get. Golden-set classes with
 rules of their own (abstention, retraction, hypothetical, citation, and any query naming
 ``stale`` docs) are scored by those rules; every class also gets the standard metrics, and
@@ -140,21 +140,21 @@ def ingest(library: Library, beir: BeirSet, progress: Progress | None) -> float:
     started = time.perf_counter()
     folder = library.home / CORPUS_DIR / beir.name
     write_corpus(beir, folder)
-    if beir.name not in {s.name for s in library.folder_sources()}:
-        library.add_folder(folder, beir.name)
-    library.sync(beir.name, progress=progress)
+    if beir.name not in {s.name for s in library.folders.folder_sources()}:
+        library.folders.add_folder(folder, beir.name)
+    library.folders.sync(beir.name, progress=progress)
     retracted = [d for d in beir.docs if d.metadata.get("retracted")]
     for doc in retracted:
         (folder / doc_file_name(doc)).unlink(missing_ok=True)
     if retracted:
-        library.sync(beir.name)
+        library.folders.sync(beir.name)
     return time.perf_counter() - started
 
 
 def embed(library: Library, progress: Progress | None) -> dict[str, Any]:
     """Embed every passage before the queries run (as ``kb-mcp add`` waits for vectors);
     {} without an embedder. Reports passages embedded per second."""
-    report = library.embed_pending(progress=progress)
+    report = library.vectors.embed_pending(progress=progress)
     if report is None:
         return {}
     rate = report.embedded / report.seconds if report.seconds else 0.0
@@ -179,7 +179,9 @@ def run_queries(
         fallback = embed_ms = None
         timed_out = False
         try:
-            result = library.search(query.text, top_k=depth, mode=mode, source=beir.name, legs=legs)
+            result = library.lookup.search(
+                query.text, top_k=depth, mode=mode, source=beir.name, legs=legs
+            )
             hits, fallback = result.hits, (result.reason if result.fallback else None)
             embed_ms = result.embed_ms
         except InvalidInput:  # e.g. a blank query: the tool refuses it, the bench scores 0

@@ -5,7 +5,7 @@ Three figures, each the median of ``runs`` (issue 10, "Start-up" and "Freshness"
 - **start-up**: spawn ``kb-mcp serve`` over stdio and time, from the spawn, the reply to
   ``initialize`` and the first ``search`` result. The client is raw JSON lines on the
   pipes (no MCP client library), so nothing on the client side is counted.
-- **re-sync**: a no-change ``Library.sync`` of the whole library (walk, stat, compare).
+- **re-sync**: a no-change ``library.folders.sync`` of the whole library (walk, stat, compare).
 - **freshness**: while one server runs, a file is edited (a new unique word), added or
   deleted, and ``search`` is asked every ``POLL_S`` until the answer shows it: seconds
   from the save to the first answer that does.
@@ -197,11 +197,11 @@ def measure_resync(home: Path, runs: int = RUNS) -> tuple[float, float]:
     from kb_mcp.settings import load
 
     with Library(load(home=home, overrides={"embedder": "none"})) as library:
-        library.sync()
+        library.folders.sync()
         walls, cpus = [], []
         for _ in range(runs):
             started, cpu = time.perf_counter(), time.process_time()
-            library.sync()
+            library.folders.sync()
             walls.append(time.perf_counter() - started)
             cpus.append(time.process_time() - cpu)
     return statistics.median(walls), statistics.median(cpus)
@@ -255,9 +255,9 @@ def prepare_library(home: Path, eval_data: Path, files: int) -> Path:
     if not folder.exists():
         build_corpus(folder, eval_data, files)
     with Library(load(home=home, overrides={"embedder": "none"})) as library:
-        if not library.folder_sources():
-            library.add_folder(folder, name="corpus")
-        library.sync()
+        if not library.folders.folder_sources():
+            library.folders.add_folder(folder, name="corpus")
+        library.folders.sync()
     return folder
 
 

@@ -90,7 +90,7 @@ def measure(matrix: np.ndarray, queries: np.ndarray, workdir: Path) -> VectorBen
         with library.db.write() as conn:
             sig_id = vectors.ensure_signature(conn, signature, NOW)
         store_rate = _store(library, sig_id, ids, matrix)
-        index = library.vector_index
+        index = library.vectors.index
         started = time.perf_counter()
         index.warm(library.db.conn, sig_id)
         cold_ms = (time.perf_counter() - started) * 1000

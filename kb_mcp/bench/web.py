@@ -39,7 +39,7 @@ LIBRARY_PAGE_BUDGET_MS = 100.0  # issue 12
 class PageRow:
     page: str
     requests: int
-    first_ms: float  # the first request: nothing cached yet (see Library._memo)
+    first_ms: float  # the first request: nothing cached yet (see LibraryState.memo)
     p50_ms: float
     p95_ms: float
     status: int
@@ -56,8 +56,8 @@ def build(chunks: int, workdir: Path) -> Path:
     home = workdir / "home"
     settings = Settings(home=home, max_files_per_source=files + 1, embedder="none")
     with Library(settings) as library:
-        library.add_folder(workdir / "corpus", "corpus")
-        library.sync("corpus")
+        library.folders.add_folder(workdir / "corpus", "corpus")
+        library.folders.sync("corpus")
     from kb_mcp.server.audit import record_call
 
     for i in range(AUDIT_LINES):
@@ -87,7 +87,7 @@ CHANGE_MARK = "bench_web_change"  # a meta key another connection rewrites (then
 
 def time_after_change(client, db_path: Path) -> PageRow:
     """The library page right after each of ``ROUNDS`` commits by another connection
-    (issue 12: ≤ 100 ms also then): every request recomputes what ``Library._memo`` kept."""
+    (issue 12: ≤ 100 ms also then): every request recomputes what ``LibraryState.memo`` kept."""
     from kb_mcp.store import meta
     from kb_mcp.store.db import Database
 
@@ -121,12 +121,12 @@ def page_urls(library) -> list[tuple[str, str]]:
         for query in real.queries[:QUERIES_PER_SET]:
             urls.append((f"search ({real.name})", "/search?q=" + quote(query)))
             try:
-                hits = library.search(query, mode="keyword").hits
+                hits = library.lookup.search(query, mode="keyword").hits
             except Unavailable:  # over the search time budget on a loaded machine
                 continue
             docs += [f"{h.doc}?lines={h.start_line}-{h.end_line}" for h in hits[:1]]
     urls += [("document", "/doc/" + doc) for doc in docs[:8]]
-    for view in library.entities(None, 4):
+    for view in library.entities.find(None, 4):
         urls.append(("entities (a name)", "/entities?q=" + quote(view.name)))
     return urls
 
@@ -151,7 +151,7 @@ def run(chunks: int, workdir: Path) -> tuple[int, list[tuple[str, PageRow]]]:
             rows = [("library", time_page(client, "/"))]
             rows.append(("library (after a change)", time_after_change(client, home / DB_FILE)))
             rows += [(kind, time_page(client, url)) for kind, url in page_urls(library)[1:]]
-        indexed = library.overview().chunks
+        indexed = library.catalog.overview().chunks
     return indexed, rows
 
 

@@ -45,10 +45,10 @@ def _build_library(home: Path) -> None:
                 if item.name.endswith(".md")
                 else item.name
             )
-            library.add_document(title, text, f"demo://{item.name}", by_agent=False)
+            library.writing.add_document(title, text, f"demo://{item.name}", by_agent=False)
         # As `kb-mcp add --wait` does: vectors are built before the session starts, so the
         # demo's searches are hybrid, as a user's are once their vectors are built.
-        library.embed_pending()
+        library.vectors.embed_pending()
 
 
 def _show(tool: str, arguments: dict, text: str) -> None:

@@ -29,7 +29,7 @@ from kb_mcp.cli.progress import EMBEDDING_PASSAGES, PhaseProgress, eta_text, rat
 if TYPE_CHECKING:
     from kb_mcp.embed.queue import EmbedReport
     from kb_mcp.library import Library
-    from kb_mcp.results import VectorBacklog
+    from kb_mcp.library.results import VectorBacklog
 
 INTERRUPTED_EXIT = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C stopped
 HOW_BUILT = "a running `kb-mcp serve` builds them in the background, or run `kb-mcp embed`"
@@ -66,7 +66,9 @@ def embed_and_report(
     stderr as a warning when the embedder failed. Silent when the embedder is none or
     there was nothing to embed. The report, and whether Ctrl-C stopped the run."""
     with stop_on_interrupt() as stop, PhaseProgress(EMBEDDING_PASSAGES) as progress:
-        report = library.embed_pending(progress=progress, should_stop=stop.is_set, wait=wait)
+        report = library.vectors.embed_pending(
+            progress=progress, should_stop=stop.is_set, wait=wait
+        )
         progress.close(stopped=stop.is_set())
     stopped = stop.is_set()
     if report is None or not (report.embedded or report.pending):
@@ -78,7 +80,7 @@ def embed_and_report(
             file=sys.stderr,
         )
         return report, stopped
-    signature = library.vector_state().signature
+    signature = library.vectors.state().signature
     model = f" with {signature.describe()}" if signature else ""
     reused = f" ({report.reused} unchanged: vectors reused)" if report.reused else ""
     line = (
@@ -123,7 +125,7 @@ def backlog_text(backlog: VectorBacklog) -> str | None:
 def report_backlog(library: Library, *, quiet: bool = False) -> None:
     """Print ``backlog_text`` (measuring a rate first when the library has none): on
     stdout, or on stderr if ``quiet`` (``--json``) or the embedder failed."""
-    backlog = library.vector_backlog(measure=True)
+    backlog = library.vectors.backlog(measure=True)
     text = backlog_text(backlog) if backlog is not None else None
     if text:  # a failing embedder is a warning (stderr), not a result
         failed = backlog is not None and backlog.error
@@ -133,7 +135,7 @@ def report_backlog(library: Library, *, quiet: bool = False) -> None:
 def cmd_embed(args: argparse.Namespace, library: Library) -> int:
     """Build the vectors of passages that have none yet, with progress; Ctrl-C stops
     after the batch in progress, keeping what was done (the next run resumes)."""
-    backlog = library.vector_backlog()
+    backlog = library.vectors.backlog()
     if backlog is None:
         print("no embedder configured (--embedder none): keyword search only, nothing to embed")
         return 0

@@ -202,7 +202,9 @@ def cmd_add_text(args: argparse.Namespace) -> int:
     else:
         content = sys.stdin.read()
     with _open(args) as library:
-        result = library.add_document(args.title, content, args.uri, args.tag, by_agent=False)
+        result = library.writing.add_document(
+            args.title, content, args.uri, args.tag, by_agent=False
+        )
     _emit(args, result, render.add_text)
     return 0
 
@@ -213,7 +215,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     with _open(args) as library:
         legs = parse_legs(args.legs)
-        result = library.search(args.query, args.top_k, args.mode, args.source, legs)
+        result = library.lookup.search(args.query, args.top_k, args.mode, args.source, legs)
     _emit(args, result, render.search_text, render.search_data)
     return 0
 
@@ -223,7 +225,7 @@ def cmd_entities(args: argparse.Namespace) -> int:
     from kb_mcp import render
 
     with _open(args) as library:
-        views = library.entities(args.query, args.limit)
+        views = library.entities.find(args.query, args.limit)
     _emit(args, views, render.entities_text)
     return 0
 
@@ -233,7 +235,7 @@ def cmd_grep(args: argparse.Namespace) -> int:
     from kb_mcp import render
 
     with _open(args) as library:
-        result = library.grep(
+        result = library.lookup.grep(
             args.pattern,
             regex=args.regex,
             ignore_case=args.ignore_case,
@@ -250,7 +252,7 @@ def cmd_read(args: argparse.Namespace) -> int:
     from kb_mcp import render
 
     with _open(args) as library:
-        result = library.read(args.doc, args.start_line, args.end_line)
+        result = library.lookup.read(args.doc, args.start_line, args.end_line)
     _emit(args, result, render.read_text)
     return 0
 
@@ -258,8 +260,8 @@ def cmd_read(args: argparse.Namespace) -> int:
 def cmd_list(args: argparse.Namespace) -> int:
     """Show sources, counts and index health; with a source, its entries (one per path)."""
     from kb_mcp import render
-    from kb_mcp.catalog import DAMAGED
     from kb_mcp.errors import InvalidInput
+    from kb_mcp.library.catalog import DAMAGED
 
     with _open(args) as library:
         if (args.failed or args.skipped) and not args.source:
@@ -267,12 +269,16 @@ def cmd_list(args: argparse.Namespace) -> int:
                 "--failed and --skipped need a source: `kb-mcp list SOURCE --failed`"
             )
         if args.failed or args.skipped:
-            _emit(args, library.left_out(args.source, skipped=args.skipped), render.left_out_text)
+            _emit(
+                args,
+                library.folders.left_out(args.source, skipped=args.skipped),
+                render.left_out_text,
+            )
         elif args.source:
-            result = library.list_source(args.source, args.limit, args.offset)
+            result = library.catalog.list_source(args.source, args.limit, args.offset)
             _emit(args, result, render.listing_text)
         else:
-            overview = library.overview()
+            overview = library.catalog.overview()
             _emit(args, overview, render.overview_text)
             if str(overview.health.get("database", "")).startswith(DAMAGED):
                 return 1  # a script checking `kb-mcp list` sees it (issue 20 item 4)
@@ -291,7 +297,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
             raise
         # The index cannot even be opened: set it aside (nothing in it is the truth).
         library = _open_fresh(args, f"could not be opened: {exc.message}")
-    if args.rebuild and (problems := library.database_problems()):
+    if args.rebuild and (problems := library.health.database_problems()):
         # A damaged page would end the rebuild half-way (issue 20 item 4): the same.
         library.close()
         library = _open_fresh(args, f"is damaged: {problems[0]}")
@@ -299,7 +305,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
     with library:
         with PhaseProgress(READING_FILES) as progress:
-            result = library.reindex(rebuild=args.rebuild, progress=progress)
+            result = library.writing.reindex(rebuild=args.rebuild, progress=progress)
         _emit(args, result, render.reindex_text)
         from kb_mcp.cli.sources import after_sync
 
@@ -365,7 +371,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from kb_mcp import render
 
     with _open(args) as library:
-        report = library.doctor()
+        report = library.health.report()
     _emit(args, report, render.doctor_text)
     return 0 if report.ok else 1
 

@@ -54,7 +54,7 @@ def _print_report(report: SyncReport) -> None:
 def _sync_and_report(library: Library, source: str | None) -> int:
     """Sync with its progress on stderr, print one summary per source; how many."""
     with PhaseProgress(READING_FILES) as progress:
-        reports = library.sync(source, progress=progress, link=False)
+        reports = library.folders.sync(source, progress=progress, link=False)
     for report in reports:
         _print_report(report)
     link_and_report(library)
@@ -65,13 +65,13 @@ def link_and_report(library: Library) -> None:
     """The linking phase (``ingest/links``) after the keyword phase, with its progress on
     stderr: one line saying keyword search already works, one saying what it recorded.
     Ctrl-C stops it; the next sync or the server resumes it. Silent when none waits."""
-    pending = library.links_pending()
+    pending = library.links.pending()
     if not pending:
-        library.link_pending()  # nothing to link; the keyword segment's refresh runs there
+        library.links.run()  # nothing to link; the keyword segment's refresh runs there
         return
     print(f"keyword search works now; recording entities and relations of {_documents(pending)}")
     with PhaseProgress(LINKING_DOCUMENTS) as progress:
-        report = library.link_pending(progress=progress)
+        report = library.links.run(progress=progress)
     if report is None:  # stopped while another process linked
         return
     left = f"; {report.pending:,} pending" if report.pending else ""
@@ -87,7 +87,7 @@ def enrich_and_report(library: Library, *, quiet: bool = False) -> None:
     one line; a failure is a warning on stderr (the heuristic graph is in place and the
     next sync or the server retries). Silent with the heuristic extractor."""
     with PhaseProgress(ENRICHING_PASSAGES) as progress:
-        report = library.enrich_graph(progress=progress)
+        report = library.enrichment.run(progress=progress)
     if report is None or not (report.enriched or report.failed or report.pending):
         return
     line = (
@@ -126,21 +126,21 @@ def cmd_add(args: argparse.Namespace, library: Library) -> int:
 
     path = Path(args.path).expanduser()
     if path.is_file():
-        result = library.import_file(path)  # one file: linked at once, no lines about it
+        result = library.writing.import_file(path)  # one file: linked at once, no lines about it
         print(render.add_text(result))
         return after_sync(args, library)
     gitignore = args.gitignore is not False  # a new source honours .gitignore unless told
     if path.is_dir():
         resolved = str(path.resolve())
-        existing = next((s for s in library.folder_sources() if s.root == resolved), None)
+        existing = next((s for s in library.folders.folder_sources() if s.root == resolved), None)
         if existing is not None and args.gitignore is not None:
             return _set_gitignore(args, library, existing.name, args.gitignore)
         # refused before the walk, not after it (or after a yes)
-        check_registrable(library.folder_sources(), path.resolve(), args.name)
-    _print_estimate(path, library.estimate_folder(path, args.ignore, gitignore=gitignore))
+        check_registrable(library.folders.folder_sources(), path.resolve(), args.name)
+    _print_estimate(path, library.folders.estimate_folder(path, args.ignore, gitignore=gitignore))
     if not args.yes and not _confirm("Add this folder and index it now?"):
         raise Refused("not added: confirm with --yes (or answer y at the prompt)")
-    source = library.add_folder(path, args.name, args.ignore, gitignore=gitignore)
+    source = library.folders.add_folder(path, args.name, args.ignore, gitignore=gitignore)
     print(f"added source {source.name!r} → {source.root}")
     if not source.gitignore:
         print("its .gitignore files are not read (--no-gitignore)")
@@ -165,13 +165,13 @@ def _set_gitignore(args: argparse.Namespace, library: Library, name: str, on: bo
     .gitignore now leaves out are removed from the index by that sync)."""
     from kb_mcp.errors import Refused
 
-    folder = next(s for s in library.folder_sources() if s.name == name)
+    folder = next(s for s in library.folders.folder_sources() if s.name == name)
     path = Path(folder.root)
-    _print_estimate(path, library.estimate_folder(path, folder.ignore, gitignore=on))
+    _print_estimate(path, library.folders.estimate_folder(path, folder.ignore, gitignore=on))
     verb = "honour" if on else "stop reading"
     if not args.yes and not _confirm(f"Make {name!r} {verb} .gitignore and sync it now?"):
         raise Refused("nothing changed: confirm with --yes (or answer y at the prompt)")
-    library.set_gitignore(name, on)
+    library.folders.set_gitignore(name, on)
     state = "honours .gitignore" if on else "no longer reads .gitignore"
     print(f"source {name!r} {state} from now on")
     _sync_and_report(library, name)
@@ -180,7 +180,7 @@ def _set_gitignore(args: argparse.Namespace, library: Library, name: str, on: bo
 
 def cmd_remove(args: argparse.Namespace, library: Library) -> int:
     """Remove a folder source and the documents only it held (the folder is not touched)."""
-    removed = library.remove_source(args.source)
+    removed = library.folders.remove_source(args.source)
     print(f"removed source {args.source!r} ({removed} paths unindexed)")
     return 0
 

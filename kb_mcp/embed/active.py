@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from kb_mcp.fsutil import FileLock
 from kb_mcp.index import embed_runs, vectors
-from kb_mcp.results import VectorBacklog, VectorState
+from kb_mcp.library.results import VectorBacklog, VectorState
 from kb_mcp.search.vector import building_reason
 from kb_mcp.settings import Settings
 from kb_mcp.store import documents as rows

@@ -136,12 +136,21 @@ class GraphEnrichment:
     model across processes, and the event that wakes the server's background pass."""
 
     def __init__(
-        self, db: Database, home: Path, settings: Settings, make: ExtractorFactory | None = None
+        self,
+        db: Database,
+        home: Path,
+        settings: Settings,
+        make: ExtractorFactory | None = None,
+        *,
+        prepare: Callable[[], None] | None = None,
     ) -> None:
+        """``prepare``: brings the entity graph (and what it reads) up to date before a
+        pass writes into it (``LibraryState.ready``)."""
         self._db = db
         self._home = home
         self._settings = settings
         self._make = make
+        self._prepare = prepare
         self._extractor: Extractor | None = None
         self._lock = threading.Lock()
         self.wanted = threading.Event()
@@ -151,6 +160,7 @@ class GraphEnrichment:
         return self._settings.graph_extractor != "heuristic"
 
     def extractor(self) -> Extractor | None:
+        """The configured LLM extractor, built at its first use (None: ``heuristic``)."""
         if not self.enabled:
             return None
         with self._lock:
@@ -171,8 +181,14 @@ class GraphEnrichment:
         progress: Progress | None = None,
         wait: bool = True,
     ) -> EnrichReport | None:
-        """One pass, or None: extractor ``heuristic``, or (``wait=False``) another process
-        is running the pass for this model right now."""
+        """Run the LLM extractor over the chunks it has not seen (``library.enrichment``).
+
+        None when ``graph_extractor`` is ``heuristic``, or (``wait=False``) another
+        process runs the pass for this model now. Failures keep the heuristic entities;
+        the chunks are retried by a later pass, after a backoff.
+        """
+        if self._prepare is not None:
+            self._prepare()
         extractor = self.extractor()
         if extractor is None:
             return None

@@ -34,7 +34,7 @@ one path left it. Removal stays in the keyword phase: a removed document's rows 
 it at once, whether it was linked or not.
 
 Who runs it: ``kb-mcp add`` / ``sync`` / ``add-text`` after the keyword phase, saying so;
-``Library.sync`` and ``add_document`` by default; ``kb-mcp serve`` in a background thread
+``library.folders.sync`` and ``add_document`` by default; ``kb-mcp serve`` in a background thread
 (``server/background.BackgroundLinker``), so an agent's ``add_document`` returns before it.
 Search never waits for it: a document not linked yet has no entities and no relations,
 which search reads as absent. The rules' versions keep their own re-runs, which leave
@@ -75,7 +75,7 @@ LARGE_CHUNKS = 1_000
 # of any file read whole (``filework.LARGE_FILE_BYTES``).
 OPENING_CHARS = 4 * 1024 * 1024
 _IN_FLIGHT_PER_WORKER = 2  # groups computed ahead of the writer, per worker
-# One process links a library at a time (``LibraryState.link_pending``), beside the
+# One process links a library at a time (``library.links``, library/linking.py), beside the
 # embedding and LLM-pass locks.
 LOCK_PATH = "locks/links.lock"
 LOCK_POLL_S = 0.2

@@ -145,7 +145,7 @@ class BackgroundSync:
     def _refresh_watcher(self) -> None:
         """(Re)start the watcher when the folder sources changed (``kb-mcp add`` / remove)."""
         try:
-            folders = tuple(self._get_library().folder_sources())
+            folders = tuple(self._get_library().folders.folder_sources())
         except Exception:
             log.exception("cannot list folder sources to watch")
             return
@@ -169,13 +169,17 @@ class BackgroundSync:
     def _sync_named(self, names: set[str] | None) -> None:
         try:
             library = self._get_library()
-            if not library.folder_sources():
+            if not library.folders.folder_sources():
                 return
             if names is None:
-                self._log(library.sync(should_stop=self._stop.is_set, wait=False, link=False))
+                self._log(
+                    library.folders.sync(should_stop=self._stop.is_set, wait=False, link=False)
+                )
                 return
             for name in sorted(names):
-                reports = library.sync(name, should_stop=self._stop.is_set, wait=False, link=False)
+                reports = library.folders.sync(
+                    name, should_stop=self._stop.is_set, wait=False, link=False
+                )
                 if not reports and not self._stop.is_set():  # another process holds it
                     retry = threading.Timer(RETRY_S, self.changed, ({name},))
                     retry.daemon = True
@@ -204,7 +208,7 @@ class BackgroundEmbedder:
 
     Keyword search never waits for it: a synced folder is searchable at once and its
     vectors follow. The thread sleeps until the library says there may be work
-    (``Library.embed_wanted``: set by syncs and added documents) or ``IDLE_CHECK_S``
+    (``library.vectors.wanted``: set by syncs and added documents) or ``IDLE_CHECK_S``
     passed (another process may have added chunks). After a provider failure it waits
     ``backoff_s`` (doubling up to ``max_backoff_s``) before retrying; the failed
     documents stay ``embed_pending`` meanwhile, and a success resets the delay.
@@ -263,13 +267,13 @@ class BackgroundEmbedder:
         return library.settings.embedder != "none"
 
     def _wanted(self, library: Library) -> threading.Event:
-        return library.embed_wanted
+        return library.vectors.wanted
 
     def _once(self, library: Library) -> bool:
         """One run over what is pending; False when the provider failed."""
         try:
-            report = library.embed_pending(should_stop=self._stop.is_set, wait=False)
-            library.warm_vectors()
+            report = library.vectors.embed_pending(should_stop=self._stop.is_set, wait=False)
+            library.vectors.warm()
         except Exception:  # a failed run must never take the server down
             log.exception("background embedding failed")
             return False
@@ -300,7 +304,7 @@ class BackgroundEmbedder:
 class BackgroundEnricher(BackgroundEmbedder):
     """Runs the LLM pass over the graph (``graph_extractor = ollama``) while the server runs.
 
-    The embedder's loop, on its own thread and event (``Library.graph_wanted``): it
+    The embedder's loop, on its own thread and event (``library.enrichment.wanted``): it
     starts after the handshake, sleeps until a sync or an added document brings chunks,
     and after a failed pass backs off (``backoff_s`` doubling). Keyword search and the
     heuristic graph are complete before it asks the model anything.
@@ -316,12 +320,12 @@ class BackgroundEnricher(BackgroundEmbedder):
         return library.settings.graph_extractor != "heuristic"
 
     def _wanted(self, library: Library) -> threading.Event:
-        return library.graph_wanted
+        return library.enrichment.wanted
 
     def _once(self, library: Library) -> bool:
         """One pass over what is pending; False when the model could not be reached."""
         try:
-            report = library.enrich_graph(should_stop=self._stop.is_set, wait=False)
+            report = library.enrichment.run(should_stop=self._stop.is_set, wait=False)
         except Exception:  # a failed pass must never take the server down
             log.exception("the graph's LLM pass failed")
             return False
@@ -348,7 +352,7 @@ class BackgroundLinker(BackgroundEmbedder):
     """Runs the linking phase (``ingest/links.py``) while the server runs: the entities,
     relations and near-duplicates of what a sync or an agent's ``add_document`` stored.
 
-    The embedder's loop, on its own thread and event (``Library.links_wanted``), so the
+    The embedder's loop, on its own thread and event (``library.links.wanted``), so the
     sync and ``add_document`` return once a document is keyword-searchable and this
     catches up behind them; a document it has not reached simply has no entities or
     relations yet. It resumes where a killed server left off (the queue is durable).
@@ -364,12 +368,12 @@ class BackgroundLinker(BackgroundEmbedder):
         return True
 
     def _wanted(self, library: Library) -> threading.Event:
-        return library.links_wanted
+        return library.links.wanted
 
     def _once(self, library: Library) -> bool:
         """One run over the queue; False when it failed."""
         try:
-            report = library.link_pending(should_stop=self._stop.is_set, wait=False)
+            report = library.links.run(should_stop=self._stop.is_set, wait=False)
         except Exception:  # a failed run must never take the server down
             log.exception("the linking phase failed")
             return False

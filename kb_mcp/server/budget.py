@@ -20,8 +20,8 @@ import json
 from typing import Any
 
 from kb_mcp.grep import GrepResult
+from kb_mcp.library.results import ReadResult, SourceListing
 from kb_mcp.redact import redact_output
-from kb_mcp.results import ReadResult, SourceListing
 from kb_mcp.search.engine import SearchResult
 
 # 256 KB for text + structured content, so about 128 KB (~32k tokens) for each copy: more

@@ -129,7 +129,7 @@ def search(
     return run(
         holder,
         "search",
-        lambda lib: lib.search(query, top_k, mode, source, legs),
+        lambda lib: lib.lookup.search(query, top_k, mode, source, legs),
         render.search_text,
         render.search_data,
         budget.bound_search,
@@ -151,7 +151,7 @@ def grep(
     return run(
         holder,
         "grep",
-        lambda lib: lib.grep(
+        lambda lib: lib.lookup.grep(
             pattern,
             regex=regex,
             ignore_case=ignore_case,
@@ -174,7 +174,7 @@ def read(
     return run(
         holder,
         "read",
-        lambda lib: lib.read(doc, start_line, end_line),
+        lambda lib: lib.lookup.read(doc, start_line, end_line),
         render.read_text,
         render.to_data,
         budget.bound_read,
@@ -188,11 +188,13 @@ def list_(
     from kb_mcp.server import budget
 
     if source is None:
-        return run(holder, "list", lambda lib: lib.overview(), render.overview_text, render.to_data)
+        return run(
+            holder, "list", lambda lib: lib.catalog.overview(), render.overview_text, render.to_data
+        )
     return run(
         holder,
         "list",
-        lambda lib: lib.list_source(source, limit, offset),
+        lambda lib: lib.catalog.list_source(source, limit, offset),
         render.listing_text,
         render.to_data,
         budget.bound_listing,
@@ -211,7 +213,7 @@ def add_document(
     return run(
         holder,
         "add_document",
-        lambda lib: lib.add_document(title, content, source_uri, tags, link=False),
+        lambda lib: lib.writing.add_document(title, content, source_uri, tags, link=False),
         render.add_text,
         render.to_data,
     )

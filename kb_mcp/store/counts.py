@@ -2,7 +2,7 @@
 files of each source, and the failed files themselves, cheap at 100k chunks (issue 12).
 
 Trigger: the library page must answer in ≤ 100 ms of server time at 100k chunks, also
-on the first request after a change (when ``Library._memo`` recomputes). One query that
+on the first request after a change (when ``LibraryState.memo`` recomputes). One query that
 counted every source's chunks through ``COUNT(DISTINCT ...)`` and a correlated
 ``IN (...)`` cost 49 ms of CPU there (``bench web`` library, 12,500 files / 100,002
 chunks, shared 2-core machine), ~100 ms of wall time under load.

@@ -104,37 +104,41 @@ def _answer(handler: Handler, request: Request, home: Path) -> HTMLResponse:
 
 def warm(library: Library) -> None:
     """Count the library page's figures before the first visit (kept until a commit:
-    ``Library._memo``), so that visit does not pay the whole-index scans."""
-    library.overview()
-    library.failed_files(FAILED_SHOWN)
+    ``LibraryState.memo``), so that visit does not pay the whole-index scans."""
+    library.catalog.overview()
+    library.views.failed_files(FAILED_SHOWN)
 
 
 def build_app(library: Library, policy: Policy) -> Guard:
     """The web view of ``library`` behind ``policy``'s rules."""
 
     def home(_request: Request) -> str:
-        overview = render.to_data(library.overview())
-        return pages.library_page(overview, render.to_data(library.failed_files(FAILED_SHOWN)))
+        overview = render.to_data(library.catalog.overview())
+        return pages.library_page(
+            overview, render.to_data(library.views.failed_files(FAILED_SHOWN))
+        )
 
     def search(request: Request) -> str:
         q = _param(request, "q", MAX_QUERY_CHARS)
         mode = _param(request, "mode") or "auto"
         source = _param(request, "source")
-        names = render.to_data(library.source_names())
+        names = render.to_data(library.catalog.source_names())
         form = pages.search_form(redact_output(q).text, mode, source, names)
         if not q.strip():
             return pages.search_page(form, "", None, ())
         # Passages cut as the search tool cuts them (a long passage says which cite to read).
-        found, _note = budget.bound_search(library.search(q, mode=mode, source=source or None))
+        found, _note = budget.bound_search(
+            library.lookup.search(q, mode=mode, source=source or None)
+        )
         result = render.search_data(found)
-        terms = render.to_data(library.query_terms(q))
+        terms = render.to_data(library.views.query_terms(q))
         return pages.search_page(form, q, result, terms)
 
     def document(request: Request) -> str:
         doc = request.path_params["doc"]
         if len(doc) > MAX_PARAM_CHARS:
             raise InvalidInput(f"document id is {len(doc):,} characters; at most 4,096")
-        view = library.document_view(doc)
+        view = library.views.document_view(doc)
         cited = _lines(_param(request, "lines")) or view.cited
         start = _start_line(_param(request, "start_line"))
         # Paged as ``read`` pages (``budget.bound_read``): the reader redacted the whole
@@ -155,11 +159,11 @@ def build_app(library: Library, policy: Policy) -> Guard:
 
     def entities(request: Request) -> str:
         q = _param(request, "q", MAX_QUERY_CHARS)
-        found = library.entities(q.strip() or None, ENTITIES_SHOWN, drawn=1)
+        found = library.entities.find(q.strip() or None, ENTITIES_SHOWN, drawn=1)
         return pages.entities_page(redact_output(q).text, render.to_data(found))
 
     def audit(_request: Request) -> str:
-        return pages.audit_page(render.to_data(library.audit_log(AUDIT_SHOWN, AUDIT_WINDOW)))
+        return pages.audit_page(render.to_data(library.views.audit_log(AUDIT_SHOWN, AUDIT_WINDOW)))
 
     routes = [
         Route("/", _guarded(home, library.settings.home)),

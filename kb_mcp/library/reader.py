@@ -20,9 +20,9 @@ from kb_mcp.errors import InvalidInput, KbError, NotFound
 from kb_mcp.ingest import readers, sync
 from kb_mcp.ingest.pipeline import remove_location
 from kb_mcp.ingest.walk import walk_folder
+from kb_mcp.library.results import ReadResult
 from kb_mcp.redact import redact
 from kb_mcp.relations.change import Change, describe
-from kb_mcp.results import ReadResult
 from kb_mcp.store import documents as rows
 from kb_mcp.store import relations as relation_rows
 from kb_mcp.store.db import Database

@@ -16,14 +16,13 @@ from kb_mcp.ingest import agent, sources, sync, synclock
 from kb_mcp.ingest.filework import failure_reason, utc_now
 from kb_mcp.ingest.pipeline import remove_location
 from kb_mcp.ingest.skipped import walk_groups
-from kb_mcp.results import FailedFile, LeftOut
-from kb_mcp.state import LibraryState
+from kb_mcp.library.results import FailedFile, LeftOut
+from kb_mcp.library.state import LibraryState
 from kb_mcp.store import documents as rows
 
 
 class Folders:
-    """``Library.folder_sources``, ``estimate_folder``, ``add_folder``, ``set_gitignore``,
-    ``left_out``, ``remove_source`` and ``sync``."""
+    """Folder sources and their sync (``library.folders``)."""
 
     def __init__(self, state: LibraryState) -> None:
         self.settings = state.settings
@@ -32,7 +31,7 @@ class Folders:
         # The state's shared steps, under the names the methods below call them by.
         self._ready = state.ready
         self._chunks_changed = state.chunks_changed
-        self._link_pending = state.link_pending
+        self._link_pending = state.links.run
         self._source_id = state.source_id
 
     def folder_sources(self) -> list[sources.FolderSource]:
@@ -65,7 +64,7 @@ class Folders:
         folder = self._folder(name)
         return sources.set_gitignore(self.home, folder, gitignore)
 
-    def left_out(self, name: str, *, skipped: bool) -> LeftOut:
+    def left_out(self, name: str, *, skipped: bool = False) -> LeftOut:
         """Every file of the folder source ``name`` that is not indexed: the failed ones
         with their reasons, and with ``skipped`` every path a walk made now leaves out."""
         folder = self._folder(name)
@@ -147,7 +146,7 @@ class Folders:
         finally:
             self._chunks_changed()
         if link:
-            self._link_pending(should_stop)
+            self._link_pending(should_stop=should_stop)
         return done
 
     def _sync_one(

@@ -15,9 +15,14 @@ from typing import TYPE_CHECKING
 
 from kb_mcp.index.fts import FtsIndex
 from kb_mcp.ingest import links
-from kb_mcp.ingest.sources import FolderSource
-from kb_mcp.results import Check, DoctorReport, FailedFile, VectorState
+from kb_mcp.ingest.skipped import groups as skipped_groups
+from kb_mcp.ingest.sources import FolderSource, folder_sources
+from kb_mcp.library.results import Check, DoctorReport, FailedFile, VectorState
+from kb_mcp.library.state import LibraryState
+from kb_mcp.library.views import failed_files
 from kb_mcp.settings import Settings
+from kb_mcp.store import documents as rows
+from kb_mcp.store.counts import source_counts
 from kb_mcp.store.db import Database
 from kb_mcp.store.failures import REBUILD_HINT, storage_failure
 from kb_mcp.store.migrations import MIGRATIONS, schema_version
@@ -135,7 +140,7 @@ def _reranker(settings: Settings, reranker: Reranker | None) -> Check:
 def _vectors(state: VectorState) -> Check:
     """Coverage as ``list`` says it (``catalog.describe_vectors``); never a failure:
     keyword search works whatever the vectors."""
-    from kb_mcp.catalog import describe_vectors
+    from kb_mcp.library.catalog import describe_vectors
 
     return Check("vectors", True, describe_vectors(state))
 
@@ -226,3 +231,40 @@ def run_checks(
     values = {f.name: getattr(settings, f.name) for f in fields(settings) if f.name != "origins"}
     shown = tuple(check for check in checks if check is not None)
     return DoctorReport(shown, {k: str(v) for k, v in values.items()})
+
+
+class Health:
+    """Is this library healthy (``library.health``): ``kb-mcp doctor`` and the web view."""
+
+    def __init__(self, state: LibraryState) -> None:
+        self._state = state
+
+    def report(self) -> DoctorReport:
+        """Health checks of the home, database, index, folders, optional extras, vectors
+        and the LLM pass (``run_checks``)."""
+        state = self._state
+
+        def skipped() -> dict[str, dict[str, int]]:
+            summaries = rows.skipped_summaries(state.db.conn)
+            return {
+                s.name: {g.reason: g.count for g in skipped_groups(summaries.get(s.id))}
+                for s in rows.list_sources(state.db.conn)
+            }
+
+        return run_checks(
+            state.settings,
+            state.db,
+            state.fts,
+            folder_sources(state.home, state.settings.folders),
+            lambda: sum(f for _, _, f in source_counts(state.db.conn).values()),
+            failed_first=lambda: failed_files(state.db, FILES_NAMED),
+            skipped=skipped,
+            embedder=state.vectors.embedder(),
+            vector_state=state.vectors.state,
+            graph_llm=state.enrichment.status,
+            reranker=state.reranker.get(),
+        )
+
+    def database_problems(self) -> list[str]:
+        """What ``PRAGMA quick_check`` finds wrong with ``kb.db`` ([] when it is sound)."""
+        return self._state.db.integrity_problems() or []

@@ -1,36 +1,34 @@
-"""An open library's state, shared by the parts of the ``Library`` facade.
+"""An open library's state, shared by the services ``Library`` owns.
 
-Why a module of its own: writing, folders, lookup, entities and the catalog all read the
-same database and indexes and share four steps (derived data brought up to date, values
-kept per data version, a source by its name, background work woken after a change).
-Opening them once here lets each concept module be a small class over this state with
-no reference back to the facade (so nothing forms a cycle with ``Library``), and lets
-``library.py`` read as the list of what the library does.
+Why a module of its own: writing, folders, lookup, entities, the catalog, health and
+the views all read the same database and indexes and share four steps (derived data
+brought up to date, values kept per data version, a source by its name, background work
+woken after a change). Opening them once here lets each service be a small class over
+this state with no reference back to ``Library`` (so nothing forms a cycle with it),
+and lets ``library.py`` read as the list of what the library does.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from typing import TypeVar
 
 from kb_mcp.embed.active import ActiveVectors, EmbedderFactory
 from kb_mcp.errors import InvalidInput, NotFound
-from kb_mcp.fsutil import FileLock, remove_stale_temps
+from kb_mcp.fsutil import remove_stale_temps
 from kb_mcp.graph.enrich import ExtractorFactory, GraphEnrichment
 from kb_mcp.home import DB_FILE
-from kb_mcp.index import postings
 from kb_mcp.index.fts import FtsIndex
 from kb_mcp.index.graph import GraphIndex
-from kb_mcp.ingest import agent, links, synclock
+from kb_mcp.ingest import agent, synclock
 from kb_mcp.ingest.redate import StoredDates
 from kb_mcp.ingest.reredact import StoredRedaction
+from kb_mcp.library.linking import Linking
 from kb_mcp.relations.relink import StoredRelations
 from kb_mcp.rerank.factory import ActiveReranker
 from kb_mcp.settings import Settings
 from kb_mcp.store import documents as rows
-from kb_mcp.store import link_queue
 from kb_mcp.store.db import Database
 
 _T = TypeVar("_T")
@@ -74,9 +72,11 @@ class LibraryState:
         self.vectors = ActiveVectors(self.db, self.home, settings, make_embedder)
         self._memos: dict[str, tuple[int, object]] = {}  # see memo
         self._memo_lock = threading.Lock()
-        self.enrichment = GraphEnrichment(self.db, self.home, settings, make_extractor)
+        self.enrichment = GraphEnrichment(
+            self.db, self.home, settings, make_extractor, prepare=self.ready
+        )
         self.reranker = ActiveReranker(settings)  # built at the first search that reranks
-        self.links_wanted = threading.Event()  # the server's linking thread waits on it
+        self.links = Linking(self.db, self.home)
         synclock.recover_interrupted(self.db, self.home)
 
     def ready(self) -> None:
@@ -95,57 +95,9 @@ class LibraryState:
     def chunks_changed(self) -> None:
         """Wake the background work that follows the chunks: linking, embedding and the
         LLM pass."""
-        self.links_wanted.set()
+        self.links.wanted.set()
         self.vectors.chunks_changed()
         self.enrichment.wanted.set()
-
-    def link_pending(
-        self,
-        should_stop: Callable[[], bool] | None = None,
-        progress: links.Progress | None = None,
-        *,
-        wait: bool = True,
-    ) -> links.LinkReport | None:
-        """The linking phase over every queued document (``ingest/links.py``). It does
-        not bring derived data up to date first (``ready``: the server's thread must not
-        run a lazy migration before the first search asks for it); whatever it writes,
-        those upgrades redo or keep. One process links a library at a time (two would
-        compute the same documents, and one would throw its work away):
-        another's run is waited for, or (``wait=False``) left to it, returning None.
-        Inside a caller's write transaction (``reindex --rebuild``) no other process can
-        write anyway, and waiting for one that waits for that transaction would stall:
-        no lock then. Nothing queued: no lock either (no file made, nothing written).
-
-        Then the keyword postings segment is rebuilt when its delta has grown
-        (``postings.refresh``): it makes searches at scale fast, and they are right
-        without it (FTS5 answers for what it lacks), so it is built after the files are
-        searchable and linked, not in the sync's keyword phase (issue 22)."""
-        report = self._link(should_stop, progress, wait=wait)
-        stopped = should_stop is not None and should_stop()
-        if report is not None and not stopped and not self.db.conn.in_transaction:
-            postings.refresh(self.db)  # a stop asked for is not held up by a build
-        return report
-
-    def _link(
-        self,
-        should_stop: Callable[[], bool] | None,
-        progress: links.Progress | None,
-        *,
-        wait: bool,
-    ) -> links.LinkReport | None:
-        if not link_queue.pending_count(self.db.conn):
-            return links.LinkReport(0, 0, 0.0)
-        if self.db.conn.in_transaction:
-            return links.link_pending(self.db, should_stop=should_stop, progress=progress)
-        with FileLock(self.home / links.LOCK_PATH) as lock:
-            if not lock.acquire():
-                if not wait:
-                    return None
-                while not lock.acquire():
-                    if should_stop and should_stop():
-                        return None
-                    time.sleep(links.LOCK_POLL_S)
-            return links.link_pending(self.db, should_stop=should_stop, progress=progress)
 
     def source_id(self, name: str) -> int:
         """The id of the source named ``name``; NotFound listing the known sources."""

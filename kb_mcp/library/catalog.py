@@ -11,7 +11,7 @@ from kb_mcp import limits
 from kb_mcp.embed.active import NO_EMBEDDER
 from kb_mcp.index import vectors
 from kb_mcp.ingest import links, skipped
-from kb_mcp.results import (
+from kb_mcp.library.results import (
     DocumentEntry,
     FailedFile,
     NearDuplicate,
@@ -20,6 +20,7 @@ from kb_mcp.results import (
     SourceListing,
     VectorState,
 )
+from kb_mcp.library.state import LibraryState
 from kb_mcp.search.vector import (
     BUILD_HINT,
     USABLE_COVERAGE,
@@ -27,7 +28,6 @@ from kb_mcp.search.vector import (
     percent,
     readiness,
 )
-from kb_mcp.state import LibraryState
 from kb_mcp.store import documents as rows
 from kb_mcp.store.counts import source_counts
 
@@ -43,7 +43,7 @@ FAILED_SHOWN = 10  # failed files named by a source's listing; `--failed` names 
 
 
 class Catalog:
-    """``Library.overview``, ``list_source`` and ``source_names``."""
+    """What the library holds (``library.catalog``)."""
 
     def __init__(self, state: LibraryState) -> None:
         self.settings = state.settings

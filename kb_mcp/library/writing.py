@@ -27,16 +27,16 @@ from kb_mcp.ingest.pipeline import (
 )
 from kb_mcp.ingest.policy import check_readable
 from kb_mcp.ingest.sync import Progress, SyncReport
+from kb_mcp.library.results import AddResult, ReindexReport
+from kb_mcp.library.state import LibraryState
 from kb_mcp.redact import redact
 from kb_mcp.relations import relink
-from kb_mcp.results import AddResult, ReindexReport
-from kb_mcp.state import LibraryState
 from kb_mcp.store import documents as rows
 from kb_mcp.text.status import classify_status
 
 
 class Writing:
-    """``Library.add_document``, ``import_file`` and ``reindex``."""
+    """Agent documents, uploads and reindexing (``library.writing``)."""
 
     def __init__(self, state: LibraryState, sync: Callable[..., list[SyncReport]]) -> None:
         """``sync(progress=…)`` syncs every folder source: the last step of a reindex."""
@@ -48,7 +48,7 @@ class Writing:
         # The state's shared steps, under the names the methods below call them by.
         self._ready = state.ready
         self._chunks_changed = state.chunks_changed
-        self._link_pending = state.link_pending
+        self._link_pending = state.links.run
         self.sync = sync
 
     def add_document(

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING
 from kb_mcp import grep as grep_mod
 from kb_mcp import limits
 from kb_mcp.errors import SearchTimedOut
-from kb_mcp.reader import read_document
-from kb_mcp.results import ReadResult
+from kb_mcp.library.reader import read_document
+from kb_mcp.library.results import ReadResult
+from kb_mcp.library.state import LibraryState
 from kb_mcp.search.engine import (
     Ranked,
     SearchRequest,
@@ -27,7 +28,6 @@ from kb_mcp.search.engine import (
     rank_request,
     run_search,
 )
-from kb_mcp.state import LibraryState
 from kb_mcp.store import documents as rows
 from kb_mcp.store.db import DEADLINE_WALL_FACTOR, QueryTimeout
 
@@ -44,7 +44,7 @@ MODEL_LOADING = (
 
 
 class Lookup:
-    """``Library.search``, ``grep`` and ``read``."""
+    """Search, grep and read (``library.lookup``)."""
 
     def __init__(self, state: LibraryState) -> None:
         self.settings = state.settings

@@ -11,10 +11,10 @@ from __future__ import annotations
 from kb_mcp import limits
 from kb_mcp.cite import format_cite
 from kb_mcp.errors import InvalidInput
+from kb_mcp.library.results import EntityLink, EntityView, Neighbour
+from kb_mcp.library.state import LibraryState
 from kb_mcp.relations.read import described_relations
-from kb_mcp.results import EntityLink, EntityView, Neighbour
 from kb_mcp.search.graph import entity_choices, lookup_entities
-from kb_mcp.state import LibraryState
 from kb_mcp.store import documents as rows
 
 ENTITY_CITES = 5  # mentions `entities` shows per entity, heaviest first
@@ -26,7 +26,7 @@ ENTITY_LINKS = 12
 
 
 class Entities:
-    """``Library.entities``."""
+    """Entities and their mentions (``library.entities``)."""
 
     def __init__(self, state: LibraryState) -> None:
         self.settings = state.settings
@@ -36,7 +36,7 @@ class Entities:
         self._ready = state.ready
         self._memo = state.memo
 
-    def entities(
+    def find(
         self, query: str | None = None, limit: int = 20, *, drawn: int = 0
     ) -> list[EntityView]:
         """Entities ``query`` names (fuzzily), or the most mentioned: kind, aliases,

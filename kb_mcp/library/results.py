@@ -1,4 +1,4 @@
-"""The values the ``Library`` returns: frozen, typed, rendered only at the adapters."""
+"""The values the library's services return: frozen, typed, rendered only at the adapters."""
 
 from __future__ import annotations
 
