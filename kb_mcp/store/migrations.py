@@ -434,8 +434,9 @@ def _v14_keyword_totals(conn: apsw.Connection) -> None:
     postings segment no longer decodes FTS5's private averages record.
 
     Filled from the rows the index holds, through FTS5's documented per-row sizes: one
-    pass, no tokenizing (0.2 s for 100k passages). An index of another representation is
-    rebuilt later by the first reader, which counts its rows again from zero.
+    pass, no tokenizing, so one transaction: 0.24 s CPU, 1.2 s wall for an index of 100k
+    passages (SciFact's rows inserted again to 100k). An index of another representation
+    is rebuilt later by the first reader, which counts its rows again from zero.
     """
     from kb_mcp.index import keyword_totals
 
