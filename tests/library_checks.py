@@ -201,11 +201,11 @@ def integrity_problems(db_path: Path) -> list[str]:
 DOCUMENT_INDEX_CHECKS: tuple[tuple[str, str], ...] = (
     (
         "documents without a docs_fts row",
-        "SELECT count(*) FROM documents WHERE id NOT IN (SELECT id FROM docs_fts_docsize)",
+        "SELECT count(*) FROM documents WHERE id NOT IN (SELECT rowid FROM docs_fts)",
     ),
     (
         "docs_fts rows of no document",
-        "SELECT count(*) FROM docs_fts_docsize WHERE id NOT IN (SELECT id FROM documents)",
+        "SELECT count(*) FROM docs_fts WHERE rowid NOT IN (SELECT id FROM documents)",
     ),
 )
 
@@ -220,12 +220,10 @@ def _fts_rows_match_chunks(conn: apsw.Connection) -> list[str]:
     """Contentless FTS: its rowids are the chunk ids once the index is current."""
     if not _fts_current(conn):
         return []  # a lazy migration pending: rebuilt from chunks on first use
-    fts = conn.execute("SELECT count(*) FROM chunks_fts_docsize").fetchone()
-    if fts is None:
-        return []
+    fts = conn.execute("SELECT count(*) FROM chunks_fts").fetchone()[0]
     chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
-    if fts[0] != chunks:
-        return [f"chunks_fts has {fts[0]} rows for {chunks} chunks"]
+    if fts != chunks:
+        return [f"chunks_fts has {fts} rows for {chunks} chunks"]
     return []
 
 

@@ -59,7 +59,7 @@ def _ranked(library: Library, question: str, legs: tuple[str, ...], **kwargs: ob
 
 
 def _document_rows(library: Library) -> int:
-    return library.db.conn.execute("SELECT count(*) FROM docs_fts_docsize").fetchone()[0]
+    return library.db.conn.execute("SELECT count(*) FROM docs_fts").fetchone()[0]
 
 
 def test_document_leg_ranks_a_document_by_words_spread_over_its_passages(
