@@ -162,6 +162,22 @@ def test_keyword_totals_of_a_new_library_start_at_zero(tmp_path: Path) -> None:
         lib.close()
 
 
+def test_doctor_reports_totals_that_differ_from_fts5s_and_a_rebuild_mends_them(
+    library: Library,
+) -> None:
+    """``kb-mcp doctor``'s keyword index check compares the stored totals with FTS5's own:
+    a drift (here made by hand) is named with its repair, which counts them again."""
+    assert library.fts.integrity_problem() is None
+    with library.db.write() as conn:
+        conn.execute("UPDATE kw_totals SET body_tokens = body_tokens + 7")
+    problem = library.fts.integrity_problem()
+    assert problem is not None
+    assert "keyword statistics" in problem and "kb-mcp reindex --rebuild" in problem
+    library.reindex(rebuild=True)
+    assert library.fts.integrity_problem() is None
+    _assert_totals_are_fts5s(library)
+
+
 # An FTS5 table's shadow tables hold its private on-disk records (``%_data``: the
 # segments and the averages record; ``%_docsize``, ``%_idx``, ``%_config``, ``%_content``).
 # A SQL statement naming one, as the table a FROM, JOIN, INTO or UPDATE reads or writes.

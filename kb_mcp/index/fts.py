@@ -192,14 +192,15 @@ class FtsIndex:
         return tokenizer
 
     def integrity_problem(self) -> str | None:
-        """FTS5's own consistency check of the index (passages and documents), or None
-        when it passes."""
+        """FTS5's own consistency check of the index (passages and documents) and of
+        its collection statistics (``index/keyword_totals.py``), or None when both pass."""
         try:
             self.db.conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
             docs_fts.integrity_check(self.db.conn)
+            wrong = keyword_totals.problem(self.db.conn)
         except apsw.Error as exc:
-            return f"keyword index damaged ({exc}); run `kb-mcp reindex --rebuild`"
-        return None
+            wrong = f"damaged ({exc})"
+        return None if wrong is None else f"keyword index {wrong}; run `kb-mcp reindex --rebuild`"
 
     def invalidate(self) -> None:
         """Forget the stored version (call inside ``db.write()``): the next reader rebuilds."""

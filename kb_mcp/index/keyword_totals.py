@@ -32,19 +32,28 @@ SIZES_BATCH = 500
 # The auxiliary function that hands back a row's column size (FTS5's ``xColumnSize``).
 SIZE_FUNCTION = "kb_column_size"
 
+# The one that hands back the collection's figures as FTS5 holds them (``xRowCount``,
+# ``xColumnTotalSize``), for ``problem`` alone: the segment never reads them from FTS5.
+TOTALS_FUNCTION = "kb_fts5_totals"
+
 _registered: weakref.WeakSet[apsw.Connection] = weakref.WeakSet()
 
 
-def _with_size_function(conn: apsw.Connection) -> apsw.Connection:
-    """``conn`` with ``SIZE_FUNCTION`` registered (once: FTS5 keeps every registration)."""
+def _with_functions(conn: apsw.Connection) -> apsw.Connection:
+    """``conn`` with both functions registered (once: FTS5 keeps every registration)."""
     if conn not in _registered:
         conn.register_fts5_function(SIZE_FUNCTION, _column_size)
+        conn.register_fts5_function(TOTALS_FUNCTION, _fts5_totals)
         _registered.add(conn)
     return conn
 
 
 def _column_size(api: apsw.FTS5ExtensionApi, column: int) -> int:
     return api.column_size(column)
+
+
+def _fts5_totals(api: apsw.FTS5ExtensionApi) -> str:
+    return f"{api.row_count} {api.column_total_size(0)} {api.column_total_size(1)}"
 
 
 def _exists(conn: apsw.Connection) -> bool:
@@ -60,7 +69,7 @@ def _exists(conn: apsw.Connection) -> bool:
 
 def _sizes(conn: apsw.Connection, chunk_ids: Sequence[int]) -> tuple[int, int, int]:
     """``(rows, head tokens, body tokens)`` of those of ``chunk_ids`` the index holds."""
-    _with_size_function(conn)
+    _with_functions(conn)
     rows = head = body = 0
     for at in range(0, len(chunk_ids), SIZES_BATCH):
         part = chunk_ids[at : at + SIZES_BATCH]
@@ -117,7 +126,7 @@ def read(conn: apsw.Connection) -> tuple[int, int]:
 
 def _all_sizes(conn: apsw.Connection) -> Iterator[tuple[int, int]]:
     """Every indexed row's ``(head, body)`` token counts, in rowid order."""
-    _with_size_function(conn)
+    _with_functions(conn)
     exists = conn.execute(
         "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'chunks_fts'"
     ).fetchone()
@@ -142,3 +151,16 @@ def backfill(conn: apsw.Connection) -> tuple[int, int, int]:
         (rows, head, body),
     )
     return rows, head, body
+
+
+def problem(conn: apsw.Connection) -> str | None:
+    """How the stored totals differ from FTS5's own figures (its documented
+    ``xRowCount`` and ``xColumnTotalSize``), or None when they agree: ``kb-mcp doctor``'s
+    check that the segment scores with the figures FTS5's bm25 would."""
+    _with_functions(conn)
+    row = conn.execute(f"SELECT {TOTALS_FUNCTION}(chunks_fts) FROM chunks_fts LIMIT 1").fetchone()
+    own = tuple(int(n) for n in row[0].split()) if row else (0, 0, 0)
+    stored = conn.execute("SELECT passages, head_tokens, body_tokens FROM kw_totals").fetchone()
+    if stored is not None and tuple(stored) == own:
+        return None
+    return f"keyword statistics {stored} differ from the index's {own}"
