@@ -11,13 +11,15 @@ segment's scores stay FTS5's to the last bit, read through nothing private.
 
 A row's sizes come from FTS5's documented auxiliary-function API (``xColumnSize``,
 registered once per connection as ``kb_column_size``): the count FTS5 itself gave each
-column of the row, so the totals cannot drift from its own. Removal reads them before
-the row is deleted; a row that is not in the index counts nothing, as FTS5 counts it.
+column of the row, so the totals are FTS5's by construction (``problem`` checks them
+against its own for ``kb-mcp doctor``). Removal reads them before the row is deleted; a
+row that is not in the index counts nothing, as FTS5 counts it.
 The collection's figures are the sums of its rows', which is also how a library from
 before this table is filled (``backfill``, one pass over the index).
 
-These figures, and the per-term document frequencies the segment keeps, are all the
-keyword leg needs to rank outside FTS5: a second store (issue 24) keeps them the same way.
+These figures, with the passage lengths and per-term postings the segment keeps, are
+all the keyword leg needs to rank outside FTS5: a second store (issue 24) keeps them the
+same way.
 """
 
 from __future__ import annotations
