@@ -28,6 +28,7 @@ from kb_mcp.ingest.pipeline import rewrite_in_place
 from kb_mcp.library import Library
 from kb_mcp.settings import Settings
 from kb_mcp.store import documents as rows
+from kb_mcp.store.migrations import MIGRATIONS
 
 PACKAGE = Path(kb_mcp.__file__).resolve().parent
 NOTES = {
@@ -133,15 +134,16 @@ def test_keyword_segment_scores_with_the_stored_totals(library: Library, tmp_pat
 
 
 def test_keyword_totals_filled_for_a_library_from_before_them(tmp_path: Path) -> None:
-    """A library at schema 13 (before the table) gets it filled from its index on open."""
+    """A library from before the table (the schema before the step that makes it) gets
+    it filled from its index on open."""
     lib = keyword_library(tmp_path, NOTES)
     lib.fts.ensure_current()
     lib.add_document("varints", "An agent note about varints.", "note://v", by_agent=False)
     expected = fts5_totals(lib.db.conn)
-    version = lib.db.conn.execute("PRAGMA user_version").fetchone()[0]
+    before = [getattr(step, "__name__", "") for step in MIGRATIONS].index("_v14_keyword_totals")
     with lib.db.write() as conn:
         conn.execute("DROP TABLE kw_totals")
-    lib.db.conn.execute(f"PRAGMA user_version = {version - 1}")
+    lib.db.conn.execute(f"PRAGMA user_version = {before}")
     lib.close()
     reopened = Library(Settings(home=tmp_path / "home", embedder="none"))
     try:
