@@ -178,6 +178,8 @@ def integrity_problems(db_path: Path) -> list[str]:
             except apsw.Error as exc:
                 problems.append(f"fts5 integrity-check: {exc}")
             problems += _fts_rows_match_chunks(conn)
+            if "kw_totals" in names:
+                problems += _keyword_totals_match_fts5(conn)
         if "docs_fts" in names:
             try:
                 conn.execute("INSERT INTO docs_fts(docs_fts) VALUES ('integrity-check')")
@@ -199,11 +201,11 @@ def integrity_problems(db_path: Path) -> list[str]:
 DOCUMENT_INDEX_CHECKS: tuple[tuple[str, str], ...] = (
     (
         "documents without a docs_fts row",
-        "SELECT count(*) FROM documents WHERE id NOT IN (SELECT id FROM docs_fts_docsize)",
+        "SELECT count(*) FROM documents WHERE id NOT IN (SELECT rowid FROM docs_fts)",
     ),
     (
         "docs_fts rows of no document",
-        "SELECT count(*) FROM docs_fts_docsize WHERE id NOT IN (SELECT id FROM documents)",
+        "SELECT count(*) FROM docs_fts WHERE rowid NOT IN (SELECT id FROM documents)",
     ),
 )
 
@@ -218,12 +220,40 @@ def _fts_rows_match_chunks(conn: apsw.Connection) -> list[str]:
     """Contentless FTS: its rowids are the chunk ids once the index is current."""
     if not _fts_current(conn):
         return []  # a lazy migration pending: rebuilt from chunks on first use
-    fts = conn.execute("SELECT count(*) FROM chunks_fts_docsize").fetchone()
-    if fts is None:
-        return []
+    fts = conn.execute("SELECT count(*) FROM chunks_fts").fetchone()[0]
     chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
-    if fts[0] != chunks:
-        return [f"chunks_fts has {fts[0]} rows for {chunks} chunks"]
+    if fts != chunks:
+        return [f"chunks_fts has {fts} rows for {chunks} chunks"]
+    return []
+
+
+def fts5_totals(conn: apsw.Connection) -> tuple[int, int, int]:
+    """``(rows, head tokens, body tokens)`` of ``chunks_fts`` as FTS5 itself reports them,
+    through its documented auxiliary-function API (``xRowCount``, ``xColumnTotalSize``):
+    the figures its bm25() reads."""
+
+    def totals(api: apsw.FTS5ExtensionApi) -> str:
+        return f"{api.row_count} {api.column_total_size(0)} {api.column_total_size(1)}"
+
+    conn.register_fts5_function("test_fts5_totals", totals)
+    row = conn.execute("SELECT test_fts5_totals(chunks_fts) FROM chunks_fts LIMIT 1").fetchone()
+    if row is None:  # no row to call it on: an empty index
+        return 0, 0, 0
+    rows, head, body = (int(n) for n in row[0].split())
+    return rows, head, body
+
+
+def stored_totals(conn: apsw.Connection) -> tuple[int, int, int]:
+    """``(passages, head tokens, body tokens)`` as ``kw_totals`` holds them."""
+    row = conn.execute("SELECT passages, head_tokens, body_tokens FROM kw_totals").fetchone()
+    return (row[0], row[1], row[2]) if row else (0, 0, 0)
+
+
+def _keyword_totals_match_fts5(conn: apsw.Connection) -> list[str]:
+    """The keyword collection statistics (``index/keyword_totals.py``) are FTS5's own."""
+    stored, own = stored_totals(conn), fts5_totals(conn)
+    if stored != own:
+        return [f"kw_totals holds {stored}, FTS5 reports {own}"]
     return []
 
 

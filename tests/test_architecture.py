@@ -138,7 +138,6 @@ SQL_HOMES = ("store", "index")
 # Arrows known to close a circle, left out of the circle check: (importer, imported
 # module or package). Each must still exist (test_the_known_circle_arrows_still_exist).
 KNOWN_CIRCLE_ARROWS = {
-    ("index.postings", "index.fts"),  # fixed on branch kb/stats
     # Database runs the migrations when it opens, and migrations 12 and on create and fill
     # index tables (index/ imports store/db back). Ends when a library is opened by a
     # function above both and store/db stops running migrations (issue 24's store port).

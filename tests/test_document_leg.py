@@ -19,7 +19,7 @@ import apsw
 import pytest
 from library_checks import integrity_problems, keyword_library, write_notes
 
-from kb_mcp.index.fts import head_text
+from kb_mcp.index.columns import head_text
 from kb_mcp.ingest import filework, pipeline
 from kb_mcp.ingest.pipeline import rewrite_in_place
 from kb_mcp.library import DB_FILE, Library
@@ -59,7 +59,7 @@ def _ranked(library: Library, question: str, legs: tuple[str, ...], **kwargs: ob
 
 
 def _document_rows(library: Library) -> int:
-    return library.db.conn.execute("SELECT count(*) FROM docs_fts_docsize").fetchone()[0]
+    return library.db.conn.execute("SELECT count(*) FROM docs_fts").fetchone()[0]
 
 
 def test_document_leg_ranks_a_document_by_words_spread_over_its_passages(
@@ -159,10 +159,11 @@ def test_document_row_of_a_large_file_is_the_whole_paths(
 
 def _as_before_the_index(db_path: Path, *, stale_representation: bool = False) -> None:
     """``db_path`` made a library of schema 11: no documents' index, as before it (nor
-    the later migrations' tables: the link queue of 13)."""
+    the later migrations' tables: the link queue of 13, the keyword totals of 14)."""
     conn = apsw.Connection(str(db_path))
     conn.execute("DROP TABLE docs_fts")
     conn.execute("DROP TABLE link_queue")
+    conn.execute("DROP TABLE kw_totals")
     conn.execute("PRAGMA user_version = 11")
     if stale_representation:
         conn.execute("UPDATE meta SET value = 'older' WHERE key = 'fts_version'")

@@ -99,6 +99,7 @@ def test_migrate_creates_schema_at_latest_version(db: Database, db_path: Path) -
             "kw_delta",
             "kw_postings",
             "kw_segment",
+            "kw_totals",
             "link_queue",
             "locations",
             "mentions",

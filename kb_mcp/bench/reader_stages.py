@@ -2,7 +2,7 @@
 
 ``python -m kb_mcp.bench.reader_stages FOLDER [--digests OUT.json]`` converts each file of
 FOLDER (``readers.convert_bytes``), redacts its text and title (``redact``), chunks it
-(``split_document``) and makes each chunk's FTS row (``fts.index_row``), in this one
+(``split_document``) and makes each chunk's FTS row (``columns.index_row``), in this one
 process, and prints the CPU seconds (``time.process_time``) of each stage: the reader
 path of issue 22 without reading files, the writer or the later phases, so one change is
 measured apart from the noise of a whole sync. ``--digests`` writes, per file, a digest
@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from kb_mcp.chunk import split_document
-from kb_mcp.index.fts import index_row
+from kb_mcp.index.columns import index_row
 from kb_mcp.ingest import readers
 from kb_mcp.ingest.pipeline import redact_text
 

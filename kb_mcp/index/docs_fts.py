@@ -9,7 +9,7 @@ statistics carry a signal that the best single passage loses.
 
 Outcome: one row per document, rowid = ``documents.id``. ``head`` is the title (and a
 code file's language, as a passage's head has it); ``body`` the document's passages'
-index copies joined, the very text ``chunks_fts`` holds (``fts.index_row``), so one
+index copies joined, the very text ``chunks_fts`` holds (``columns.index_row``), so one
 MATCH expression addresses both tables alike (CJK boundaries, camelCase parts). A
 passage opens with its heading, so headings are in the body. Contentless with
 ``contentless_delete=1``, as ``chunks_fts`` (``index/fts.py`` says why).
@@ -77,7 +77,7 @@ class DocumentBody:
 
 def head_copy(title: str, language: str | None) -> str:
     """The ``head`` a document is indexed with: the index copy of its title, and of its
-    language for code (a passage's head without its headings: ``fts.head_text``)."""
+    language for code (a passage's head without its headings: ``columns.head_text``)."""
     return index_copy(f"{title} / {language}" if language else title)
 
 

@@ -5,7 +5,9 @@ indexes is the *index copy* of a chunk (``textprep.index_copy``), which differs 
 stored text, so an external-content table pointing at ``chunks.text`` would hand FTS5
 the wrong tokens on delete. The rowid is ``chunks.id``; chunk rows stay the truth.
 
-Columns: ``head`` (document title + heading path, weighted up) and ``body``.
+Columns: ``head`` (document title + heading path, weighted up) and ``body``
+(``index/columns.py``). Its collection statistics are kept beside it in a table of our
+own (``index/keyword_totals.py``), counted in the transaction that writes the rows.
 
 Beside it, ``docs_fts`` indexes whole documents in the same representation
 (``index/docs_fts.py``, issue 21); the rebuild below makes both.
@@ -29,7 +31,8 @@ from typing import TypeVar
 
 import apsw
 
-from kb_mcp.index import docs_fts, postings
+from kb_mcp.index import docs_fts, keyword_totals, postings
+from kb_mcp.index.columns import BODY_WEIGHT, HEAD_WEIGHT, index_row
 from kb_mcp.index.textprep import FTS_TOKENIZER, TEXTPREP_VERSION, index_copy
 from kb_mcp.store.db import Database
 
@@ -44,23 +47,6 @@ REBUILD_BATCH = 1_000
 # library of long documents goes deeper (×4 a round) only when it must.
 PASSAGES_PER_DOCUMENT = 4
 
-# bm25() column weights (head, body). A term in the title or a heading says more about
-# a passage than the same term in its body. Measured (issue #3): weights 1, 3, 5 and 10
-# moved SciFact train / CoSQA dev / CMRC2018 dev by at most ±0.006, within noise, and no
-# other weight gained on all three.
-HEAD_WEIGHT = 2.0
-BODY_WEIGHT = 1.0
-
-
-def head_text(title: str, heading_path: Sequence[str], language: str | None = None) -> str:
-    """The ``head`` column: title then headings, deduplicated (a title often repeats as H1),
-    then a code file's language, so a query's "python" reads as "Python code" instead of
-    matching the few docstrings that happen to mention the word (CoSQA dev +0.013)."""
-    parts = [title] + [h for h in heading_path if h and h != title]
-    if language:
-        parts.append(language)
-    return " / ".join(parts)
-
 
 def _create_table(conn: apsw.Connection) -> None:
     conn.execute(
@@ -71,14 +57,6 @@ def _create_table(conn: apsw.Connection) -> None:
     conn.execute(
         "CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts_vocab USING fts5vocab(chunks_fts, 'row')"
     )
-
-
-def index_row(
-    title: str, heading_path: Sequence[str], text: str, language: str | None
-) -> tuple[str, str]:
-    """The ``(head, body)`` a chunk is indexed as: a pure function, so a reader process
-    computes it beside the chunk (``ingest/derive``) and the writer only inserts it."""
-    return index_copy(head_text(title, heading_path, language)), index_copy(text)
 
 
 def add_chunks(
@@ -100,15 +78,19 @@ def add_chunks(
 def add_index_rows(conn: apsw.Connection, rows: Iterable[tuple[int, str, str]]) -> None:
     """Index ``(chunk_id, head, body)`` rows made by ``index_row``. Call inside ``db.write()``.
 
-    The postings segment hears of them (``index/postings.py``: they are its delta)."""
+    The collection statistics count them (``index/keyword_totals.py``) and the postings
+    segment hears of them (``index/postings.py``: they are its delta)."""
     rows = list(rows)
     conn.executemany("INSERT INTO chunks_fts(rowid, head, body) VALUES (?, ?, ?)", rows)
-    postings.note_changed(conn, (row[0] for row in rows))
+    chunk_ids = [row[0] for row in rows]
+    keyword_totals.add(conn, chunk_ids)
+    postings.note_changed(conn, chunk_ids)
 
 
 def remove_chunks(conn: apsw.Connection, chunk_ids: Iterable[int]) -> None:
     """Drop chunks from the index. Call inside ``db.write()``, before deleting the rows."""
     chunk_ids = list(chunk_ids)
+    keyword_totals.remove(conn, chunk_ids)
     conn.executemany("DELETE FROM chunks_fts WHERE rowid = ?", ((cid,) for cid in chunk_ids))
     postings.note_changed(conn, chunk_ids)
 
@@ -155,6 +137,7 @@ def rebuild(db: Database) -> int:
         conn.execute("DROP TABLE IF EXISTS chunks_fts")
         conn.execute(f"DROP TABLE IF EXISTS {docs_fts.TABLE}")
         postings.forget(conn)
+        keyword_totals.reset(conn)
         _create_table(conn)
         batch: list[tuple[int, str, list[str], str, str | None]] = []
         for row in _all_chunk_rows(db.conn):
@@ -209,14 +192,15 @@ class FtsIndex:
         return tokenizer
 
     def integrity_problem(self) -> str | None:
-        """FTS5's own consistency check of the index (passages and documents), or None
-        when it passes."""
+        """FTS5's own consistency check of the index (passages and documents) and of
+        its collection statistics (``index/keyword_totals.py``), or None when both pass."""
         try:
             self.db.conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
             docs_fts.integrity_check(self.db.conn)
+            wrong = keyword_totals.problem(self.db.conn)
         except apsw.Error as exc:
-            return f"keyword index damaged ({exc}); run `kb-mcp reindex --rebuild`"
-        return None
+            wrong = f"damaged ({exc})"
+        return None if wrong is None else f"keyword index {wrong}; run `kb-mcp reindex --rebuild`"
 
     def invalidate(self) -> None:
         """Forget the stored version (call inside ``db.write()``): the next reader rebuilds."""

@@ -41,10 +41,12 @@ write of a build refreshes its marker's time: ``refresh`` starts no second build
 one is alive (a build started anyway takes the marker, and the older one stops), and
 builds over a marker unwritten for ``BUILD_STALE_S`` (a dead build's).
 
-The collection statistics are FTS5's own: the row count and total token count from its
-averages record, a phrase's document frequency as the segment's live postings plus the
-delta's. Chunk ids are reused by SQLite (``max(id) + 1``), which is why a delta id is
-excluded from the segment even when it is also a new chunk's id.
+The collection statistics are the figures FTS5's bm25 reads: the row count and total
+token count from ``kw_totals``, kept in the transactions that write the FTS rows
+(``index/keyword_totals.py``; never FTS5's private averages record), and a phrase's
+document frequency as the segment's live postings plus the delta's. Chunk ids are reused
+by SQLite (``max(id) + 1``), which is why a delta id is excluded from the segment even
+when it is also a new chunk's id.
 
 Over STYLE.md's 700 lines, on purpose for now: the writer (build, delta) and the reader
 (scoring) share one binary format and one tokenization of the FTS columns, kept in one
@@ -68,8 +70,9 @@ from typing import TYPE_CHECKING
 
 import apsw
 
-from kb_mcp.index import term_lists, topk
-from kb_mcp.index.textprep import CJK_RUN
+from kb_mcp.index import keyword_totals, term_lists, topk
+from kb_mcp.index.columns import BODY_WEIGHT, HEAD_WEIGHT, index_row
+from kb_mcp.index.textprep import CJK_RUN, FTS_TOKENIZER
 from kb_mcp.store.db import Database, read_snapshot
 
 if TYPE_CHECKING:  # numpy loads on first use: opening a library never waits for it
@@ -244,8 +247,6 @@ class _Tokenized:
 
 
 def _tokenize_rows(tokenizer: apsw.FTS5Tokenizer, rows: Iterable[tuple]) -> Iterable[_Tokenized]:
-    from kb_mcp.index.fts import index_row  # fts imports this module
-
     for cid, doc, title, path_json, text, language in rows:
         head, body = index_row(title, json.loads(path_json), text, language)
         head_tokens = _tokens(tokenizer, head)
@@ -491,39 +492,11 @@ def refresh(db: Database, min_chunks: int | None = None, delta_min: int = DELTA_
 
 def _tokenizer(db: Database) -> apsw.FTS5Tokenizer:
     """The FTS table's own tokenizer, on ``db``'s connection."""
-    from kb_mcp.index.fts import FTS_TOKENIZER  # fts imports this module
-
     name, *args = FTS_TOKENIZER.split()
     return db.conn.fts5_tokenizer(name, args)
 
 
 # ---------------------------------------------------------------------------- reads
-
-
-def _varint(buf: bytes, at: int) -> tuple[int, int]:
-    """SQLite's varint (FTS5 records use it): the value and the next offset."""
-    value = 0
-    for _ in range(8):
-        byte = buf[at]
-        at += 1
-        value = (value << 7) | (byte & 0x7F)
-        if byte < 0x80:
-            return value, at
-    return (value << 8) | buf[at], at + 1
-
-
-def fts_totals(conn: apsw.Connection) -> tuple[int, int]:
-    """FTS5's own ``(rows, tokens)``, what its bm25 reads (the averages record, id 1)."""
-    row = conn.execute("SELECT block FROM chunks_fts_data WHERE id = 1").fetchone()
-    if row is None or not row[0]:
-        return 0, 0
-    buf = row[0]
-    rows, at = _varint(buf, 0)
-    tokens = 0
-    while at < len(buf):
-        size, at = _varint(buf, at)
-        tokens += size
-    return rows, tokens
 
 
 @dataclass(slots=True)
@@ -621,7 +594,7 @@ class Postings:
         if state is not None and state.stamp == (stamp, segment.key):
             return segment, state
         conn = self.db.conn
-        rows, tokens = fts_totals(conn)
+        rows, tokens = keyword_totals.read(conn)
         if rows == 0:
             return None
         avgdl = tokens / rows
@@ -658,8 +631,6 @@ class Postings:
 
     def _read_lists(self, gen: int, keys: Sequence[str]) -> term_lists.Lists:
         import numpy as np
-
-        from kb_mcp.index.fts import BODY_WEIGHT, HEAD_WEIGHT
 
         unique = sorted(set(keys))
         marks = ",".join("?" * len(unique))
@@ -815,8 +786,6 @@ def _with_extra(
 
 def _delta_postings(delta: Sequence[_Tokenized]) -> dict[str, list[tuple[int, float]]]:
     """The delta's own small inverted index: key → (row index, weighted frequency)."""
-    from kb_mcp.index.fts import BODY_WEIGHT, HEAD_WEIGHT
-
     found: dict[str, list[tuple[int, float]]] = {}
     for i, row in enumerate(delta):
         for key in row.head.keys() | row.body.keys():

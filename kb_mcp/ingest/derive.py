@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from kb_mcp.chunk import Chunk
-from kb_mcp.index.fts import index_row
+from kb_mcp.index.columns import index_row
 from kb_mcp.store.documents import NewDocument
 
 

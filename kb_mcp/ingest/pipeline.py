@@ -40,6 +40,7 @@ import apsw
 from kb_mcp.chunk import Chunk
 from kb_mcp.chunk.stream import iter_chunks
 from kb_mcp.index import docs_fts, fts, graph, vectors
+from kb_mcp.index.columns import index_row
 from kb_mcp.ingest.derive import Derived, derive, fts_rows_of
 from kb_mcp.redact import redact
 from kb_mcp.relations.relink import forget_document
@@ -319,9 +320,7 @@ def rewrite_in_place(
     while part := list(islice(chunks, LARGE_SLICE_CHUNKS)):
         ids = rows.insert_chunks(conn, old.id, part)[-len(part) :]
         pairs = list(zip(ids, part, strict=True))
-        copies = [
-            (cid, *fts.index_row(title, c.heading_path, c.text, language)) for cid, c in pairs
-        ]
+        copies = [(cid, *index_row(title, c.heading_path, c.text, language)) for cid, c in pairs]
         fts.add_index_rows(conn, copies)
         body.add(copy for _cid, _head, copy in copies)
         if linked:

@@ -27,7 +27,7 @@ RERANKERS = ("none", "onnx", "ollama")
 @dataclass(frozen=True, slots=True)
 class Passage:
     """One candidate as the reranker reads it: the document's key, its title and
-    section (``index.fts.head_text``), and the passage the search would show."""
+    section (``index.columns.head_text``), and the passage the search would show."""
 
     key: str
     title: str

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from kb_mcp.index.fts import FtsIndex, head_text
+from kb_mcp.index.columns import head_text
+from kb_mcp.index.fts import FtsIndex
 from kb_mcp.limits import TOP_K
 from kb_mcp.relations.change import Change
 from kb_mcp.relations.read import changes_for

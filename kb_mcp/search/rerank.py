@@ -30,7 +30,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from kb_mcp.errors import KbError
-from kb_mcp.index.fts import head_text
+from kb_mcp.index.columns import head_text
 from kb_mcp.rerank.base import Passage, Reranker, RerankerUnavailable
 
 if TYPE_CHECKING:
