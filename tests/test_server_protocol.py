@@ -20,10 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_types import JSONRPCResponse
 from raw_server import INITIALIZE, REPLY_TIMEOUT_S, RawServer, tool_call
 
-from kb_mcp.server.stdio import MAX_LINE_BYTES, encode_message
+from kb_mcp.server.stdio import MAX_LINE_BYTES
 
 
 def rejections(server: RawServer) -> list[str]:
@@ -158,13 +157,6 @@ def test_protocol_request_before_initialize_gets_a_clear_error(
         server.close()
 
 
-def test_protocol_reply_holding_a_lone_surrogate_is_still_sent() -> None:
-    """Issue 7 item 17: pydantic refuses to encode a lone surrogate; the reply was lost."""
-    line = encode_message(JSONRPCResponse(jsonrpc="2.0", id=1, result={"text": "a\ud800b"}))
-    assert line.endswith(b"\n")
-    assert json.loads(line.decode("utf-8"))["result"]["text"] in ("a?b", "a\ufffdb")
-
-
 AWS_KEY_ID = "AKIA" + "2345672345672345"
 
 
@@ -287,3 +279,22 @@ def test_protocol_client_that_closes_its_end_of_stdout_ends_the_server(
     assert process.returncode == 0
     log = (tmp_path / "stderr.log").read_text()
     assert "internal error" not in log and "closed the protocol's stdout" in log
+
+
+def test_cli_parser_and_stdout_protection_import_no_mcp_stack_or_library() -> None:
+    """``kb-mcp serve`` protects fd 1 before any import can write to it, so what runs
+    first imports neither FastMCP, the SDK nor the library (``bench questions`` once
+    pulled the library into every command)."""
+    code = (
+        "import sys\n"
+        "from kb_mcp.cli.main import build_parser\n"
+        "from kb_mcp.server.stdio import protect_stdout\n"
+        "build_parser()\n"
+        "heavy = [m for m in ('fastmcp', 'mcp', 'mcp_types', 'pydantic', 'kb_mcp.library')"
+        " if m in sys.modules]\n"
+        "print(heavy)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "[]"
