@@ -20,9 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from raw_server import INITIALIZE, REPLY_TIMEOUT_S, RawServer, tool_call
+from raw_server import INITIALIZE, REPLY_TIMEOUT_S, STARTUP_TIMEOUT_S, RawServer, tool_call
 
+from kb_mcp.home import DB_FILE
+from kb_mcp.library import Library
 from kb_mcp.server.stdio import MAX_LINE_BYTES
+from kb_mcp.settings import Settings
+from kb_mcp.store.summary import library_summary
 
 
 def rejections(server: RawServer) -> list[str]:
@@ -298,3 +302,58 @@ def test_cli_parser_and_stdout_protection_import_no_mcp_stack_or_library() -> No
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.strip() == "[]"
+
+
+def indexed_documents(home: Path) -> int:
+    summary = library_summary(home / DB_FILE)
+    return summary.documents if summary is not None else 0
+
+
+# ``kb-mcp serve`` that says on stderr when its background work starts.
+MARKED_SERVER = """
+import sys
+from kb_mcp.cli.main import main
+from kb_mcp.server import background
+
+_start = background.BackgroundWork.start
+
+
+def start(self, *args, **kwargs):
+    print("BACKGROUND WORK STARTED", file=sys.stderr, flush=True)
+    return _start(self, *args, **kwargs)
+
+
+background.BackgroundWork.start = start
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_background_work_starts_once_the_client_has_the_initialize_answer(
+    tmp_path: Path, child_env: dict[str, str]
+) -> None:
+    """Issue 23: the folder sync (and the other background work) starts once the client
+    has ``initialize``'s answer, as its ``notifications/initialized`` says, so nothing
+    the server does in the background can hold that answer back."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "note.md").write_text("# Note\n\nzebrafinch migration\n", encoding="utf-8")
+    home = tmp_path / "home"
+    with Library(Settings(home=home, embedder="none")) as library:
+        library.add_folder(folder, name="notes")
+    wrapper = tmp_path / "marked_server.py"
+    wrapper.write_text(MARKED_SERVER, encoding="utf-8")
+    log = tmp_path / "stderr.log"
+    server = RawServer(home, log, child_env, entry=(str(wrapper),))
+    try:
+        server.send((json.dumps(INITIALIZE) + "\n").encode())
+        assert "result" in server.reply(STARTUP_TIMEOUT_S)
+        assert "BACKGROUND WORK STARTED" not in log.read_text(encoding="utf-8")
+        assert indexed_documents(home) == 0
+        server.send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+        deadline = time.monotonic() + REPLY_TIMEOUT_S
+        while indexed_documents(home) == 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert indexed_documents(home) == 1
+        assert log.read_text(encoding="utf-8").count("BACKGROUND WORK STARTED") == 1
+    finally:
+        server.close()

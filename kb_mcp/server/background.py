@@ -20,13 +20,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from kb_mcp.errors import KbError
-from kb_mcp.ingest.sources import FolderSource
-from kb_mcp.ingest.sync import SyncReport
-from kb_mcp.ingest.watch import FolderWatcher, Watch
-from kb_mcp.library import Library
-from kb_mcp.redact import redact_output
+if TYPE_CHECKING:  # imported by the threads once started, not before initialize's answer
+    from kb_mcp.ingest.sources import FolderSource
+    from kb_mcp.ingest.sync import SyncReport
+    from kb_mcp.ingest.watch import FolderWatcher, Watch
+    from kb_mcp.library import Library
 
 log = logging.getLogger("kb_mcp.server")
 START_DELAY_S = 0.5  # let the handshake and the first calls go first
@@ -154,6 +154,8 @@ class BackgroundSync:
         if self._watcher is not None:
             self._watcher.stop()
         self._watched = folders
+        from kb_mcp.ingest.watch import FolderWatcher
+
         self._watcher = FolderWatcher(
             folders, self.changed, mode=self._watch_mode, watch=self._watch
         ).start()
@@ -167,6 +169,9 @@ class BackgroundSync:
             self._last_synced = time.monotonic()
 
     def _sync_named(self, names: set[str] | None) -> None:
+        from kb_mcp.errors import KbError
+        from kb_mcp.redact import redact_output
+
         try:
             library = self._get_library()
             if not library.folder_sources():
@@ -328,6 +333,8 @@ class BackgroundEnricher(BackgroundEmbedder):
         if report is None:
             return True
         if report.error:
+            from kb_mcp.redact import redact_output
+
             log.warning(
                 "graph LLM pass stopped (%d pending): %s; retrying later",
                 report.pending,
