@@ -27,17 +27,19 @@ log = logging.getLogger("kb_mcp.server")
 
 
 class Lifecycle(Middleware):
-    """Clear errors before ``initialize``; ``on_ready`` once, after its answer."""
+    """Clear errors before ``initialize``; ``on_ready(first_call)`` once, after its answer
+    (``first_call`` is set once a tool call has been answered)."""
 
-    def __init__(self, on_ready: Callable[[], None]) -> None:
+    def __init__(self, on_ready: Callable[[threading.Event], None]) -> None:
         self.initialized = False
+        self.first_call = threading.Event()  # set once a tool call has been answered
         self._on_ready = on_ready
         self._ready = threading.Event()
 
     def _start(self) -> None:
         if self.initialized and not self._ready.is_set():
             self._ready.set()
-            self._on_ready()
+            self._on_ready(self.first_call)
 
     async def on_initialize(self, context: Any, call_next: Any) -> Any:
         result = await call_next(context)
@@ -50,6 +52,12 @@ class Lifecycle(Middleware):
         elif not self.initialized:
             log.warning("dropped notification %s: it came before initialize", context.method)
         return await call_next(context)
+
+    async def on_call_tool(self, context: Any, call_next: Any) -> Any:
+        try:
+            return await call_next(context)
+        finally:
+            self.first_call.set()
 
     async def on_request(self, context: Any, call_next: Any) -> Any:
         if context.method != "initialize":

@@ -137,7 +137,7 @@ def build_server(settings: Settings) -> tuple[FastMCP, LibraryHolder]:
 
     instructions = server_instructions(settings.home, settings)
     mcp = FastMCP(SERVER_NAME, instructions=instructions, lifespan=lifespan, version=__version__)
-    mcp.add_middleware(Lifecycle(on_ready=work.start))
+    mcp.add_middleware(Lifecycle(on_ready=work.start_after))
     mcp.add_middleware(AuditMiddleware(settings.home))
     mcp.add_middleware(ArgumentErrors(mcp))  # inside the audit: it records the rewritten error
     read_only = {"readOnlyHint": True, "openWorldHint": False}
