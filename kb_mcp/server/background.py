@@ -399,7 +399,7 @@ class BackgroundWork:
     opens the library at once (the first call needs it) and starts the threads once the
     first call has been answered, or after ``QUIET_S`` without one: measured with
     ``kb-mcp bench startup`` (10k files, load 6-7), the threads' start-up (the watcher
-    set up, their modules imported) beside the first search cost it 0.6 s of CPU.
+    set up, their modules imported) beside the first search cost it about 0.5 s of CPU.
     """
 
     def __init__(self, get_library: Callable[[], Library], interval_s: float, watch: str) -> None:
