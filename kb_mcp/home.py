@@ -1,10 +1,10 @@
 """The files of a library's home folder that more than one layer names.
 
-Why a module of its own: the server's audit writer (``server/audit.py``, on the fast
-path before FastMCP loads) and the web view's reader (``views.py``) name the same log,
-and the server's instructions (``server/instructions.py``, read before the library is
-imported) name the same database the library opens. Plain names with no imports, so the
-fast path imports nothing else to know them. Files one module owns stay with it
+Why a module of its own: the server's audit writer (``server/audit.py``) and the web
+view's reader (``views.py``) name the same log, and the server's instructions
+(``server/instructions.py``, read before the library is imported) name the same
+database the library opens. Plain names with no imports, so none of them imports more
+to know them. Files one module owns stay with it
 (``ingest/agent.DOCS_DIR``, ``ingest/sources.REGISTRY_FILE``, ``ingest/synclock.LOCKS_DIR``).
 """
 

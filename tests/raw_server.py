@@ -58,8 +58,10 @@ def tool_call(request_id: int | str, tool: str, **arguments: Any) -> dict[str, A
 class RawServer:
     """``kb-mcp serve --allow-agent-writes`` over pipes on ``home``; stderr goes to ``log``.
 
-    ``preexec_fn`` runs in the child before ``exec`` (e.g. ``resource.setrlimit`` to cap
-    the server's memory, so a regression fails the test instead of eating the machine).
+    ``entry`` replaces ``-m kb_mcp`` (a wrapper script that ends by calling
+    ``kb_mcp.cli.main.main``). ``preexec_fn`` runs in the child before ``exec`` (e.g.
+    ``resource.setrlimit`` to cap the server's memory, so a regression fails the test
+    instead of eating the machine).
     """
 
     def __init__(
@@ -69,14 +71,14 @@ class RawServer:
         env: dict[str, str],
         *,
         extra_args: tuple[str, ...] = (),
+        entry: tuple[str, ...] = ("-m", "kb_mcp"),
         preexec_fn: Callable[[], None] | None = None,
     ) -> None:
         self.log = log
         self.process = subprocess.Popen(
             [
                 sys.executable,
-                "-m",
-                "kb_mcp",
+                *entry,
                 "serve",
                 "--home",
                 str(home),

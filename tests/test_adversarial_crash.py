@@ -354,7 +354,7 @@ def kill_at_random(operation: Operation, home: Path, acks: Path, rng: random.Ran
 
 def served(process: subprocess.Popen) -> None:
     """The handshake and one answered ``list``: the full server (and so its background
-    sync and watcher) is running, not only the prelude that answers ``initialize``."""
+    sync and watcher, started once the handshake is done) is running."""
     assert process.stdin is not None and process.stdout is not None
     listing = {"jsonrpc": "2.0", "id": "ready", "method": "tools/call",
                "params": {"name": "list", "arguments": {}}}  # fmt: skip

@@ -181,8 +181,8 @@ def fuzzed(tmp_path_factory: pytest.TempPathFactory, child_env: dict[str, str]) 
     # only what the call itself did (the marker run once caught the start-up sync's stamp).
     server = RawServer(home, root / "stderr.log", {**child_env, "KB_MCP_SYNC_INTERVAL_S": "0"})
     server.handshake()
-    # The first call waits for the full MCP stack (the prelude answered initialize):
-    # over 20 s under load 15, so it gets the start-up timeout.
+    # The first call waits for the library to open after the handshake: seconds under
+    # load 15, so it gets the start-up timeout.
     listed = server.request("tools/list", {}, STARTUP_TIMEOUT_S)["result"]["tools"]
     _wait_for_sync_after(home, synced)
     # One search first: the library's one-time lazy work (the FTS check, the first

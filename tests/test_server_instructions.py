@@ -2,7 +2,7 @@
 
 An agent reads them once, at ``initialize``: what the library holds, whether agent writes
 are on, which search modes exist. Read here over the real stdio protocol (fastmcp's
-Client against ``kb-mcp serve``), where the prelude answers ``initialize``.
+Client against ``kb-mcp serve``).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ async def test_instructions_over_stdio_follow_writes_and_embedder(
 
 
 def test_instructions_are_cheap_on_a_real_library(home: Path, tmp_path: Path) -> None:
-    """issue 12: the prelude computes them before answering initialize: milliseconds."""
+    """issue 12: the server computes them before answering initialize: milliseconds."""
     build_library(home, tmp_path)
     settings = Settings(home=home, embedder="none")
     started = time.perf_counter()

@@ -20,10 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_types import JSONRPCResponse
-from raw_server import INITIALIZE, REPLY_TIMEOUT_S, RawServer, tool_call
+from raw_server import INITIALIZE, REPLY_TIMEOUT_S, STARTUP_TIMEOUT_S, RawServer, tool_call
 
-from kb_mcp.server.stdio import MAX_LINE_BYTES, encode_message
+from kb_mcp.home import DB_FILE
+from kb_mcp.library import Library
+from kb_mcp.server.stdio import MAX_LINE_BYTES
+from kb_mcp.settings import Settings
+from kb_mcp.store.summary import library_summary
 
 
 def rejections(server: RawServer) -> list[str]:
@@ -158,13 +161,6 @@ def test_protocol_request_before_initialize_gets_a_clear_error(
         server.close()
 
 
-def test_protocol_reply_holding_a_lone_surrogate_is_still_sent() -> None:
-    """Issue 7 item 17: pydantic refuses to encode a lone surrogate; the reply was lost."""
-    line = encode_message(JSONRPCResponse(jsonrpc="2.0", id=1, result={"text": "a\ud800b"}))
-    assert line.endswith(b"\n")
-    assert json.loads(line.decode("utf-8"))["result"]["text"] in ("a?b", "a\ufffdb")
-
-
 AWS_KEY_ID = "AKIA" + "2345672345672345"
 
 
@@ -287,3 +283,77 @@ def test_protocol_client_that_closes_its_end_of_stdout_ends_the_server(
     assert process.returncode == 0
     log = (tmp_path / "stderr.log").read_text()
     assert "internal error" not in log and "closed the protocol's stdout" in log
+
+
+def test_cli_parser_and_stdout_protection_import_no_mcp_stack_or_library() -> None:
+    """``kb-mcp serve`` protects fd 1 before any import can write to it, so what runs
+    first imports neither FastMCP, the SDK nor the library (``bench questions`` once
+    pulled the library into every command)."""
+    code = (
+        "import sys\n"
+        "from kb_mcp.cli.main import build_parser\n"
+        "from kb_mcp.server.stdio import protect_stdout\n"
+        "build_parser()\n"
+        "heavy = [m for m in ('fastmcp', 'mcp', 'mcp_types', 'pydantic', 'kb_mcp.library')"
+        " if m in sys.modules]\n"
+        "print(heavy)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "[]"
+
+
+def indexed_documents(home: Path) -> int:
+    summary = library_summary(home / DB_FILE)
+    return summary.documents if summary is not None else 0
+
+
+# ``kb-mcp serve`` that says on stderr when its background work starts.
+MARKED_SERVER = """
+import sys
+from kb_mcp.cli.main import main
+from kb_mcp.server import background
+
+_start = background.BackgroundWork.start
+
+
+def start(self, *args, **kwargs):
+    print("BACKGROUND WORK STARTED", file=sys.stderr, flush=True)
+    return _start(self, *args, **kwargs)
+
+
+background.BackgroundWork.start = start
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_background_work_starts_once_the_client_has_the_initialize_answer(
+    tmp_path: Path, child_env: dict[str, str]
+) -> None:
+    """Issue 23: the folder sync (and the other background work) starts once the client
+    has ``initialize``'s answer, as its ``notifications/initialized`` says, so nothing
+    the server does in the background can hold that answer back."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "note.md").write_text("# Note\n\nzebrafinch migration\n", encoding="utf-8")
+    home = tmp_path / "home"
+    with Library(Settings(home=home, embedder="none")) as library:
+        library.add_folder(folder, name="notes")
+    wrapper = tmp_path / "marked_server.py"
+    wrapper.write_text(MARKED_SERVER, encoding="utf-8")
+    log = tmp_path / "stderr.log"
+    server = RawServer(home, log, child_env, entry=(str(wrapper),))
+    try:
+        server.send((json.dumps(INITIALIZE) + "\n").encode())
+        assert "result" in server.reply(STARTUP_TIMEOUT_S)
+        assert "BACKGROUND WORK STARTED" not in log.read_text(encoding="utf-8")
+        assert indexed_documents(home) == 0
+        server.send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+        deadline = time.monotonic() + REPLY_TIMEOUT_S
+        while indexed_documents(home) == 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert indexed_documents(home) == 1
+        assert log.read_text(encoding="utf-8").count("BACKGROUND WORK STARTED") == 1
+    finally:
+        server.close()

@@ -183,8 +183,7 @@ def test_serve_sees_edit_add_rename_and_delete_of_folder_files(
 
 def test_serve_idle_with_a_watched_folder_uses_almost_no_cpu(served: StdioClient) -> None:
     """Issue 10: no busy loop; an idle server with a watcher stays idle."""
-    # ping is FastMCP's to answer: once it has, the one-time import of the MCP stack
-    # (which the prelude's fast path defers until after the first search) is over.
+    # ping after the handshake: the background work has started (server/lifecycle.py).
     served.request("ping", {})
     time.sleep(1.0)  # the embedder thread and the first sync settle
     before = served.cpu_s()

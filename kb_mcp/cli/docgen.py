@@ -1,8 +1,7 @@
 """Generated documentation: the settings table and the CLI reference.
 
 ``python -m kb_mcp.cli.docgen`` rewrites the generated sections of docs/configuration.md
-and docs/cli.md, and the prelude's snapshot of ``tools/list`` (``server/snapshot.py``);
-``tests/test_public_surface.py`` fails when they are stale.
+and docs/cli.md; ``tests/test_public_surface.py`` fails when they are stale.
 """
 
 from __future__ import annotations
@@ -54,10 +53,6 @@ def replace_section(text: str, name: str, body: str) -> str:
 
 
 def main(root: Path) -> int:
-    from kb_mcp.server import snapshot
-
-    # The prelude's copy of FastMCP's tools/list answer (server/snapshot.py).
-    snapshot.write(root / "kb_mcp" / "server" / "data" / "tools_list.json")
     for name, relative in FILES.items():
         path = root / relative
         path.write_text(

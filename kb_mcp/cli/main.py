@@ -141,52 +141,22 @@ def _emit(
 
 def cmd_serve(args: argparse.Namespace, wire_fd: int | None = None) -> int:
     """Serve MCP over stdio (this is what an agent's config runs)."""
-    from kb_mcp.server import arenas, prelude
-    from kb_mcp.server.calls import LibraryHolder
+    from kb_mcp.server import arenas, stdio
 
     arenas.configure()  # malloc's, before any thread starts: see server/arenas.py
-    wire = wire_fd if wire_fd is not None else prelude.protect_stdout()
+    wire = wire_fd if wire_fd is not None else stdio.protect_stdout()
     settings = _load_settings(args, allow_agent_writes=args.allow_agent_writes or None)
-    holder = LibraryHolder(settings)
-    work: list[Any] = []  # the background threads, once the fast path has started them
-    # The MCP stack imports in a thread while the prelude answers initialize, and its
-    # fast path the first tool calls (server/prelude.py, server/fastpath.py).
-    stack = prelude.StackLoader(lambda: _build_stack(settings, holder, work))
-    stdin = prelude.protect_stdin()
-    try:
-        early: prelude.EarlyStart | None = prelude.answer_initialize(stdin, wire, settings)
-        if early is not None and early.answered:
-            from kb_mcp.server.fastpath import serve_early
-
-            early = serve_early(holder, stdin, wire, stack, early, work)
-        if early is not None:
-            run, mcp = stack.result()
-            run(mcp, wire, stdin, early)
-    finally:
-        for background in work:
-            background.stop()
-        holder.close()
-    if stack.started() and not stack.done():
-        # The session ended on the fast path while FastMCP was still importing: waiting
-        # would keep a client that closed stdin waiting seconds, and interpreter
-        # shutdown beside an import in a daemon thread is not safe. Nothing is left to
-        # write (the library is closed, the audit log is written line by line).
-        sys.stderr.flush()
-        os._exit(0)
-    return 0
-
-
-def _build_stack(
-    settings: Settings, holder: Any, work: list[Any]
-) -> tuple[Callable[..., None], Any]:
-    """Import FastMCP and build the server (in the prelude's thread); the runner with it."""
+    stdin = stdio.protect_stdin()
     import anyio
 
-    from kb_mcp.server.stdio import serve_stdio
     from kb_mcp.server.tools import build_server
 
-    mcp, _ = build_server(settings, holder, work[0] if work else None)
-    return (lambda *a: anyio.run(serve_stdio, *a)), mcp
+    mcp, holder = build_server(settings)
+    try:
+        anyio.run(stdio.serve_stdio, mcp, wire, stdin)
+    finally:
+        holder.close()
+    return 0
 
 
 def cmd_add_text(args: argparse.Namespace) -> int:
@@ -547,7 +517,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     wire = None
     if _command_of(argv) == "serve":
         # First thing, before any import can write to fd 1: see server/stdio.py.
-        from kb_mcp.server.prelude import protect_stdout
+        from kb_mcp.server.stdio import protect_stdout
 
         wire = protect_stdout()
     args = build_parser().parse_args(argv)

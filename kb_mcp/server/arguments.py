@@ -17,8 +17,6 @@ from fastmcp.server.middleware import Middleware
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
-from kb_mcp.redact import redact_output
-
 _EXPECTED = {
     "string_type": "a string",
     "int_type": "an integer",
@@ -40,6 +38,8 @@ def describe_invalid_arguments(
     tool: str, error: ValidationError, arguments: tuple[str, ...] = ()
 ) -> str:
     """``[invalid_input] …`` for a pydantic error over ``tool``'s arguments, redacted."""
+    from kb_mcp.redact import redact_output  # with the library, after initialize's answer
+
     problems = [_describe(detail, tool, arguments) for detail in error.errors(include_url=False)]
     message = f"[invalid_input] invalid arguments for {tool}: " + "; ".join(problems[:5])
     if len(problems) > 5:

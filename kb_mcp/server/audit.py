@@ -4,9 +4,7 @@ One JSON object per line in ``<home>/audit.log``. What an agent asked and what i
 back may be private; that a call happened, how long it took and whether it failed is
 what a user needs to see what their agents do.
 
-No FastMCP import: the prelude's fast path audits its calls here before FastMCP has
-loaded; FastMCP's calls are audited by ``tools.AuditMiddleware`` through the same
-``record_call``.
+``record_call`` is the writer; FastMCP's calls reach it through ``tools.AuditMiddleware``.
 """
 
 from __future__ import annotations

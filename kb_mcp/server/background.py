@@ -6,7 +6,7 @@ a moment (``start_delay_s``), then syncs every folder source, and again every
 names the sources in which a file was saved, added or deleted, and just those are synced
 at once, so an edit reaches search in about a second (issue 10). Watching comes before
 the delay: a file saved in the first second after the first search was otherwise seen
-only by the full sync, which runs beside FastMCP's import and took 2.6-5 s there
+only by the full sync, which took 2.6-5 s beside the start-up's other work
 (``kb-mcp bench startup``, traced). It works through its own database connection, so searches
 keep running while it writes (WAL), and files commit in small batches, so stopping
 mid-sync loses at most one batch. A source that another process (a `kb-mcp sync`, a
@@ -20,16 +20,17 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from kb_mcp.errors import KbError
-from kb_mcp.ingest.sources import FolderSource
-from kb_mcp.ingest.sync import SyncReport
-from kb_mcp.ingest.watch import FolderWatcher, Watch
-from kb_mcp.library import Library
-from kb_mcp.redact import redact_output
+if TYPE_CHECKING:  # imported by the threads once started, not before initialize's answer
+    from kb_mcp.ingest.sources import FolderSource
+    from kb_mcp.ingest.sync import SyncReport
+    from kb_mcp.ingest.watch import FolderWatcher, Watch
+    from kb_mcp.library import Library
 
 log = logging.getLogger("kb_mcp.server")
 START_DELAY_S = 0.5  # let the handshake and the first calls go first
+QUIET_S = 1.0  # after initialize, the threads start at the latest this long without a call
 RETRY_S = 1.0  # a source another process was syncing is tried again this much later
 WATCH_READY_S = 5.0  # most the first sync waits for the watches to be set up
 # Watcher syncs are coalesced: a change is synced once none followed for SETTLE_S, or
@@ -154,6 +155,8 @@ class BackgroundSync:
         if self._watcher is not None:
             self._watcher.stop()
         self._watched = folders
+        from kb_mcp.ingest.watch import FolderWatcher
+
         self._watcher = FolderWatcher(
             folders, self.changed, mode=self._watch_mode, watch=self._watch
         ).start()
@@ -167,6 +170,9 @@ class BackgroundSync:
             self._last_synced = time.monotonic()
 
     def _sync_named(self, names: set[str] | None) -> None:
+        from kb_mcp.errors import KbError
+        from kb_mcp.redact import redact_output
+
         try:
             library = self._get_library()
             if not library.folders.folder_sources():
@@ -332,6 +338,8 @@ class BackgroundEnricher(BackgroundEmbedder):
         if report is None:
             return True
         if report.error:
+            from kb_mcp.redact import redact_output
+
             log.warning(
                 "graph LLM pass stopped (%d pending): %s; retrying later",
                 report.pending,
@@ -387,14 +395,15 @@ class BackgroundLinker(BackgroundEmbedder):
 
 
 class BackgroundWork:
-    """The server's four background threads (sync, linking, embedding, the graph's LLM
-    pass).
+    """The server's background threads: the library warmed, then sync, linking,
+    embedding and the graph's LLM pass.
 
-    Started once by whichever comes first: the prelude's fast path (with FastMCP's
-    import, so a file saved in the first seconds is not left for a sync that starts
-    only once FastMCP has loaded: issue 10) or FastMCP's lifespan; stopped once.
-    ``sync_delay_s``: how long the first full sync waits (the fast path passes 0 once
-    the first call has been answered: that is what the delay waits for).
+    Started once the client has the ``initialize`` answer (``server/lifecycle.py``), so
+    none of it delays that answer; stopped once, with FastMCP's lifespan. ``start_after``
+    opens the library at once (the first call needs it) and starts the threads once the
+    first call has been answered, or after ``QUIET_S`` without one: measured with
+    ``kb-mcp bench startup`` (10k files, load 6-7), the threads' start-up (the watcher
+    set up, their modules imported) beside the first search cost it about 0.5 s of CPU.
     """
 
     def __init__(self, get_library: Callable[[], Library], interval_s: float, watch: str) -> None:
@@ -406,6 +415,18 @@ class BackgroundWork:
             tuple[BackgroundSync, BackgroundLinker, BackgroundEmbedder, BackgroundEnricher] | None
         ) = None
         self._stopped = False
+
+    def start_after(self, first_call: threading.Event) -> None:
+        """Warm the library now; the threads once ``first_call`` is set or ``QUIET_S``
+        passed (the first full sync then without its delay: the call it waited for is
+        done)."""
+
+        def run() -> None:
+            warm(self._get_library)
+            answered = first_call.wait(QUIET_S)
+            self.start(sync_delay_s=0.0 if answered else START_DELAY_S)
+
+        threading.Thread(target=run, name="kb-mcp-warm", daemon=True).start()
 
     def start(self, sync_delay_s: float = START_DELAY_S) -> None:
         with self._lock:
@@ -431,3 +452,34 @@ class BackgroundWork:
             workers, self._workers, self._stopped = self._workers, None, True
         for worker in workers or ():
             worker.stop()
+
+
+def warm(get_library: Callable[[], Library]) -> None:
+    """Open the library, and load what the first search would: the tool bodies' modules
+    and the vector codes (the model: ``load_model``, run as the library opens)."""
+    try:
+        library = get_library()
+        from kb_mcp import render  # noqa: F401  (imported by a call otherwise)
+        from kb_mcp.server import budget  # noqa: F401
+
+        if library.settings.embedder != "none":
+            library.warm_vectors()
+    except Exception:  # the first call opens it again and reports what is wrong
+        log.warning("warming the library failed", exc_info=True)
+
+
+def load_model(library: Library) -> None:
+    """Start loading the embedding model in the background when searches can use it; a
+    search meanwhile answers from keywords and says why (``Library.MODEL_LOADING``).
+
+    Measured (issue 10, a 300-file library with local vectors, load 13 on 2 cores): a
+    first hybrid search that waited for the model ran past the 2 s search deadline and
+    failed; with the keyword fallback it answered in 0.9-1.0 s of CPU, and hybrid search
+    followed within about a second.
+    """
+    if library.settings.embedder == "none":
+        return
+    state = library.vector_state()
+    start = getattr(state.embedder, "load_in_background", None)  # the local model has it
+    if state.usable and start is not None:
+        start()

@@ -1,10 +1,8 @@
 """The five tools' bodies: arguments → one ``Library`` call → bound → rendered text + data.
 
-Two callers run them, so each tool is one function here and nothing else: FastMCP's tools
-(``server/tools.py``, which adds the schemas and the MCP result type) and the prelude's
-fast path (``server/fastpath.py``, which answers ``tools/call`` before FastMCP has
-imported). Neither FastMCP, the MCP SDK nor pydantic is imported here, so the fast path
-pays only for the library (issue 10, "Start-up").
+FastMCP's tools (``server/tools.py``, which adds the schemas and the MCP result type) call
+them; neither FastMCP, the MCP SDK nor pydantic is imported here, so a tool body is
+testable and readable without the protocol.
 
 ``KbError`` becomes ``ToolFailed`` with ``[code] message`` (redacted: a message may quote
 input), and so does a damaged database or a full disk (``store/failures.py``: an
@@ -16,12 +14,9 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-
-from kb_mcp.server.audit import record_call
 
 if TYPE_CHECKING:
     from kb_mcp.library import Library
@@ -35,7 +30,7 @@ class LibraryHolder:
     """Opens the library on first use, from whichever worker thread gets there first.
 
     ``on_open`` runs once, right after the library opens and before any caller gets it
-    (the fast path starts the embedding model's load there, so no search can begin
+    (the server starts the embedding model's load there, so no search can begin
     loading it itself first).
     """
 
@@ -217,27 +212,3 @@ def add_document(
         render.add_text,
         render.to_data,
     )
-
-
-# The tool name on the wire → its body; the fast path dispatches on this table.
-TOOLS: dict[str, Callable[..., ToolOutput]] = {
-    "search": search,
-    "grep": grep,
-    "read": read,
-    "list": list_,
-    "add_document": add_document,
-}
-
-
-def audited(holder: LibraryHolder, tool: str, arguments: dict[str, Any]) -> ToolOutput:
-    """``TOOLS[tool](holder, **arguments)``, recorded in the audit log as FastMCP's
-    ``AuditMiddleware`` records it (the fast path has no middleware)."""
-    started = time.perf_counter()
-    outcome = "ok"
-    try:
-        return TOOLS[tool](holder, **arguments)
-    except ToolFailed as exc:
-        outcome = f"error:{str(exc)[1:].split(']', 1)[0]}"
-        raise
-    finally:
-        record_call(holder.settings.home, tool, (time.perf_counter() - started) * 1000, outcome)

@@ -2,10 +2,10 @@
 
 An agent reads the instructions once, at ``initialize``, and decides from them what it
 may do: so they say what this library holds (sources and document counts), whether
-``add_document`` will work, and which search modes exist here. Both the prelude (which
-answers ``initialize`` before FastMCP loads) and the full server call
-``server_instructions``, so it imports nothing heavy: the settings, and a read-only
-summary query (``store/summary.py``, a few milliseconds at any size).
+``add_document`` will work, and which search modes exist here. The server builds them
+before it answers ``initialize``, so ``server_instructions`` imports nothing heavy: the
+settings, and a read-only summary query (``store/summary.py``, a few milliseconds at any
+size).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One stdin line → a JSON-RPC 2.0 message the MCP server can take, or a reasoned rejection.
+"""One stdin line → a line the MCP server can take, or a reasoned rejection.
 
 The MCP SDK's own stdio reader hands every line it cannot validate to the session as an
 exception, which the session drops without a word: the client waits for its own timeout.
@@ -20,12 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from mcp_types import (
-    INVALID_REQUEST,
-    PARSE_ERROR,
-    JSONRPCMessage,
-    jsonrpc_message_adapter,
-)
+from mcp_types import INVALID_REQUEST, PARSE_ERROR, jsonrpc_message_adapter
 from pydantic import ValidationError
 
 # Deeper than any MCP message needs; shallow enough that nothing downstream (pydantic,
@@ -49,8 +44,9 @@ class Rejected:
     answer: bool = True  # False for a notification: it is logged, never answered
 
 
-def read_message(line: bytes) -> JSONRPCMessage | Rejected | None:
-    """The message in ``line``; ``None`` for a blank line (nothing was asked)."""
+def read_message(line: bytes) -> bytes | Rejected | None:
+    """``line`` as the SDK may read it (repaired if need be), or why not; ``None`` for a
+    blank line (nothing was asked)."""
     if not line.strip():
         return None
     try:
@@ -61,11 +57,17 @@ def read_message(line: bytes) -> JSONRPCMessage | Rejected | None:
         return Rejected(
             PARSE_ERROR, f"parse error: not valid JSON ({exc}); send one JSON object per line"
         )
+    has_surrogates = bool(_ESCAPED_SURROGATE.search(line))
     try:
-        value = _repaired(value, has_surrogates=bool(_ESCAPED_SURROGATE.search(line)))
+        value = _repaired(value, has_surrogates=has_surrogates)
     except _TooDeep:
         return Rejected(PARSE_ERROR, f"parse error: JSON nested deeper than {MAX_DEPTH} levels")
-    return _checked(value)
+    rejected = _checked(value)
+    if rejected is not None:
+        return rejected
+    if has_surrogates:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return line
 
 
 class _TooDeep(Exception):
@@ -109,8 +111,8 @@ def _same(text: str) -> str:
     return text
 
 
-def _checked(value: Any) -> JSONRPCMessage | Rejected:
-    """A parsed JSON value as a JSON-RPC 2.0 message, or why it is not one."""
+def _checked(value: Any) -> Rejected | None:
+    """Why a parsed JSON value is not a JSON-RPC 2.0 message (``None``: it is one)."""
     if isinstance(value, list):
         return Rejected(
             INVALID_REQUEST,
@@ -127,7 +129,8 @@ def _checked(value: Any) -> JSONRPCMessage | Rejected:
     problem = _envelope_problem(value)
     if problem is None:
         try:
-            return jsonrpc_message_adapter.validate_python(value, by_name=False)
+            jsonrpc_message_adapter.validate_python(value, by_name=False)
+            return None
         except ValidationError:
             problem = (
                 "not a JSON-RPC 2.0 request, notification or response "

@@ -1,40 +1,41 @@
-"""The stdio transport: a protected stdout, and a reader that answers every bad line.
+"""The stdio transport: FastMCP's own, fed through a guarded stdin and a protected stdout.
 
-The JSON-RPC stream must be the only thing on the wire. ``protect_stdout`` (in
-``server/prelude.py``, which imports nothing heavy) runs as the first lines of
-``kb-mcp serve``: it snapshots fd 1 (``os.dup``) and points fd 1 at
+The JSON-RPC stream must be the only thing on the wire. ``protect_stdout`` runs as the
+first lines of ``kb-mcp serve`` (this module imports only the standard library, so it
+runs before any import can write): it snapshots fd 1 (``os.dup``) and points fd 1 at
 stderr. From then on a stray ``print``, a logging handler bound to stdout, or a C
 extension writing straight to fd 1 lands on stderr, and JSON-RPC goes out only through
 the snapshot (``Wire``). fd 0 is snapshotted the same way and pointed at /dev/null, so a
 child process never reads the client's requests.
 
-The reader is ours, not the MCP SDK's: the SDK drops every line it cannot validate
-without a reply, so a client waits for its own timeout. Here each line is bounded
-(``MAX_LINE_BYTES``), checked by ``jsonrpc.read_message``, and either forwarded to the
-server as a ``SessionMessage`` or answered at once with the JSON-RPC error it earns, plus
-one line on stderr (the only trace of a bad notification, which must not be answered).
+The session itself is FastMCP's public ``run_stdio_async``. Its transport, the SDK's
+``stdio_server()``, reads ``sys.stdin.buffer`` and writes ``sys.stdout.buffer`` where
+they stand when those are not fds 0 and 1 (it claims the fds only when they are), so
+for the session ``sys.stdin`` and ``sys.stdout`` are ``ProtocolSide`` objects: their
+text side is the harmless stream (``print`` still reaches stderr), their ``buffer`` the
+protocol's. The reader is ours, not the SDK's: the SDK drops every line it cannot
+validate without a reply, so a client waits for its own timeout, and it reads a line of
+any length into memory. ``RequestReader`` bounds each line (``MAX_LINE_BYTES``), checks
+it (``jsonrpc.read_message``) and passes it on, or answers it at once with the JSON-RPC
+error it earns, plus one line on stderr (the only trace of a bad notification, which
+must not be answered). Both writers (the SDK's and the reader's) go through one
+``Wire``, a whole line at a time, every error reply redacted.
 """
 
 from __future__ import annotations
 
+import fcntl
+import io
 import json
 import logging
 import os
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from typing import Any
+import select
+import sys
+import threading
+from typing import TYPE_CHECKING, Any, TextIO
 
-import anyio
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from mcp.shared.exceptions import MCPError
-from mcp.shared.message import SessionMessage
-from mcp_types import INVALID_PARAMS, INVALID_REQUEST, ErrorData, JSONRPCError, JSONRPCMessage
-from pydantic_core import PydanticSerializationError
-
-from kb_mcp import render
-from kb_mcp.redact import redact_output
-from kb_mcp.server.jsonrpc import Rejected, id_in_head, read_message
-from kb_mcp.server.prelude import EarlyStart, protect_stdin
+if TYPE_CHECKING:
+    from fastmcp import FastMCP
 
 log = logging.getLogger("kb_mcp.server")
 
@@ -45,251 +46,246 @@ log = logging.getLogger("kb_mcp.server")
 MAX_LINE_BYTES = 32 * 1024 * 1024
 READ_CHUNK_BYTES = 1024 * 1024
 HEAD_BYTES = 64 * 1024  # kept of an over-long line, to find its "id"
-PARSE_IN_THREAD_BYTES = 256 * 1024  # parsing a bigger line would stall the event loop
+POLL_S = 1.0  # how often a reader waiting for stdin looks whether the wire broke
+_GONE = select.POLLERR | select.POLLHUP | select.POLLNVAL
 
 
-class Wire:
-    """The protocol's stdout: whole lines, one writer at a time."""
+def protect_stdout() -> int:
+    """Snapshot fd 1 for the protocol, point fd 1 at stderr; return the snapshot fd."""
+    sys.stdout.flush()
+    wire = os.dup(1)
+    os.dup2(2, 1)
+    return wire
+
+
+def protect_stdin() -> int:
+    """Snapshot fd 0 (close-on-exec) for the protocol, point fd 0 at /dev/null."""
+    snapshot = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    return snapshot
+
+
+class Wire(io.RawIOBase):
+    """The protocol's stdout: whole lines, one writer at a time, error replies redacted.
+
+    The SDK's transport writes a message in pieces and then flushes; a line goes out
+    once it is complete. A failed write (the client closed its end) sets ``broken``,
+    which ends the reader too, and raises, which ends the SDK's session.
+    """
 
     def __init__(self, fd: int) -> None:
-        self._file = os.fdopen(fd, "wb", closefd=False)
-        self._lock = anyio.Lock()
+        super().__init__()
+        self.fd = fd
+        self.broken = threading.Event()
+        self._lock = threading.Lock()
+        self._pending = bytearray()
 
-    async def send(self, message: JSONRPCMessage) -> None:
-        data = encode_message(message)
-        async with self._lock:
-            await anyio.to_thread.run_sync(self._write, data)
-
-    def _write(self, data: bytes) -> None:
-        self._file.write(data)
-        self._file.flush()
-
-
-def encode_message(message: JSONRPCMessage) -> bytes:
-    """One message as a UTF-8 JSON line.
-
-    A lone surrogate in an outgoing string cannot be UTF-8; pydantic then refuses the
-    whole message and the SDK would lose the reply. It is replaced instead.
-    """
-    if _is_error(message):
-        return _encode_redacted(message)
-    try:
-        text = message.model_dump_json(by_alias=True, exclude_unset=True)
-    except PydanticSerializationError:
-        log.warning("reply held text that is not valid Unicode; sent with it replaced")
-        data = message.model_dump(mode="json", by_alias=True, exclude_unset=True)
-        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    return (text + "\n").encode("utf-8", errors="replace")
-
-
-def _is_error(message: JSONRPCMessage) -> bool:
-    root = getattr(message, "root", message)  # a union in mcp_types, a RootModel before
-    if isinstance(root, JSONRPCError):
+    def writable(self) -> bool:
         return True
-    result = getattr(root, "result", None)
-    return isinstance(result, dict) and result.get("isError") is True
+
+    def write(self, data: Any) -> int:
+        with self._lock:
+            self._pending += data
+            end = self._pending.rfind(b"\n")
+            if end < 0:
+                return len(data)
+            lines = bytes(self._pending[: end + 1])
+            del self._pending[: end + 1]
+            self._send(b"".join(_redacted(line) for line in lines.splitlines(keepends=True)))
+        return len(data)
+
+    def send_line(self, message: dict[str, Any]) -> None:
+        """One message of our own (an answer to a rejected line), between two of the SDK's."""
+        with self._lock:
+            self._send(_redacted(json.dumps(message, separators=(",", ":")).encode() + b"\n"))
+
+    def _send(self, data: bytes) -> None:
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(self.fd, view) :]
+        except OSError:
+            self.broken.set()
+            raise BrokenPipeError("the client closed the protocol's stdout") from None
 
 
-def _encode_redacted(message: JSONRPCMessage) -> bytes:
+def _redacted(line: bytes) -> bytes:
     """An error reply with every string redacted, whoever wrote it.
 
     Our tools redact their own errors, but the SDK and FastMCP write some too, quoting
     the request: "Unknown tool: 'AKIA…'", an unknown method in ``data`` (outside run
     after issue 7). Errors are small, so redacting them all costs nothing.
     """
-    data = render.to_data(message.model_dump(mode="json", by_alias=True, exclude_unset=True))
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    if b'"error"' not in line and b'"isError":true' not in line:
+        return line
+    message = json.loads(line)
+    result = message.get("result")
+    if "error" not in message and not (isinstance(result, dict) and result.get("isError")):
+        return line
+    from kb_mcp import render
+
+    text = json.dumps(render.to_data(message), ensure_ascii=False, separators=(",", ":"))
     return (text + "\n").encode("utf-8", errors="replace")
 
 
-@dataclass(frozen=True, slots=True)
-class OverLong:
-    """A line past ``MAX_LINE_BYTES``: its first bytes and its size when it crossed it."""
+class RequestReader(io.RawIOBase):
+    """The client's lines, bounded and checked; what the SDK reads as ``sys.stdin.buffer``.
 
-    head: bytes
-    size: int
+    A good line is passed on (repaired where ``read_message`` repairs); a bad one is
+    answered on the wire (or, a notification, logged) and never reaches the SDK. End of
+    input, or a wire the client has closed, is end of file.
+    """
 
+    def __init__(self, fd: int, wire: Wire, max_bytes: int = MAX_LINE_BYTES) -> None:
+        super().__init__()
+        self._fd = fd
+        self._wire = wire
+        self._max_bytes = max_bytes
+        self._ready = bytearray()  # whole lines for the SDK
+        self._line = bytearray()  # the line being read
+        self._skipping = False  # the rest of an over-long line, already answered
+        self._eof = False
 
-async def read_lines(
-    fd: int, max_bytes: int = MAX_LINE_BYTES, pending: bytes = b""
-) -> AsyncIterator[bytes | OverLong]:
-    """The lines of ``pending`` then of ``fd`` (without their newline); an over-long one
-    once, as ``OverLong``. ``pending`` is what the prelude read before the server ran."""
-    buffer = bytearray()
-    skipping = False
-    while True:
-        if pending:
-            chunk, pending = pending, b""
-        else:
-            chunk = await _read_chunk(fd)
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._ready and not self._eof:
+            self._take(self._read_chunk())
+        size = min(len(buffer), len(self._ready))
+        buffer[:size] = self._ready[:size]
+        del self._ready[:size]
+        return size
+
+    def _read_chunk(self) -> bytes:
+        """The next bytes of stdin; ``b""`` at its end or once the wire is gone (a
+        client that closed its end of stdout but kept stdin open left the server hung
+        after its session had ended: issue 11)."""
+        poller = select.poll()
+        poller.register(self._fd, select.POLLIN)
+        poller.register(self._wire.fd, 0)  # reports only its errors: the reader is gone
+        while not self._wire.broken.is_set():
+            events = dict(poller.poll(POLL_S * 1000))
+            if events.get(self._wire.fd, 0) & _GONE:
+                log.warning("the client closed the protocol's stdout; ending the session")
+                return b""
+            if self._fd in events:
+                return os.read(self._fd, READ_CHUNK_BYTES)
+        return b""
+
+    def _take(self, chunk: bytes) -> None:
         if not chunk:
-            if buffer and not skipping:
-                yield bytes(buffer)
+            self._eof = True
+            if self._line and not self._skipping:
+                self._accept(bytes(self._line))
             return
         start = 0
         while (end := chunk.find(b"\n", start)) >= 0:
-            if skipping:
-                skipping = False
+            if self._skipping:
+                self._skipping = False
             else:
-                buffer += chunk[start:end]
-                yield bytes(buffer) if len(buffer) <= max_bytes else _over_long(buffer)
-            buffer.clear()
+                self._line += chunk[start:end]
+                self._accept(bytes(self._line))
+            self._line.clear()
             start = end + 1
-        if not skipping:
-            buffer += chunk[start:]
-            if len(buffer) > max_bytes:
-                yield _over_long(buffer)
-                buffer.clear()
-                skipping = True
+        if not self._skipping:
+            self._line += chunk[start:]
+            if len(self._line) > self._max_bytes:
+                self._over_long(self._line)
+                self._line = bytearray()
+                self._skipping = True  # its end is still to come
+
+    def _accept(self, line: bytes) -> None:
+        from kb_mcp.server.jsonrpc import Rejected, read_message
+
+        if len(line) > self._max_bytes:
+            self._over_long(line)
+            return
+        found = read_message(line)
+        if isinstance(found, Rejected):
+            self._reject(found, len(line))
+        elif found is not None:
+            self._ready += found + b"\n"
+
+    def _over_long(self, line: bytes | bytearray) -> None:
+        from kb_mcp.server.jsonrpc import Rejected, id_in_head
+
+        rejected = Rejected(
+            -32600,
+            f"invalid request: message is over the {self._max_bytes // 2**20} MiB limit of one "
+            "line; send less per call (split a large document into several add_document calls)",
+            id_in_head(bytes(line[:HEAD_BYTES])),
+        )
+        self._reject(rejected, len(line))
+
+    def _reject(self, rejected: Any, size: int) -> None:
+        from kb_mcp.redact import redact_output
+
+        answered = "answered" if rejected.answer else "a notification, not answered"
+        log.warning(
+            "rejected a %d-byte message (%s, error %d): %s",
+            size,
+            answered,
+            rejected.code,
+            redact_output(rejected.message).text,
+        )
+        if rejected.answer:
+            error = {"code": rejected.code, "message": rejected.message}
+            self._wire.send_line({"jsonrpc": "2.0", "id": rejected.id, "error": error})
 
 
-async def _read_chunk(fd: int) -> bytes:
-    """The next bytes of ``fd``, waiting in the event loop, not in a thread.
+class ProtocolSide(io.TextIOBase):
+    """A stand-in for ``sys.stdin`` / ``sys.stdout`` while serving: text goes to and
+    comes from ``text`` (stderr, /dev/null), ``buffer`` is the protocol's stream."""
 
-    Why: a worker thread blocked in ``os.read`` cannot be cancelled, and the interpreter
-    waits for it at exit; a client that closed its end of stdout but kept stdin open left
-    the server hung after its session had ended (issue 11). A pipe, socket or tty is
-    polled by the loop instead; a regular file (which epoll refuses) never blocks for
-    long, so it is read in a thread as before.
-    """
-    try:
-        await anyio.wait_readable(fd)
-    except OSError:
-        return await anyio.to_thread.run_sync(os.read, fd, READ_CHUNK_BYTES, abandon_on_cancel=True)
-    return os.read(fd, READ_CHUNK_BYTES)
+    def __init__(self, text: TextIO, protocol: io.RawIOBase) -> None:
+        super().__init__()
+        self._text = text
+        self._protocol = protocol
 
+    @property
+    def buffer(self) -> io.RawIOBase:  # type: ignore[override]
+        return self._protocol
 
-def _over_long(buffer: bytearray) -> OverLong:
-    return OverLong(bytes(buffer[:HEAD_BYTES]), len(buffer))
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return self._text.encoding
 
+    def readable(self) -> bool:
+        return self._text.readable()
 
-async def pump_requests(
-    fd: int,
-    to_server: MemoryObjectSendStream[SessionMessage | Exception],
-    wire: Wire,
-    pending: bytes = b"",
-) -> None:
-    """Forward good messages to the server; answer (or log) each bad one; close at EOF."""
-    async with to_server:
-        async for line in read_lines(fd, pending=pending):
-            if isinstance(line, OverLong):
-                found: JSONRPCMessage | Rejected | None = _too_long(line)
-                size = line.size
-            elif len(line) > PARSE_IN_THREAD_BYTES:
-                found, size = await anyio.to_thread.run_sync(read_message, line), len(line)
-            else:
-                found, size = read_message(line), len(line)
-            if found is None:
-                continue
-            if isinstance(found, Rejected):
-                await _reject(wire, found, size)
-            else:
-                await to_server.send(SessionMessage(found))
+    def writable(self) -> bool:
+        return self._text.writable()
+
+    def read(self, size: int | None = -1) -> str:
+        return self._text.read(size)
+
+    def readline(self, size: int | None = -1) -> str:  # type: ignore[override]
+        return self._text.readline(size)
+
+    def write(self, text: str) -> int:
+        return self._text.write(text)
+
+    def flush(self) -> None:
+        self._text.flush()
+
+    def fileno(self) -> int:
+        return self._text.fileno()
 
 
-def _too_long(line: OverLong) -> Rejected:
-    return Rejected(
-        INVALID_REQUEST,
-        f"invalid request: message is over the {MAX_LINE_BYTES // 2**20} MiB limit of one "
-        "line; send less per call (split a large document into several add_document calls)",
-        id_in_head(line.head),
-    )
-
-
-async def _reject(wire: Wire, rejected: Rejected, size: int) -> None:
-    answered = "answered" if rejected.answer else "a notification, not answered"
-    log.warning(
-        "rejected a %d-byte message (%s, error %d): %s",
-        size,
-        answered,
-        rejected.code,
-        redact_output(rejected.message).text,
-    )
-    if rejected.answer:
-        error = ErrorData(code=rejected.code, message=rejected.message)
-        await wire.send(JSONRPCError(jsonrpc="2.0", id=rejected.id, error=error))
-
-
-async def pump_responses(
-    from_server: MemoryObjectReceiveStream[SessionMessage],
-    wire: Wire,
-    early: EarlyStart | None = None,
-) -> None:
-    """Everything the server sends, onto the wire, until the server closes its stream.
-
-    When the prelude already answered ``initialize`` (``early``), the server's own reply
-    to that request is the one message not sent: the client has it.
-    """
-    drop = early is not None and early.answered
-    async with from_server:
-        async for session_message in from_server:
-            if drop and _is_reply_to(session_message.message, early.answered_id):
-                drop = False
-                continue
-            await wire.send(session_message.message)
-
-
-def _is_reply_to(message: JSONRPCMessage, request_id: str | int | None) -> bool:
-    root = getattr(message, "root", message)
-    return hasattr(root, "result") and getattr(root, "id", None) == request_id
-
-
-class LifecycleMiddleware:
-    """Says plainly when a request comes before ``initialize``.
-
-    The SDK answers such a request with a bare "Invalid request parameters" (its pinned
-    compatibility code, -32602, kept here) and drops a notification in silence.
-    """
-
-    def __init__(self) -> None:
-        self.initialized = False
-
-    async def __call__(self, ctx: Any, call_next: Any) -> Any:
-        try:
-            result = await call_next(ctx)
-        except MCPError as exc:
-            if self.initialized or ctx.method == "initialize" or exc.code != INVALID_PARAMS:
-                raise
-            raise MCPError(
-                code=INVALID_PARAMS,
-                message=f"the session is not initialized: send initialize (then "
-                f"notifications/initialized) before {ctx.method}",
-            ) from exc
-        if ctx.method == "initialize":
-            self.initialized = True
-        elif not self.initialized and ctx.request_id is None:
-            log.warning("dropped notification %s: it came before initialize", ctx.method)
-        return result
-
-
-async def serve_stdio(
-    mcp: object, wire_fd: int, stdin_fd: int | None = None, early: EarlyStart | None = None
-) -> None:
-    """Run a FastMCP server over the stdin snapshot and the protected stdout snapshot.
-
-    FastMCP's ``run_stdio_async`` would claim whatever fd 1 is now (stderr) and read
-    stdin through the SDK's silent reader, so the transport is built here. This uses two
-    FastMCP internals (``_lifespan_manager``, ``_mcp_server``); ``pyproject.toml`` pins
-    FastMCP's major version and ``tests/test_server_stdio.py`` covers the path.
-    """
-    stdin_fd = protect_stdin() if stdin_fd is None else stdin_fd
+async def serve_stdio(mcp: FastMCP, wire_fd: int, stdin_fd: int) -> None:
+    """Run ``mcp`` over the stdin snapshot and the protected stdout snapshot."""
     wire = Wire(wire_fd)
-    low_level = mcp._mcp_server  # type: ignore[attr-defined]
-    low_level.middleware.append(LifecycleMiddleware())
-    to_server, server_in = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-    server_out, from_server = anyio.create_memory_object_stream[SessionMessage](0)
+    saved = sys.stdin, sys.stdout
+    sys.stdin = ProtocolSide(sys.stdin, RequestReader(stdin_fd, wire))
+    sys.stdout = ProtocolSide(sys.stdout, wire)
     try:
-        async with mcp._lifespan_manager(), anyio.create_task_group() as responses:  # type: ignore[attr-defined]
-            # The server closes server_out when it ends; the pump then drains and returns.
-            responses.start_soon(pump_responses, from_server, wire, early)
-            pending = early.pending if early is not None else b""
-            async with anyio.create_task_group() as requests:
-                requests.start_soon(pump_requests, stdin_fd, to_server, wire, pending)
-                await low_level.run(
-                    server_in, server_out, low_level.create_initialization_options()
-                )
-                requests.cancel_scope.cancel()
+        await mcp.run_stdio_async(show_banner=False)
     except* BrokenPipeError:
         # The client closed its end of stdout: nobody can read a reply, the session is over
         # (a normal end, like EOF on stdin; issue 11 found it reported as an internal error).
         log.warning("the client closed the protocol's stdout; ending the session")
+    finally:
+        sys.stdin, sys.stdout = saved

@@ -1,7 +1,8 @@
 """The MCP adapter: five tools, each parse → its body in ``server/calls.py`` in a worker thread.
 
-The library is opened on the first tool call (or by the prelude's fast path), not before:
-the server answers ``initialize`` at once, whatever the size of the library. ``KbError``
+The library is opened after ``initialize`` has been answered (``server/lifecycle.py``
+starts the background work, which warms it) or by the first tool call, not before: the
+server answers ``initialize`` at once, whatever the size of the library. ``KbError``
 becomes a tool error with its code, message and hint; anything else becomes "internal
 error" with the traceback in the server log only. Every call, including one whose arguments FastMCP
 rejects, is audited by ``AuditMiddleware`` (tool, duration, outcome); a rejected argument
@@ -26,11 +27,13 @@ from kb_mcp import __version__, limits
 from kb_mcp.server import calls
 from kb_mcp.server.arguments import ArgumentErrors
 from kb_mcp.server.audit import record_call
-from kb_mcp.server.background import BackgroundWork
+from kb_mcp.server.background import BackgroundWork, load_model
 from kb_mcp.server.calls import LibraryHolder
 from kb_mcp.server.instructions import server_instructions
-from kb_mcp.server.prelude import SERVER_NAME
+from kb_mcp.server.lifecycle import Lifecycle
 from kb_mcp.settings import Settings
+
+SERVER_NAME = "kb-mcp"
 
 SEARCH_DESCRIPTION = """\
 Search the knowledge base for passages that answer a question: ranked keyword search
@@ -119,20 +122,14 @@ class AuditMiddleware(Middleware):
             record_call(self.home, context.message.name, elapsed, outcome)
 
 
-def build_server(
-    settings: Settings,
-    holder: LibraryHolder | None = None,
-    background: BackgroundWork | None = None,
-) -> tuple[FastMCP, LibraryHolder]:
-    """The FastMCP server with exactly the five tools, bound to one library (``holder``
-    and ``background``: the ones the prelude's fast path already uses, so both share
-    them)."""
-    holder = holder or LibraryHolder(settings)
-    work = background or BackgroundWork(holder.get, settings.sync_interval_s, settings.watch)
+def build_server(settings: Settings) -> tuple[FastMCP, LibraryHolder]:
+    """The FastMCP server with exactly the five tools, bound to one library."""
+    holder = LibraryHolder(settings)
+    holder.on_open = load_model
+    work = BackgroundWork(holder.get, settings.sync_interval_s, settings.watch)
 
     @asynccontextmanager
     async def lifespan(_server: FastMCP) -> AsyncIterator[dict[str, Any]]:
-        work.start()  # already running when the prelude's fast path started it
         try:
             yield {}
         finally:
@@ -140,6 +137,7 @@ def build_server(
 
     instructions = server_instructions(settings.home, settings)
     mcp = FastMCP(SERVER_NAME, instructions=instructions, lifespan=lifespan, version=__version__)
+    mcp.add_middleware(Lifecycle(on_ready=work.start_after))
     mcp.add_middleware(AuditMiddleware(settings.home))
     mcp.add_middleware(ArgumentErrors(mcp))  # inside the audit: it records the rewritten error
     read_only = {"readOnlyHint": True, "openWorldHint": False}

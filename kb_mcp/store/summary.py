@@ -1,7 +1,7 @@
 """What a library holds, read cheaply for the server's instructions (issue 12).
 
-The server answers ``initialize`` before FastMCP has loaded (``server/prelude.py``), and
-its instructions say what the library holds, so this read must cost milliseconds at any
+The server answers ``initialize`` before it opens the library (``server/lifecycle.py``),
+and its instructions say what the library holds, so this read must cost milliseconds at any
 size: a read-only connection (nothing created, no migration, no write lock), per-source
 document counts from ``locations`` and two ``COUNT(*)`` over small indexes. Measured on
 copies of bench libraries (medians, shared 2-core machine at load 14): 6.7 ms of CPU
