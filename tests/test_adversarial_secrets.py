@@ -13,7 +13,7 @@ their aliases, mentions, relation labels, ``doc_relations``' references and evid
 read through ``library_checks.text_cells``), in a prompt sent to the model, or in what
 ``entities`` and ``read`` return, unless the stored text of a document holds it too: a
 value the redactor misses in its context is the redaction rules' gap, not the graph's. The
-three such gaps the second pass reported are fixed (``tests/test_redact_issue11.py``), so
+three such gaps the second pass reported are fixed (``tests/test_redact_in_context.py``), so
 the stored text must hold none either.
 """
 

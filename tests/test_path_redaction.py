@@ -76,7 +76,9 @@ async def mcp_outputs(client: Any, names: list[str]) -> list[str]:
     return outputs
 
 
-def cli_outputs(kb_cli: Any, names: list[str]) -> list[str]:
+def cli_outputs(kb_cli: Any, names: list[str]) -> tuple[list[str], dict[str, Any]]:
+    """What the CLI prints for the listing, search and grep commands and for a ``read`` of
+    each name; and each name's ``read --json`` process, for comparing answers."""
     outputs = []
     commands = [
         ("list",),
@@ -90,10 +92,10 @@ def cli_outputs(kb_cli: Any, names: list[str]) -> list[str]:
         done = kb_cli(*command)
         assert done.returncode == 0, done.stderr
         outputs.append(done.stdout + done.stderr)
-    for name in names:
-        done = kb_cli("read", "--json", name)
+    reads = {name: kb_cli("read", "--json", name) for name in names}
+    for name, done in reads.items():
         outputs.append((done.stdout + done.stderr).replace(name, "<argument>"))
-    return outputs
+    return outputs, reads
 
 
 def web_outputs(home: Path) -> Iterator[str]:
@@ -144,7 +146,7 @@ async def check_paths_leave_no_trace(
             await client.call_tool("read", {"doc": wrong_guess(p, v)}, raise_on_error=False)
             for v, p in paths.items()
         ]
-    cli = cli_outputs(kb_cli, names)
+    cli, cli_reads = cli_outputs(kb_cli, names)
     places = {
         "sync output": added.stdout + added.stderr + again.stdout + again.stderr,
         "MCP output": "\n".join(mcp),
@@ -160,8 +162,7 @@ async def check_paths_leave_no_trace(
         assert mcp_text(a) == mcp_text(b), (value, path)
         assert not a.is_error, mcp_text(a)
     for value, path in paths.items():
-        by_right = kb_cli("read", "--json", path)
-        by_wrong = kb_cli("read", "--json", wrong_guess(path, value))
+        by_right, by_wrong = cli_reads[path], cli_reads[wrong_guess(path, value)]
         assert by_right.returncode == by_wrong.returncode == 0, by_right.stderr
         assert by_right.stdout == by_wrong.stdout
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_redact_issue11 import _stored_secrets
+from test_redact_in_context import _stored_secrets
 
 from kb_mcp.chunk import split_document
 from kb_mcp.ingest import reredact
@@ -377,7 +377,7 @@ def test_redact_streamed_multi_line_classes_equal_the_whole_text() -> None:
     assert not re.search(r"Pw\d+x9|Yb\d+nQz|Hd\d+rQz|nOp5qRs8", whole)
 
 
-def test_reredact_cleans_issue20_classes_stored_under_the_previous_rules(tmp_path: Path) -> None:
+def test_reredact_cleans_the_secret_classes_stored_under_the_previous_rules(tmp_path: Path) -> None:
     """issue 20: a library whose text was stored under rules version 3 holds these values
     raw; at first use under version 4 they are gone from every table and FTS term."""
     home = tmp_path / "home"

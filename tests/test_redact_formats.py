@@ -1,4 +1,6 @@
-"""issue 7 items 2, 5 and 6: line-preserving PEM redaction, kinds missed before, exfil URLs.
+"""Credential formats by their shape (CSV exports, connection strings, providers' prefix
+tokens), PEM keys redacted line for line, and exfiltration URLs in output (issue 7 items 2,
+5 and 6: the kinds missed before).
 
 Fake credentials are assembled at run time (prefix + filler) so that this file never holds
 a string that a secret scanner would flag on push.
@@ -175,7 +177,7 @@ KINDS = [
     KINDS,
     ids=[f"{kind}-{i}" for i, (kind, *_) in enumerate(KINDS)],
 )
-def test_redact_issue7_kind_is_caught_and_twin_kept(
+def test_redact_format_is_caught_and_twin_kept(
     kind: str, text: str, secret: str, twin: str
 ) -> None:
     """issue 7 item 5: each format add_document missed; a look-alike non-secret is kept."""
