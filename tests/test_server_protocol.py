@@ -339,7 +339,7 @@ def test_background_work_starts_once_the_client_has_the_initialize_answer(
     (folder / "note.md").write_text("# Note\n\nzebrafinch migration\n", encoding="utf-8")
     home = tmp_path / "home"
     with Library(Settings(home=home, embedder="none")) as library:
-        library.add_folder(folder, name="notes")
+        library.folders.add_folder(folder, name="notes")
     wrapper = tmp_path / "marked_server.py"
     wrapper.write_text(MARKED_SERVER, encoding="utf-8")
     log = tmp_path / "stderr.log"

@@ -463,7 +463,7 @@ def warm(get_library: Callable[[], Library]) -> None:
         from kb_mcp.server import budget  # noqa: F401
 
         if library.settings.embedder != "none":
-            library.warm_vectors()
+            library.vectors.warm()
     except Exception:  # the first call opens it again and reports what is wrong
         log.warning("warming the library failed", exc_info=True)
 
@@ -479,7 +479,7 @@ def load_model(library: Library) -> None:
     """
     if library.settings.embedder == "none":
         return
-    state = library.vector_state()
+    state = library.vectors.state()
     start = getattr(state.embedder, "load_in_background", None)  # the local model has it
     if state.usable and start is not None:
         start()
