@@ -68,6 +68,7 @@ async def _session(home: Path) -> None:
     async with Client(transport) as client:
         tools = await client.list_tools()
         print("tools:", ", ".join(t.name for t in tools))
+        await _model_loaded(client)
         last_cite = None
         for tool, arguments in STEPS:
             result = await _call(client, tool, arguments)
@@ -77,6 +78,22 @@ async def _session(home: Path) -> None:
         if last_cite:
             result = await _call(client, "read", {"doc": last_cite})
             _show("read", {"doc": last_cite}, result.content[0].text)
+
+
+async def _model_loaded(client: Client, timeout_s: float = 60.0) -> None:
+    """Wait (silently) until the server's embedding model has loaded: it starts loading
+    once the session is up, and the demo shows hybrid search, as a user's searches are
+    from a few seconds after the server starts."""
+    import anyio
+
+    from kb_mcp.library.lookup import MODEL_LOADING
+
+    with anyio.move_on_after(timeout_s):
+        while True:
+            probe = await _call(client, "search", {"query": "deploy", "top_k": 1})
+            if MODEL_LOADING not in probe.content[0].text:
+                return
+            await anyio.sleep(0.2)
 
 
 async def _call(client: Client, tool: str, arguments: dict) -> CallToolResult:

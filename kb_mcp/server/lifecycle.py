@@ -48,6 +48,7 @@ class Lifecycle(Middleware):
 
     async def on_notification(self, context: Any, call_next: Any) -> Any:
         if context.method == "notifications/initialized":
+            self.initialized = True  # not every handshake passes through on_initialize
             self._start()
         elif not self.initialized:
             log.warning("dropped notification %s: it came before initialize", context.method)
@@ -63,7 +64,7 @@ class Lifecycle(Middleware):
         if context.method != "initialize":
             self._start()
         try:
-            return await call_next(context)
+            result = await call_next(context)
         except MCPError as exc:
             if self.initialized or context.method == "initialize" or exc.code != INVALID_PARAMS:
                 raise
@@ -72,3 +73,7 @@ class Lifecycle(Middleware):
                 message=f"the session is not initialized: send initialize (then "
                 f"notifications/initialized) before {context.method}",
             ) from exc
+        if not self.initialized:  # the session accepted it, so the handshake is done
+            self.initialized = True
+            self._start()
+        return result
