@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from ollama_server import OllamaServer, serve_ollama
+from postgres_server import drop_database, fresh_database, serve_postgres
 
 from kb_mcp.library import Library
 from kb_mcp.settings import Settings
@@ -178,6 +179,23 @@ def ollama_server() -> Iterator[OllamaServer]:
 # --- figures the adversarial suite measures (issue 11) --------------------------------------
 
 FIGURE = "adversarial figure"
+
+
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One real PostgreSQL cluster for the run (``tests/postgres_server.py``), shared by
+    the xdist workers: its folder is in the run's temporary folder, above each worker's."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    return serve_postgres(shared / "postgres")
+
+
+@pytest.fixture
+def postgres_url(postgres_server: Any) -> Iterator[str]:
+    """The URL of a new empty database of this test's own, dropped after it."""
+    url = fresh_database(postgres_server)
+    yield url
+    drop_database(postgres_server, url)
 
 
 @pytest.fixture
