@@ -164,6 +164,50 @@ def test_migrate_newer_database_is_unavailable(db_path: Path) -> None:
     assert caught.value.hint is not None and "upgrade kb-mcp" in caught.value.hint
 
 
+def test_migration_15_keeps_supersessions_in_stated_order_and_folds_titles_by_index(
+    db_path: Path,
+) -> None:
+    """A library from before the one SQL text (issue 24): its supersessions get ids in
+    the order they were stated (their rowids), read back in that order without
+    ``rowid``, and the near-duplicate title lookup goes through the ``lower(title)``
+    index that replaced the ``COLLATE NOCASE`` one."""
+    from kb_mcp.store import documents, relations
+
+    db = Database(db_path)
+    with db.write() as conn:  # as migration 14 left the two
+        conn.execute("DROP TABLE supersessions")
+        conn.execute(
+            "CREATE TABLE supersessions (document_id INTEGER NOT NULL REFERENCES "
+            "documents(id) ON DELETE CASCADE, supersedes TEXT NOT NULL, "
+            "PRIMARY KEY (document_id, supersedes))"
+        )
+        conn.execute("DROP INDEX documents_title")
+        conn.execute("CREATE INDEX documents_title ON documents(title COLLATE NOCASE)")
+        conn.execute(
+            "INSERT INTO documents(doc_key, title, kind, text, content_hash, created_at, "
+            "updated_at) VALUES ('new', 'Deploy', 'markdown', 't', 'h', 'now', 'now')"
+        )
+        conn.executemany(
+            "INSERT INTO supersessions(document_id, supersedes) VALUES (1, ?)",
+            [("zeta",), ("alpha",), ("mid",)],
+        )
+    db.conn.execute("PRAGMA user_version = 14")
+    db.close()
+
+    db = Database(db_path)
+    try:
+        assert relations.supersedes_of(db.conn, 1) == ("zeta", "alpha", "mid")
+        assert db.query("SELECT id, supersedes FROM supersessions ORDER BY id")[0] == (1, "zeta")
+        assert documents.near_duplicate_candidates(db.conn, 2, "DEPLOY", 5) == [(1, "t")]
+        plan = db.query(
+            "EXPLAIN QUERY PLAN SELECT id FROM documents WHERE lower(title) = ? AND id != ?",
+            ("deploy", 2),
+        )
+        assert "INDEX documents_title (<expr>=?)" in plan[0][-1]
+    finally:
+        db.close()
+
+
 def test_write_commits(db: Database, db_path: Path) -> None:
     with db.write() as conn:
         conn.execute("INSERT INTO meta(key, value) VALUES ('a', '1')")

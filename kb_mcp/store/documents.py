@@ -2,12 +2,14 @@
 
 Rows, not formats: this module knows nothing of Markdown, frontmatter or FTS. Every
 function takes the connection of the caller's transaction (``db.write()``) or, for
-reads, any connection; parameters are always bound.
+reads, any connection; parameters are always bound. The SQL is the dialect SQLite and
+PostgreSQL share (``store/postgres/dialect.py``), as in every rows module of ``store/``.
 """
 
 from __future__ import annotations
 
 import json
+import string
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -88,6 +90,7 @@ class PassageRow:
     kind: str = "markdown"  # the document's reader kind: markdown, code, pdf, html, …
 
 
+_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 _SOURCE_COLS = "id, name, kind, root, ignore_globs, created_at, synced_at, sync_state, sync_error"
 _DOC_COLS = (
     "id, doc_key, title, uri, kind, language, text, content_hash, doc_date, tags, created_at, "
@@ -155,7 +158,8 @@ def set_skipped(conn: apsw.Connection, source_id: int, summary: str) -> None:
     """Store what the source's last walk left out (``ingest/skipped.py`` makes it); an
     unchanged summary writes nothing."""
     conn.execute(
-        "UPDATE sources SET skipped = ?1 WHERE id = ?2 AND skipped IS NOT ?1", (summary, source_id)
+        "UPDATE sources SET skipped = ? WHERE id = ? AND skipped IS DISTINCT FROM ?",
+        (summary, source_id, summary),
     )
 
 
@@ -208,10 +212,16 @@ def find_documents_by_path(conn: apsw.Connection, path: str) -> list[DocumentRow
 
 
 def insert_document(conn: apsw.Connection, doc: NewDocument) -> int:
-    conn.execute(
+    """Insert a document and what it supersedes; its id.
+
+    A large file's ``utf8`` is bound as bytes and stored as text by ``CAST``: SQLite
+    reads a BLOB cast to TEXT as UTF-8; on PostgreSQL the connection binds a
+    ``bytearray`` as text (``store/postgres/connection.py``), since PostgreSQL's cast of
+    bytes to text would spell them out in hex."""
+    (document_id,) = conn.execute(
         "INSERT INTO documents(doc_key, title, uri, kind, language, text, content_hash, "
         "doc_date, tags, created_at, updated_at, status) "
-        "VALUES (?, ?, ?, ?, ?, CAST(? AS TEXT), ?, ?, ?, ?, ?, ?)",
+        "VALUES (?, ?, ?, ?, ?, CAST(? AS TEXT), ?, ?, ?, ?, ?, ?) RETURNING id",
         (
             doc.doc_key,
             doc.title,
@@ -226,11 +236,11 @@ def insert_document(conn: apsw.Connection, doc: NewDocument) -> int:
             doc.updated_at,
             doc.status,
         ),
-    )
-    document_id = conn.last_insert_rowid()
+    ).fetchall()[0]
     if doc.supersedes:
         conn.executemany(
-            "INSERT OR IGNORE INTO supersessions(document_id, supersedes) VALUES (?, ?)",
+            "INSERT INTO supersessions(document_id, supersedes) VALUES (?, ?) "
+            "ON CONFLICT (document_id, supersedes) DO NOTHING",
             ((document_id, key) for key in doc.supersedes),
         )
     return document_id
@@ -300,12 +310,14 @@ def chunks_in_order(
 ) -> list[tuple[int, int, list[str], str]]:
     """``(chunk id, ordinal, heading path, text)`` of a document's chunks past
     ``after_ordinal``, in order, at most ``limit`` (-1: all)."""
+    # No LIMIT for all: SQLite reads a negative one as none, PostgreSQL refuses it.
+    bound, params = (" LIMIT ?", (limit,)) if limit >= 0 else ("", ())
     return [
         (cid, ordinal, json.loads(path), text)
         for cid, ordinal, path, text in conn.execute(
             "SELECT id, ordinal, heading_path, text FROM chunks "
-            "WHERE document_id = ? AND ordinal > ? ORDER BY ordinal LIMIT ?",
-            (document_id, after_ordinal, limit),
+            f"WHERE document_id = ? AND ordinal > ? ORDER BY ordinal{bound}",
+            (document_id, after_ordinal, *params),
         )
     ]
 
@@ -606,17 +618,22 @@ def delete_everything(conn: apsw.Connection) -> None:
 def near_duplicate_candidates(
     conn: apsw.Connection, document_id: int, title: str, limit: int
 ) -> list[tuple[int, str]]:
-    """(id, text) of other documents with the same title, case-insensitively."""
+    """(id, text) of other documents with the same title, ASCII letters compared
+    case-insensitively, as ``COLLATE NOCASE`` did (which PostgreSQL has not). Through
+    the ``lower(title)`` index; both engines' ``lower`` folds ASCII letters only on the
+    store's columns (SQLite's always, PostgreSQL's under their ``"C"`` collation), so
+    the title given is folded alike here rather than by SQL, where PostgreSQL would fold
+    a parameter under the database's locale."""
     return conn.execute(
-        "SELECT id, text FROM documents WHERE title = ? COLLATE NOCASE AND id != ? LIMIT ?",
-        (title, document_id, limit),
+        "SELECT id, text FROM documents WHERE lower(title) = ? AND id != ? ORDER BY id LIMIT ?",
+        (title.translate(_ASCII_LOWER), document_id, limit),
     ).fetchall()
 
 
 def record_near_duplicate(conn: apsw.Connection, a: int, b: int, similarity: float) -> None:
     conn.execute(
-        "INSERT OR REPLACE INTO near_duplicates(document_id, other_id, similarity) "
-        "VALUES (?, ?, ?)",
+        "INSERT INTO near_duplicates(document_id, other_id, similarity) VALUES (?, ?, ?) "
+        "ON CONFLICT (document_id, other_id) DO UPDATE SET similarity = excluded.similarity",
         (min(a, b), max(a, b), similarity),
     )
 
@@ -627,7 +644,8 @@ def near_duplicate_pairs(conn: apsw.Connection, limit: int) -> tuple[int, list[t
     pairs = conn.execute(
         f"SELECT {_shown_as('a')}, {_shown_as('b')}, n.similarity "
         "FROM near_duplicates n JOIN documents a ON a.id = n.document_id "
-        "JOIN documents b ON b.id = n.other_id ORDER BY n.similarity DESC LIMIT ?",
+        "JOIN documents b ON b.id = n.other_id "
+        "ORDER BY n.similarity DESC, n.document_id, n.other_id LIMIT ?",
         (limit,),
     ).fetchall()
     return total, pairs
@@ -697,11 +715,11 @@ def delete_chunks(conn: apsw.Connection, document_id: int) -> None:
 def forget_folder_file_state(conn: apsw.Connection) -> int:
     """Clear the recorded size / mtime / hash of every folder file, so the next sync
     re-reads each one (failed files are retried too); returns how many locations."""
-    conn.execute(
+    cleared = conn.execute(
         "UPDATE locations SET size = NULL, mtime_ns = NULL, file_hash = NULL "
-        "WHERE source_id IN (SELECT id FROM sources WHERE kind = 'folder')"
+        "WHERE source_id IN (SELECT id FROM sources WHERE kind = 'folder') RETURNING id"
     )
-    return conn.changes()
+    return len(cleared.fetchall())
 
 
 def relabel_locations(conn: apsw.Connection, clean: Callable[[str], str]) -> int:

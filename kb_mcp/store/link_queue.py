@@ -14,7 +14,10 @@ import apsw
 def enqueue(conn: apsw.Connection, document_id: int) -> None:
     """Queue ``document_id``, as a new entry if it was queued already (a result computed
     for the old entry is then not written). Call in the transaction that stores it."""
-    conn.execute("INSERT OR REPLACE INTO link_queue(document_id) VALUES (?)", (document_id,))
+    # What SQLite's INSERT OR REPLACE did, said in SQL both engines share: the old entry
+    # goes and a new one takes the next id.
+    conn.execute("DELETE FROM link_queue WHERE document_id = ?", (document_id,))
+    conn.execute("INSERT INTO link_queue(document_id) VALUES (?)", (document_id,))
 
 
 def is_queued(conn: apsw.Connection, document_id: int) -> bool:

@@ -17,7 +17,11 @@ def get(conn: apsw.Connection, key: str) -> str | None:
 
 def put(conn: apsw.Connection, key: str, value: str) -> None:
     """Set ``key`` (call inside ``db.write()``)."""
-    conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+    conn.execute(
+        "INSERT INTO meta(key, value) VALUES (?, ?) "
+        "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (key, value),
+    )
 
 
 def delete(conn: apsw.Connection, key: str) -> None:

@@ -448,6 +448,29 @@ def _v14_keyword_totals(conn: apsw.Connection) -> None:
     keyword_totals.backfill(conn)
 
 
+# 15: the rows modules say one SQL text for both engines (issue 24, PostgreSQL's schema is
+# ``store/postgres/schema.py``). ``supersessions`` gets an id, its rowid kept, so the
+# references a document states are read back in the order stated without ``rowid``,
+# which PostgreSQL has not; the pair stays unique. The title index is on ``lower(title)``,
+# what ``near_duplicate_candidates`` now compares: ``COLLATE NOCASE`` is SQLite's, and
+# its ``lower`` folds the same ASCII letters NOCASE did. Safe to run again (a test sets
+# a library back to an older version): a rebuilt table's rowid is its id.
+_V15_ONE_SQL_TEXT = """
+CREATE TABLE supersessions_v15 (
+    id          INTEGER PRIMARY KEY,
+    document_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    supersedes  TEXT NOT NULL,
+    UNIQUE (document_id, supersedes)
+);
+INSERT INTO supersessions_v15(id, document_id, supersedes)
+    SELECT rowid, document_id, supersedes FROM supersessions;
+DROP TABLE supersessions;
+ALTER TABLE supersessions_v15 RENAME TO supersessions;
+DROP INDEX IF EXISTS documents_title;
+CREATE INDEX documents_title ON documents(lower(title));
+"""
+
+
 Migration = str | Callable[[apsw.Connection], None]
 MIGRATIONS: tuple[Migration, ...] = (
     _V1,
@@ -464,6 +487,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     _v12_documents_keyword_index,
     _V13_LINK_QUEUE,
     _v14_keyword_totals,
+    _V15_ONE_SQL_TEXT,
 )
 # Steps that delete text which must not survive in the file: the database is compacted
 # (rewritten from its live rows) after them, see ``Database.compact``.

@@ -1,9 +1,12 @@
 """Rows of ``doc_relations``: what documents state about one another (issue 9).
 
-SQL only; detection and matching are ``relations/detect.py``, the orchestration (when a
-relation is stored, re-matched or forgotten) is ``ingest/pipeline.py``. A row is
-``resolved`` when its reference names exactly one document, else ``pending`` (none yet)
-or ``ambiguous`` (several): the open side is NULL and the row has no effect on search.
+SQL only, in the dialect SQLite and PostgreSQL share; a list is read in id order
+(``ORDER BY id``, the order SQLite's table scan gave unasked, at no cost there), since
+PostgreSQL returns an updated row after the others. Detection and matching are
+``relations/detect.py``, the orchestration (when a relation is stored, re-matched or
+forgotten) is ``ingest/pipeline.py``. A row is ``resolved`` when its reference names
+exactly one document, else ``pending`` (none yet) or ``ambiguous`` (several): the open
+side is NULL and the row has no effect on search.
 """
 
 from __future__ import annotations
@@ -120,14 +123,14 @@ def delete_all(conn: apsw.Connection) -> None:
 def supersedes_of(conn: apsw.Connection, document_id: int) -> tuple[str, ...]:
     """The ``supersedes:`` references a document was stored with (``supersessions``)."""
     rows = conn.execute(
-        "SELECT supersedes FROM supersessions WHERE document_id = ? ORDER BY rowid",
+        "SELECT supersedes FROM supersessions WHERE document_id = ? ORDER BY id",
         (document_id,),
     )
     return tuple(r[0] for r in rows)
 
 
 def all_relations(conn: apsw.Connection) -> list[RelationRow]:
-    return [RelationRow(*r) for r in conn.execute(f"SELECT {_COLS} FROM doc_relations")]
+    return [RelationRow(*r) for r in conn.execute(f"SELECT {_COLS} FROM doc_relations ORDER BY id")]
 
 
 def open_references(conn: apsw.Connection, document_id: int) -> list[RelationRow]:
@@ -166,7 +169,7 @@ def statements(conn: apsw.Connection, only: int | None = None) -> list[tuple[int
     """Every row's (or only row ``only``'s) fixed fields: id, kind, reference, stater."""
     sql = "SELECT id, kind, reference, stated_by FROM doc_relations"
     if only is None:
-        return conn.execute(sql).fetchall()
+        return conn.execute(sql + " ORDER BY id").fetchall()
     return conn.execute(sql + " WHERE id = ?", (only,)).fetchall()
 
 
@@ -185,9 +188,9 @@ def relations_naming(conn: apsw.Connection, document_id: int) -> list[RelationRo
     return [
         RelationRow(*r)
         for r in conn.execute(
-            f"SELECT {_COLS} FROM doc_relations WHERE stated_by != ?1 AND "
-            "(from_id = ?1 OR to_id = ?1) ORDER BY id",
-            (document_id,),
+            f"SELECT {_COLS} FROM doc_relations WHERE stated_by != ? AND "
+            "(from_id = ? OR to_id = ?) ORDER BY id",
+            (document_id,) * 3,
         )
     ]
 
@@ -202,7 +205,7 @@ def candidates(
     # document a sync stored (a quarter of ``relink.record_relations`` on the bench perf
     # corpus, cProfile; issue 10).
     if only is None:
-        docs = conn.execute("SELECT id, title, uri, doc_key, doc_date FROM documents")
+        docs = conn.execute("SELECT id, title, uri, doc_key, doc_date FROM documents ORDER BY id")
     else:
         docs = conn.execute(
             "SELECT id, title, uri, doc_key, doc_date FROM documents WHERE id = ?", (only,)
@@ -214,11 +217,11 @@ def candidates(
         dates[doc_id] = doc_date
     if only is None:
         paths = conn.execute(
-            "SELECT document_id, path FROM locations WHERE document_id IS NOT NULL"
+            "SELECT document_id, path FROM locations WHERE document_id IS NOT NULL ORDER BY id"
         )
     else:
         paths = conn.execute(
-            "SELECT document_id, path FROM locations WHERE document_id = ?", (only,)
+            "SELECT document_id, path FROM locations WHERE document_id = ? ORDER BY id", (only,)
         )
     for doc_id, path in paths:
         if doc_id in found:

@@ -47,14 +47,19 @@ def library_summary(db_path: Path) -> LibrarySummary | None:
         return None
     try:
         conn.set_busy_timeout(BUSY_TIMEOUT_MS)
-        return _read(conn)
+        # A library from before migration 4 has no signatures table (nor is it migrated
+        # here); asked of SQLite's catalog, the one SQLite-only read of the summary.
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+        return summarize(conn, signatures="embedding_signatures" in tables)
     except apsw.Error:
         return None
     finally:
         conn.close()
 
 
-def _read(conn: apsw.Connection) -> LibrarySummary:
+def summarize(conn: apsw.Connection, *, signatures: bool = True) -> LibrarySummary:
+    """The summary read through ``conn`` (either engine); ``signatures``: whether the
+    schema has the embedding signatures table to count."""
     # Paths holding a document, less the repeats ``counts.repeated_paths`` finds (one
     # identical file at two paths of one folder), not COUNT(DISTINCT ...): that sorts in
     # a temp b-tree (37-80 ms more on the 10k-file library).
@@ -70,8 +75,7 @@ def _read(conn: apsw.Connection) -> LibrarySummary:
     )
     documents = conn.execute("SELECT COUNT(*) FROM documents").fetchone()[0]
     chunks = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
-    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
-    signatures = 0
-    if "embedding_signatures" in tables:
-        signatures = conn.execute("SELECT COUNT(*) FROM embedding_signatures").fetchone()[0]
-    return LibrarySummary(sources, documents, chunks, signatures)
+    held_signatures = 0
+    if signatures:
+        held_signatures = conn.execute("SELECT COUNT(*) FROM embedding_signatures").fetchone()[0]
+    return LibrarySummary(sources, documents, chunks, held_signatures)
