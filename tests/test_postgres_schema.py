@@ -139,10 +139,11 @@ def pg_tables(conn: psycopg.Connection) -> set[str]:
 
 
 def sqlite_columns(conn: apsw.Connection, table: str) -> list[tuple]:
-    """(name, type as PostgreSQL spells it, not null, primary key) per column, in order."""
+    """(name, type as PostgreSQL spells it, not null, default, primary key) per column,
+    in order."""
     return [
-        (name, SQLITE_TYPE_ON_POSTGRES[kind], bool(notnull or pk), bool(pk))
-        for _cid, name, kind, notnull, _default, pk in conn.execute(f"PRAGMA table_info({table})")
+        (name, SQLITE_TYPE_ON_POSTGRES[kind], bool(notnull or pk), default, bool(pk))
+        for _cid, name, kind, notnull, default, pk in conn.execute(f"PRAGMA table_info({table})")
     ]
 
 
@@ -156,10 +157,11 @@ def pg_columns(conn: psycopg.Connection, table: str) -> list[tuple]:
         )
     }
     return [
-        (name, kind, nullable == "NO", name in keys)
-        for name, kind, nullable in conn.execute(
-            "SELECT column_name, data_type, is_nullable FROM information_schema.columns "
-            "WHERE table_schema = 'public' AND table_name = %s ORDER BY ordinal_position",
+        (name, kind, nullable == "NO", default and re.sub(r"::[a-z ]+$", "", default), name in keys)
+        for name, kind, nullable, default in conn.execute(
+            "SELECT column_name, data_type, is_nullable, column_default "
+            "FROM information_schema.columns WHERE table_schema = 'public' AND table_name = %s "
+            "ORDER BY ordinal_position",
             (table,),
         )
     ]
@@ -242,6 +244,20 @@ def test_every_shared_table_has_sqlites_columns_keys_and_indexes(
     for table in shared:
         assert pg_columns(pg, table) == sqlite_columns(sqlite_db.conn, table), table
         assert pg_constraints(pg, table) == sqlite_constraints(sqlite_db.conn, table), table
+
+
+def test_text_compares_by_its_bytes_as_on_sqlite(pg: psycopg.Connection) -> None:
+    """Every text column is in the "C" collation, whatever the database's locale: byte
+    order, as SQLite's BINARY (``ORDER BY path`` lists alike), and a ``lower`` of ASCII
+    letters only, as SQLite's (the near-duplicate title lookup)."""
+    other = pg.execute(
+        "SELECT table_name, column_name, collation_name FROM information_schema.columns "
+        "WHERE table_schema = 'public' AND data_type = 'text' "
+        "AND collation_name IS DISTINCT FROM 'C'"
+    ).fetchall()
+    assert other == []
+    on_sqlite = apsw.Connection(":memory:").execute("SELECT lower('ÉTÉ')").fetchone()
+    assert pg.execute("SELECT lower('ÉTÉ' COLLATE \"C\")").fetchone() == on_sqlite == ("ÉtÉ",)
 
 
 def test_names_log_has_sqlites_triggers(sqlite_db: Database, pg: psycopg.Connection) -> None:
