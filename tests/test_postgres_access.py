@@ -24,6 +24,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from kb_mcp.cli.main import _command_of
 from kb_mcp.errors import InvalidInput, Unavailable
 from kb_mcp.settings import CONFIG_FILE_NAME, Settings, Store, load
 from kb_mcp.store.postgres.roles import Roles, init_script
@@ -390,19 +391,21 @@ def test_a_secret_in_the_store_url_appears_in_no_output(
         (["install", "codex", "--store", url, "--dry-run"], clean_env, 0),
         (["install", "cursor", "--project", str(project), "--store", url], clean_env, 0),
     ]
-    for bad in (
+    bad_urls = (
         url.replace("sslmode", "sslmod"),
         url.replace("@/", "@x@/"),
         url.replace("postgresql", "POSTGRESQL"),
         url.replace("postgresql://", "mysql://"),
         url + "&application_name=%zz",
         f"host=db password={SECRET}",
-    ):
-        runs += [
-            (["doctor"], clean_env | {"KB_MCP_STORE": bad}, InvalidInput.exit_code),
-            (["--store", bad, "list"], clean_env, InvalidInput.exit_code),
-            (["search", "x", "--store", bad], clean_env, InvalidInput.exit_code),
-        ]
+    )
+    given = (  # each bad URL one way: the error path is the same for all of them
+        lambda bad: (["doctor"], clean_env | {"KB_MCP_STORE": bad}),
+        lambda bad: (["--store", bad, "list"], clean_env),
+        lambda bad: (["search", "x", "--store", bad], clean_env),
+    )
+    for n, bad in enumerate(bad_urls):
+        runs.append((*given[n % len(given)](bad), InvalidInput.exit_code))
     for args, env, code in runs:
         done = _kb_mcp(*args, env=env)
         output = done.stdout + done.stderr
@@ -427,3 +430,29 @@ def test_install_carries_the_store_as_a_variable_without_its_password(
     assert url not in entry["args"] and "--store" not in entry["args"]
     assert entry["env"]["KB_MCP_STORE"] == shown(url)
     assert psycopg.connect(entry["env"]["KB_MCP_STORE"]).close() is None  # it still connects
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--store", "postgresql://kb@db/kb", "serve"],
+        ["--store=postgresql://kb@db/kb", "--home", "/x", "serve", "--embedder", "none"],
+        ["--home=/x", "--store", "sqlite", "serve"],
+    ],
+)
+def test_serve_is_known_as_serve_with_a_store_before_it(argv: list[str]) -> None:
+    """``kb-mcp --store URL serve`` (an agent's entry may say so) protects stdout first."""
+    assert _command_of(argv) == "serve"
+
+
+def test_install_says_nothing_of_a_password_it_did_not_carry(
+    clean_env: dict[str, str], tmp_path: Path
+) -> None:
+    """A store in the library's config.toml stays there (the server reads it): the entry
+    carries no KB_MCP_STORE, and install has no password to speak of."""
+    _config(Path(clean_env["KB_MCP_HOME"]), f'store = "postgresql://kb:{SECRET}@db/kb"\n')
+    done = _kb_mcp("install", "cursor", "--project", str(tmp_path), env=clean_env)
+    assert done.returncode == 0, done.stderr
+    entry = json.loads((tmp_path / ".cursor" / "mcp.json").read_text())["mcpServers"]["kb"]
+    assert "KB_MCP_STORE" not in entry.get("env", {})
+    assert "password" not in done.stdout and SECRET not in done.stdout + done.stderr

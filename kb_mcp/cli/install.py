@@ -194,8 +194,11 @@ def cmd_install(args: argparse.Namespace) -> int:
 
 
 def _store_url(args: argparse.Namespace) -> str | None:
-    """The PostgreSQL URL this shell chose by flag or environment, secrets included."""
-    return load(home=args.home, overrides={"store": args.store}).store.postgres_url
+    """The PostgreSQL URL the entry carries (chosen by flag or environment; one in the
+    library's config.toml is read there by the server), secrets included."""
+    settings = load(home=args.home, overrides={"store": args.store})
+    recorded = settings.origin("store") == "flag" or settings.origin("store").startswith("$")
+    return settings.store.postgres_url if recorded else None
 
 
 def add_install_parser(
