@@ -12,7 +12,8 @@ secrets (``?password=``, ``?sslpassword=``, ``?oauth_client_secret=``), and ever
 that prints, logs or reports a store must show it the same way. ``shown`` is that one
 way; ``check`` makes sure a URL that reaches the rest of kb-mcp is one libpq reads as the
 user meant (no ``@`` that libpq and a reader would split differently), and its errors
-never quote the URL. Pure text work, no I/O: the settings (base layer) use it.
+never quote the URL. No I/O (libpq, through psycopg, only parses; no connection is
+made), so the settings, in the base layer, use it.
 """
 
 from __future__ import annotations
