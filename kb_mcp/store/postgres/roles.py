@@ -115,5 +115,10 @@ def init_script(roles: Roles) -> str:
         f"\\password {owner}",
         f"\\password {writer}",
         f"\\password {reader}",
+        "",
+        "-- Then: the first kb-mcp command connecting as the owner creates the schema:",
+        f"--   kb-mcp doctor --store 'postgresql://{owner}@HOST:5432/{roles.database or 'DBNAME'}"
+        "?sslmode=verify-full'",
+        f"-- and each machine as {writer} (or {reader}), its password in ~/.pgpass.",
     ]
     return "\n".join(lines) + "\n"
