@@ -18,6 +18,7 @@ from typing import Any
 from kb_mcp import limits
 from kb_mcp.errors import InvalidInput
 from kb_mcp.limits import Limit
+from kb_mcp.store.postgres import url as postgres_url
 
 CONFIG_FILE_NAME = "config.toml"
 
@@ -74,6 +75,34 @@ RERANKERS = ("none", "onnx", "ollama")
 RERANK_DEFAULT_MODEL = "qwen3:0.6b"  # rerank/ollama.DEFAULT_MODEL, repeated: no import here
 # How a PDF becomes text; ``ingest/readers/pdf.PDF_MODES`` is the same tuple (no import).
 PDF_MODES = ("layout", "text")
+SQLITE = "sqlite"  # the `store` setting's default: the file kb.db in the home
+
+
+@dataclass(frozen=True, slots=True)
+class Store:
+    """Where the library's index lives: the SQLite file ``kb.db`` in the home (the
+    default; ``postgres_url`` is None) or a PostgreSQL database (issue 24).
+
+    Its text is safe to show: ``str`` and ``repr`` give the URL with every secret removed
+    (``store/postgres/url.shown``), so ``doctor``'s settings, a log line, an agent's config
+    or a traceback's locals never hold the password. ``postgres_url`` is the URL as given,
+    secrets included: only the code that connects reads it.
+    """
+
+    postgres_url: str | None = field(default=None, repr=False)
+
+    def __str__(self) -> str:
+        return SQLITE if self.postgres_url is None else postgres_url.shown(self.postgres_url)
+
+    def __repr__(self) -> str:
+        return f"Store({str(self)!r})"
+
+
+def _parse_store(raw: str) -> Store:
+    """``sqlite`` (or nothing) for the file in the home, else a checked PostgreSQL URL."""
+    if raw.strip().lower() in ("", SQLITE):
+        return Store()
+    return Store(postgres_url.check(raw))
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -239,6 +268,18 @@ SETTINGS: tuple[Setting, ...] = (
         f"(empty: `{RERANK_DEFAULT_MODEL}`).",
         shown_default="empty (`ollama`: qwen3:0.6b)",
     ),
+    Setting(
+        "store",
+        Store(),
+        "Where the library's index lives: `sqlite` (the file kb.db in the home) or a "
+        "PostgreSQL database shared by a team, `postgresql://USER@HOST:5432/DBNAME"
+        "?sslmode=verify-full` (needs `pip install 'kb-mcp[postgresql]'`; every libpq "
+        "parameter works, TLS ones included). Keep the password out of the URL: libpq "
+        "reads it from `~/.pgpass` (or `$PGPASSFILE`) or `$PGPASSWORD`. A password in the "
+        "URL is never shown: `doctor`, errors and `kb-mcp install` show the URL without it.",
+        _parse_store,
+        shown_default="`sqlite`",
+    ),
 )
 
 _BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
@@ -304,6 +345,7 @@ class Settings:
     pdf_mode: str = "layout"
     reranker: str = "none"
     reranker_model: str = ""
+    store: Store = field(default_factory=Store)
     # Where each value came from (name → "config.toml", "$KB_MCP_EMBEDDER", "flag", …);
     # a name not listed has its default. Shown by ``doctor``; not part of equality.
     origins: tuple[tuple[str, str], ...] = field(default=(), compare=False)
@@ -354,6 +396,10 @@ def _coerce_type(setting: Setting, value: Any, origin: str) -> Any:
         raise ValueError(f"expected {type(setting.default).__name__}, got {value!r}")
     except ValueError as exc:
         raise InvalidInput(f"bad value for {setting.name} in {origin}: {exc}") from exc
+    except InvalidInput as exc:  # a parser's own message (never quoting a store's URL)
+        raise InvalidInput(
+            f"bad value for {setting.name} in {origin}: {exc.message}", hint=exc.hint
+        ) from None
 
 
 def _read_config_file(home: Path) -> dict[str, Any]:
@@ -399,8 +445,8 @@ def load(
     for name, value in (overrides or {}).items():
         if value is not None:
             setting = _BY_NAME.get(name)
-            if setting is not None and setting.choices:
-                value = _check_choice(setting, value, "the command line")
+            if setting is not None and isinstance(value, str):  # as typed: parse, check
+                value = _coerce(setting, value, "the command line")
             values[name], origins[name] = value, "flag"
     known = {f.name for f in fields(Settings)}
     return Settings(

@@ -101,6 +101,8 @@ LAYERS = (
             "embed.base",
             "index.textprep",
             "settings",
+            # the store setting's URL: parsed and shown without secrets when settings load
+            "store.postgres.url",
             "limits",
             "fsutil",
             "ollama_http",

@@ -328,9 +328,15 @@ def test_install_keeps_a_codex_configs_mode(user: Path, capsys: pytest.CaptureFi
     assert stat.S_IMODE(config.stat().st_mode) == 0o600
 
 
+TEAM_STORE = "postgresql://kb_writer:pw@db.example.com:5432/kb?sslmode=verify-full"
 READY_FILES = {
     "claude-code.mcp.json": ("claude-code", []),
     "claude-code-writable.mcp.json": ("claude-code", ["--allow-agent-writes"]),
+    # a team library: the store goes in as a variable, without the password it was given
+    "claude-code-team.mcp.json": (
+        "claude-code",
+        ["--allow-agent-writes", "--store", TEAM_STORE],
+    ),
     "claude_desktop_config.json": ("claude-desktop", []),
     "cursor.mcp.json": ("cursor", []),
     "vscode.mcp.json": ("vscode", []),

@@ -35,6 +35,7 @@ def cmd_bench_retrieval(args: argparse.Namespace) -> int:
         "embed_model": args.embed_model,
         "reranker": args.reranker,
         "reranker_model": args.reranker_model,
+        "store": args.store,
     }
     if args.no_relations:
         overrides["relations"] = False
@@ -60,7 +61,7 @@ def cmd_bench_questions(args: argparse.Namespace) -> int:
     from kb_mcp.bench.questions import report_table, run_questions_bench, write_json
     from kb_mcp.settings import load
 
-    overrides = {"embedder": args.embedder, "embed_model": args.embed_model}
+    overrides = {"embedder": args.embedder, "embed_model": args.embed_model, "store": args.store}
     with PhaseProgress(BENCH_INGEST) as bar:
         report = run_questions_bench(
             Path(args.set).expanduser(),
@@ -285,7 +286,7 @@ def _add_startup_parser(bench_sub: argparse._SubParsersAction, common) -> None:
     p = bench_sub.add_parser(
         "startup", help=cmd_bench_startup.__doc__, description=cmd_bench_startup.__doc__
     )
-    common(p)
+    common(p, store=False)  # it measures a SQLite library it builds
     p.add_argument("--files", type=int, default=10_000, help="library size (default 10000)")
     p.add_argument("--runs", type=int, default=5, help="runs per figure (default 5)")
     p.add_argument("--eval-data", help="folder holding scifact/ and cosqa/ (BEIR layout)")

@@ -10,7 +10,11 @@ entry carries what this shell would use: the library (``--home``, else ``$KB_MCP
 whenever that is not the default, as ``--home``; and the embedder settings given as flags
 (``--embedder``, ``--embed-model``, ``--graph-extractor``, ``--reranker``,
 ``--reranker-model``) or ``KB_MCP_*`` / ``OLLAMA_HOST``
-variables, as ``KB_MCP_*`` variables in the entry's ``env``. Settings from the library's
+variables, as ``KB_MCP_*`` variables in the entry's ``env``; a PostgreSQL store
+(``--store`` or ``$KB_MCP_STORE``) too, without its password (``url.shown``): a config
+file is no place for a secret, so the agent's server reads it where libpq looks, in
+``~/.pgpass`` or ``$PGPASSWORD``. An environment variable, not an argument, because a
+command line is visible to every user of the machine in ``ps``. Settings from the library's
 ``config.toml`` are not copied: the server reads that file itself. An existing config
 keeps its file mode; a new one is 0644 (it holds a command line, no secret). A
 ``--project`` folder must already exist.
@@ -34,6 +38,7 @@ from kb_mcp.cli.agents import AGENTS, Agent, user_config_path
 from kb_mcp.errors import InvalidInput
 from kb_mcp.fsutil import atomic_write
 from kb_mcp.settings import SETTINGS, load, non_default_home, process_environment
+from kb_mcp.store.postgres.url import CREDENTIALS_HINT, has_secret
 
 NEW_FILE_MODE = 0o644
 # The settings an entry carries when the installing shell set them (flag or environment).
@@ -45,6 +50,7 @@ RECORDED_SETTINGS = (
     "graph_model",
     "reranker",
     "reranker_model",
+    "store",
 )
 
 
@@ -72,6 +78,7 @@ def recorded_env(args: argparse.Namespace) -> dict[str, str]:
             "graph_extractor": args.graph_extractor,
             "reranker": args.reranker,
             "reranker_model": args.reranker_model,
+            "store": args.store,
         },
     )
     by_name = {s.name: s for s in SETTINGS}
@@ -79,7 +86,7 @@ def recorded_env(args: argparse.Namespace) -> dict[str, str]:
     for name in RECORDED_SETTINGS:
         origin = settings.origin(name)
         if origin == "flag" or origin.startswith("$"):
-            env[by_name[name].env] = str(getattr(settings, name))
+            env[by_name[name].env] = str(getattr(settings, name))  # a store: no password
     if settings.reranker == "onnx" and "KB_MCP_RERANKER_MODEL" in env:
         # a folder: the agent starts the server in a working directory of its own
         env["KB_MCP_RERANKER_MODEL"] = str(Path(settings.reranker_model).expanduser().resolve())
@@ -180,7 +187,18 @@ def cmd_install(args: argparse.Namespace) -> int:
         return 0
     write_config(path, text)
     print(f"installed {args.name!r} in {path}; restart {agent.name} (or reload its MCP servers)")
+    store = _store_url(args)
+    if store is not None and has_secret(store):
+        print(f"the store's password is not written in {path}: {CREDENTIALS_HINT}")
     return 0
+
+
+def _store_url(args: argparse.Namespace) -> str | None:
+    """The PostgreSQL URL the entry carries (chosen by flag or environment; one in the
+    library's config.toml is read there by the server), secrets included."""
+    settings = load(home=args.home, overrides={"store": args.store})
+    recorded = settings.origin("store") == "flag" or settings.origin("store").startswith("$")
+    return settings.store.postgres_url if recorded else None
 
 
 def add_install_parser(

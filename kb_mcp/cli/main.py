@@ -29,12 +29,18 @@ EMBEDDER_CHOICES = ("local", "ollama", "none")
 GRAPH_EXTRACTOR_CHOICES = ("heuristic", "ollama")  # settings.GRAPH_EXTRACTORS
 RERANKER_CHOICES = ("none", "onnx", "ollama")  # settings.RERANKERS
 HOME_HELP = "library folder (default: $KB_MCP_HOME or the XDG data dir, ~/.local/share/kb-mcp)"
+STORE_HELP = "`sqlite` (kb.db in the home; the default) or a postgresql:// URL (setting store)"
+# The options that may come before the subcommand, each with a value.
+GLOBAL_OPTIONS = ("--home", "--store")
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
-    """``--home`` after the subcommand. SUPPRESS: when it is not given there, the value
+def _common(parser: argparse.ArgumentParser, *, store: bool = True) -> None:
+    """``--home`` and ``--store`` after the subcommand (``store=False``: a command that
+    builds a SQLite library of its own). SUPPRESS: when one is not given there, the value
     given before the subcommand (``kb-mcp --home DIR search …``) stands."""
     parser.add_argument("--home", default=argparse.SUPPRESS, help=HOME_HELP)
+    if store:
+        parser.add_argument("--store", metavar="STORE", default=argparse.SUPPRESS, help=STORE_HELP)
 
 
 def _bounded(
@@ -114,6 +120,7 @@ def _load_settings(args: argparse.Namespace, **overrides: Any) -> Settings:
     overrides.setdefault("graph_extractor", getattr(args, "graph_extractor", None))
     overrides.setdefault("reranker", getattr(args, "reranker", None))
     overrides.setdefault("reranker_model", getattr(args, "reranker_model", None))
+    overrides.setdefault("store", args.store)
     return load(home=args.home, overrides=overrides)
 
 
@@ -377,6 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"kb-mcp {__version__}")
     parser.add_argument("--home", default=None, help=HOME_HELP)
+    parser.add_argument("--store", metavar="STORE", default=None, help=STORE_HELP)
     parser.add_argument(
         "--debug", action="store_true", help="print the traceback of an internal error"
     )
@@ -477,6 +485,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_bench_parser(sub, _common, _embedder_flags)
     add_install_parser(sub, _common, _embedder_flags)
+    from kb_mcp.cli.pg import add_pg_parser
+
+    add_pg_parser(sub)
     p = command("web", cmd_web)
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=0, help="port (default: 0, any free one)")
@@ -505,10 +516,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _command_of(argv: Sequence[str]) -> str | None:
-    """The subcommand, found without building the parser: ``--home DIR`` may precede it."""
+    """The subcommand, found without building the parser: ``--home DIR`` and ``--store
+    STORE`` may precede it."""
     rest = list(argv)
-    while rest[:1] == ["--home"] or (rest and rest[0].startswith("--home=")):
-        rest = rest[2:] if rest[0] == "--home" else rest[1:]
+    while rest and rest[0].split("=", 1)[0] in GLOBAL_OPTIONS:
+        rest = rest[1:] if "=" in rest[0] else rest[2:]
     return rest[0] if rest else None
 
 
