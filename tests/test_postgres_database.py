@@ -147,13 +147,15 @@ def test_a_writer_waiting_past_the_busy_timeout_gets_conflict_with_a_hint(
     assert _notes(postgres_url) == ["later"]
 
 
-def test_a_deadline_stops_a_long_query_and_the_connection_serves_on(
-    db: PostgresDatabase,
-) -> None:
-    with pytest.raises(QueryTimeout), db.deadline(100) as conn:
-        conn.execute("SELECT pg_sleep(5)")
-    # The pooled connection lost the deadline's limit with the block.
-    assert db.query("SELECT pg_sleep(0.3), current_setting('statement_timeout')")[0][1] == "0"
+def test_a_deadline_stops_a_long_query_and_the_connection_serves_on(postgres_url: str) -> None:
+    db = PostgresDatabase(postgres_url, migrations=STEPS, pool_size=1)  # one connection
+    try:
+        with pytest.raises(QueryTimeout), db.deadline(100) as conn:
+            conn.execute("SELECT pg_sleep(5)")
+        # The pooled connection lost the deadline's limit with the block.
+        assert db.query("SELECT pg_sleep(0.3), current_setting('statement_timeout')")[0][1] == "0"
+    finally:
+        db.close()
 
 
 def test_a_deadline_starts_no_statement_once_its_time_is_up(db: PostgresDatabase) -> None:

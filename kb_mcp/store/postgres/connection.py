@@ -214,7 +214,7 @@ class PgConnection:
 
     def script(self, sql: str) -> None:
         """Statements without parameters sent as one message (one round trip), e.g.
-        ``BEGIN; SELECT pg_advisory_xact_lock(…)``; no ``?`` / ``%`` conversion."""
+        ``BEGIN; UPDATE kb_change …``; no ``?`` / ``%`` conversion."""
         with self.pinned() as pg:
             self._run(pg, lambda cur: cur.execute(sql))
 

@@ -24,8 +24,8 @@ import psycopg
 from kb_mcp.errors import Unavailable
 
 Migration = tuple[str, str]
-# pg_advisory_xact_lock's key for migrating (``store/postgres/database.py`` has the
-# writers'); advisory locks belong to one database, so to one library.
+# pg_advisory_xact_lock's key for migrating: an advisory lock, as no table exists yet
+# on a new library; advisory locks belong to one database, so to one library.
 MIGRATE_LOCK = 0x6B62_6D69  # "kbmi"
 
 
