@@ -281,6 +281,40 @@ def test_an_unreachable_server_is_unavailable_and_its_message_has_no_password(
     assert "s3cret-pw" not in _messages(caught.value)
 
 
+def test_a_refused_login_is_unavailable_and_its_message_has_no_password(
+    postgres_url: str,
+) -> None:
+    url = make_conninfo(postgres_url, user="nobody_here", password="s3cret-pw")
+    with pytest.raises(Unavailable) as caught:
+        PostgresDatabase(url, migrations=STEPS)
+    assert "nobody_here" in caught.value.render()
+    assert "s3cret-pw" not in _messages(caught.value)
+
+
+def test_a_connection_the_server_dropped_is_unavailable_once_then_replaced(
+    db: PostgresDatabase, postgres_url: str
+) -> None:
+    with db.conn.pinned():
+        (pid,) = db.conn.execute("SELECT pg_backend_pid()").fetchone()
+        with psycopg.connect(postgres_url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        with pytest.raises(Unavailable):
+            db.conn.execute("SELECT 1")
+    assert db.query("SELECT 1") == [(1,)]
+
+
+def test_compact_keeps_the_rows_and_a_sound_library_has_no_integrity_problem(
+    db: PostgresDatabase,
+) -> None:
+    with db.write() as conn:
+        conn.executemany("INSERT INTO notes(body) VALUES (?)", [(f"n{i}",) for i in range(50)])
+        conn.execute("DELETE FROM notes WHERE body <> 'n7'")
+    db.compact()
+    assert db.query("SELECT body FROM notes") == [("n7",)]
+    assert db.integrity_problems() == []
+    assert db.integrity_problems(within_ms=5_000) == []
+
+
 def test_a_malformed_url_is_invalid_input_and_quotes_no_password() -> None:
     # libpq's own message would quote the bad token: the password itself.
     with pytest.raises(InvalidInput) as caught:
