@@ -176,6 +176,21 @@ def test_a_deadline_inside_a_write_limits_only_its_block(
     assert _notes(postgres_url) == ["in the deadline"]
 
 
+def test_a_write_whose_deadline_ran_out_rolls_back_and_leaves_no_limit_behind(
+    postgres_url: str,
+) -> None:
+    db = PostgresDatabase(postgres_url, migrations=STEPS, pool_size=1)  # one connection
+    try:
+        with pytest.raises(QueryTimeout), db.deadline(100), db.write() as conn:
+            conn.execute("INSERT INTO notes(body) VALUES (?)", ("first",))
+            time.sleep(0.2)
+            conn.execute("INSERT INTO notes(body) VALUES (?)", ("too late",))
+        assert db.query("SELECT current_setting('statement_timeout')") == [("0",)]
+        assert db.query("SELECT count(*) FROM notes") == [(0,)]
+    finally:
+        db.close()
+
+
 def test_change_stamp_moves_when_another_process_commits_and_not_on_a_rollback(
     db: PostgresDatabase, postgres_url: str
 ) -> None:
@@ -222,6 +237,7 @@ def test_the_connection_speaks_apsws_dialect(db: PostgresDatabase) -> None:
         assert conn.changes() == 1
         conn.execute("SELECT * FROM notes")
         assert conn.changes() == 1
+        assert list(conn.execute("DELETE FROM notes WHERE body = 'none such'")) == []
         rows = conn.execute("SELECT body FROM notes WHERE body <> ? ORDER BY id", ("a",))
         assert rows.fetchone() == ("b?%",)
         assert rows.fetchone() is None

@@ -188,16 +188,19 @@ class PgConnection:
         otherwise the rows fetched whole, the connection back in the pool.
         """
         query = to_postgres(sql)
+        self._check_time()
         if self._pinned is not None:
-            return self._run(self._pinned, lambda cur: cur.execute(query, params))
+            cursor = self._run(self._pinned, lambda cur: cur.execute(query, params))
+            return cursor if cursor.description is not None else Rows([])
         with self.pinned() as pg:
             cursor = self._run(pg, lambda cur: cur.execute(query, params))
-            return Rows(cursor.fetchall() if cursor.description else [])
+            return Rows(cursor.fetchall() if cursor.description is not None else [])
 
     def executemany(self, sql: str, rows: Iterable[Params]) -> Rows:
         """Run one statement per row in one round trip (psycopg's pipeline); the rows a
         ``RETURNING`` gives, of every execution in order, as apsw's ``executemany``."""
         query = to_postgres(sql)
+        self._check_time()
         with self.pinned() as pg:
             cursor = self._run(pg, lambda cur: cur.executemany(query, rows, returning=True))
             returned: list[tuple[Any, ...]] = []
@@ -268,8 +271,6 @@ class PgConnection:
         self, pg: psycopg.Connection, run: Callable[[psycopg.Cursor[Any]], object]
     ) -> psycopg.Cursor[Any]:
         """One statement on ``pg``, its errors translated, ``changes()`` kept."""
-        if self._expires_at is not None and time.monotonic() > self._expires_at:
-            raise QueryTimeout(f"query exceeded {self._deadline_ms} ms")
         cursor = pg.cursor()
         with self._translated():
             try:
@@ -282,6 +283,12 @@ class PgConnection:
         if verb in _CHANGING:
             self._changes = max(cursor.rowcount, 0)
         return cursor
+
+    def _check_time(self) -> None:
+        """Inside a deadline whose time is up, no statement of the caller's starts; the
+        engine's own (``script``: COMMIT, ROLLBACK) still run, so a transaction ends."""
+        if self._expires_at is not None and time.monotonic() > self._expires_at:
+            raise QueryTimeout(f"query exceeded {self._deadline_ms} ms")
 
     def _translated(self) -> AbstractContextManager[None]:
         return translated(self.where, self.role, writing=bool(self.writing))
