@@ -324,7 +324,9 @@ def test_compact_keeps_the_rows_and_a_sound_library_has_no_integrity_problem(
 ) -> None:
     with db.write() as conn:
         conn.executemany("INSERT INTO notes(body) VALUES (?)", [(f"n{i}",) for i in range(50)])
+        assert conn.changes() == 50
         conn.execute("DELETE FROM notes WHERE body <> 'n7'")
+        assert conn.changes() == 49
     db.compact()
     assert db.query("SELECT body FROM notes") == [("n7",)]
     assert db.integrity_problems() == []
