@@ -1,6 +1,7 @@
 """What the PostgreSQL engine's mechanisms cost (``store/postgres/database.py``).
 
-``python -m kb_mcp.bench.pg_engine URL [--rounds N]`` takes the URL of an empty database
+It lives beside the engine because it is SQL; nothing but a person measuring runs it.
+``python -m kb_mcp.store.postgres.cost URL [--rounds N]`` takes the URL of an empty database
 it may write into and prints the median time per operation of:
 
 - a write transaction with one INSERT, started three ways on a plain connection: BEGIN
