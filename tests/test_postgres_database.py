@@ -191,6 +191,21 @@ def test_a_write_whose_deadline_ran_out_rolls_back_and_leaves_no_limit_behind(
         db.close()
 
 
+def test_a_statement_the_administrators_timeout_stopped_is_unavailable_with_a_hint(
+    postgres_url: str,
+) -> None:
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        (name,) = admin.execute("SELECT current_database()").fetchone()
+        admin.execute(f'ALTER DATABASE "{name}" SET statement_timeout = 100')
+    db = PostgresDatabase(postgres_url, migrations=STEPS)
+    try:
+        with pytest.raises(Unavailable) as caught:
+            db.query("SELECT pg_sleep(5)")
+        assert caught.value.hint and "statement_timeout" in caught.value.hint
+    finally:
+        db.close()
+
+
 def test_change_stamp_moves_when_another_process_commits_and_not_on_a_rollback(
     db: PostgresDatabase, postgres_url: str
 ) -> None:

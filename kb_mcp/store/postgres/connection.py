@@ -99,8 +99,13 @@ def translated(where: str, role: str, *, writing: bool = False) -> Iterator[None
             f"({_first_line(exc)}); nothing was changed",
             hint="ask its administrator to free space; what was stored before is intact",
         ) from exc
-    except errors.QueryCanceled:
-        raise  # a deadline's own (``PgConnection.deadline``) or an administrator's
+    except errors.QueryCanceled as exc:  # a deadline's own is QueryTimeout before here
+        raise Unavailable(
+            f"the PostgreSQL server of the library at {where} stopped a statement "
+            f"({_first_line(exc)})",
+            hint="a statement_timeout its administrator set for the role or database "
+            "is shorter than this work needs",
+        ) from exc
     except psycopg.OperationalError as exc:
         raise unreachable(where, exc) from exc
 
