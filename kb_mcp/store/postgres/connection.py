@@ -261,8 +261,8 @@ class PgConnection:
             return
         with self.pinned() as pg:
             local = self.in_transaction
-            set_timeout = lambda cur: cur.execute(_SET_TIMEOUT, (f"{int(ms)}ms", local))  # noqa: E731
-            (before,) = self._run(pg, set_timeout).fetchone() or ("0",)
+            limit = (f"{int(ms)}ms", local)
+            (before,) = self._run(pg, lambda cur: cur.execute(_SET_TIMEOUT, limit)).fetchone()
             self._expires_at = time.monotonic() + ms / 1000
             self._deadline_ms = ms
             try:

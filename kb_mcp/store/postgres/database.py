@@ -200,6 +200,7 @@ class PostgresDatabase:
         The limit is wall-clock time on the server (``PgConnection.deadline``), not
         this thread's CPU time as on SQLite: the work runs in the server's process,
         whose CPU time this one cannot read, and the server may be another machine.
+        So ``QueryTimeout.busy`` is never set: whether the server was busy is unknown.
         """
         return self.conn.deadline(ms)
 
