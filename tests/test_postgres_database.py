@@ -17,6 +17,7 @@ from psycopg.conninfo import make_conninfo
 
 from kb_mcp.errors import Conflict, InvalidInput, Refused, Unavailable
 from kb_mcp.store.db import QueryTimeout
+from kb_mcp.store.postgres import database
 from kb_mcp.store.postgres.database import PostgresDatabase, read_snapshot
 from kb_mcp.store.postgres.migrate import migrate, schema_version
 
@@ -328,10 +329,29 @@ def test_a_connection_the_server_dropped_is_unavailable_once_then_replaced(
     with db.conn.pinned():
         (pid,) = db.conn.execute("SELECT pg_backend_pid()").fetchone()
         with psycopg.connect(postgres_url, autocommit=True) as admin:
-            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            admin.execute("SELECT pg_terminate_backend(%s, 10000)", (pid,))  # gone on return
         with pytest.raises(Unavailable):
             db.conn.execute("SELECT 1")
     assert db.query("SELECT 1") == [(1,)]
+
+
+def test_a_pooled_connection_the_server_dropped_while_idle_is_replaced_unseen(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server restart, or a firewall closing idle connections, kills the pool's
+    connections while nobody uses them: the next call must not fail for it."""
+    monkeypatch.setattr(database, "IDLE_CHECK_S", 0.0)  # every connection counts as idle
+    db = PostgresDatabase(postgres_url, migrations=STEPS, pool_size=2)
+    try:
+        assert db.query("SELECT 1") == [(1,)]
+        with psycopg.connect(postgres_url, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND application_name = 'kb-mcp'"
+            )
+        assert db.query("SELECT 1") == [(1,)]
+    finally:
+        db.close()
 
 
 def test_compact_keeps_the_rows_and_a_sound_library_has_no_integrity_problem(

@@ -31,9 +31,11 @@ from __future__ import annotations
 
 import importlib
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
+from weakref import WeakKeyDictionary
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
@@ -57,6 +59,12 @@ from kb_mcp.store.postgres.migrate import Migration, migrate
 POOL_SIZE = 8
 # How long opening a connection may take, unless the URL says (libpq waits forever).
 CONNECT_TIMEOUT_S = 10
+# A connection that sat in the pool longer than this is pinged before it is lent (and
+# replaced if dead): a server restart, or a firewall dropping idle connections, kills
+# them while no one looks, and the next call would fail for it. A connection used
+# within the last seconds is lent without the round trip (a ping per lease would add
+# one to every statement outside a block).
+IDLE_CHECK_S = 5.0
 # The engine's own tables, migrated before the store's: the change stamp's row.
 ENGINE_MIGRATIONS: list[Migration] = [
     (
@@ -116,6 +124,8 @@ class PostgresDatabase:
         self._conninfo = _conninfo(url, self.where)
         self._local = threading.local()
         self._closed = False
+        # Since when each pooled connection sat unused (``_configure``, ``_lease``).
+        self._idle_since: WeakKeyDictionary[psycopg.Connection, float] = WeakKeyDictionary()
         store = store_migrations() if migrations is None else migrations
         self.migrations = [*ENGINE_MIGRATIONS, *store]
         with self._connect() as first:
@@ -129,6 +139,7 @@ class PostgresDatabase:
             timeout=busy_timeout_ms / 1000,
             kwargs={"autocommit": True},
             configure=self._configure,
+            check=self._check,
             name="kb-mcp",
             open=False,
         )
@@ -262,8 +273,16 @@ class PostgresDatabase:
         self._local = threading.local()
 
     def _configure(self, pg: psycopg.Connection) -> None:
-        """Each new connection of the pool: waits for locks at most the busy timeout."""
+        """Each new connection of the pool: waits for locks at most the busy timeout;
+        idle from now (the pool may keep it unused for a long time)."""
         pg.execute("SELECT set_config('lock_timeout', %s, false)", (f"{self.busy_timeout_ms}ms",))
+        self._idle_since[pg] = time.monotonic()
+
+    def _check(self, pg: psycopg.Connection) -> None:
+        """Before a lease: ping a connection idle past ``IDLE_CHECK_S``; the pool
+        replaces one whose ping fails, and lends another."""
+        if time.monotonic() - self._idle_since.get(pg, 0.0) >= IDLE_CHECK_S:
+            ConnectionPool.check_connection(pg)
 
     def _connect(self) -> psycopg.Connection:
         """A connection of its own (not the pool's), or ``Unavailable`` saying why not."""
@@ -284,6 +303,7 @@ class PostgresDatabase:
         try:
             yield pg
         finally:
+            self._idle_since[pg] = time.monotonic()
             self._pool.putconn(pg)
 
     def _no_connection(self) -> KbError:
