@@ -4,6 +4,7 @@ migrations applied once however many processes open a new library together."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import traceback
@@ -352,6 +353,28 @@ def test_a_pooled_connection_the_server_dropped_while_idle_is_replaced_unseen(
         assert db.query("SELECT 1") == [(1,)]
     finally:
         db.close()
+
+
+def test_the_urls_password_reaches_no_log_while_the_pool_connects_and_replaces(
+    postgres_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    url = make_conninfo(postgres_url, password="s3cret-pw")  # the server trusts the socket
+    db = PostgresDatabase(url, migrations=STEPS)
+    try:
+        with db.write() as conn:
+            conn.execute("INSERT INTO notes(body) VALUES (?)", ("logged?",))
+        with db.conn.pinned():
+            (pid,) = db.conn.execute("SELECT pg_backend_pid()").fetchone()
+            with psycopg.connect(postgres_url, autocommit=True) as admin:
+                admin.execute("SELECT pg_terminate_backend(%s, 10000)", (pid,))
+            with pytest.raises(Unavailable) as caught:
+                db.conn.execute("SELECT 1")
+        assert db.query("SELECT count(*) FROM notes") == [(1,)]
+    finally:
+        db.close()
+    assert "psycopg.pool" in caplog.text  # the pool did log, at every level
+    assert "s3cret-pw" not in caplog.text + _messages(caught.value) + db.where
 
 
 def test_compact_keeps_the_rows_and_a_sound_library_has_no_integrity_problem(
