@@ -179,10 +179,16 @@ def generation(conn: psycopg.Connection) -> int:
     return int(row[0]) if row else 0
 
 
-def _literal(vector: np.ndarray) -> str:
-    """pgvector's text form of one float32 vector; each float reads back exactly (the
-    shortest decimal of a float32's value rounds to that float32 again)."""
-    return "[" + ",".join(map(repr, vector.tolist())) + "]"
+def _floats(matrix: np.ndarray) -> list[float]:
+    """Vectors as one flat list of floats, sent as a ``real[]`` parameter (binary) and cut
+    into rows in SQL (``_rows_of``). Each float32 travels exactly; a text form of 384
+    floats costs about 0.8 ms to format here, longer than a search of the index."""
+    return matrix.ravel().tolist()
+
+
+def _rows_of(dims: int) -> str:
+    """SQL for the ``n``-th (1-based) vector of the ``real[]`` parameter ``%(floats)s``."""
+    return f"(%(floats)s::real[])[(t.n - 1) * {dims} + 1 : t.n * {dims}]::vector({dims})"
 
 
 # --- signatures -----------------------------------------------------------------------
@@ -239,10 +245,17 @@ def ensure_signature(conn: psycopg.Connection, sig: EmbeddingSignature, now: str
     return int(inserted[0])
 
 
-def build_index(conn: psycopg.Connection, key: str, dims: int) -> None:
-    """Create the signature's HNSW index if it has none (on a full table: the build)."""
+def build_index(conn: psycopg.Connection, key: str, dims: int, memory: str | None = None) -> None:
+    """Create the signature's HNSW index if it has none (on a full table: the build).
+
+    ``memory`` (``"1GB"``) is the build's ``maintenance_work_mem`` for this transaction:
+    a graph that does not fit is built much more slowly (pgvector says so in a notice);
+    100k vectors of 384 dims need about 400 MB (docs/scale.md, "Vectors").
+    """
     form = _form(dims)
     table = _table(key)
+    if memory is not None:
+        conn.execute("SELECT set_config('maintenance_work_mem', %s, true)", (memory,))
     conn.execute(
         f"CREATE INDEX IF NOT EXISTS {table}_hnsw ON {table} USING hnsw "
         f"({form.expression} {form.opclass}) "
@@ -420,10 +433,10 @@ def store_vectors(
         return 0
     _bump(conn, GENERATION_KEY)
     conn.execute(
-        f"INSERT INTO {_table(row.key)}(chunk_id, embedding) "
-        f"SELECT t.id, t.e::vector({row.dims}) FROM unnest(%s::bigint[], %s::text[]) AS t(id, e) "
+        f"INSERT INTO {_table(row.key)}(chunk_id, embedding) SELECT t.id, {_rows_of(row.dims)} "
+        "FROM unnest(%(ids)s::bigint[]) WITH ORDINALITY AS t(id, n) "
         "ON CONFLICT (chunk_id) DO UPDATE SET embedding = EXCLUDED.embedding",
-        ([int(chunk_ids[i]) for i in keep], [_literal(vectors[i]) for i in keep]),
+        {"ids": [int(chunk_ids[i]) for i in keep], "floats": _floats(vectors[keep])},
     )
     return len(keep)
 
@@ -502,11 +515,12 @@ def remove_chunks(conn: psycopg.Connection, chunk_ids: Iterable[int]) -> int:
 
 def _keep_removed(conn: psycopg.Connection, row: SignatureRow, ids: list[int]) -> None:
     """Copy the vectors of the chunks ``ids`` into the signature's kept table, keyed by
-    the hash of their embedding text; the newest ``KEPT_LIMIT`` stay."""
-    kept = _kept_table(row.key)
+    the hash of their embedding text; the newest ``KEPT_LIMIT`` stay. The vectors move
+    inside the server; only the texts come here, to be hashed."""
+    kept, table = _kept_table(row.key), _table(row.key)
     found = conn.execute(
-        "SELECT d.title, c.heading_path, c.text, v.embedding::text FROM chunks c "
-        f"JOIN documents d ON d.id = c.document_id JOIN {_table(row.key)} v "
+        "SELECT c.id, d.title, c.heading_path, c.text FROM chunks c "
+        f"JOIN documents d ON d.id = c.document_id JOIN {table} v "
         "ON v.chunk_id = c.id WHERE c.id = ANY(%s)",
         (ids,),
     ).fetchall()
@@ -514,13 +528,13 @@ def _keep_removed(conn: psycopg.Connection, row: SignatureRow, ids: list[int]) -
         return
     hashes = [
         text_hash(embedding_text(title, _heading(path), text, row.max_chars))
-        for title, path, text, _ in found
+        for _, title, path, text in found
     ]
     conn.execute(
-        f"INSERT INTO {kept}(text_hash, embedding) "
-        f"SELECT t.h, t.e::vector({row.dims}) FROM unnest(%s::text[], %s::text[]) AS t(h, e) "
-        "ON CONFLICT (text_hash) DO UPDATE SET embedding = EXCLUDED.embedding",
-        (hashes, [r[3] for r in found]),
+        f"INSERT INTO {kept}(text_hash, embedding) SELECT DISTINCT ON (t.h) t.h, v.embedding "
+        f"FROM unnest(%s::bigint[], %s::text[]) AS t(id, h) JOIN {table} v ON v.chunk_id = t.id "
+        "ORDER BY t.h ON CONFLICT (text_hash) DO UPDATE SET embedding = EXCLUDED.embedding",
+        ([r[0] for r in found], hashes),
     )
     conn.execute(f"DELETE FROM {kept} WHERE id <= (SELECT MAX(id) FROM {kept}) - %s", (KEPT_LIMIT,))
 
@@ -531,25 +545,15 @@ def reuse_kept(conn: psycopg.Connection, sig_id: int, chunks: Sequence[PendingCh
     row = signature_row(conn, sig_id)
     if row is None or not chunks:
         return set()
-    hashes = {text_hash(chunk.text) for chunk in chunks}
-    found = dict(
-        conn.execute(
-            f"SELECT text_hash, embedding::text FROM {_kept_table(row.key)} "
-            "WHERE text_hash = ANY(%s)",
-            (sorted(hashes),),
-        )
-    )
-    served = [(c.chunk_id, found[h]) for c in chunks if (h := text_hash(c.text)) in found]
-    if not served:
-        return set()
     stored = conn.execute(
-        f"INSERT INTO {_table(row.key)}(chunk_id, embedding) "
-        f"SELECT t.id, t.e::vector({row.dims}) FROM unnest(%s::bigint[], %s::text[]) AS t(id, e) "
-        "WHERE EXISTS (SELECT 1 FROM chunks c WHERE c.id = t.id) "
+        f"INSERT INTO {_table(row.key)}(chunk_id, embedding) SELECT t.id, k.embedding "
+        f"FROM unnest(%s::bigint[], %s::text[]) AS t(id, h) JOIN {_kept_table(row.key)} k "
+        "ON k.text_hash = t.h WHERE EXISTS (SELECT 1 FROM chunks c WHERE c.id = t.id) "
         "ON CONFLICT (chunk_id) DO UPDATE SET embedding = EXCLUDED.embedding RETURNING chunk_id",
-        ([cid for cid, _ in served], [text for _, text in served]),
+        ([c.chunk_id for c in chunks], [text_hash(c.text) for c in chunks]),
     ).fetchall()
-    _bump(conn, GENERATION_KEY)
+    if stored:
+        _bump(conn, GENERATION_KEY)
     return {int(r[0]) for r in stored}
 
 
@@ -599,9 +603,12 @@ def all_vectors(conn: psycopg.Connection, sig_id: int) -> tuple[list[int], np.nd
 class VectorIndex:
     """Nearest neighbours through the signature's HNSW index; one per ``Library``.
 
-    Holds nothing: the index lives in the server. Thread-safe as long as each thread
-    passes its own connection, as with the SQLite index.
+    Holds nothing but its ``ef_search``: the index lives in the server. Thread-safe as
+    long as each thread passes its own connection, as with the SQLite index.
     """
+
+    def __init__(self, ef_search: int = EF_SEARCH) -> None:
+        self.ef_search = ef_search
 
     def search(
         self,
@@ -631,9 +638,9 @@ class VectorIndex:
             return []
         form = _form(row.dims)
         wanted = limit if form.exact else max(limit * RESCORE_FACTOR, MIN_RESCORE)
-        ef_search = min(max(EF_SEARCH, wanted), MAX_EF_SEARCH)
-        params: dict[str, Any] = {"q": _literal(query / norm), "wanted": wanted}
-        q = f"%(q)s::vector({row.dims})"
+        ef_search = min(max(self.ef_search, wanted), MAX_EF_SEARCH)
+        params: dict[str, Any] = {"q": _floats(query / norm), "wanted": wanted}
+        q = f"%(q)s::real[]::vector({row.dims})"
         within = ""
         if source_id is not None:
             params["source"] = source_id
