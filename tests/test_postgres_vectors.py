@@ -218,11 +218,13 @@ def test_a_search_returns_as_many_as_asked_beyond_the_default_graph_breadth(
     assert len(found) == 100  # the vector leg asks for 100; HNSW's default breadth is 40
 
 
-def test_a_filter_that_leaves_few_rows_still_returns_limit_results(
-    pg: psycopg.Connection,
+@pytest.mark.parametrize("exact_below", [0, vectors.EXACT_BELOW], ids=["iterative", "exact"])
+def test_a_filter_that_leaves_few_rows_still_returns_the_nearest_limit_of_them(
+    pg: psycopg.Connection, exact_below: int
 ) -> None:
-    # 1 % of the chunks are in source 2: the first 40 the graph yields hold none of them,
-    # so without an iterative scan the filtered search would come back (nearly) empty.
+    # 1 % of the chunks are in source 2: the first 40 rows the graph yields hold none of
+    # them, so the index path needs its iterative scan; a source this small is searched
+    # exactly by default, and both paths must give the exact answer here.
     many = add_chunks(pg, 1, [f"p{i}" for i in range(4950)])
     few = add_chunks(pg, 2, [f"q{i}" for i in range(50)])
     sig_id = vectors.ensure_signature(pg, signature(32), NOW)
@@ -230,11 +232,12 @@ def test_a_filter_that_leaves_few_rows_still_returns_limit_results(
     vectors.copy_vectors(pg, sig_id, many + few, matrix)
     pg.commit()
     pg.execute("ANALYZE")
-    index = vectors.VectorIndex()
+    index = vectors.VectorIndex(exact_below=exact_below)
 
     for query in unit_vectors(5, 32, seed=22):
         found = index.search(pg, sig_id, query, 10, source_id=2)
         assert [cid for cid, _ in found] == exact_top(few, matrix[-50:], query, 10)
+        assert found[0][1] == pytest.approx(float(max(matrix[-50:] @ query)), abs=1e-5)
 
 
 def test_copied_vectors_read_back_exactly(pg: psycopg.Connection) -> None:
@@ -276,6 +279,6 @@ def test_the_bench_loads_builds_and_measures_recall_on_a_small_load(
 
     assert report.load.copy_rows_per_s and report.load.hnsw_build_s is not None
     assert report.index_mb is not None and report.table_mb is not None
-    assert len(report.searches) == 7
+    assert len(report.searches) == 8
     assert all(row.short == 0 for row in report.searches)
     assert min(row.recall for row in report.searches) >= 0.9

@@ -14,7 +14,8 @@ libraries hold, ``near_copies``), through ``index/postgres/vectors.py``, and mea
   excluded) and **recall** against exact inner-product search in numpy, at limit 10 and at
   the vector leg's limit 100, for several ``ef_search`` values; questions are stored
   vectors moved by noise (``bench/vectors.queries_near``, as the SQLite bench asks);
-- a **filtered** search (a source holding 1 % of the chunks: the iterative scan);
+- a **filtered** search (a source holding 1 % of the chunks), by both paths: exact over
+  the source's own vectors, and the index's iterative scan;
 - **sizes** of the table and the index, and **server memory**: the building backend's
   peak resident set (``VmHWM``, shared buffers it touched included) and the proportional
   set (PSS) of all the server's processes after the searches.
@@ -61,7 +62,7 @@ BUILD_MEMORY = "1GB"  # the build's maintenance_work_mem: the 100k graph fits
 class SearchRow:
     limit: int
     ef_search: int
-    filtered: bool
+    filter: str  # none; else the small source's path: exact (its own vectors) or iterative
     p50_ms: float
     p95_ms: float
     recall: float  # of the top ``limit`` against exact search (within the source if filtered)
@@ -144,9 +145,13 @@ def _searches(
     truth: dict[tuple[int, bool], list[set[int]]],
     limit: int,
     ef_search: int,
-    source_id: int | None,
+    path: str,
+    size: int,
 ) -> SearchRow:
-    index = vectors.VectorIndex(ef_search)
+    """``QUERIES`` searches: all chunks (``path`` none) or the small source's, searched
+    exactly or through the index's iterative scan."""
+    source_id = None if path == "none" else 2
+    index = vectors.VectorIndex(ef_search, exact_below=0 if path == "iterative" else size)
     latencies, recalls, short = [], [], 0
     for query, expected in zip(queries, truth[(limit, source_id is not None)], strict=True):
         started = time.perf_counter()
@@ -157,7 +162,7 @@ def _searches(
     return SearchRow(
         limit,
         ef_search,
-        source_id is not None,
+        path,
         round(percentile(latencies, 50), 2),
         round(percentile(latencies, 95), 2),
         round(float(np.mean(recalls)), 3),
@@ -265,11 +270,11 @@ def measure(
             (10, True): _exact(small, matrix[small - 1], queries, 10),
         }
         time.sleep(0.5)  # BLAS threads of the exact search settle before the timings
-        plans = [(10, ef, None) for ef in EF_SEARCHES] + [(100, ef, None) for ef in EF_SEARCHES]
-        plans.append((10, vectors.EF_SEARCH, 2))
+        plans = [(limit, ef, "none") for limit in (10, 100) for ef in EF_SEARCHES]
+        plans += [(10, vectors.EF_SEARCH, "exact"), (10, vectors.EF_SEARCH, "iterative")]
         rows = []
-        for limit, ef_search, source in plans:
-            rows.append(_searches(conn, sig_id, queries, truth, limit, ef_search, source))
+        for limit, ef_search, path in plans:
+            rows.append(_searches(conn, sig_id, queries, truth, limit, ef_search, path, size))
             _say(str(rows[-1]))
         pss = _server_pss_mb(conn.info.backend_pid)
     return PgVectorBench(

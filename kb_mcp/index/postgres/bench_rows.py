@@ -34,6 +34,8 @@ CREATE TABLE chunks (
     heading_path text NOT NULL DEFAULT '[]',
     text text NOT NULL
 );
+-- the store's UNIQUE (document_id, ordinal) gives chunks this lookup by document
+CREATE INDEX chunks_document ON chunks(document_id);
 """
 
 

@@ -33,11 +33,13 @@ k equals the exact one (tests/test_postgres_vectors.py checks it against the SQL
 index, which is exact at that size). Random unit vectors are the hard case for HNSW
 (no clusters); real passage embeddings do better.
 
-A filter (a source's chunks) is applied to the index scan's rows; pgvector 0.8's
-iterative scan (``hnsw.iterative_scan = relaxed_order``) keeps walking the graph until
-``limit`` rows pass the filter or ``hnsw.max_scan_tuples`` were visited, so a source
-holding few chunks still gets ``limit`` of them. The rows come back in nearly distance
-order (relaxed), so they are sorted again, ties by chunk id as on SQLite.
+A filter (a source's chunks): a source holding at most ``EXACT_BELOW`` chunks is
+searched exactly, over its own vectors read by id (faster than the graph there, and
+exact). A larger one goes through the index, the filter applied to the index scan's
+rows: pgvector 0.8's iterative scan (``hnsw.iterative_scan = relaxed_order``) keeps
+walking the graph until ``limit`` rows pass the filter or ``MAX_SCAN_TUPLES`` were
+visited, so the source still gets ``limit`` of its chunks. Rows come back in nearly
+distance order (relaxed), so they are sorted again, ties by chunk id as on SQLite.
 
 There is no cache in the process, unlike SQLite's in-memory codes: the index lives in
 the server, every search sees every committed vector (``loaded_through`` is None), and
@@ -107,6 +109,10 @@ MAX_EF_SEARCH = 1000  # pgvector's limit
 # Rows an iterative scan may visit before it gives up on a filter (pgvector's default is
 # 20,000): a source holding 1 % of a million chunks needs ~10,000 for 100 results.
 MAX_SCAN_TUPLES = 100_000
+# A source holding at most this many chunks is searched exactly, over its own vectors
+# read by id: 1,000 of them take about 4 ms, against 37-55 ms for the iterative scan
+# that finds 10 of them among 100k (docs/scale.md, "Vectors").
+EXACT_BELOW = 5_000
 # Above the ``vector`` index limit the index ranks a lossy copy; this many candidates per
 # result are rescored exactly (as SQLite's index rescores its sign-code candidates).
 RESCORE_FACTOR = 8
@@ -600,15 +606,26 @@ def all_vectors(conn: psycopg.Connection, sig_id: int) -> tuple[list[int], np.nd
 # --- search ---------------------------------------------------------------------------
 
 
+def _source_chunks(conn: psycopg.Connection, source_id: int, limit: int) -> list[int]:
+    """Up to ``limit`` ids of the chunks of ``source_id``'s documents."""
+    found = conn.execute(
+        "SELECT DISTINCT c.id FROM locations l JOIN chunks c ON c.document_id = l.document_id "
+        "WHERE l.source_id = %s LIMIT %s",
+        (source_id, limit),
+    )
+    return [int(r[0]) for r in found]
+
+
 class VectorIndex:
     """Nearest neighbours through the signature's HNSW index; one per ``Library``.
 
-    Holds nothing but its ``ef_search``: the index lives in the server. Thread-safe as
+    Holds nothing but its two settings: the index lives in the server. Thread-safe as
     long as each thread passes its own connection, as with the SQLite index.
     """
 
-    def __init__(self, ef_search: int = EF_SEARCH) -> None:
+    def __init__(self, ef_search: int = EF_SEARCH, exact_below: int = EXACT_BELOW) -> None:
         self.ef_search = ef_search
+        self.exact_below = exact_below
 
     def search(
         self,
@@ -621,7 +638,9 @@ class VectorIndex:
         """``(chunk_id, cosine similarity)`` of the ``limit`` nearest chunks, best first.
 
         Only vectors of ``sig_id`` are compared; ``source_id`` restricts the candidates to
-        that source's chunks. An unknown (dropped) signature has no neighbours.
+        that source's chunks: exactly, over all of them, when the source holds at most
+        ``exact_below`` chunks, else through the index with an iterative scan. An
+        unknown (dropped) signature has no neighbours.
         """
         import numpy as np
 
@@ -636,11 +655,18 @@ class VectorIndex:
         norm = float(np.linalg.norm(query))
         if norm == 0 or not np.isfinite(norm):
             return []
-        form = _form(row.dims)
-        wanted = limit if form.exact else max(limit * RESCORE_FACTOR, MIN_RESCORE)
-        ef_search = min(max(self.ef_search, wanted), MAX_EF_SEARCH)
-        params: dict[str, Any] = {"q": _floats(query / norm), "wanted": wanted}
+        params: dict[str, Any] = {"q": _floats(query / norm), "limit": limit}
         q = f"%(q)s::real[]::vector({row.dims})"
+        score = f"SELECT chunk_id, -(embedding <#> {q}) AS score FROM"
+        best = "ORDER BY score DESC, chunk_id LIMIT %(limit)s"
+        if source_id is not None:
+            chunk_ids = _source_chunks(conn, source_id, self.exact_below + 1)
+            if len(chunk_ids) <= self.exact_below:
+                params["ids"] = chunk_ids
+                sql = f"{score} {_table(row.key)} WHERE chunk_id = ANY(%(ids)s) {best}"
+                return [(int(cid), float(s)) for cid, s in conn.execute(sql, params)]
+        form = _form(row.dims)
+        params["wanted"] = limit if form.exact else max(limit * RESCORE_FACTOR, MIN_RESCORE)
         within = ""
         if source_id is not None:
             params["source"] = source_id
@@ -651,12 +677,10 @@ class VectorIndex:
         sql = (
             "WITH nearest AS MATERIALIZED (SELECT v.chunk_id, v.embedding "
             f"FROM {_table(row.key)} v {within} "
-            f"ORDER BY {form.expression} {form.operator} "
-            f"{form.query.format(q=q)} LIMIT %(wanted)s) "
-            f"SELECT chunk_id, -(embedding <#> {q}) AS score FROM nearest "
-            "ORDER BY score DESC, chunk_id LIMIT %(limit)s"
+            f"ORDER BY {form.expression} {form.operator} {form.query.format(q=q)} "
+            f"LIMIT %(wanted)s) {score} nearest {best}"
         )
-        params["limit"] = limit
+        ef_search = min(max(self.ef_search, params["wanted"]), MAX_EF_SEARCH)
         with conn.transaction():
             conn.execute(
                 "SELECT set_config('hnsw.ef_search', %s, true), "
@@ -669,7 +693,7 @@ class VectorIndex:
                 ),
             )
             found = conn.execute(sql, params).fetchall()
-        return [(int(cid), float(score)) for cid, score in found]
+        return [(int(cid), float(s)) for cid, s in found]
 
     def warm(self, conn: psycopg.Connection, sig_id: int) -> None:
         """Nothing to load in this process: the server holds the index in its buffers."""
