@@ -55,7 +55,9 @@ FILTER_SHARE = 100  # one chunk in this many is in the small source
 EF_SEARCHES = (40, 100, 200)
 DATABASE = "kb_bench_pg_vectors_{data}_{size}"
 SETTINGS = ("shared_buffers", "work_mem", "max_parallel_maintenance_workers")
-BUILD_MEMORY = "1GB"  # the build's maintenance_work_mem: the 100k graph fits
+# The build's maintenance_work_mem: the 100k graph fits (the building backend peaked at
+# 361 MB); a million vectors need about 4GB (--build-memory).
+BUILD_MEMORY = "1GB"
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,10 +107,13 @@ def library_vectors(db_files: list[Path]) -> np.ndarray:
 
 
 def near_copies(real: np.ndarray, size: int, seed: int = 7) -> np.ndarray:
-    """``size`` unit vectors, each a real one plus Gaussian noise of norm ``NOISE`` (as
+    """``size`` unit vectors: the real ones themselves (a random subset) when there are
+    enough; else each a real one plus Gaussian noise of norm ``NOISE`` (as
     ``bench/model_vectors`` derives its 100k passages): near-copies of one passage land
     near one another, and a question meets its neighbours at the model's own cosines."""
     rng = np.random.default_rng(seed)
+    if size <= len(real):
+        return real[rng.choice(len(real), size, replace=False)].astype(np.float32)
     base = real[rng.integers(0, len(real), size)]
     noise = rng.standard_normal(base.shape)
     noise *= NOISE / np.linalg.norm(noise, axis=1, keepdims=True)
@@ -204,7 +209,9 @@ def _say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def _load(conn: psycopg.Connection, matrix: np.ndarray, signature: EmbeddingSignature) -> Load:
+def _load(
+    conn: psycopg.Connection, matrix: np.ndarray, signature: EmbeddingSignature, memory: str
+) -> Load:
     """COPY most vectors into the table without its index, build the index, then store
     the rest as the embedding queue does (into the graph)."""
     size, dims = matrix.shape
@@ -223,7 +230,7 @@ def _load(conn: psycopg.Connection, matrix: np.ndarray, signature: EmbeddingSign
     _say(f"COPY {loaded:,} rows: {copy_rate:,.0f} rows/s")
 
     started = time.perf_counter()
-    vectors.build_index(conn, signature.key, dims, memory=BUILD_MEMORY)
+    vectors.build_index(conn, signature.key, dims, memory=memory)
     conn.commit()
     build_s = time.perf_counter() - started
     peak_kb = _proc_kb(conn.info.backend_pid, "VmHWM")
@@ -247,7 +254,12 @@ def _mb(size: float | None) -> float | None:
 
 
 def measure(
-    url: str, matrix: np.ndarray, queries: np.ndarray, data: str, reuse: bool
+    url: str,
+    matrix: np.ndarray,
+    queries: np.ndarray,
+    data: str,
+    reuse: bool,
+    memory: str = BUILD_MEMORY,
 ) -> PgVectorBench:
     size, dims = matrix.shape
     signature = EmbeddingSignature("bench", data, dims, 2000)
@@ -256,7 +268,7 @@ def measure(
     database, made = bench_rows.bench_database(url, name, fresh=not reuse)
     with psycopg.connect(database) as conn:
         conn.add_notice_handler(lambda diag: notices.append(diag.message_primary or ""))
-        load = _load(conn, matrix, signature) if made else Load()
+        load = _load(conn, matrix, signature, memory) if made else Load()
         sig_id = vectors.find_signature(conn, signature.key).id
         settings = bench_rows.settings(conn, SETTINGS)
         table_bytes, index_bytes = bench_rows.sizes(conn, signature.key)
@@ -301,6 +313,7 @@ def main(argv: list[str] | None = None) -> int:
         metavar="KB_DB,...",
         help="near-copies of the model vectors these libraries hold, not random ones",
     )
+    parser.add_argument("--build-memory", default=BUILD_MEMORY, help="maintenance_work_mem")
     parser.add_argument("--url", help="a PostgreSQL server with pgvector (default: a local one)")
     parser.add_argument(
         "--reuse",
@@ -316,7 +329,9 @@ def main(argv: list[str] | None = None) -> int:
         data = f"clusters{args.clusters}" if args.clusters else "uniform"
     queries = queries_near(matrix, QUERIES, noise=0.5)
     with _server(args.url) as url:
-        report: dict[str, Any] = asdict(measure(url, matrix, queries, data, args.reuse))
+        report: dict[str, Any] = asdict(
+            measure(url, matrix, queries, data, args.reuse, args.build_memory)
+        )
     print(json.dumps(report, indent=1), flush=True)
     return 0
 
