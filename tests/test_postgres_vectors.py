@@ -282,3 +282,25 @@ def test_the_bench_loads_builds_and_measures_recall_on_a_small_load(
     assert len(report.searches) == 8
     assert all(row.short == 0 for row in report.searches)
     assert min(row.recall for row in report.searches) >= 0.9
+
+
+def test_a_failed_batch_marks_its_documents_until_a_stored_one_clears_them(
+    pg: psycopg.Connection,
+) -> None:
+    ids = add_chunks(pg, 1, ["one", "two"])
+    other = add_chunks(pg, 2, ["three"])
+    sig_id = vectors.ensure_signature(pg, signature(8), NOW)
+    document_id = pg.execute("SELECT document_id FROM chunks WHERE id = %s", (ids[0],))
+    document_id = document_id.fetchone()[0]
+
+    vectors.record_failure(pg, sig_id, [document_id], "the embedder timed out", NOW)
+
+    assert vectors.failed_documents(pg) == 1
+    assert vectors.signature_row(pg, sig_id).last_error == "the embedder timed out"
+    vectors.store_vectors(pg, sig_id, ids, unit_vectors(2, 8, seed=1))
+    vectors.record_success(pg, sig_id, [document_id])
+    assert vectors.failed_documents(pg) == 0
+    assert vectors.signature_row(pg, sig_id).last_error is None
+    assert vectors.coverage(pg, sig_id) == {1: (2, 0), 2: (0, 1)}
+    assert vectors.embedded_among(pg, sig_id, ids + other) == set(ids)
+    assert vectors.first_embedding_texts(pg, 2, max_chars=9) == ["doc in 1\n", "doc in 1\n"]
