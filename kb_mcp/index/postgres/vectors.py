@@ -57,10 +57,15 @@ from __future__ import annotations
 
 import json
 import re
+import struct
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import psycopg
+from psycopg.adapt import Dumper
+from psycopg.pq import Format
 
 from kb_mcp.errors import InvalidInput
 from kb_mcp.index.vectors import (
@@ -74,7 +79,6 @@ from kb_mcp.index.vectors import (
 
 if TYPE_CHECKING:
     import numpy as np
-    import psycopg
 
     from kb_mcp.embed.base import EmbeddingSignature
 
@@ -188,16 +192,32 @@ def generation(conn: psycopg.Connection) -> int:
     return int(row[0]) if row else 0
 
 
-def _floats(matrix: np.ndarray) -> list[float]:
-    """Vectors as one flat list of floats, sent as a ``real[]`` parameter (binary) and cut
-    into rows in SQL (``_rows_of``). Each float32 travels exactly; a text form of 384
-    floats costs about 0.8 ms to format here, longer than a search of the index."""
-    return matrix.ravel().tolist()
+class _Vector:
+    """One float32 vector as a query parameter, sent in pgvector's binary form."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, values: np.ndarray) -> None:
+        self.values = values
 
 
-def _rows_of(dims: int) -> str:
-    """SQL for the ``n``-th (1-based) vector of the ``real[]`` parameter ``%(floats)s``."""
-    return f"(%(floats)s::real[])[(t.n - 1) * {dims} + 1 : t.n * {dims}]::vector({dims})"
+class _VectorDumper(Dumper):
+    """``_Vector`` → pgvector's binary input (``vector_recv``: dims, an unused int16, then
+    big-endian float4s). The type is left to the server (oid 0), which reads it from the
+    statement's ``::vector(dims)``, so no connection needs the extension's type looked up.
+    0.1 ms for 384 dims, against 1.7 ms for the same floats as a Python list (and about
+    as much formatted as text): most of a search's own time here."""
+
+    format = Format.BINARY
+    oid = 0
+
+    def dump(self, obj: _Vector) -> bytes:
+        values = obj.values
+        return struct.pack(">HH", values.shape[0], 0) + values.astype(">f4").tobytes()
+
+
+# Registered once for the whole process: the class is this module's own.
+psycopg.adapters.register_dumper(_Vector, _VectorDumper)
 
 
 # --- signatures -----------------------------------------------------------------------
@@ -441,12 +461,13 @@ def store_vectors(
     if not keep:
         return 0
     _bump(conn, GENERATION_KEY)
-    conn.execute(
-        f"INSERT INTO {_table(row.key)}(chunk_id, embedding) SELECT t.id, {_rows_of(row.dims)} "
-        "FROM unnest(%(ids)s::bigint[]) WITH ORDINALITY AS t(id, n) "
-        "ON CONFLICT (chunk_id) DO UPDATE SET embedding = EXCLUDED.embedding",
-        {"ids": [int(chunk_ids[i]) for i in keep], "floats": _floats(vectors[keep])},
-    )
+    with conn.cursor() as cursor:
+        cursor.executemany(
+            f"INSERT INTO {_table(row.key)}(chunk_id, embedding) "
+            f"VALUES (%s, %s::vector({row.dims})) "
+            "ON CONFLICT (chunk_id) DO UPDATE SET embedding = EXCLUDED.embedding",
+            [(int(chunk_ids[i]), _Vector(vectors[i])) for i in keep],
+        )
     return len(keep)
 
 
@@ -659,8 +680,8 @@ class VectorIndex:
         norm = float(np.linalg.norm(query))
         if norm == 0 or not np.isfinite(norm):
             return []
-        params: dict[str, Any] = {"q": _floats(query / norm), "limit": limit}
-        q = f"%(q)s::real[]::vector({row.dims})"
+        params: dict[str, Any] = {"q": _Vector(query / norm), "limit": limit}
+        q = f"%(q)s::vector({row.dims})"
         score = f"SELECT chunk_id, -(embedding <#> {q}) AS score FROM"
         best = "ORDER BY score DESC, chunk_id LIMIT %(limit)s"
         if source_id is not None:
