@@ -14,6 +14,8 @@ store tables the vectors stand on, with the columns SQLite's schema gives them
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -304,3 +306,44 @@ def test_a_failed_batch_marks_its_documents_until_a_stored_one_clears_them(
     assert vectors.coverage(pg, sig_id) == {1: (2, 0), 2: (0, 1)}
     assert vectors.embedded_among(pg, sig_id, ids + other) == set(ids)
     assert vectors.first_embedding_texts(pg, 2, max_chars=9) == ["doc in 1\n", "doc in 1\n"]
+
+
+def wait_until_a_session_waits_for_a_lock(url: str, within_s: float = 30.0) -> None:
+    """Return once another session of this database waits on a lock (a state the server
+    reports, not a guess at timing); fail after ``within_s``."""
+    deadline = time.monotonic() + within_s
+    with psycopg.connect(url, autocommit=True) as watcher:
+        while time.monotonic() < deadline:
+            waiting = watcher.execute(
+                "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() "
+                "AND wait_event_type = 'Lock'"
+            ).fetchone()
+            if waiting:
+                return
+            time.sleep(0.01)
+    raise AssertionError("no session came to wait on a lock")
+
+
+def test_two_servers_creating_one_signature_at_once_share_one_row_and_one_table(
+    pg: psycopg.Connection, postgres_url: str
+) -> None:
+    first = vectors.ensure_signature(pg, signature(8), NOW)  # not committed yet
+    found: list[int] = []
+    failed: list[BaseException] = []
+
+    def other_server() -> None:
+        try:
+            with psycopg.connect(postgres_url) as conn:
+                found.append(vectors.ensure_signature(conn, signature(8), NOW))
+                conn.commit()
+        except BaseException as exc:  # the assertion below reports it
+            failed.append(exc)
+
+    worker = threading.Thread(target=other_server)
+    worker.start()
+    wait_until_a_session_waits_for_a_lock(postgres_url)  # the other server is blocked on us
+    pg.commit()
+    worker.join(timeout=30)
+
+    assert not failed and found == [first]
+    assert [row.id for row in vectors.signatures(pg)] == [first]
