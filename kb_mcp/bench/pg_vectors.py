@@ -71,6 +71,24 @@ class SearchRow:
     short: int  # searches that returned fewer than ``limit``
 
 
+@dataclass(frozen=True, slots=True)
+class Graph:
+    """How the bench builds the HNSW graph."""
+
+    m: int = vectors.HNSW_M
+    ef_construction: int = vectors.HNSW_EF_CONSTRUCTION
+    memory: str = BUILD_MEMORY
+
+    def suffix(self) -> str:
+        """Other graph settings load a database of their own."""
+        default = (vectors.HNSW_M, vectors.HNSW_EF_CONSTRUCTION)
+        return (
+            ""
+            if (self.m, self.ef_construction) == default
+            else f"_m{self.m}_ef{self.ef_construction}"
+        )
+
+
 @contextlib.contextmanager
 def _server(url: str | None) -> Iterator[str]:
     """``url``, or a PostgreSQL of the bench's own in a temporary folder, removed after."""
@@ -193,6 +211,7 @@ class Load:
 
 @dataclass(frozen=True, slots=True)
 class PgVectorBench:
+    graph: Graph
     data: str  # uniform, clustersN or real (near-copies of real model vectors)
     size: int
     dims: int
@@ -210,7 +229,7 @@ def _say(line: str) -> None:
 
 
 def _load(
-    conn: psycopg.Connection, matrix: np.ndarray, signature: EmbeddingSignature, memory: str
+    conn: psycopg.Connection, matrix: np.ndarray, signature: EmbeddingSignature, graph: Graph
 ) -> Load:
     """COPY most vectors into the table without its index, build the index, then store
     the rest as the embedding queue does (into the graph)."""
@@ -230,7 +249,7 @@ def _load(
     _say(f"COPY {loaded:,} rows: {copy_rate:,.0f} rows/s")
 
     started = time.perf_counter()
-    vectors.build_index(conn, signature.key, dims, memory=memory)
+    vectors.build_index(conn, signature.key, dims, graph.memory, graph.m, graph.ef_construction)
     conn.commit()
     build_s = time.perf_counter() - started
     peak_kb = _proc_kb(conn.info.backend_pid, "VmHWM")
@@ -259,16 +278,17 @@ def measure(
     queries: np.ndarray,
     data: str,
     reuse: bool,
-    memory: str = BUILD_MEMORY,
+    graph: Graph | None = None,
 ) -> PgVectorBench:
+    graph = graph or Graph()
     size, dims = matrix.shape
     signature = EmbeddingSignature("bench", data, dims, 2000)
     notices: list[str] = []
-    name = DATABASE.format(data=data, size=size)
+    name = DATABASE.format(data=data, size=size) + graph.suffix()
     database, made = bench_rows.bench_database(url, name, fresh=not reuse)
     with psycopg.connect(database) as conn:
         conn.add_notice_handler(lambda diag: notices.append(diag.message_primary or ""))
-        load = _load(conn, matrix, signature, memory) if made else Load()
+        load = _load(conn, matrix, signature, graph) if made else Load()
         sig_id = vectors.find_signature(conn, signature.key).id
         settings = bench_rows.settings(conn, SETTINGS)
         table_bytes, index_bytes = bench_rows.sizes(conn, signature.key)
@@ -290,6 +310,7 @@ def measure(
             _say(str(rows[-1]))
         pss = _server_pss_mb(conn.info.backend_pid)
     return PgVectorBench(
+        graph=graph,
         data=data,
         size=size,
         dims=dims,
@@ -314,6 +335,8 @@ def main(argv: list[str] | None = None) -> int:
         help="near-copies of the model vectors these libraries hold, not random ones",
     )
     parser.add_argument("--build-memory", default=BUILD_MEMORY, help="maintenance_work_mem")
+    parser.add_argument("--m", type=int, default=vectors.HNSW_M)
+    parser.add_argument("--ef-construction", type=int, default=vectors.HNSW_EF_CONSTRUCTION)
     parser.add_argument("--url", help="a PostgreSQL server with pgvector (default: a local one)")
     parser.add_argument(
         "--reuse",
@@ -328,10 +351,9 @@ def main(argv: list[str] | None = None) -> int:
         matrix = synthetic(args.size, args.dims, args.clusters)
         data = f"clusters{args.clusters}" if args.clusters else "uniform"
     queries = queries_near(matrix, QUERIES, noise=0.5)
+    graph = Graph(args.m, args.ef_construction, args.build_memory)
     with _server(args.url) as url:
-        report: dict[str, Any] = asdict(
-            measure(url, matrix, queries, data, args.reuse, args.build_memory)
-        )
+        report: dict[str, Any] = asdict(measure(url, matrix, queries, data, args.reuse, graph))
     print(json.dumps(report, indent=1), flush=True)
     return 0
 

@@ -274,12 +274,20 @@ def ensure_signature(conn: psycopg.Connection, sig: EmbeddingSignature, now: str
     return int(inserted[0])
 
 
-def build_index(conn: psycopg.Connection, key: str, dims: int, memory: str | None = None) -> None:
+def build_index(
+    conn: psycopg.Connection,
+    key: str,
+    dims: int,
+    memory: str | None = None,
+    m: int = HNSW_M,
+    ef_construction: int = HNSW_EF_CONSTRUCTION,
+) -> None:
     """Create the signature's HNSW index if it has none (on a full table: the build).
 
     ``memory`` (``"1GB"``) is the build's ``maintenance_work_mem`` for this transaction:
     a graph that does not fit is built much more slowly (pgvector says so in a notice);
-    100k vectors of 384 dims need about 400 MB (docs/scale.md, "Vectors").
+    100k vectors of 384 dims need about 400 MB (docs/scale.md, "Vectors"). ``m`` and
+    ``ef_construction`` are for measuring others (``bench/pg_vectors``).
     """
     form = _form(dims)
     table = _table(key)
@@ -288,7 +296,7 @@ def build_index(conn: psycopg.Connection, key: str, dims: int, memory: str | Non
     conn.execute(
         f"CREATE INDEX IF NOT EXISTS {table}_hnsw ON {table} USING hnsw "
         f"({form.expression} {form.opclass}) "
-        f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})"
+        f"WITH (m = {int(m)}, ef_construction = {int(ef_construction)})"
     )
 
 
