@@ -117,8 +117,10 @@ MAX_EF_SEARCH = 1000  # pgvector's limit
 # 20,000): a source holding 1 % of a million chunks needs ~10,000 for 100 results.
 MAX_SCAN_TUPLES = 100_000
 # A source holding at most this many chunks is searched exactly, over its own vectors
-# read by id: 1,000 of them take about 9 ms, against 40 ms for the iterative scan that
-# finds 10 of them among 100k (docs/scale.md, "Vectors").
+# read by id: 1,000 of them take about 9 ms, against about 30 ms for the iterative scan
+# that finds 10 of them among 100k (docs/scale.md, "Vectors"). The exact path grows with
+# the source (about 9 µs a chunk), the iterative one with limit ÷ the source's share;
+# for the vector leg's 100 they meet near here at 100k to 1M (an estimate).
 EXACT_BELOW = 5_000
 # Above the ``vector`` index limit the index ranks a lossy copy; this many candidates per
 # result are rescored exactly (as SQLite's index rescores its sign-code candidates).
