@@ -104,8 +104,8 @@ CREATE TABLE IF NOT EXISTS embedding_signatures (
 ]
 
 # HNSW graph parameters: pgvector's defaults, kept on the evidence of docs/scale.md
-# ("Vectors"): recall@10 at 100k is at or near 1.0 with them, and the build time grows
-# with ef_construction.
+# ("Vectors"): at 100k real-like vectors recall@10 0.99+ and recall@100 0.975 with them;
+# ef_construction 32 halves the build (17 s against 40) and drops recall@100 to 0.943.
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 64
 # Candidates the graph search keeps (pgvector's default is 40, which would also cap a
@@ -208,7 +208,7 @@ class _VectorDumper(Dumper):
     big-endian float4s). The type is left to the server (oid 0), which reads it from the
     statement's ``::vector(dims)``, so no connection needs the extension's type looked up.
     0.1 ms for 384 dims, against 1.7 ms for the same floats as a Python list (and about
-    as much formatted as text): most of a search's own time here."""
+    as much formatted as text), against a search of 2.6 ms p50 at 100k."""
 
     format = Format.BINARY
     oid = 0
