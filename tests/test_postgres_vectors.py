@@ -5,7 +5,8 @@ Guards: the PostgreSQL index answering other neighbours or other scores than the
 index on the same vectors, two signatures' vectors mixing, a vector outliving its chunk,
 a search returning fewer than it was asked (pgvector's default ``ef_search`` of 40 caps
 an HNSW scan at 40 rows; a filter that keeps few of the scanned rows leaves fewer than
-``limit`` without an iterative scan).
+``limit`` without an iterative scan), two servers creating one signature colliding on
+PostgreSQL's catalog.
 
 Until the store's schema lands (``store/postgres/schema.py``), each test creates the few
 store tables the vectors stand on, with the columns SQLite's schema gives them
