@@ -119,7 +119,9 @@ def measure(matrix: np.ndarray, queries: np.ndarray, workdir: Path) -> VectorBen
     )
 
 
-def _queries_near(matrix: np.ndarray, count: int, noise: float, seed: int = 11) -> np.ndarray:
+def queries_near(matrix: np.ndarray, count: int, noise: float, seed: int = 11) -> np.ndarray:
+    """``count`` questions, each a stored vector moved by ``noise`` (so it has a true near
+    neighbour, as a real question has a passage that answers it)."""
     rng = np.random.default_rng(seed)
     picked = matrix[rng.choice(len(matrix), count, replace=False)]
     noisy = picked + noise * rng.standard_normal(picked.shape) / np.sqrt(matrix.shape[1])
@@ -141,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         runs = []
         for size in (int(s) for s in args.sizes.split(",")):
             matrix = synthetic(size, args.dims, args.clusters)
-            runs.append((matrix, _queries_near(matrix, QUERIES, noise=0.5)))
+            runs.append((matrix, queries_near(matrix, QUERIES, noise=0.5)))
     for matrix, queries in runs:
         workdir = Path(tempfile.mkdtemp(prefix="kb-mcp-vectors-"))
         try:
