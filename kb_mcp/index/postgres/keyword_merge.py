@@ -190,26 +190,37 @@ def _old_lists(conn: psycopg.Connection, plan: _Plan) -> Iterator[tuple[str, _Li
         "SELECT term, ids, head, body FROM kw_parts WHERE gen = %s ORDER BY term, part",
         (plan.old_gen,),
     )
+    all_live = bool((plan.old_to_new >= 0).all())
     for term, rows in itertools.groupby(cursor, key=lambda r: r[0]):
         parts = list(rows)
-        ids = np.concatenate([np.frombuffer(r[1], "<u4") for r in parts])
-        head = np.concatenate([np.frombuffer(r[2], "<u2") for r in parts])
-        body = np.concatenate([np.frombuffer(r[3], "<u2") for r in parts])
-        moved = plan.old_to_new[ids]
+        if len(parts) == 1:  # most terms are rare: one part, no concatenation
+            ids, head, body = (np.frombuffer(parts[0][c], t) for c, t in _PART_TYPES)
+        else:
+            ids, head, body = (
+                np.concatenate([np.frombuffer(r[c], t) for r in parts]) for c, t in _PART_TYPES
+            )
+        moved = plan.old_to_new[ids]  # ascending: the new order keeps the old one
+        if all_live:
+            yield term, (moved, head, body)
+            continue
         keep = moved >= 0
         if keep.any():
             yield term, (moved[keep], head[keep], body[keep])
 
 
+_PART_TYPES = ((1, "<u4"), (2, "<u2"), (3, "<u2"))  # ids, head, body of a part's row
+
+
 def _recent_lists(conn: psycopg.Connection, plan: _Plan) -> Iterator[tuple[str, _Lists]]:
-    """The delta's rows in term order, at their new positions."""
+    """The delta's rows in term order, at their new positions (ascending, as chunk ids)."""
     import numpy as np
 
     cursor = conn.cursor(name="kw_merge_recent")
     cursor.itersize = CURSOR_ROWS
     cursor.execute(
         "SELECT r.term, r.chunk_id, r.head, r.body FROM kw_recent r "
-        "JOIN kw_passages p ON p.chunk_id = r.chunk_id WHERE NOT p.merged ORDER BY r.term"
+        "JOIN kw_passages p ON p.chunk_id = r.chunk_id WHERE NOT p.merged "
+        "ORDER BY r.term, r.chunk_id"
     )
     for term, rows in itertools.groupby(cursor, key=lambda r: r[0]):
         cols = list(zip(*rows, strict=True))
@@ -235,11 +246,17 @@ def _parts(gen: int, term: str, lists: list[_Lists], part_passages: int) -> Iter
     """One term's rows: its postings sorted by position, one row per part."""
     import numpy as np
 
-    at = np.concatenate([lst[0] for lst in lists])
-    order = np.argsort(at, kind="stable")
-    at = at[order].astype("<u4")
-    head = np.concatenate([lst[1] for lst in lists])[order].astype("<u2")
-    body = np.concatenate([lst[2] for lst in lists])[order].astype("<u2")
+    if len(lists) == 1:  # each source's list is ascending already
+        at, head, body = lists[0]
+    else:
+        at, head, body = (np.concatenate(column) for column in zip(*lists, strict=True))
+        order = np.argsort(at, kind="stable")
+        at, head, body = at[order], head[order], body[order]
+    at, head, body = at.astype("<u4"), head.astype("<u2"), body.astype("<u2")
+    first, last = int(at[0]) // part_passages, int(at[-1]) // part_passages
+    if first == last:
+        yield gen, term, first, at.tobytes(), head.tobytes(), body.tobytes()
+        return
     part_of = at // part_passages
     bounds = np.flatnonzero(np.diff(part_of)) + 1
     for start, end in zip([0, *bounds.tolist()], [*bounds.tolist(), len(at)], strict=True):
