@@ -96,11 +96,7 @@ def run(home: Path, dataset: Path, split: str, url: str, limit: int | None) -> l
     questions = [q.text for q in load_beir(dataset, split).queries][:limit]
     lines = []
     with tempfile.TemporaryDirectory() as folder:
-        copy = Path(folder)
-        for name in ("kb.db", "path.key"):
-            if (home / name).exists():
-                shutil.copy(home / name, copy / name)
-        db = Database(copy / "kb.db")
+        db = _library_copy(home, Path(folder))
         fts = FtsIndex(db)
         fts.ensure_current()
         with psycopg.connect(url, autocommit=True) as conn:
@@ -119,6 +115,72 @@ def run(home: Path, dataset: Path, split: str, url: str, limit: int | None) -> l
     return lines
 
 
+# Scale mode: copy k of a passage has ids shifted by k × this (chunk and document ids).
+COPY_STRIDE = 10_000_000
+GROW_BATCH = 1_000
+
+
+def grow(home: Path, url: str, target: int, budget_s: float) -> list[str]:
+    """Scale mode: add copies of the library's passages (same text, new chunk and
+    document ids) to the keyword index in ``url`` until it holds ``target`` or
+    ``budget_s`` has passed, then merge; resumable, so a large index is built by several
+    runs of a few minutes each. The figures are latency and size, not equality: a
+    repeated corpus is not a library's."""
+    with tempfile.TemporaryDirectory() as folder:
+        db = _library_copy(home, Path(folder))
+        rows = keyword_copy.chunk_rows(db.conn)
+        db.close()
+    started = time.perf_counter()
+    with psycopg.connect(url, autocommit=True) as conn:
+        if not keyword_copy.has_tables(conn):
+            keyword_copy.create_tables(conn)
+        have = keyword_copy.passages(conn)
+        before = have
+        while have < target and time.perf_counter() - started < budget_s:
+            copy, at = divmod(have, len(rows))
+            shift = copy * COPY_STRIDE
+            batch = [
+                (cid + shift, doc + shift, head, body)
+                for cid, doc, head, body in rows[at : at + min(GROW_BATCH, target - have)]
+            ]
+            keyword_copy.write(conn, batch)
+            have += len(batch)
+        load_s = time.perf_counter() - started
+        lines = [f"added {have - before} passages in {load_s:.1f} s; the index holds {have}"]
+        start = time.perf_counter()
+        merged = keyword_merge.merge(lambda: psycopg.connect(url, autocommit=True))
+        lines.append(f"merged {merged} passages in {time.perf_counter() - start:.1f} s")
+        sizes = keyword_copy.table_sizes(conn)
+        lines.append("sizes: " + ", ".join(f"{t} {b / 1e6:.0f} MB" for t, b in sizes.items()))
+    return lines
+
+
+def measure(dataset: Path, split: str, url: str, limit: int | None) -> str:
+    """Scale mode: the index's latency per question, twice: the first pass reads every
+    list from the server, the second finds them kept (``index/term_lists.py``), as a
+    server does after its first searches."""
+    questions = [q.text for q in load_beir(dataset, split).queries][:limit]
+    with psycopg.connect(url, autocommit=True) as conn:
+        pg = PostgresKeywordIndex(lambda: conn)
+        passages = pg.chunk_count()
+        passes: list[list[float]] = [[], []]
+        for ms in passes:
+            for text in questions:
+                units = parse_query(text).match_units()
+                _timed(ms, lambda u=units: pg.segment_best_per_document(u, TOP))
+    return (
+        f"{passages} passages, {len(questions)} questions: lists read "
+        f"{_percentiles(passes[0])}; lists kept {_percentiles(passes[1])}"
+    )
+
+
+def _library_copy(home: Path, folder: Path) -> Database:
+    for name in ("kb.db", "path.key"):
+        if (home / name).exists():
+            shutil.copy(home / name, folder / name)
+    return Database(folder / "kb.db")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kb_mcp.bench.keyword_pg", description=__doc__)
     parser.add_argument("--home", type=Path, required=True, help="a bench retrieval home")
@@ -126,7 +188,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--split", default="test")
     parser.add_argument("--store", help="a PostgreSQL server URL (default: an embedded one)")
     parser.add_argument("--limit", type=int, help="at most this many questions")
+    parser.add_argument(
+        "--scale", type=int, help="grow the index in --database to this many passages"
+    )
+    parser.add_argument("--database", help="scale mode: the database kept between runs")
+    parser.add_argument("--budget", type=float, default=120.0, help="scale mode: seconds")
     args = parser.parse_args(argv)
+    if args.scale is not None:
+        if args.database is None:
+            parser.error("--scale needs --database (it grows over several runs)")
+        for line in grow(args.home, args.database, args.scale, args.budget):
+            print(line, flush=True)
+        print(measure(args.dataset, args.split, args.database, args.limit), flush=True)
+        return 0
     with tempfile.TemporaryDirectory() as folder:
         server = None
         url = args.store

@@ -151,15 +151,29 @@ def add_index_rows(conn: psycopg.Connection, rows: Iterable[tuple[int, str, str]
         ),
     )
     with conn.cursor().copy("COPY kw_recent(term, chunk_id, head, body) FROM STDIN") as copy:
-        for cid, p in zip(chunk_ids, passages, strict=True):
-            for term in p.head.keys() | p.body.keys():
-                copy.write_row((term, cid, p.head.get(term, 0), p.body.get(term, 0)))
+        copy.write("".join(_delta_lines(chunk_ids, passages)))
     _shift_totals(
         conn,
         len(passages),
         sum(p.head_tokens for p in passages),
         sum(p.body_tokens for p in passages),
     )
+
+
+# COPY's text format: a backslash, tab or line break inside a value is written escaped.
+_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def _delta_lines(
+    chunk_ids: Sequence[int], passages: Sequence[tokens.PassageTerms]
+) -> Iterable[str]:
+    """The delta's rows as COPY text, one line per (term, passage): written as one
+    string, not a row at a time (``write_row`` was 40% of an add's CPU)."""
+    for cid, p in zip(chunk_ids, passages, strict=True):
+        head, body = p.head, p.body
+        for term in head.keys() | body.keys():
+            text = term if term.isalnum() else term.translate(_COPY_ESCAPES)
+            yield f"{text}\t{cid}\t{head.get(term, 0)}\t{body.get(term, 0)}\n"
 
 
 def remove_chunks(conn: psycopg.Connection, chunk_ids: Sequence[int]) -> None:

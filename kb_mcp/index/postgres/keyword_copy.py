@@ -63,13 +63,18 @@ def mirror(source: apsw.Connection, conn: psycopg.Connection) -> tuple[int, int]
         keyword.remove_chunks(conn, gone)
         conn.execute("DELETE FROM chunks WHERE id = ANY(%s)", (gone,))
     for at in range(0, len(new), COPY_BATCH):
-        rows = chunk_rows(source, new[at : at + COPY_BATCH])
-        with conn.transaction():
-            with conn.cursor().copy("COPY chunks(id, document_id) FROM STDIN") as copy:
-                for row in rows:
-                    copy.write_row(row[:2])
-            keyword.add_index_rows(conn, [(cid, head, body) for cid, _doc, head, body in rows])
+        write(conn, chunk_rows(source, new[at : at + COPY_BATCH]))
     return len(gone), len(new)
+
+
+def write(conn: psycopg.Connection, rows: Sequence[tuple[int, int, str, str]]) -> None:
+    """``(chunk_id, document_id, head, body)`` rows: the chunk stand-ins and the keyword
+    rows, in one transaction."""
+    with conn.transaction():
+        with conn.cursor().copy("COPY chunks(id, document_id) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row[:2])
+        keyword.add_index_rows(conn, [(cid, head, body) for cid, _doc, head, body in rows])
 
 
 def scratch_database(server_url: str) -> str:
@@ -78,3 +83,19 @@ def scratch_database(server_url: str) -> str:
     with psycopg.connect(server_url, autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{name}"')
     return psycopg.conninfo.make_conninfo(server_url, dbname=name)
+
+
+def has_tables(conn: psycopg.Connection) -> bool:
+    return conn.execute("SELECT to_regclass('kw_passages')").fetchone()[0] is not None
+
+
+def passages(conn: psycopg.Connection) -> int:
+    return conn.execute("SELECT COUNT(*) FROM kw_passages").fetchone()[0]
+
+
+def table_sizes(conn: psycopg.Connection) -> dict[str, int]:
+    """Bytes on disk of each keyword table, its indexes and TOAST included."""
+    tables = ("kw_parts", "kw_segment", "kw_recent", "kw_passages")
+    return {
+        t: conn.execute("SELECT pg_total_relation_size(%s)", (t,)).fetchone()[0] for t in tables
+    }
