@@ -83,13 +83,24 @@ def _differences(library: Library, conn: psycopg.Connection) -> list[str]:
     wrong = list(result.different)
     if result.max_score_difference > 1e-9:
         wrong.append(f"scores differ by {result.max_score_difference}")
+    for question in QUESTIONS:  # the document leg: documents as wholes, cited by a passage
+        expression = parse_query(question).match_expression()
+        assert expression is not None
+        got, want = index.best_documents(expression, 10), library.fts.best_documents(expression, 10)
+        if [d for d, _ in got] != [d for d, _ in want] or any(
+            abs(a - b) > 1e-9 for (_, a), (_, b) in zip(got, want, strict=True)
+        ):
+            wrong.append(f"documents: {question}")
+        ids = [d for d, _ in want]
+        if index.best_passage_of(expression, ids) != library.fts.best_passage_of(expression, ids):
+            wrong.append(f"cited passages: {question}")
     terms = [t for q in QUESTIONS for u in parse_query(q).match_units() for t in index.tokens(u)]
     if index.doc_frequencies(terms) != library.fts.doc_frequencies(terms):
         wrong.append("document frequencies")
     if index.chunk_count() != library.fts.chunk_count():
         wrong.append("passage count")
-    problem = keyword.totals_problem(conn)
-    return wrong + ([problem] if problem else [])
+    problems = [keyword.totals_problem(conn, t) for t in (keyword.PASSAGES, keyword.DOCUMENTS)]
+    return wrong + [p for p in problems if p]
 
 
 def test_ranks_as_fts5_from_the_delta_and_after_a_merge(
@@ -100,6 +111,7 @@ def test_ranks_as_fts5_from_the_delta_and_after_a_merge(
     assert _differences(library, pg) == []
     merged = keyword_merge.merge(lambda: _connect(postgres_url))
     assert merged == library.fts.chunk_count()
+    keyword_merge.merge(lambda: _connect(postgres_url), tables=keyword.DOCUMENTS)
     assert pg.execute("SELECT COUNT(*) FROM kw_recent").fetchone()[0] == 0  # all merged
     assert _differences(library, pg) == []
     index = PostgresKeywordIndex(lambda: pg)
@@ -139,6 +151,7 @@ def test_deletes_and_re_adds_rank_as_fts5(
     again under its own id is replaced, never counted twice."""
     keyword_copy.mirror(library.db.conn, pg)
     keyword_merge.merge(lambda: _connect(postgres_url))
+    keyword_merge.merge(lambda: _connect(postgres_url), tables=keyword.DOCUMENTS)
     notes = tmp_path / "notes"
     (notes / "README.md").unlink()
     (notes / "search.md").write_text("# 搜索\n\n## 排序\n\n搜索结果按时间排序。\n", "utf-8")
@@ -153,6 +166,7 @@ def test_deletes_and_re_adds_rank_as_fts5(
         keyword.add_index_rows(pg, [(cid, head, body) for cid, _doc, head, body in again])
     assert _differences(library, pg) == []
     keyword_merge.merge(lambda: _connect(postgres_url))
+    keyword_merge.merge(lambda: _connect(postgres_url), tables=keyword.DOCUMENTS)
     assert pg.execute("SELECT COUNT(*) FROM kw_dead").fetchone()[0] == 0
     assert _differences(library, pg) == []
 
@@ -197,6 +211,7 @@ def test_two_writers_and_a_merge_at_once(
         thread.join()
     assert failures == []
     assert pg.execute("SELECT COUNT(*) FROM kw_passages").fetchone()[0] == len(rows)
+    assert keyword_copy.mirror(library.db.conn, pg) == (0, 0)  # and the documents' rows
     assert _differences(library, pg) == []
     keyword_merge.merge(lambda: _connect(postgres_url), part_passages=64)
     assert _differences(library, pg) == []

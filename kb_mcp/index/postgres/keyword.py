@@ -52,6 +52,7 @@ cannot mix generations.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import psycopg
 
@@ -60,11 +61,27 @@ from kb_mcp.index.postgres import tokens
 # Slots of the collection statistics (see the docstring: writers spread over them).
 TOTALS_SLOTS = 16
 
-MIGRATIONS: list[tuple[str, str]] = [
-    (
-        "keyword index: passages, packed postings and a row delta, statistics",
-        """
-CREATE SEQUENCE kw_seq;
+
+@dataclass(frozen=True, slots=True)
+class KeywordTables:
+    """One keyword index's tables: the passages' (``kw_*``), or the whole documents'
+    (``kwdoc_*``, the SQLite store's ``docs_fts``: ``index/docs_fts.py``), the same
+    layout under another prefix. In the documents' tables an entry's ``chunk_id`` is
+    its document id, and each document is its own group."""
+
+    prefix: str
+    lock_id: int  # a merge's advisory lock, with ``keyword_merge.MERGE_LOCK``
+    groups: str | None  # SQL: (entry id, document id) of entries ``= ANY(%s)``; None: itself
+
+    def sql(self, text: str) -> str:
+        """``text`` (written for the passages' tables) for these tables."""
+        return text if self.prefix == "kw" else text.replace("kw_", f"{self.prefix}_")
+
+
+PASSAGES = KeywordTables("kw", 1, "SELECT id, document_id FROM chunks WHERE id = ANY(%s)")
+DOCUMENTS = KeywordTables("kwdoc", 2, None)
+
+_TABLES = """CREATE SEQUENCE kw_seq;
 CREATE TABLE kw_passages (
     chunk_id    bigint PRIMARY KEY,
     document_id bigint NOT NULL,
@@ -115,12 +132,19 @@ ALTER TABLE kw_parts ALTER COLUMN ids SET STORAGE EXTERNAL,
 ALTER TABLE kw_segment ALTER COLUMN chunk_ids SET STORAGE EXTERNAL,
     ALTER COLUMN doc_ids SET STORAGE EXTERNAL, ALTER COLUMN lengths SET STORAGE EXTERNAL,
     ALTER COLUMN seqs SET STORAGE EXTERNAL;
-""",
-    )
+"""
+
+MIGRATIONS: list[tuple[str, str]] = [
+    ("keyword index: passages, packed postings and a row delta, statistics", _TABLES),
+    ("keyword index of whole documents, the same tables", DOCUMENTS.sql(_TABLES)),
 ]
 
 
-def add_index_rows(conn: psycopg.Connection, rows: Iterable[tuple[int, str, str]]) -> None:
+def add_index_rows(
+    conn: psycopg.Connection,
+    rows: Iterable[tuple[int, str, str]],
+    tables: KeywordTables = PASSAGES,
+) -> None:
     """Index ``(chunk_id, head, body)`` rows made by ``columns.index_row`` (the rows
     ``index/fts.add_index_rows`` takes), inside the caller's transaction, after the chunk
     rows are written (their document ids are read from ``chunks``). A chunk already
@@ -129,20 +153,21 @@ def add_index_rows(conn: psycopg.Connection, rows: Iterable[tuple[int, str, str]
     if not rows:
         return
     chunk_ids = [row[0] for row in rows]
-    remove_chunks(conn, chunk_ids)
-    documents = dict(
-        conn.execute(
-            "SELECT id, document_id FROM chunks WHERE id = ANY(%s)", (chunk_ids,)
-        ).fetchall()
-    )
+    remove_chunks(conn, chunk_ids, tables)
+    if tables.groups is None:
+        documents = {cid: cid for cid in chunk_ids}
+    else:
+        documents = dict(conn.execute(tables.groups, (chunk_ids,)).fetchall())
     missing = [cid for cid in chunk_ids if cid not in documents]
     if missing:
         raise ValueError(f"keyword rows for chunks that do not exist: {missing[:5]}")  # a bug
     passages = [tokens.passage(head, body) for _cid, head, body in rows]
     conn.execute(
-        "INSERT INTO kw_passages(chunk_id, document_id, head_tokens, body_tokens, seq) "
-        "SELECT c, d, h, b, nextval('kw_seq') FROM unnest(%s::bigint[], %s::bigint[], "
-        "%s::int[], %s::int[]) AS r(c, d, h, b)",
+        tables.sql(
+            "INSERT INTO kw_passages(chunk_id, document_id, head_tokens, body_tokens, seq) "
+            "SELECT c, d, h, b, nextval('kw_seq') FROM unnest(%s::bigint[], %s::bigint[], "
+            "%s::int[], %s::int[]) AS r(c, d, h, b)"
+        ),
         (
             chunk_ids,
             [documents[cid] for cid in chunk_ids],
@@ -150,10 +175,13 @@ def add_index_rows(conn: psycopg.Connection, rows: Iterable[tuple[int, str, str]
             [p.body_tokens for p in passages],
         ),
     )
-    with conn.cursor().copy("COPY kw_recent(term, chunk_id, head, body) FROM STDIN") as copy:
+    with conn.cursor().copy(
+        tables.sql("COPY kw_recent(term, chunk_id, head, body) FROM STDIN")
+    ) as copy:
         copy.write("".join(_delta_lines(chunk_ids, passages)))
     _shift_totals(
         conn,
+        tables,
         len(passages),
         sum(p.head_tokens for p in passages),
         sum(p.body_tokens for p in passages),
@@ -176,63 +204,83 @@ def _delta_lines(
             yield f"{text}\t{cid}\t{head.get(term, 0)}\t{body.get(term, 0)}\n"
 
 
-def remove_chunks(conn: psycopg.Connection, chunk_ids: Sequence[int]) -> None:
+def remove_chunks(
+    conn: psycopg.Connection, chunk_ids: Sequence[int], tables: KeywordTables = PASSAGES
+) -> None:
     """Drop chunks from the index (those it does not hold count nothing), inside the
     caller's transaction. A tombstone hides a merged copy from readers until the next
     merge leaves it out."""
     removed = conn.execute(
-        "DELETE FROM kw_passages WHERE chunk_id = ANY(%s) "
-        "RETURNING chunk_id, head_tokens, body_tokens",
+        tables.sql(
+            "DELETE FROM kw_passages WHERE chunk_id = ANY(%s) "
+            "RETURNING chunk_id, head_tokens, body_tokens"
+        ),
         (list(chunk_ids),),
     ).fetchall()
     if not removed:
         return
     ids = [row[0] for row in removed]
-    conn.execute("DELETE FROM kw_recent WHERE chunk_id = ANY(%s)", (ids,))
+    conn.execute(tables.sql("DELETE FROM kw_recent WHERE chunk_id = ANY(%s)"), (ids,))
     conn.execute(
-        "INSERT INTO kw_dead(chunk_id, dseq) "
-        "SELECT c, nextval('kw_seq') FROM unnest(%s::bigint[]) AS c "
-        "ON CONFLICT (chunk_id) DO UPDATE SET dseq = excluded.dseq",
+        tables.sql(
+            "INSERT INTO kw_dead(chunk_id, dseq) "
+            "SELECT c, nextval('kw_seq') FROM unnest(%s::bigint[]) AS c "
+            "ON CONFLICT (chunk_id) DO UPDATE SET dseq = excluded.dseq"
+        ),
         (ids,),
     )
     _shift_totals(
-        conn, -len(removed), -sum(row[1] for row in removed), -sum(row[2] for row in removed)
+        conn,
+        tables,
+        -len(removed),
+        -sum(row[1] for row in removed),
+        -sum(row[2] for row in removed),
     )
 
 
-def _shift_totals(conn: psycopg.Connection, passages: int, head: int, body: int) -> None:
+def _shift_totals(
+    conn: psycopg.Connection, tables: KeywordTables, passages: int, head: int, body: int
+) -> None:
     """Add to this backend's slot of the statistics (``TOTALS_SLOTS``)."""
     conn.execute(
-        "INSERT INTO kw_totals(slot, passages, head_tokens, body_tokens) "
-        f"VALUES (pg_backend_pid() %% {TOTALS_SLOTS}, %s, %s, %s) "
-        "ON CONFLICT (slot) DO UPDATE SET passages = kw_totals.passages + excluded.passages, "
-        "head_tokens = kw_totals.head_tokens + excluded.head_tokens, "
-        "body_tokens = kw_totals.body_tokens + excluded.body_tokens",
+        tables.sql(
+            "INSERT INTO kw_totals(slot, passages, head_tokens, body_tokens) "
+            f"VALUES (pg_backend_pid() %% {TOTALS_SLOTS}, %s, %s, %s) "
+            "ON CONFLICT (slot) DO UPDATE SET passages = kw_totals.passages + excluded.passages, "
+            "head_tokens = kw_totals.head_tokens + excluded.head_tokens, "
+            "body_tokens = kw_totals.body_tokens + excluded.body_tokens"
+        ),
         (passages, head, body),
     )
 
 
-def read_totals(conn: psycopg.Connection) -> tuple[int, int, int]:
+def read_totals(conn: psycopg.Connection, tables: KeywordTables = PASSAGES) -> tuple[int, int, int]:
     """``(passages, head tokens, body tokens)``: bm25's row count and, over the passages,
     its average length."""
     row = conn.execute(
-        "SELECT COALESCE(SUM(passages), 0), COALESCE(SUM(head_tokens), 0), "
-        "COALESCE(SUM(body_tokens), 0) FROM kw_totals"
+        tables.sql(
+            "SELECT COALESCE(SUM(passages), 0), COALESCE(SUM(head_tokens), 0), "
+            "COALESCE(SUM(body_tokens), 0) FROM kw_totals"
+        )
     ).fetchone()
     return int(row[0]), int(row[1]), int(row[2])
 
 
-def totals_problem(conn: psycopg.Connection) -> str | None:
+def totals_problem(conn: psycopg.Connection, tables: KeywordTables = PASSAGES) -> str | None:
     """How the kept statistics differ from the sums over the passages, or None (doctor)."""
-    kept = read_totals(conn)
+    kept = read_totals(conn, tables)
     row = conn.execute(
-        "SELECT COUNT(*), COALESCE(SUM(head_tokens), 0), COALESCE(SUM(body_tokens), 0) "
-        "FROM kw_passages"
+        tables.sql(
+            "SELECT COUNT(*), COALESCE(SUM(head_tokens), 0), COALESCE(SUM(body_tokens), 0) "
+            "FROM kw_passages"
+        )
     ).fetchone()
     counted = (int(row[0]), int(row[1]), int(row[2]))
     return None if kept == counted else f"keyword statistics {kept} differ from {counted}"
 
 
-def reset(conn: psycopg.Connection) -> None:
+def reset(conn: psycopg.Connection, tables: KeywordTables = PASSAGES) -> None:
     """Empty the index (it is being made again from the chunk rows), inside a write."""
-    conn.execute("TRUNCATE kw_passages, kw_recent, kw_dead, kw_totals, kw_segment, kw_parts")
+    conn.execute(
+        tables.sql("TRUNCATE kw_passages, kw_recent, kw_dead, kw_totals, kw_segment, kw_parts")
+    )

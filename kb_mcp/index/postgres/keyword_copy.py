@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import apsw
 import psycopg
 
+from kb_mcp.index import docs_fts
 from kb_mcp.index.columns import index_row
 from kb_mcp.index.postgres import keyword
 
@@ -31,7 +32,7 @@ def create_tables(conn: psycopg.Connection) -> None:
     """The keyword index's tables (its ``MIGRATIONS``) and the stand-ins it reads."""
     for sql in STAND_INS:
         conn.execute(sql)
-    for _name, sql in keyword.MIGRATIONS:
+    for _name, sql in keyword.MIGRATIONS:  # the passages' and the documents' tables
         conn.execute(sql)
 
 
@@ -54,17 +55,38 @@ def chunk_rows(conn: apsw.Connection, chunk_ids: Sequence[int] | None = None) ->
 
 def mirror(source: apsw.Connection, conn: psycopg.Connection) -> tuple[int, int]:
     """Make the PostgreSQL index hold what the SQLite library holds now: its chunks
-    removed since are removed, its new ones added (in batches of one transaction each);
-    ``(removed, added)``."""
+    removed since are removed, its new ones added (in batches of one transaction each),
+    and the documents they belong to indexed again as wholes; ``(removed, added)``."""
     held = {r[0] for r in conn.execute("SELECT chunk_id FROM kw_passages")}
     now = {r[0] for r in source.execute("SELECT id FROM chunks")}
     gone, new = sorted(held - now), sorted(now - held)
+    changed = {
+        r[0] for r in conn.execute("SELECT document_id FROM chunks WHERE id = ANY(%s)", (gone,))
+    }
     with conn.transaction():
         keyword.remove_chunks(conn, gone)
         conn.execute("DELETE FROM chunks WHERE id = ANY(%s)", (gone,))
     for at in range(0, len(new), COPY_BATCH):
-        write(conn, chunk_rows(source, new[at : at + COPY_BATCH]))
+        rows = chunk_rows(source, new[at : at + COPY_BATCH])
+        write(conn, rows)
+        changed.update(row[1] for row in rows)
+    _mirror_documents(source, conn, changed)
     return len(gone), len(new)
+
+
+def _mirror_documents(source: apsw.Connection, conn: psycopg.Connection, changed: set[int]) -> None:
+    """The whole-document rows (``docs_fts.document_rows``) of the ``changed`` documents
+    and of those not indexed yet written, those of documents gone removed."""
+    held = {r[0] for r in conn.execute("SELECT chunk_id FROM kwdoc_passages")}
+    now = {r[0] for r in source.execute("SELECT id FROM documents")}
+    changed = changed | (now - held)  # and those never indexed
+    rows = [row for row in docs_fts.document_rows(source) if row[0] in changed]
+    gone = sorted(held - now)
+    with conn.transaction():
+        keyword.remove_chunks(conn, gone, keyword.DOCUMENTS)
+    for at in range(0, len(rows), COPY_BATCH):
+        with conn.transaction():
+            keyword.add_index_rows(conn, rows[at : at + COPY_BATCH], keyword.DOCUMENTS)
 
 
 def write(conn: psycopg.Connection, rows: Sequence[tuple[int, int, str, str]]) -> None:

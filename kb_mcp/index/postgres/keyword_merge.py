@@ -37,12 +37,13 @@ from typing import TYPE_CHECKING
 
 import psycopg
 
+from kb_mcp.index.postgres.keyword import PASSAGES, KeywordTables
 from kb_mcp.index.postings import DELTA_MIN, DELTA_SHARE, PART_PASSAGES
 
 if TYPE_CHECKING:
     import numpy as np
 
-# The advisory lock one merge at a time holds (any fixed number; the keyword index's).
+# The advisory lock one merge at a time holds, with the tables' ``lock_id``.
 MERGE_LOCK = 0x6B62_6B77  # "kbkw"
 # Part rows written per transaction while a merge writes its generation.
 WRITE_BATCH = 2_000
@@ -51,43 +52,55 @@ COUNT_MAX = 0xFFFF  # a packed count is a uint16, as in the SQLite segment
 CURSOR_ROWS = 10_000
 
 
-def merge_due(conn: psycopg.Connection, delta_min: int = DELTA_MIN) -> bool:
+def merge_due(
+    conn: psycopg.Connection, delta_min: int = DELTA_MIN, tables: KeywordTables = PASSAGES
+) -> bool:
     """Whether the delta has outgrown its share of the live generation."""
-    recent = conn.execute("SELECT COUNT(*) FROM kw_passages WHERE NOT merged").fetchone()[0]
-    row = conn.execute("SELECT length(lengths) / 4 FROM kw_segment").fetchone()
+    recent = conn.execute(
+        tables.sql("SELECT COUNT(*) FROM kw_passages WHERE NOT merged")
+    ).fetchone()[0]
+    row = conn.execute(tables.sql("SELECT length(lengths) / 4 FROM kw_segment")).fetchone()
     merged = row[0] if row else 0
     return recent > max(delta_min, DELTA_SHARE * merged)
 
 
 def merge(
-    connect: Callable[[], psycopg.Connection], part_passages: int = PART_PASSAGES
+    connect: Callable[[], psycopg.Connection],
+    part_passages: int = PART_PASSAGES,
+    tables: KeywordTables = PASSAGES,
 ) -> int | None:
     """Write the next generation from the live one and the delta and switch to it; the
     passages it holds, or None when another merge is under way or switched first.
     ``connect`` opens a new autocommit connection (two are used, then closed)."""
     with connect() as reader, connect() as writer:
-        if not reader.execute("SELECT pg_try_advisory_lock(%s)", (MERGE_LOCK,)).fetchone()[0]:
+        if not reader.execute(
+            "SELECT pg_try_advisory_lock(%s, %s)", (MERGE_LOCK, tables.lock_id)
+        ).fetchone()[0]:
             return None
         try:
             writer.execute(
-                "DELETE FROM kw_parts WHERE gen <> "
-                "COALESCE((SELECT generation FROM kw_segment), -1)"
+                tables.sql(
+                    "DELETE FROM kw_parts WHERE gen <> "
+                    "COALESCE((SELECT generation FROM kw_segment), -1)"
+                )
             )  # a dead merge's half generation
             with reader.transaction():
                 reader.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                plan = _plan(reader)
+                plan = _plan(reader, tables)
                 _write_generation(reader, writer, plan, part_passages)
             if not _switch(writer, plan):
-                writer.execute("DELETE FROM kw_parts WHERE gen = %s", (plan.new_gen,))
+                writer.execute(tables.sql("DELETE FROM kw_parts WHERE gen = %s"), (plan.new_gen,))
                 return None
-            writer.execute("DELETE FROM kw_parts WHERE gen < %s", (plan.new_gen,))
+            writer.execute(tables.sql("DELETE FROM kw_parts WHERE gen < %s"), (plan.new_gen,))
             writer.execute(
-                "DELETE FROM kw_recent r USING kw_passages p "
-                "WHERE p.chunk_id = r.chunk_id AND p.merged"
+                tables.sql(
+                    "DELETE FROM kw_recent r USING kw_passages p "
+                    "WHERE p.chunk_id = r.chunk_id AND p.merged"
+                )
             )
             return len(plan.chunk_ids)
         finally:
-            reader.execute("SELECT pg_advisory_unlock(%s)", (MERGE_LOCK,))
+            reader.execute("SELECT pg_advisory_unlock(%s, %s)", (MERGE_LOCK, tables.lock_id))
 
 
 @dataclass(slots=True)
@@ -95,6 +108,7 @@ class _Plan:
     """What the snapshot read: the generations, the new passage arrays, and where each
     old position and delta passage goes in them."""
 
+    tables: KeywordTables
     old_gen: int | None
     new_gen: int
     chunk_ids: np.ndarray
@@ -108,13 +122,13 @@ class _Plan:
     dead: list[tuple[int, int]]  # (chunk_id, dseq) the snapshot saw
 
 
-def _plan(conn: psycopg.Connection) -> _Plan:
+def _plan(conn: psycopg.Connection, tables: KeywordTables) -> _Plan:
     import numpy as np
 
     row = conn.execute(
-        "SELECT generation, chunk_ids, doc_ids, lengths, seqs FROM kw_segment"
+        tables.sql("SELECT generation, chunk_ids, doc_ids, lengths, seqs FROM kw_segment")
     ).fetchone()
-    newest = conn.execute("SELECT COALESCE(MAX(gen), 0) FROM kw_parts").fetchone()[0]
+    newest = conn.execute(tables.sql("SELECT COALESCE(MAX(gen), 0) FROM kw_parts")).fetchone()[0]
     if row is None:
         old_gen = None
         old = [np.zeros(0, dtype=np.int64)] * 2 + [np.zeros(0, np.uint32), np.zeros(0, np.int64)]
@@ -126,10 +140,12 @@ def _plan(conn: psycopg.Connection) -> _Plan:
             np.frombuffer(row[3], "<u4"),
             np.frombuffer(row[4], "<i8"),
         ]
-    dead = [tuple(r) for r in conn.execute("SELECT chunk_id, dseq FROM kw_dead")]
+    dead = [tuple(r) for r in conn.execute(tables.sql("SELECT chunk_id, dseq FROM kw_dead"))]
     recent = conn.execute(
-        "SELECT chunk_id, document_id, head_tokens + body_tokens, seq FROM kw_passages "
-        "WHERE NOT merged ORDER BY chunk_id"
+        tables.sql(
+            "SELECT chunk_id, document_id, head_tokens + body_tokens, seq FROM kw_passages "
+            "WHERE NOT merged ORDER BY chunk_id"
+        )
     ).fetchall()
     recent_cols = [np.array(c, dtype=np.int64) for c in zip(*recent, strict=True)] or [
         np.zeros(0, dtype=np.int64)
@@ -148,6 +164,7 @@ def _plan(conn: psycopg.Connection) -> _Plan:
         return np.concatenate([old_column[live].astype(dtype), recent_column.astype(dtype)])[order]
 
     return _Plan(
+        tables,
         old_gen,
         max(old_gen or 0, newest) + 1,
         ids[order],
@@ -172,22 +189,23 @@ def _write_generation(
     for term, lists in _by_term(old, recent):
         batch.extend(_parts(plan.new_gen, term, lists, part_passages))
         if len(batch) >= WRITE_BATCH:
-            _copy_parts(writer, batch)
+            _copy_parts(writer, batch, plan.tables)
             batch.clear()
-    _copy_parts(writer, batch)
+    _copy_parts(writer, batch, plan.tables)
 
 
 _Lists = tuple["np.ndarray", "np.ndarray", "np.ndarray"]  # new positions, head, body counts
 
 
 def _old_lists(conn: psycopg.Connection, plan: _Plan) -> Iterator[tuple[str, _Lists]]:
+    tables = plan.tables
     """The live generation's lists in term order, moved to the new positions."""
     import numpy as np
 
     cursor = conn.cursor(name="kw_merge_old")
     cursor.itersize = CURSOR_ROWS
     cursor.execute(
-        "SELECT term, ids, head, body FROM kw_parts WHERE gen = %s ORDER BY term, part",
+        tables.sql("SELECT term, ids, head, body FROM kw_parts WHERE gen = %s ORDER BY term, part"),
         (plan.old_gen,),
     )
     all_live = bool((plan.old_to_new >= 0).all())
@@ -212,15 +230,18 @@ _PART_TYPES = ((1, "<u4"), (2, "<u2"), (3, "<u2"))  # ids, head, body of a part'
 
 
 def _recent_lists(conn: psycopg.Connection, plan: _Plan) -> Iterator[tuple[str, _Lists]]:
+    tables = plan.tables
     """The delta's rows in term order, at their new positions (ascending, as chunk ids)."""
     import numpy as np
 
     cursor = conn.cursor(name="kw_merge_recent")
     cursor.itersize = CURSOR_ROWS
     cursor.execute(
-        "SELECT r.term, r.chunk_id, r.head, r.body FROM kw_recent r "
-        "JOIN kw_passages p ON p.chunk_id = r.chunk_id WHERE NOT p.merged "
-        "ORDER BY r.term, r.chunk_id"
+        tables.sql(
+            "SELECT r.term, r.chunk_id, r.head, r.body FROM kw_recent r "
+            "JOIN kw_passages p ON p.chunk_id = r.chunk_id WHERE NOT p.merged "
+            "ORDER BY r.term, r.chunk_id"
+        )
     )
     for term, rows in itertools.groupby(cursor, key=lambda r: r[0]):
         cols = list(zip(*rows, strict=True))
@@ -270,28 +291,33 @@ def _parts(gen: int, term: str, lists: list[_Lists], part_passages: int) -> Iter
         )
 
 
-def _copy_parts(conn: psycopg.Connection, rows: list[tuple]) -> None:
+def _copy_parts(conn: psycopg.Connection, rows: list[tuple], tables: KeywordTables) -> None:
     if not rows:
         return
     with (
         conn.transaction(),
-        conn.cursor().copy("COPY kw_parts(gen, term, part, ids, head, body) FROM STDIN") as copy,
+        conn.cursor().copy(
+            tables.sql("COPY kw_parts(gen, term, part, ids, head, body) FROM STDIN")
+        ) as copy,
     ):
         for row in rows:
             copy.write_row(row)
 
 
 def _switch(conn: psycopg.Connection, plan: _Plan) -> bool:
+    tables = plan.tables
     """Step 2 (see the module): False when another merge switched since the snapshot."""
     with conn.transaction():
-        row = conn.execute("SELECT generation FROM kw_segment FOR UPDATE").fetchone()
+        row = conn.execute(tables.sql("SELECT generation FROM kw_segment FOR UPDATE")).fetchone()
         if (row[0] if row else None) != plan.old_gen:
             return False
         conn.execute(
-            "INSERT INTO kw_segment(id, generation, chunk_ids, doc_ids, lengths, seqs) "
-            "VALUES (1, %s, %s, %s, %s, %s) ON CONFLICT (id) DO UPDATE SET "
-            "generation = excluded.generation, chunk_ids = excluded.chunk_ids, "
-            "doc_ids = excluded.doc_ids, lengths = excluded.lengths, seqs = excluded.seqs",
+            tables.sql(
+                "INSERT INTO kw_segment(id, generation, chunk_ids, doc_ids, lengths, seqs) "
+                "VALUES (1, %s, %s, %s, %s, %s) ON CONFLICT (id) DO UPDATE SET "
+                "generation = excluded.generation, chunk_ids = excluded.chunk_ids, "
+                "doc_ids = excluded.doc_ids, lengths = excluded.lengths, seqs = excluded.seqs"
+            ),
             (
                 plan.new_gen,
                 plan.chunk_ids.astype("<i8").tobytes(),
@@ -301,14 +327,18 @@ def _switch(conn: psycopg.Connection, plan: _Plan) -> bool:
             ),
         )
         conn.execute(
-            "DELETE FROM kw_dead d USING unnest(%s::bigint[], %s::bigint[]) AS i(c, s) "
-            "WHERE d.chunk_id = i.c AND d.dseq = i.s",
+            tables.sql(
+                "DELETE FROM kw_dead d USING unnest(%s::bigint[], %s::bigint[]) AS i(c, s) "
+                "WHERE d.chunk_id = i.c AND d.dseq = i.s"
+            ),
             ([d[0] for d in plan.dead], [d[1] for d in plan.dead]),
         )
         conn.execute(
-            "UPDATE kw_passages p SET merged = true "
-            "FROM unnest(%s::bigint[], %s::bigint[]) AS i(c, s) "
-            "WHERE p.chunk_id = i.c AND p.seq = i.s",
+            tables.sql(
+                "UPDATE kw_passages p SET merged = true "
+                "FROM unnest(%s::bigint[], %s::bigint[]) AS i(c, s) "
+                "WHERE p.chunk_id = i.c AND p.seq = i.s"
+            ),
             (plan.recent_ids.tolist(), plan.recent_seqs.tolist()),
         )
     return True

@@ -71,8 +71,19 @@ class PostgresKeywordIndex:
     search within a write) that transaction is the snapshot.
     """
 
-    def __init__(self, connection: Callable[[], psycopg.Connection]) -> None:
+    def __init__(
+        self,
+        connection: Callable[[], psycopg.Connection],
+        tables: keyword.KeywordTables = keyword.PASSAGES,
+    ) -> None:
         self.connection = connection
+        self.tables = tables
+        # The whole documents' index beside the passages' (``best_documents``).
+        self._documents = (
+            PostgresKeywordIndex(connection, keyword.DOCUMENTS)
+            if tables == keyword.PASSAGES
+            else None
+        )
         self._local = threading.local()
         self._kept = term_lists.TermLists()
         self._segment_lock = threading.Lock()
@@ -96,7 +107,7 @@ class PostgresKeywordIndex:
     def chunk_count(self) -> int:
         """The passages indexed (the statistics' row count: one per chunk)."""
         with self._snapshot() as conn:
-            return keyword.read_totals(conn)[0]
+            return keyword.read_totals(conn, self.tables)[0]
 
     def per_version(self, name: str, build: Callable[[], T]) -> T:
         """``build()``: nothing derived is kept across searches (see the module)."""
@@ -141,6 +152,16 @@ class PostgresKeywordIndex:
         keys = self._required_keys(units_of(expression))
         only = None if essential is None else self._required_keys(units_of(essential))
         return self._best_per_document(keys, documents, source_id, only)
+
+    def best_documents(
+        self, expression: str, documents: int, source_id: int | None = None
+    ) -> list[tuple[int, float]]:
+        """``(document_id, -bm25)`` of the first ``documents`` documents ranked as wholes
+        (``index/docs_fts.py``), from the documents' tables; with ``source_id`` only
+        documents that source holds."""
+        if self._documents is None:
+            raise ValueError("best_documents is asked of the passages' index")  # a bug
+        return self._documents.best_per_document(expression, documents, source_id)
 
     def best_passage_of(self, expression: str, document_ids: Sequence[int]) -> dict[int, int]:
         """Document id → chunk id of its best passage for ``expression``."""
@@ -214,8 +235,10 @@ class PostgresKeywordIndex:
                     [
                         r[0]
                         for r in conn.execute(
-                            "SELECT document_id FROM locations WHERE source_id = %s "
-                            "AND document_id IS NOT NULL",
+                            self.tables.sql(
+                                "SELECT document_id FROM locations WHERE source_id = %s "
+                                "AND document_id IS NOT NULL"
+                            ),
                             (source_id,),
                         )
                     ],
@@ -275,7 +298,10 @@ class PostgresKeywordIndex:
             return cached
         with self._segment_lock:
             row = conn.execute(
-                "SELECT chunk_ids, doc_ids, lengths FROM kw_segment WHERE generation = %s", (gen,)
+                self.tables.sql(
+                    "SELECT chunk_ids, doc_ids, lengths FROM kw_segment WHERE generation = %s"
+                ),
+                (gen,),
             ).fetchone()
             if row is None:
                 return None
@@ -299,7 +325,7 @@ class PostgresKeywordIndex:
             cached = self._segment_cache
             guess = cached.gen if cached is not None else -1
             missing = self._kept.missing(guess, unique)
-            row = conn.execute(_READ, (unique, guess, missing)).fetchone()
+            row = conn.execute(self.tables.sql(_READ), (unique, guess, missing)).fetchone()
             gen = row[0]
             if gen is None:
                 return _Found(row, None, {})
