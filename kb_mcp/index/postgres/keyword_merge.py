@@ -198,14 +198,15 @@ _Lists = tuple["np.ndarray", "np.ndarray", "np.ndarray"]  # new positions, head,
 
 
 def _old_lists(conn: psycopg.Connection, plan: _Plan) -> Iterator[tuple[str, _Lists]]:
-    tables = plan.tables
     """The live generation's lists in term order, moved to the new positions."""
     import numpy as np
 
-    cursor = conn.cursor(name="kw_merge_old")
+    cursor = conn.cursor(name="kw_merge_old", binary=True)
     cursor.itersize = CURSOR_ROWS
     cursor.execute(
-        tables.sql("SELECT term, ids, head, body FROM kw_parts WHERE gen = %s ORDER BY term, part"),
+        plan.tables.sql(
+            "SELECT term, ids, head, body FROM kw_parts WHERE gen = %s ORDER BY term, part"
+        ),
         (plan.old_gen,),
     )
     all_live = bool((plan.old_to_new >= 0).all())
@@ -230,25 +231,34 @@ _PART_TYPES = ((1, "<u4"), (2, "<u2"), (3, "<u2"))  # ids, head, body of a part'
 
 
 def _recent_lists(conn: psycopg.Connection, plan: _Plan) -> Iterator[tuple[str, _Lists]]:
-    tables = plan.tables
-    """The delta's rows in term order, at their new positions (ascending, as chunk ids)."""
+    """The delta's lists in term order, at their new positions (ascending, as chunk ids).
+
+    Grouped and packed by the server (``string_agg`` of each value's binary form): a
+    row per term, not per posting. At 93k delta passages (9.8M rows) reading a row per
+    posting into Python did not end within 90 s."""
     import numpy as np
 
-    cursor = conn.cursor(name="kw_merge_recent")
+    cursor = conn.cursor(name="kw_merge_recent", binary=True)
     cursor.itersize = CURSOR_ROWS
     cursor.execute(
-        tables.sql(
-            "SELECT r.term, r.chunk_id, r.head, r.body FROM kw_recent r "
-            "JOIN kw_passages p ON p.chunk_id = r.chunk_id WHERE NOT p.merged "
-            "ORDER BY r.term, r.chunk_id"
+        plan.tables.sql(
+            "SELECT r.term, string_agg(int8send(r.chunk_id), ''::bytea ORDER BY r.chunk_id), "
+            "string_agg(int4send(r.head), ''::bytea ORDER BY r.chunk_id), "
+            "string_agg(int4send(r.body), ''::bytea ORDER BY r.chunk_id) "
+            "FROM kw_recent r JOIN kw_passages p ON p.chunk_id = r.chunk_id "
+            "WHERE NOT p.merged GROUP BY r.term ORDER BY r.term"
         )
     )
-    for term, rows in itertools.groupby(cursor, key=lambda r: r[0]):
-        cols = list(zip(*rows, strict=True))
-        at = np.searchsorted(plan.recent_ids, np.array(cols[1], dtype=np.int64))
-        head = np.minimum(np.array(cols[2], dtype=np.int64), COUNT_MAX)
-        body = np.minimum(np.array(cols[3], dtype=np.int64), COUNT_MAX)
-        yield term, (plan.recent_to_new[at], head, body)
+    for term, ids, head, body in cursor:
+        at = np.searchsorted(plan.recent_ids, np.frombuffer(ids, ">i8"))
+        yield (
+            term,
+            (
+                plan.recent_to_new[at],
+                np.minimum(np.frombuffer(head, ">i4"), COUNT_MAX),
+                np.minimum(np.frombuffer(body, ">i4"), COUNT_MAX),
+            ),
+        )
 
 
 def _by_term(
@@ -305,8 +315,8 @@ def _copy_parts(conn: psycopg.Connection, rows: list[tuple], tables: KeywordTabl
 
 
 def _switch(conn: psycopg.Connection, plan: _Plan) -> bool:
-    tables = plan.tables
     """Step 2 (see the module): False when another merge switched since the snapshot."""
+    tables = plan.tables
     with conn.transaction():
         row = conn.execute(tables.sql("SELECT generation FROM kw_segment FOR UPDATE")).fetchone()
         if (row[0] if row else None) != plan.old_gen:
