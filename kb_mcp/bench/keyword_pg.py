@@ -123,7 +123,7 @@ GROW_BATCH = 1_000
 def grow(home: Path, url: str, target: int, budget_s: float) -> list[str]:
     """Scale mode: add copies of the library's passages (same text, new chunk and
     document ids) to the keyword index in ``url`` until it holds ``target`` or
-    ``budget_s`` has passed, then merge; resumable, so a large index is built by several
+    ``budget_s`` has passed, then merge (when due); resumable, so a large index is built by several
     runs of a few minutes each. The figures are latency and size, not equality: a
     repeated corpus is not a library's."""
     with tempfile.TemporaryDirectory() as folder:
@@ -147,9 +147,10 @@ def grow(home: Path, url: str, target: int, budget_s: float) -> list[str]:
             have += len(batch)
         load_s = time.perf_counter() - started
         lines = [f"added {have - before} passages in {load_s:.1f} s; the index holds {have}"]
-        start = time.perf_counter()
-        merged = keyword_merge.merge(lambda: psycopg.connect(url, autocommit=True))
-        lines.append(f"merged {merged} passages in {time.perf_counter() - start:.1f} s")
+        if keyword_merge.merge_due(conn):
+            start = time.perf_counter()
+            merged = keyword_merge.merge(lambda: psycopg.connect(url, autocommit=True))
+            lines.append(f"merged {merged} passages in {time.perf_counter() - start:.1f} s")
         sizes = keyword_copy.table_sizes(conn)
         lines.append("sizes: " + ", ".join(f"{t} {b / 1e6:.0f} MB" for t, b in sizes.items()))
     return lines

@@ -23,7 +23,7 @@ lock; a second merge finds it taken and returns):
    ``dseq``, so it stays hidden in the new generation, and its rewrite stays in the
    delta. The checks are row-level, so writers keep writing throughout.
 3. **Cleanup**: the old generation's parts and the merged passages' delta rows are
-   deleted (readers in an older snapshot still see them: MVCC).
+   deleted (readers in an older snapshot still see them: MVCC), and the delta vacuumed.
 
 A merge that dies leaves its half generation behind, which the next one deletes first.
 """
@@ -98,6 +98,12 @@ def merge(
                     "WHERE p.chunk_id = r.chunk_id AND p.merged"
                 )
             )
+            # The delta's deleted rows stay in its b-tree until vacuumed, and every search
+            # looks its terms up there: at 100k passages, just after a merge of 93k
+            # (9.8M rows deleted), SciFact questions took 35 / 96 ms p50 / p95, and
+            # 12 / 27 ms once autovacuum had passed. A role that may not vacuum gets a
+            # warning, and autovacuum does it later.
+            writer.execute(tables.sql("VACUUM (ANALYZE) kw_recent, kw_passages, kw_parts"))
             return len(plan.chunk_ids)
         finally:
             reader.execute("SELECT pg_advisory_unlock(%s, %s)", (MERGE_LOCK, tables.lock_id))
