@@ -20,7 +20,7 @@ import shutil
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +28,7 @@ import psycopg
 
 from kb_mcp.bench.beir import load_beir
 from kb_mcp.index.fts import FtsIndex
-from kb_mcp.index.postgres import keyword_copy, keyword_merge
+from kb_mcp.index.postgres import keyword, keyword_copy, keyword_merge
 from kb_mcp.index.postgres.keyword_reader import PostgresKeywordIndex
 from kb_mcp.search.query import parse_query
 from kb_mcp.store.db import Database
@@ -42,14 +42,17 @@ class Comparison:
 
     questions: int
     different: list[str]  # questions whose top chunk ids differ
+    documents_different: list[str]  # questions whose top documents (as wholes) differ
     max_score_difference: float
     sqlite_ms: list[float]
     postgres_ms: list[float]
 
 
 def compare(fts: FtsIndex, pg: PostgresKeywordIndex, questions: Sequence[str]) -> Comparison:
-    """Each question's top ``TOP`` (best passage per document) from both engines."""
+    """Each question's top ``TOP`` from both engines: best passage per document (the
+    keyword leg, timed) and documents ranked as wholes (the document leg's index)."""
     different: list[str] = []
+    documents_different: list[str] = []
     worst = 0.0
     sqlite_ms: list[float] = []
     postgres_ms: list[float] = []
@@ -61,12 +64,17 @@ def compare(fts: FtsIndex, pg: PostgresKeywordIndex, questions: Sequence[str]) -
         units = query.match_units()
         want = _timed(sqlite_ms, lambda e=expression: fts.best_per_document(e, TOP))
         got = _timed(postgres_ms, lambda u=units: pg.segment_best_per_document(u, TOP))
-        if got is None or [c for c, _ in got] != [c for c, _ in want]:
-            different.append(text)
-            continue
-        for (_, a), (_, b) in zip(got, want, strict=True):
-            worst = max(worst, abs(a - b))
-    return Comparison(len(sqlite_ms), different, worst, sqlite_ms, postgres_ms)
+        pairs = [
+            (got, want),
+            (pg.best_documents(expression, TOP), fts.best_documents(expression, TOP)),
+        ]
+        for (found, expected), wrong in zip(pairs, (different, documents_different), strict=True):
+            if found is None or [c for c, _ in found] != [c for c, _ in expected]:
+                wrong.append(text)
+                continue
+            for (_, a), (_, b) in zip(found, expected, strict=True):
+                worst = max(worst, abs(a - b))
+    return Comparison(len(sqlite_ms), different, documents_different, worst, sqlite_ms, postgres_ms)
 
 
 def _timed(into: list[float], call: Callable[[], object]) -> object:
@@ -84,17 +92,17 @@ def _percentiles(ms: list[float]) -> str:
 
 def report(name: str, result: Comparison) -> str:
     return (
-        f"{name}: {result.questions} questions, top {TOP} different: {len(result.different)}, "
+        f"{name}: {result.questions} questions, top {TOP} different: {len(result.different)} "
+        f"(documents as wholes: {len(result.documents_different)}), "
         f"largest score difference {result.max_score_difference:.2e}; "
         f"sqlite fts5 {_percentiles(result.sqlite_ms)}; "
         f"postgres {_percentiles(result.postgres_ms)}"
     )
 
 
-def run(home: Path, dataset: Path, split: str, url: str, limit: int | None) -> list[str]:
-    """The bench over one split; its report lines."""
+def run(home: Path, dataset: Path, split: str, url: str, limit: int | None) -> Iterator[str]:
+    """The bench over one split; its report lines, each as soon as it is measured."""
     questions = [q.text for q in load_beir(dataset, split).queries][:limit]
-    lines = []
     with tempfile.TemporaryDirectory() as folder:
         db = _library_copy(home, Path(folder))
         fts = FtsIndex(db)
@@ -104,15 +112,17 @@ def run(home: Path, dataset: Path, split: str, url: str, limit: int | None) -> l
             start = time.perf_counter()
             _gone, added = keyword_copy.mirror(db.conn, conn)
             load_s = time.perf_counter() - start
-            lines.append(f"loaded {added} passages in {load_s:.1f} s ({added / load_s:.0f}/s)")
+            yield f"loaded {added} passages in {load_s:.1f} s ({added / load_s:.0f}/s)"
             pg = PostgresKeywordIndex(lambda: conn)
-            lines.append(report("delta only", compare(fts, pg, questions)))
+            yield report("delta only", compare(fts, pg, questions))
             start = time.perf_counter()
             merged = keyword_merge.merge(lambda: psycopg.connect(url, autocommit=True))
-            lines.append(f"merged {merged} passages in {time.perf_counter() - start:.1f} s")
-            lines.append(report("merged", compare(fts, pg, questions)))
+            yield f"merged {merged} passages in {time.perf_counter() - start:.1f} s"
+            keyword_merge.merge(
+                lambda: psycopg.connect(url, autocommit=True), tables=keyword.DOCUMENTS
+            )
+            yield report("merged", compare(fts, pg, questions))
         db.close()
-    return lines
 
 
 # Scale mode: copy k of a passage has ids shifted by k × this (chunk and document ids).

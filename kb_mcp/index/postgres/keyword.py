@@ -45,8 +45,9 @@ meanwhile is neither lost nor shown twice (``keyword_merge.py`` says how). Chunk
 identity values, never reused, which is what lets a tombstone name a passage by its id.
 
 A reader (``keyword_reader.py``) reads the live generation, the tombstones, the totals
-and its terms' delta rows in one REPEATABLE READ snapshot, so a merge landing mid-search
-cannot mix generations.
+and its terms' lists and delta rows in one statement, so a merge landing mid-search
+cannot mix generations. The whole documents' index (``docs_fts`` in the SQLite store)
+is the same tables under the prefix ``kwdoc_`` (``KeywordTables``).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The read side of the PostgreSQL keyword index: ``FtsIndex``'s search methods, same scores.
 
-A search reads, in one REPEATABLE READ snapshot (``keyword.py`` says why): the live
+A search reads in ONE statement (one snapshot, one round trip; ``_read``): the live
 generation's number (its passage arrays are read once per generation and kept), the
-statistics, the tombstones, its terms' packed lists (kept decoded per generation,
-``index/term_lists.py``) and its terms' delta rows. It scores them with
+statistics, the tombstones, its terms' delta rows and those of its terms' packed lists
+not kept yet (kept decoded per generation, ``index/term_lists.py``). It scores them with
 ``index/bm25.py`` phrase by phrase in query order, as FTS5's C code sums them, and picks
 the best passage per document with ``index/topk.py`` in FTS5's order (``round(-bm25,
 9)``, then chunk id): the SQLite store's functions, so both stores rank alike.
@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
@@ -52,6 +51,15 @@ class _Segment:
     chunk_ids: np.ndarray  # ascending
     doc_ids: np.ndarray
     lengths: np.ndarray  # float64: bm25 reads them as such
+    _norm: tuple[float, np.ndarray] | None = None
+
+    def norm(self, avgdl: float) -> np.ndarray:
+        """``bm25.length_norm`` of every passage, kept while ``avgdl`` holds (a write
+        moves it; at 1M passages it is a pass over 8 MB per search otherwise)."""
+        kept = self._norm
+        if kept is None or kept[0] != avgdl:
+            kept = self._norm = (avgdl, length_norm(self.lengths, avgdl))
+        return kept[1]
 
 
 @dataclass(slots=True)
@@ -66,25 +74,28 @@ class _Scored:
 class PostgresKeywordIndex:
     """``FtsIndex``'s search surface over the PostgreSQL keyword tables.
 
-    ``connection`` returns this thread's psycopg connection (autocommit between
-    transactions, as the store's engine keeps them); inside a transaction already (a
-    search within a write) that transaction is the snapshot.
+    ``connection`` returns this thread's psycopg connection; a search's reads are one
+    statement, so it reads one snapshot in autocommit or inside a transaction alike.
+    ``stamp`` returns a value that changes whenever the database does (the engine's
+    ``change_stamp``): what ``per_version`` builds is kept while it holds.
     """
 
     def __init__(
         self,
         connection: Callable[[], psycopg.Connection],
         tables: keyword.KeywordTables = keyword.PASSAGES,
+        stamp: Callable[[], object] | None = None,
     ) -> None:
         self.connection = connection
         self.tables = tables
+        self.stamp = stamp
+        self._derived: tuple[object, dict[str, object]] = (None, {})
         # The whole documents' index beside the passages' (``best_documents``).
         self._documents = (
             PostgresKeywordIndex(connection, keyword.DOCUMENTS)
             if tables == keyword.PASSAGES
             else None
         )
-        self._local = threading.local()
         self._kept = term_lists.TermLists()
         self._segment_lock = threading.Lock()
         self._segment_cache: _Segment | None = None
@@ -106,20 +117,28 @@ class PostgresKeywordIndex:
 
     def chunk_count(self) -> int:
         """The passages indexed (the statistics' row count: one per chunk)."""
-        with self._snapshot() as conn:
-            return keyword.read_totals(conn, self.tables)[0]
+        return keyword.read_totals(self.connection(), self.tables)[0]
 
     def per_version(self, name: str, build: Callable[[], T]) -> T:
-        """``build()``: nothing derived is kept across searches (see the module)."""
-        return build()
+        """``build()``, kept under ``name`` while ``stamp()`` is unchanged (without a
+        ``stamp``, built every time)."""
+        if self.stamp is None:
+            return build()
+        stamp = self.stamp()
+        held, derived = self._derived
+        if held != stamp:
+            derived = {}
+            self._derived = (stamp, derived)
+        if name not in derived:
+            derived[name] = build()
+        return derived[name]  # type: ignore[return-value]
 
     def doc_frequencies(self, terms: Iterable[str]) -> dict[str, int]:
         """How many passages hold each term (terms held by none are absent)."""
         unique = sorted(set(terms))
         if not unique:
             return {}
-        with self._snapshot() as conn:
-            found = self._read(conn, unique)
+        found = self._read(self.connection(), unique)
         return {t: found.df(t) for t in unique if found.df(t)}
 
     def segment_best_per_document(
@@ -227,23 +246,21 @@ class PostgresKeywordIndex:
 
         if not keys:
             return None
-        with self._snapshot() as conn:
-            found = self._read(conn, keys)
-            allowed = None
-            if source_id is not None:
-                allowed = np.array(
-                    [
-                        r[0]
-                        for r in conn.execute(
-                            self.tables.sql(
-                                "SELECT document_id FROM locations WHERE source_id = %s "
-                                "AND document_id IS NOT NULL"
-                            ),
-                            (source_id,),
-                        )
-                    ],
-                    dtype=np.int64,
-                )
+        conn = self.connection()
+        found = self._read(conn, keys)
+        allowed = None
+        if source_id is not None:
+            allowed = np.array(
+                [
+                    r[0]
+                    for r in conn.execute(
+                        "SELECT document_id FROM locations WHERE source_id = %s "
+                        "AND document_id IS NOT NULL",
+                        (source_id,),
+                    )
+                ],
+                dtype=np.int64,
+            )
         if found.rows == 0:
             return None
         segment = found.segment
@@ -281,12 +298,6 @@ class PostgresKeywordIndex:
         return _Scored(chunk_ids, doc_ids, scores)
 
     # -- reads -------------------------------------------------------------------------
-
-    @contextmanager
-    def _snapshot(self) -> Iterator[psycopg.Connection]:
-        """This thread's connection for a read that needs more than one statement (the
-        source filter, the totals alone); a search's own reads are one statement."""
-        yield self.connection()
 
     def _segment(self, conn: psycopg.Connection, gen: int) -> _Segment | None:
         """Generation ``gen``'s arrays (read again only when a merge made a new one), or
@@ -408,7 +419,7 @@ class _Found:
         self.rows = rows
         self.segment = segment
         self.lists = lists
-        self.norm = length_norm(segment.lengths, avgdl) if segment is not None else np.zeros(0)
+        self.norm = segment.norm(avgdl) if segment is not None else np.zeros(0)
         self.dead = np.zeros(0, dtype=np.int64)
         if segment is not None and row[4]:
             gone = np.array(row[4], dtype=np.int64)
