@@ -138,6 +138,22 @@ def test_a_scoped_search_ranks_the_sources_documents_as_fts5(
     assert index.best_per_document('"keyword"', 10, source_id=source_id + 1) == []
 
 
+def test_a_word_fts5_splits_in_two_is_no_error(library: Library, pg: psycopg.Connection) -> None:
+    """A Latin word with a character FTS5's tables do not know (``ᦰ``) is a two-token
+    phrase the postings cannot key: the search leaves it out, and as no passage holds
+    it the ranking is FTS5's still."""
+    keyword_copy.mirror(library.db.conn, pg)
+    index = PostgresKeywordIndex(lambda: pg)
+    query = parse_query("keyword abᦰcd search")
+    expression = query.match_expression()
+    assert expression is not None
+    assert index.segment_best_per_document(query.match_units(), 10) is None
+    want = library.fts.best_per_document(expression, 10)
+    got = index.best_per_document(expression, 10)
+    assert want and [c for c, _ in got] == [c for c, _ in want]
+    assert [s for _, s in got] == pytest.approx([s for _, s in want], abs=1e-9)
+
+
 def test_deletes_and_re_adds_rank_as_fts5(
     library: Library, pg: psycopg.Connection, postgres_url: str, tmp_path: Path
 ) -> None:
