@@ -115,6 +115,22 @@ def test_ranks_as_fts5_from_the_delta_and_after_a_merge(
     assert top == library.fts.best_per_document(expression, 1)
 
 
+def test_a_refresh_merges_each_index_when_its_delta_is_due(
+    library: Library, pg: psycopg.Connection, postgres_url: str
+) -> None:
+    """``refresh_segment`` (called after a sync, as on SQLite) merges the passages' and
+    the documents' deltas once they are due, and not before."""
+    keyword_copy.mirror(library.db.conn, pg)
+    index = PostgresKeywordIndex(lambda: pg, connect=lambda: _connect(postgres_url))
+    chunks = library.fts.chunk_count()
+    assert index.refresh_segment(delta_min=chunks) is None  # not due: nothing merged
+    assert pg.execute("SELECT COUNT(*) FROM kw_passages WHERE merged").fetchone()[0] == 0
+    assert index.refresh_segment(delta_min=0) == chunks
+    assert pg.execute("SELECT COUNT(*) FROM kwdoc_passages WHERE NOT merged").fetchone()[0] == 0
+    assert index.integrity_problem() is None
+    assert _differences(library, pg) == []
+
+
 def test_a_scoped_search_ranks_the_sources_documents_as_fts5(
     library: Library, pg: psycopg.Connection
 ) -> None:
@@ -144,7 +160,7 @@ def test_a_word_fts5_splits_in_two_is_no_error(library: Library, pg: psycopg.Con
     it the ranking is FTS5's still."""
     keyword_copy.mirror(library.db.conn, pg)
     index = PostgresKeywordIndex(lambda: pg)
-    query = parse_query("keyword abᦰcd search")
+    query = parse_query("keyword qzxᦰvwj search")  # no note holds qzx or vwj
     expression = query.match_expression()
     assert expression is not None
     assert index.segment_best_per_document(query.match_units(), 10) is None

@@ -25,7 +25,7 @@ import psycopg
 from kb_mcp.index import term_lists, topk
 from kb_mcp.index.bm25 import bm25_idf, length_norm, segment_key, term_score
 from kb_mcp.index.columns import BODY_WEIGHT, HEAD_WEIGHT
-from kb_mcp.index.postgres import keyword, tokens
+from kb_mcp.index.postgres import keyword, keyword_merge, tokens
 
 if TYPE_CHECKING:
     import numpy as np
@@ -77,7 +77,8 @@ class PostgresKeywordIndex:
     ``connection`` returns this thread's psycopg connection; a search's reads are one
     statement, so it reads one snapshot in autocommit or inside a transaction alike.
     ``stamp`` returns a value that changes whenever the database does (the engine's
-    ``change_stamp``): what ``per_version`` builds is kept while it holds.
+    ``change_stamp``): what ``per_version`` builds is kept while it holds. ``connect``
+    opens a new autocommit connection, for ``refresh_segment``'s merges.
     """
 
     def __init__(
@@ -85,8 +86,10 @@ class PostgresKeywordIndex:
         connection: Callable[[], psycopg.Connection],
         tables: keyword.KeywordTables = keyword.PASSAGES,
         stamp: Callable[[], object] | None = None,
+        connect: Callable[[], psycopg.Connection] | None = None,
     ) -> None:
         self.connection = connection
+        self.connect = connect
         self.tables = tables
         self.stamp = stamp
         self._derived: tuple[object, dict[str, object]] = (None, {})
@@ -108,6 +111,35 @@ class PostgresKeywordIndex:
 
     def is_current(self) -> bool:
         return True
+
+    def invalidate(self) -> None:
+        """Nothing to forget: there is no stored representation version to rebuild from."""
+
+    def integrity_problem(self) -> str | None:
+        """How the kept statistics differ from the indexed rows (passages' or documents'
+        index), or None (``kb-mcp doctor``)."""
+        conn = self.connection()
+        for tables in (keyword.PASSAGES, keyword.DOCUMENTS):
+            problem = keyword.totals_problem(conn, tables)
+            if problem is not None:
+                return f"keyword index {problem}"
+        return None
+
+    def refresh_segment(
+        self, min_chunks: int | None = None, delta_min: int = keyword_merge.DELTA_MIN
+    ) -> int | None:
+        """Merge each index's delta when due (``keyword_merge.merge_due``); the passages
+        the passages' new generation holds, or None when it was not merged. Needs the
+        ``connect`` this index was made with (a merge opens two connections of its own).
+        ``min_chunks`` is the SQLite segment's threshold: here every library has one."""
+        if self.connect is None:
+            raise ValueError("refresh_segment needs an index made with connect")  # a bug
+        merged = None
+        for tables in (keyword.PASSAGES, keyword.DOCUMENTS):
+            if keyword_merge.merge_due(self.connection(), delta_min, tables):
+                count = keyword_merge.merge(self.connect, tables=tables)
+                merged = count if tables == keyword.PASSAGES else merged
+        return merged
 
     def tokens(self, text: str) -> list[str]:
         return tokens.text_tokens(text)
