@@ -27,9 +27,11 @@ from pathlib import Path
 import psycopg
 
 from kb_mcp.bench.beir import load_beir
+from kb_mcp.index import topk
+from kb_mcp.index.bm25 import bm25_idf, length_norm, segment_key, term_score
 from kb_mcp.index.fts import FtsIndex
 from kb_mcp.index.postgres import keyword, keyword_copy, keyword_merge
-from kb_mcp.index.postgres.keyword_reader import PostgresKeywordIndex
+from kb_mcp.index.postgres.keyword_reader import PRESELECT, PostgresKeywordIndex
 from kb_mcp.search.query import parse_query
 from kb_mcp.store.db import Database
 
@@ -185,6 +187,44 @@ def measure(dataset: Path, split: str, url: str, limit: int | None) -> str:
     )
 
 
+def simulate(dataset: Path, split: str, url: str, passages: int, limit: int | None) -> str:
+    """The scoring work of each question at ``passages`` passages, without a database:
+    each key's list drawn at random positions, as long as its document frequency in the
+    index at ``url`` scaled to ``passages``, then scored and ranked by the same calls as
+    a search (``bm25``, ``topk``). A floor for the latency at a size not built."""
+    import numpy as np
+
+    questions = [q.text for q in load_beir(dataset, split).queries][:limit]
+    rng = np.random.default_rng(1)
+    norm = length_norm(rng.integers(50, 400, passages).astype(np.float64), 200.0)
+    ids = np.arange(passages, dtype=np.int64)
+    ms: list[float] = []
+    with psycopg.connect(url, autocommit=True) as conn:
+        pg = PostgresKeywordIndex(lambda: conn)
+        scale = passages / pg.chunk_count()
+        for text in questions:
+            keys = [
+                key
+                for unit in parse_query(text).match_units()
+                if (key := segment_key(pg.query_tokens(unit))) is not None
+            ]
+            df = pg.doc_frequencies(keys)
+            lists = {
+                k: np.sort(rng.choice(passages, min(passages, int(n * scale)), replace=False))
+                for k, n in df.items()
+            }
+            start = time.perf_counter()
+            scores = np.zeros(passages)
+            for key in keys:
+                if key in lists:
+                    at = lists[key]
+                    scores[at] += term_score(bm25_idf(len(at), passages), 1.0, norm[at])
+            at = np.flatnonzero(scores)
+            topk.best_per_document(ids[at], ids[at], scores[at], TOP, PRESELECT)
+            ms.append((time.perf_counter() - start) * 1000)
+    return f"scoring alone at {passages} passages, {len(ms)} questions: {_percentiles(ms)}"
+
+
 def _library_copy(home: Path, folder: Path) -> Database:
     for name in ("kb.db", "path.key"):
         if (home / name).exists():
@@ -204,7 +244,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--database", help="scale mode: the database kept between runs")
     parser.add_argument("--budget", type=float, default=120.0, help="scale mode: seconds")
+    parser.add_argument(
+        "--simulate", type=int, help="with --database: the scoring alone at this many passages"
+    )
     args = parser.parse_args(argv)
+    if args.simulate is not None:
+        if args.database is None:
+            parser.error("--simulate needs --database (an index to take frequencies from)")
+        print(simulate(args.dataset, args.split, args.database, args.simulate, args.limit))
+        return 0
     if args.scale is not None:
         if args.database is None:
             parser.error("--scale needs --database (it grows over several runs)")
