@@ -106,6 +106,12 @@ def fill(conn: apsw.Connection) -> int:
     return count
 
 
+def document_rows(conn: apsw.Connection) -> Iterator[tuple[int, str, str]]:
+    """``(document_id, head, body)`` of every document, as ``fill`` indexes them (another
+    store's keyword index takes the same rows)."""
+    return _rows_from_chunks(conn)
+
+
 def _rows_from_chunks(conn: apsw.Connection) -> Iterator[tuple[int, str, str]]:
     """``(document_id, head, body)`` of every document, from its chunk rows (a document
     without any, an empty text, is indexed by its title, as ingestion does)."""

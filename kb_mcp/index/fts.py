@@ -31,7 +31,7 @@ from typing import TypeVar
 
 import apsw
 
-from kb_mcp.index import docs_fts, keyword_totals, postings
+from kb_mcp.index import bm25, docs_fts, keyword_totals, postings
 from kb_mcp.index.columns import BODY_WEIGHT, HEAD_WEIGHT, index_row
 from kb_mcp.index.textprep import FTS_TOKENIZER, TEXTPREP_VERSION, index_copy
 from kb_mcp.store.db import Database
@@ -296,7 +296,7 @@ class FtsIndex:
         not key."""
         keys = []
         for unit in units:
-            key = postings.segment_key(self.query_tokens(unit))
+            key = bm25.segment_key(self.query_tokens(unit))
             if key is None:
                 return None
             keys.append(key)

@@ -56,7 +56,6 @@ file so they cannot drift apart; the next cut is the reader into a module of its
 from __future__ import annotations
 
 import json
-import math
 import sys
 import threading
 import time
@@ -71,16 +70,19 @@ from typing import TYPE_CHECKING
 import apsw
 
 from kb_mcp.index import keyword_totals, term_lists, topk
+from kb_mcp.index.bm25 import (  # FTS5's formula, shared with the PostgreSQL store
+    bm25_idf,
+    length_norm,
+    passage_terms,
+    term_score,
+)
 from kb_mcp.index.columns import BODY_WEIGHT, HEAD_WEIGHT, index_row
-from kb_mcp.index.textprep import CJK_RUN, FTS_TOKENIZER
+from kb_mcp.index.textprep import FTS_TOKENIZER
 from kb_mcp.store.db import Database, read_snapshot
 
 if TYPE_CHECKING:  # numpy loads on first use: opening a library never waits for it
     import numpy as np
 
-# FTS5's bm25 constants (sqlite ext/fts5/fts5_aux.c): the score here is its own formula.
-BM25_K1 = 1.2
-BM25_B = 0.75
 # No segment below this many chunks: it costs a build (about 1.3 ms of CPU a passage: 132
 # s at 100k chunks, bench perf corpus) and disk (126 MB of postings at 100k), while at
 # 10k chunks a whole FTS5-path search takes 7–18 ms CPU p50 (bench perf). The keyword
@@ -112,39 +114,6 @@ BUILD_STALE_S = 120.0
 # Passages sorted per document wanted before the full sort is tried (``FtsIndex``'s
 # ``PASSAGES_PER_DOCUMENT`` reads 4 a document first; twice that covers SciFact's 1.2).
 PRESELECT = 8
-
-
-def bm25_idf(df: int, rows: int) -> float:
-    """FTS5's idf: ``log((N - n + 0.5) / (n + 0.5))``, clamped to 1e-6 when not positive."""
-    idf = math.log((rows - df + 0.5) / (df + 0.5))
-    return idf if idf > 0 else 1e-6
-
-
-def passage_terms(tokens: Sequence[str], text: str) -> Counter[str]:
-    """A column's terms and counts as the segment keys them: each token, and each pair of
-    adjacent one-character CJK tokens as ``"a b"`` (the bigram phrases of a query).
-    ``text`` is the column's index copy: without a CJK character in it there is no pair
-    to look for."""
-    counts = Counter(tokens)
-    if CJK_RUN.search(text) is None:
-        return counts
-    cjk = [len(t) == 1 and CJK_RUN.match(t) is not None for t in tokens]
-    counts.update(
-        f"{a} {b}"
-        for a, b, ca, cb in zip(tokens, tokens[1:], cjk, cjk[1:], strict=False)
-        if ca and cb
-    )
-    return counts
-
-
-def segment_key(tokens: Sequence[str]) -> str | None:
-    """The postings key of a query phrase made of ``tokens``, or None when the segment
-    cannot answer it (a longer phrase, or two tokens that are not CJK characters)."""
-    if len(tokens) == 1:
-        return tokens[0]
-    if len(tokens) == 2 and all(len(t) == 1 and CJK_RUN.match(t) for t in tokens):
-        return f"{tokens[0]} {tokens[1]}"
-    return None
 
 
 # ---------------------------------------------------------------------------- writes
@@ -598,7 +567,7 @@ class Postings:
         if rows == 0:
             return None
         avgdl = tokens / rows
-        norm = BM25_K1 * ((1 - BM25_B) + (BM25_B * segment.lengths) / avgdl)
+        norm = length_norm(segment.lengths, avgdl)
         dirty = np.array(
             [r[0] for r in conn.execute("SELECT chunk_id FROM kw_delta")], dtype=np.int64
         )
@@ -724,10 +693,10 @@ class Postings:
             idf = bm25_idf(self._df(state, lists, key), state.rows)
             if key in lists:
                 at, freq = lists[key]
-                scores[at] += idf * ((freq * (BM25_K1 + 1.0)) / (freq + state.norm[at]))
+                scores[at] += term_score(idf, freq, state.norm[at])
             for i, f in state.delta_postings.get(key, ()):
-                norm = BM25_K1 * ((1 - BM25_B) + (BM25_B * state.delta[i].length) / state.avgdl)
-                delta_scores[i] += idf * ((f * (BM25_K1 + 1.0)) / (f + norm))
+                norm = length_norm(state.delta[i].length, state.avgdl)
+                delta_scores[i] += term_score(idf, f, norm)
         if not state.all_live:
             scores[state.dead] = 0.0
         extra = [

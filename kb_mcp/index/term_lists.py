@@ -56,6 +56,12 @@ class TermLists:
             self._keep(gen, fresh)
         return found
 
+    def missing(self, gen: int, keys: Sequence[str]) -> list[str]:
+        """Those of ``keys`` not kept for generation ``gen`` (a reader that fetches its
+        lists in the statement that reads everything else asks for these only)."""
+        with self._lock:
+            return [key for key in dict.fromkeys(keys) if (gen, key) not in self._lists]
+
     def _keep(self, gen: int, fresh: Lists) -> None:
         with self._lock:
             for key, arrays in fresh.items():

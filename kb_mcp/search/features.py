@@ -22,7 +22,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from kb_mcp.index.postings import BM25_K1
+from kb_mcp.index.bm25 import BM25_K1
 
 # Tokens in one proximity window: about a sentence.
 PROXIMITY_WINDOW = 16

