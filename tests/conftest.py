@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -182,12 +184,17 @@ FIGURE = "adversarial figure"
 
 
 @pytest.fixture(scope="session")
-def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Any:
+def postgres_server() -> Any:
     """One real PostgreSQL cluster for the run (``tests/postgres_server.py``), shared by
-    the xdist workers: its folder is in the run's temporary folder, above each worker's."""
-    base = tmp_path_factory.getbasetemp()
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    return serve_postgres(shared / "postgres")
+    the xdist workers through the run's id.
+
+    Its folder is not under pytest's temporary tree: as root the server runs as a user
+    of its own, and pytest sets its tree's root back to 0700 whenever a run starts,
+    which took the folder from under a running server. The last process to leave stops
+    the server and deletes the folder.
+    """
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID") or uuid.uuid4().hex
+    return serve_postgres(Path(tempfile.gettempdir()) / f"kb-mcp-postgres-{run[:16]}")
 
 
 @pytest.fixture

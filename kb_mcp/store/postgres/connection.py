@@ -38,6 +38,7 @@ from psycopg.pq import TransactionStatus
 from kb_mcp.errors import Conflict, NoSpace, Refused, Unavailable
 from kb_mcp.store.db import QueryTimeout
 from kb_mcp.store.postgres.dialect import to_postgres
+from kb_mcp.store.postgres.url import is_postgres, shown
 
 Params = Sequence[Any] | Mapping[str, Any]
 # Leases one of the pool's connections for a block (``PostgresDatabase._lease``).
@@ -61,9 +62,13 @@ WRITE_HINT = (
 def redacted(url: str) -> str:
     """``url`` as it may be shown in a message or a log: without its password.
 
-    A URL libpq cannot parse is not shown at all: its parse errors quote the text
-    around the fault, which can be the password itself.
+    A URL is shown by ``url.shown``, the one way a store is shown. A libpq ``key=value``
+    string (tests and tools build those) loses its ``password`` and ``sslpassword``; one
+    libpq cannot parse is not shown at all, since its parse errors quote the text around
+    the fault, which can be the password itself.
     """
+    if is_postgres(url):
+        return shown(url)
     try:
         params = conninfo_to_dict(url)
     except psycopg.Error:

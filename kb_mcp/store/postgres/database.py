@@ -29,7 +29,6 @@ server: the same names and meanings, so the store's modules run unchanged on eit
 
 from __future__ import annotations
 
-import importlib
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -94,14 +93,13 @@ def read_snapshot(conn: PgConnection) -> Iterator[None]:
 
 
 def store_migrations() -> list[Migration]:
-    """The store's steps (``store/postgres/schema.py``), none before that module exists."""
-    try:
-        schema = importlib.import_module("kb_mcp.store.postgres.schema")
-    except ModuleNotFoundError as exc:
-        if exc.name != "kb_mcp.store.postgres.schema":
-            raise
-        return []
-    return list(schema.MIGRATIONS)
+    """Every step a library on PostgreSQL needs, in order: the store's rows
+    (``store/postgres/schema.py``), then the keyword and vector indexes' own tables, as
+    SQLite's migrations create the FTS5 and vector tables beside the rows."""
+    from kb_mcp.index.postgres import keyword, vectors
+    from kb_mcp.store.postgres import schema
+
+    return [*schema.MIGRATIONS, *keyword.MIGRATIONS, *vectors.MIGRATIONS]
 
 
 class PostgresDatabase:
