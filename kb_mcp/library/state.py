@@ -29,7 +29,7 @@ from kb_mcp.relations.relink import StoredRelations
 from kb_mcp.rerank.factory import ActiveReranker
 from kb_mcp.settings import Settings
 from kb_mcp.store import documents as rows
-from kb_mcp.store.db import Database
+from kb_mcp.store.open import open_database
 
 _T = TypeVar("_T")
 
@@ -63,7 +63,7 @@ class LibraryState:
             ) from exc
         for folder in (self.home, self.home / agent.DOCS_DIR, self.home / agent.ORIGINALS_DIR):
             remove_stale_temps(folder)
-        self.db = Database(self.home / DB_FILE)
+        self.db = open_database(settings, self.home / DB_FILE)
         self.fts = FtsIndex(self.db)
         self.graph = GraphIndex(self.db)
         self.redaction = StoredRedaction(self.db, self.home)
