@@ -1,8 +1,9 @@
 """The PostgreSQL store's keyword index (issue 24) ranks exactly as the SQLite store's FTS5.
 
 A real corpus — the repository's documentation and a few Chinese notes, so CJK bigram
-phrases are ranked too — is synced into a real SQLite library; its chunks are written to
-a real PostgreSQL server (fixture ``postgres_url``) as the store writes them, and every
+phrases are ranked too — is synced into a real SQLite library; its rows and its chunks'
+keyword rows are written to a library's database on a real PostgreSQL server (fixture
+``postgres_url``, migrated as ``PostgresDatabase`` migrates it), and every
 question must get the same top passages per document with the same bm25 scores from
 both, with the index only in its delta, after a merge, after deletes and re-adds, and
 with two writers (and a merge) at work at once.
@@ -65,8 +66,8 @@ def library(tmp_path: Path) -> Iterator[Library]:
 
 @pytest.fixture
 def pg(postgres_url: str) -> Iterator[psycopg.Connection]:
+    keyword_copy.create_library(postgres_url)
     with psycopg.connect(postgres_url, autocommit=True) as conn:
-        keyword_copy.create_tables(conn)
         yield conn
 
 
@@ -135,15 +136,11 @@ def test_a_scoped_search_ranks_the_sources_documents_as_fts5(
     library: Library, pg: psycopg.Connection
 ) -> None:
     """``source_id`` keeps a source's documents only, as the SQLite store's query does."""
-    keyword_copy.mirror(library.db.conn, pg)
-    locations = library.db.conn.execute(
-        "SELECT source_id, document_id FROM locations WHERE document_id IS NOT NULL"
-    ).fetchall()
-    with pg.cursor().copy("COPY locations(source_id, document_id) FROM STDIN") as copy:
-        for row in locations:
-            copy.write_row(row)
+    keyword_copy.mirror(library.db.conn, pg)  # the library's locations with its rows
     index = PostgresKeywordIndex(lambda: pg)
-    source_id = locations[0][0]
+    (source_id,) = library.db.conn.execute(
+        "SELECT source_id FROM locations WHERE document_id IS NOT NULL"
+    ).fetchone()
     for question in QUESTIONS:
         expression = parse_query(question).match_expression()
         assert expression is not None
@@ -204,9 +201,7 @@ def test_two_writers_and_a_merge_at_once(
     """Two servers writing at once, each in transactions of its own, while a third
     merges: every passage is indexed once and ranks as FTS5 ranks it."""
     rows = keyword_copy.chunk_rows(library.db.conn)
-    with pg.cursor().copy("COPY chunks(id, document_id) FROM STDIN") as copy:
-        for row in rows:
-            copy.write_row(row[:2])
+    keyword_copy.copy_store(library.db.conn, pg)  # the library's rows, no keyword rows yet
     halves = [rows[0::2], rows[1::2]]
     start = threading.Barrier(3)
     failures: list[BaseException] = []
