@@ -25,6 +25,7 @@ from kb_mcp.index.postgres.keyword_reader import PostgresKeywordIndex
 from kb_mcp.library import Library
 from kb_mcp.search.query import parse_query
 from kb_mcp.settings import Settings
+from kb_mcp.store import documents as store_rows
 
 REPO = Path(__file__).resolve().parents[1]
 CHINESE = {
@@ -45,6 +46,13 @@ QUESTIONS = (
     "倒排索引的作用是什么",
     "缓存策略",
     "搜索结果 ranking",
+)
+
+# The store's rows the keyword index reads, as a copy must leave them.
+STORE_ROWS = (
+    "SELECT id, document_id, ordinal FROM chunks ORDER BY id",
+    "SELECT id, source_id, document_id, path, file_hash, mtime_ns FROM locations ORDER BY id",
+    "SELECT id, doc_key, content_hash, doc_date, text FROM documents ORDER BY id",
 )
 
 
@@ -181,8 +189,13 @@ def test_deletes_and_re_adds_rank_as_fts5(
     (notes / "search.md").write_text("# 搜索\n\n## 排序\n\n搜索结果按时间排序。\n", "utf-8")
     (notes / "cache.md").write_text("# 缓存\n\nbm25 keyword ranking speed notes.\n", "utf-8")
     library.folders.sync()
+    with library.db.write() as conn:  # a row changed in place, keeping its id
+        (first,) = conn.execute("SELECT MIN(id) FROM documents").fetchone()
+        store_rows.set_doc_date(conn, first, "2020-02-02")
     removed, added = keyword_copy.mirror(library.db.conn, pg)
     assert removed and added
+    for sql in STORE_ROWS:  # the library's rows as they are now, gone ones gone
+        assert pg.execute(sql).fetchall() == library.db.conn.execute(sql).fetchall(), sql
     assert pg.execute("SELECT COUNT(*) FROM kw_dead").fetchone()[0] >= removed
     assert _differences(library, pg) == []
     again = keyword_copy.chunk_rows(library.db.conn)[:20]  # the same rows, written again

@@ -92,6 +92,8 @@ def _copy(
     ids: Sequence[int] | None = None,
     shift: int = 0,
 ) -> None:
+    """COPY the rows of ``table`` (or those with ``ids``, moved by ``shift``) into the
+    table ``into``."""
     columns = _columns(source, table)
     select = ", ".join(
         f"{c} + {int(shift)}"
@@ -143,9 +145,10 @@ def chunk_rows(conn: apsw.Connection, chunk_ids: Sequence[int] | None = None) ->
 
 
 def mirror(source: apsw.Connection, conn: psycopg.Connection) -> tuple[int, int]:
-    """Make the PostgreSQL index hold what the SQLite library holds now: its chunks
-    removed since are removed, its new ones added (in batches of one transaction each),
-    and the documents they belong to indexed again as wholes; ``(removed, added)``."""
+    """Make the PostgreSQL library hold what the SQLite library holds now: its store
+    rows (``copy_store``), with the keyword rows of its chunks removed since removed
+    first, then its new chunks indexed (in batches of one transaction each), and the
+    documents they belong to indexed again as wholes; ``(removed, added)``."""
     held = {r[0] for r in conn.execute("SELECT chunk_id FROM kw_passages")}
     now = {r[0] for r in source.execute("SELECT id FROM chunks")}
     gone, new = sorted(held - now), sorted(now - held)
