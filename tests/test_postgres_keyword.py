@@ -1,8 +1,9 @@
 """The PostgreSQL store's keyword index (issue 24) ranks exactly as the SQLite store's FTS5.
 
 A real corpus — the repository's documentation and a few Chinese notes, so CJK bigram
-phrases are ranked too — is synced into a real SQLite library; its chunks are written to
-a real PostgreSQL server (fixture ``postgres_url``) as the store writes them, and every
+phrases are ranked too — is synced into a real SQLite library; its rows and its chunks'
+keyword rows are written to a library's database on a real PostgreSQL server (fixture
+``postgres_url``, migrated as ``PostgresDatabase`` migrates it), and every
 question must get the same top passages per document with the same bm25 scores from
 both, with the index only in its delta, after a merge, after deletes and re-adds, and
 with two writers (and a merge) at work at once.
@@ -24,6 +25,7 @@ from kb_mcp.index.postgres.keyword_reader import PostgresKeywordIndex
 from kb_mcp.library import Library
 from kb_mcp.search.query import parse_query
 from kb_mcp.settings import Settings
+from kb_mcp.store import documents as store_rows
 
 REPO = Path(__file__).resolve().parents[1]
 CHINESE = {
@@ -46,6 +48,13 @@ QUESTIONS = (
     "搜索结果 ranking",
 )
 
+# The store's rows the keyword index reads, as a copy must leave them.
+STORE_ROWS = (
+    "SELECT id, document_id, ordinal FROM chunks ORDER BY id",
+    "SELECT id, source_id, document_id, path, file_hash, mtime_ns FROM locations ORDER BY id",
+    "SELECT id, doc_key, content_hash, doc_date, text FROM documents ORDER BY id",
+)
+
 
 @pytest.fixture
 def library(tmp_path: Path) -> Iterator[Library]:
@@ -65,8 +74,8 @@ def library(tmp_path: Path) -> Iterator[Library]:
 
 @pytest.fixture
 def pg(postgres_url: str) -> Iterator[psycopg.Connection]:
+    keyword_copy.create_library(postgres_url)
     with psycopg.connect(postgres_url, autocommit=True) as conn:
-        keyword_copy.create_tables(conn)
         yield conn
 
 
@@ -135,15 +144,11 @@ def test_a_scoped_search_ranks_the_sources_documents_as_fts5(
     library: Library, pg: psycopg.Connection
 ) -> None:
     """``source_id`` keeps a source's documents only, as the SQLite store's query does."""
-    keyword_copy.mirror(library.db.conn, pg)
-    locations = library.db.conn.execute(
-        "SELECT source_id, document_id FROM locations WHERE document_id IS NOT NULL"
-    ).fetchall()
-    with pg.cursor().copy("COPY locations(source_id, document_id) FROM STDIN") as copy:
-        for row in locations:
-            copy.write_row(row)
+    keyword_copy.mirror(library.db.conn, pg)  # the library's locations with its rows
     index = PostgresKeywordIndex(lambda: pg)
-    source_id = locations[0][0]
+    (source_id,) = library.db.conn.execute(
+        "SELECT source_id FROM locations WHERE document_id IS NOT NULL"
+    ).fetchone()
     for question in QUESTIONS:
         expression = parse_query(question).match_expression()
         assert expression is not None
@@ -184,8 +189,13 @@ def test_deletes_and_re_adds_rank_as_fts5(
     (notes / "search.md").write_text("# 搜索\n\n## 排序\n\n搜索结果按时间排序。\n", "utf-8")
     (notes / "cache.md").write_text("# 缓存\n\nbm25 keyword ranking speed notes.\n", "utf-8")
     library.folders.sync()
+    with library.db.write() as conn:  # a row changed in place, keeping its id
+        (first,) = conn.execute("SELECT MIN(id) FROM documents").fetchone()
+        store_rows.set_doc_date(conn, first, "2020-02-02")
     removed, added = keyword_copy.mirror(library.db.conn, pg)
     assert removed and added
+    for sql in STORE_ROWS:  # the library's rows as they are now, gone ones gone
+        assert pg.execute(sql).fetchall() == library.db.conn.execute(sql).fetchall(), sql
     assert pg.execute("SELECT COUNT(*) FROM kw_dead").fetchone()[0] >= removed
     assert _differences(library, pg) == []
     again = keyword_copy.chunk_rows(library.db.conn)[:20]  # the same rows, written again
@@ -204,9 +214,7 @@ def test_two_writers_and_a_merge_at_once(
     """Two servers writing at once, each in transactions of its own, while a third
     merges: every passage is indexed once and ranks as FTS5 ranks it."""
     rows = keyword_copy.chunk_rows(library.db.conn)
-    with pg.cursor().copy("COPY chunks(id, document_id) FROM STDIN") as copy:
-        for row in rows:
-            copy.write_row(row[:2])
+    keyword_copy.copy_store(library.db.conn, pg)  # the library's rows, no keyword rows yet
     halves = [rows[0::2], rows[1::2]]
     start = threading.Barrier(3)
     failures: list[BaseException] = []

@@ -8,17 +8,19 @@ an HNSW scan at 40 rows; a filter that keeps few of the scanned rows leaves fewe
 ``limit`` without an iterative scan), two servers creating one signature colliding on
 PostgreSQL's catalog.
 
-Until the store's schema lands (``store/postgres/schema.py``), each test creates the few
-store tables the vectors stand on, with the columns SQLite's schema gives them
-(``index/postgres/bench_rows.STAND_IN_TABLES``).
+Each test's database is a library's, migrated by ``PostgresDatabase`` (the store's schema
+and the indexes' tables), and the sources, documents and chunks the vectors hang on are
+written by the store's rows functions through it, as a library writes them.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -31,19 +33,25 @@ from kb_mcp.embed.base import EmbeddingSignature
 from kb_mcp.errors import InvalidInput
 from kb_mcp.index import vectors as sqlite_vectors
 from kb_mcp.index.postgres import vectors
-from kb_mcp.index.postgres.bench_rows import create_tables
 from kb_mcp.library import Library
 from kb_mcp.settings import Settings
 from kb_mcp.store import documents as rows
+from kb_mcp.store.paths import StoredPath
+from kb_mcp.store.postgres.database import PostgresDatabase
 
 NOW = "2024-01-01T00:00:00Z"
 
 
 @pytest.fixture
-def pg(postgres_url: str) -> Iterator[psycopg.Connection]:
+def store(postgres_url: str) -> Iterator[PostgresDatabase]:
+    database = PostgresDatabase(postgres_url)  # migrates: the store's tables, the indexes'
+    yield database
+    database.close()
+
+
+@pytest.fixture
+def pg(store: PostgresDatabase, postgres_url: str) -> Iterator[psycopg.Connection]:
     with psycopg.connect(postgres_url) as conn:
-        create_tables(conn)
-        conn.commit()
         yield conn
 
 
@@ -52,27 +60,25 @@ def unit_vectors(count: int, dims: int, seed: int) -> np.ndarray:
     return (matrix / np.linalg.norm(matrix, axis=1, keepdims=True)).astype(np.float32)
 
 
-def add_chunks(
-    conn: psycopg.Connection, source_id: int, texts: list[str], ids: list[int] | None = None
-) -> list[int]:
-    """A document in ``source_id`` holding one chunk per text (with ``ids`` if given)."""
-    document_id = conn.execute(
-        "INSERT INTO documents(title) VALUES (%s) RETURNING id", (f"doc in {source_id}",)
-    ).fetchone()[0]
-    conn.execute(
-        "INSERT INTO locations(source_id, document_id) VALUES (%s, %s)", (source_id, document_id)
-    )
-    if ids is None:
-        found = conn.execute(
-            "INSERT INTO chunks(document_id, text) SELECT %s, unnest(%s::text[]) RETURNING id",
-            (document_id, texts),
-        )
-        return [r[0] for r in found]
-    conn.execute(
-        "INSERT INTO chunks(id, document_id, text) "
-        "SELECT unnest(%s::bigint[]), %s, unnest(%s::text[])",
-        (ids, document_id, texts),
-    )
+def add_document(conn: Any, source: str, title: str, texts: list[str]) -> tuple[int, list[int]]:
+    """A document titled ``title`` in source ``source`` (made when missing) holding one
+    chunk per text, written by the store's rows functions on either engine's ``conn``;
+    the source's id and the chunks' ids."""
+    source_id = rows.ensure_source(conn, source, "agent", NOW)
+    key = f"{source}/{uuid.uuid4().hex}"
+    doc = rows.NewDocument(key, title, None, "note", None, "x", key, None, (), NOW, NOW)
+    document_id = rows.insert_document(conn, doc)
+    rows.upsert_location(conn, source_id, StoredPath(key, key), document_id)
+    chunks = [Chunk(i, (), i + 1, i + 1, t) for i, t in enumerate(texts)]
+    return source_id, rows.insert_chunks(conn, document_id, chunks)
+
+
+def add_chunks(store: PostgresDatabase, source_id: int, texts: list[str]) -> list[int]:
+    """A document in source ``source_id`` holding one chunk per text; sources are made
+    in the order of their ids."""
+    with store.write() as conn:
+        made, ids = add_document(conn, f"s{source_id}", f"doc in {source_id}", texts)
+    assert made == source_id
     return ids
 
 
@@ -93,22 +99,13 @@ def sqlite_library(
     """A SQLite library with one document per source holding these chunk texts; each
     source's id and chunk ids."""
     library = Library(Settings(home=home, embedder="none"))
-    made = []
     with library.db.write() as conn:
-        for n, texts in enumerate(sources):
-            source_id = rows.ensure_source(conn, f"s{n}", "agent", NOW)
-            doc = rows.NewDocument(
-                f"d{n}", f"d{n}", None, "note", None, "x", "0", None, (), NOW, NOW
-            )
-            document_id = rows.insert_document(conn, doc)
-            rows.upsert_location(conn, source_id, library.db.paths.of(f"d{n}"), document_id)
-            chunks = [Chunk(i, (), i + 1, i + 1, t) for i, t in enumerate(texts)]
-            made.append((source_id, rows.insert_chunks(conn, document_id, chunks)))
+        made = [add_document(conn, f"s{n}", f"d{n}", texts) for n, texts in enumerate(sources)]
     return library, made
 
 
 def test_same_neighbours_and_scores_as_the_sqlite_index_on_the_same_vectors(
-    pg: psycopg.Connection, tmp_path: Path
+    store: PostgresDatabase, pg: psycopg.Connection, tmp_path: Path
 ) -> None:
     # 300 vectors: the SQLite index rescores every one exactly at this size, and the
     # HNSW search visits every node of so small a graph, so both are the exact answer.
@@ -120,8 +117,9 @@ def test_same_neighbours_and_scores_as_the_sqlite_index_on_the_same_vectors(
         with library.db.write() as conn:
             lite_sig = sqlite_vectors.ensure_signature(conn, signature(384), NOW)
             sqlite_vectors.store_vectors(conn, lite_sig, all_ids, matrix)
-        add_chunks(pg, source_a, texts[0], ids_a)
-        add_chunks(pg, source_b, texts[1], ids_b)
+        with store.write() as conn:  # the same rows written in the same order: same ids
+            made = [add_document(conn, f"s{n}", f"d{n}", t) for n, t in enumerate(texts)]
+        assert made == [(source_a, ids_a), (source_b, ids_b)]
         pg_sig = vectors.ensure_signature(pg, signature(384), NOW)
         assert vectors.store_vectors(pg, pg_sig, all_ids, matrix) == 300
         pg.commit()
@@ -136,11 +134,12 @@ def test_same_neighbours_and_scores_as_the_sqlite_index_on_the_same_vectors(
 
 
 def test_two_signatures_side_by_side_keep_their_own_vectors_and_pending_chunks(
+    store: PostgresDatabase,
     pg: psycopg.Connection,
 ) -> None:
     # 384 dims is indexed as vector, 2,048 as halfvec and 4,100 as sign bits (HNSW's
     # limits are 2,000 and 4,000 dims); the lossy forms are rescored with the floats.
-    ids = add_chunks(pg, 1, [f"passage {i}" for i in range(200)])
+    ids = add_chunks(store, 1, [f"passage {i}" for i in range(200)])
     stored = {}
     for dims, count in ((384, 200), (2048, 120), (4100, 200)):
         sig_id = vectors.ensure_signature(pg, signature(dims, model=f"m{dims}"), NOW)
@@ -166,9 +165,11 @@ def test_two_signatures_side_by_side_keep_their_own_vectors_and_pending_chunks(
         index.search(pg, stored[384][0], unit_vectors(1, 2048, seed=1)[0], 10)
 
 
-def test_a_chunks_vectors_leave_with_it_under_every_signature(pg: psycopg.Connection) -> None:
-    kept_ids = add_chunks(pg, 1, [f"kept {i}" for i in range(30)])
-    gone_ids = add_chunks(pg, 2, [f"gone {i}" for i in range(30)])
+def test_a_chunks_vectors_leave_with_it_under_every_signature(
+    store: PostgresDatabase, pg: psycopg.Connection
+) -> None:
+    kept_ids = add_chunks(store, 1, [f"kept {i}" for i in range(30)])
+    gone_ids = add_chunks(store, 2, [f"gone {i}" for i in range(30)])
     sig_ids = []
     for dims in (8, 16):
         sig_id = vectors.ensure_signature(pg, signature(dims, model=f"m{dims}"), NOW)
@@ -187,15 +188,18 @@ def test_a_chunks_vectors_leave_with_it_under_every_signature(pg: psycopg.Connec
 
 
 def test_removed_chunks_vectors_serve_the_same_text_again_without_embedding(
+    store: PostgresDatabase,
     pg: psycopg.Connection,
 ) -> None:
-    old_ids = add_chunks(pg, 1, ["same words", "other words"])
+    old_ids = add_chunks(store, 1, ["same words", "other words"])
     sig_id = vectors.ensure_signature(pg, signature(8), NOW)
     matrix = unit_vectors(2, 8, seed=5)
     vectors.store_vectors(pg, sig_id, old_ids, matrix)
+    pg.commit()  # the signature's table is made: chunk writers wait until this commits
     assert vectors.remove_chunks(pg, old_ids) == 2
     pg.execute("DELETE FROM chunks WHERE id = ANY(%s)", (old_ids,))
-    new_ids = add_chunks(pg, 1, ["same words", "new words"])  # a document of the same title
+    pg.commit()  # the document's chunks removed, as the store's write commits it
+    new_ids = add_chunks(store, 1, ["same words", "new words"])  # a document of the same title
     pending = vectors.pending_chunks(pg, sig_id, limit=10)
     assert vectors.has_kept(pg, sig_id)
 
@@ -209,9 +213,10 @@ def test_removed_chunks_vectors_serve_the_same_text_again_without_embedding(
 
 
 def test_a_search_returns_as_many_as_asked_beyond_the_default_graph_breadth(
+    store: PostgresDatabase,
     pg: psycopg.Connection,
 ) -> None:
-    ids = add_chunks(pg, 1, [f"p{i}" for i in range(3000)])
+    ids = add_chunks(store, 1, [f"p{i}" for i in range(3000)])
     sig_id = vectors.ensure_signature(pg, signature(32), NOW)
     vectors.copy_vectors(pg, sig_id, ids, unit_vectors(3000, 32, seed=11))
     pg.commit()
@@ -223,13 +228,13 @@ def test_a_search_returns_as_many_as_asked_beyond_the_default_graph_breadth(
 
 @pytest.mark.parametrize("exact_below", [0, vectors.EXACT_BELOW], ids=["iterative", "exact"])
 def test_a_filter_that_leaves_few_rows_still_returns_the_nearest_limit_of_them(
-    pg: psycopg.Connection, exact_below: int
+    store: PostgresDatabase, pg: psycopg.Connection, exact_below: int
 ) -> None:
     # 1 % of the chunks are in source 2: the first 40 rows the graph yields hold none of
     # them, so the index path needs its iterative scan; a source this small is searched
     # exactly by default, and both paths must give the exact answer here.
-    many = add_chunks(pg, 1, [f"p{i}" for i in range(4950)])
-    few = add_chunks(pg, 2, [f"q{i}" for i in range(50)])
+    many = add_chunks(store, 1, [f"p{i}" for i in range(4950)])
+    few = add_chunks(store, 2, [f"q{i}" for i in range(50)])
     sig_id = vectors.ensure_signature(pg, signature(32), NOW)
     matrix = unit_vectors(5000, 32, seed=21)
     vectors.copy_vectors(pg, sig_id, many + few, matrix)
@@ -243,8 +248,8 @@ def test_a_filter_that_leaves_few_rows_still_returns_the_nearest_limit_of_them(
         assert found[0][1] == pytest.approx(float(max(matrix[-50:] @ query)), abs=1e-5)
 
 
-def test_copied_vectors_read_back_exactly(pg: psycopg.Connection) -> None:
-    ids = add_chunks(pg, 1, [f"p{i}" for i in range(50)])
+def test_copied_vectors_read_back_exactly(store: PostgresDatabase, pg: psycopg.Connection) -> None:
+    ids = add_chunks(store, 1, [f"p{i}" for i in range(50)])
     sig_id = vectors.ensure_signature(pg, signature(384), NOW)
     matrix = unit_vectors(50, 384, seed=31)
 
@@ -288,10 +293,11 @@ def test_the_bench_loads_builds_and_measures_recall_on_a_small_load(
 
 
 def test_a_failed_batch_marks_its_documents_until_a_stored_one_clears_them(
+    store: PostgresDatabase,
     pg: psycopg.Connection,
 ) -> None:
-    ids = add_chunks(pg, 1, ["one", "two"])
-    other = add_chunks(pg, 2, ["three"])
+    ids = add_chunks(store, 1, ["one", "two"])
+    other = add_chunks(store, 2, ["three"])
     sig_id = vectors.ensure_signature(pg, signature(8), NOW)
     document_id = pg.execute("SELECT document_id FROM chunks WHERE id = %s", (ids[0],))
     document_id = document_id.fetchone()[0]

@@ -109,12 +109,15 @@ def run(home: Path, dataset: Path, split: str, url: str, limit: int | None) -> I
         db = _library_copy(home, Path(folder))
         fts = FtsIndex(db)
         fts.ensure_current()
+        keyword_copy.create_library(url)
         with psycopg.connect(url, autocommit=True) as conn:
-            keyword_copy.create_tables(conn)
             start = time.perf_counter()
             _gone, added = keyword_copy.mirror(db.conn, conn)
             load_s = time.perf_counter() - start
-            yield f"loaded {added} passages in {load_s:.1f} s ({added / load_s:.0f}/s)"
+            yield (  # the library's rows copied first, as a library holds its chunks
+                f"loaded {added} passages and the library's rows in {load_s:.1f} s "
+                f"({added / load_s:.0f} passages/s)"
+            )
             pg = PostgresKeywordIndex(lambda: conn)
             yield report("delta only", compare(fts, pg, questions))
             start = time.perf_counter()
@@ -127,35 +130,37 @@ def run(home: Path, dataset: Path, split: str, url: str, limit: int | None) -> I
         db.close()
 
 
-# Scale mode: copy k of a passage has ids shifted by k × this (chunk and document ids).
+# Scale mode: copy k of the library's rows has its ids shifted by k × this.
 COPY_STRIDE = 10_000_000
 GROW_BATCH = 1_000
 
 
 def grow(home: Path, url: str, target: int, budget_s: float) -> list[str]:
     """Scale mode: add copies of the library's passages (same text, new chunk and
-    document ids) to the keyword index in ``url`` until it holds ``target`` or
-    ``budget_s`` has passed, then merge (when due); resumable, so a large index is built by several
-    runs of a few minutes each. The figures are latency and size, not equality: a
-    repeated corpus is not a library's."""
+    document ids, each copy's rows written as the library's) to the keyword index in
+    ``url`` until it holds ``target`` or ``budget_s`` has passed, then merge (when due);
+    resumable, so a large index is built by several runs of a few minutes each. The
+    figures are latency and size, not equality: a repeated corpus is not a library's."""
     with tempfile.TemporaryDirectory() as folder:
         db = _library_copy(home, Path(folder))
-        rows = keyword_copy.chunk_rows(db.conn)
-        db.close()
+        try:
+            return _grow(db, url, target, budget_s)
+        finally:
+            db.close()
+
+
+def _grow(db: Database, url: str, target: int, budget_s: float) -> list[str]:
+    rows = keyword_copy.chunk_rows(db.conn)
     started = time.perf_counter()
     with psycopg.connect(url, autocommit=True) as conn:
         if not keyword_copy.has_tables(conn):
-            keyword_copy.create_tables(conn)
+            keyword_copy.create_library(url)
         have = keyword_copy.passages(conn)
         before = have
         while have < target and time.perf_counter() - started < budget_s:
             copy, at = divmod(have, len(rows))
-            shift = copy * COPY_STRIDE
-            batch = [
-                (cid + shift, doc + shift, head, body)
-                for cid, doc, head, body in rows[at : at + min(GROW_BATCH, target - have)]
-            ]
-            keyword_copy.write(conn, batch)
+            batch = rows[at : at + min(GROW_BATCH, target - have)]
+            keyword_copy.write_copy(db.conn, conn, batch, copy * COPY_STRIDE)
             have += len(batch)
         load_s = time.perf_counter() - started
         lines = [f"added {have - before} passages in {load_s:.1f} s; the index holds {have}"]

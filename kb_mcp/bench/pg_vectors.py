@@ -229,13 +229,17 @@ def _say(line: str) -> None:
 
 
 def _load(
-    conn: psycopg.Connection, matrix: np.ndarray, signature: EmbeddingSignature, graph: Graph
+    conn: psycopg.Connection,
+    url: str,
+    matrix: np.ndarray,
+    signature: EmbeddingSignature,
+    graph: Graph,
 ) -> Load:
-    """COPY most vectors into the table without its index, build the index, then store
-    the rest as the embedding queue does (into the graph)."""
+    """The library's rows (``url``: the database of ``conn``), then COPY most vectors
+    into the table without its index, build the index, and store the rest as the
+    embedding queue does (into the graph)."""
     size, dims = matrix.shape
-    bench_rows.create_tables(conn)
-    ids = bench_rows.add_chunks(conn, size, FILTER_SHARE)
+    ids = bench_rows.add_chunks(url, size, FILTER_SHARE)
     sig_id = vectors.ensure_signature(conn, signature)
     vectors.drop_index(conn, signature.key)
     conn.commit()
@@ -288,7 +292,7 @@ def measure(
     database, made = bench_rows.bench_database(url, name, fresh=not reuse)
     with psycopg.connect(database) as conn:
         conn.add_notice_handler(lambda diag: notices.append(diag.message_primary or ""))
-        load = _load(conn, matrix, signature, graph) if made else Load()
+        load = _load(conn, database, matrix, signature, graph) if made else Load()
         sig_id = vectors.find_signature(conn, signature.key).id
         settings = bench_rows.settings(conn, SETTINGS)
         table_bytes, index_bytes = bench_rows.sizes(conn, signature.key)

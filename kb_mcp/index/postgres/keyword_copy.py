@@ -1,9 +1,13 @@
-"""A SQLite library's keyword rows copied into the PostgreSQL keyword index.
+"""A SQLite library's rows and keyword rows copied into a PostgreSQL library.
 
 For the comparison bench (``bench/keyword_pg.py``) and the tests that hold the two
 stores' rankings side by side, until the store's own copy (issue 24's ``migrate --to``)
-exists: the chunk ids and document ids as the library has them, and the keyword rows
-``columns.index_row`` makes of each chunk, written through the index's own writer.
+exists. The target is a library's database (migrated by ``PostgresDatabase``: the
+store's schema and the keyword index's tables), so the copy writes what a library
+holds: the store's rows the keyword index reads (``chunks`` for document ids,
+``locations`` for a source's documents) and the rows those reference, with their ids
+as the library has them, and the keyword rows ``columns.index_row`` makes of each
+chunk, written through the index's own writer.
 """
 
 from __future__ import annotations
@@ -18,22 +22,109 @@ import psycopg
 from kb_mcp.index import docs_fts
 from kb_mcp.index.columns import index_row
 from kb_mcp.index.postgres import keyword
+from kb_mcp.store.postgres.database import PostgresDatabase
 
 COPY_BATCH = 500
-# Until the store's schema creates them (issue 24's schema part), the tables the keyword
-# index reads beside its own: chunks (document ids) and locations (a source's documents).
-STAND_INS = (
-    "CREATE TABLE IF NOT EXISTS chunks (id bigint PRIMARY KEY, document_id bigint NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS locations (source_id bigint NOT NULL, document_id bigint)",
-)
+# The store's tables a copy writes, each after those it references: the keyword index
+# reads chunks and locations.
+STORE_TABLES = ("sources", "documents", "locations", "chunks")
+# Per table, the columns holding ids of these tables, and those that must be unique
+# (``copy_rows``'s ``shift`` moves the first and marks the second, so a library can be
+# copied again beside itself).
+_ID_COLUMNS = {
+    "sources": ("id",),
+    "documents": ("id",),
+    "locations": ("id", "source_id", "document_id"),
+    "chunks": ("id", "document_id"),
+}
+_UNIQUE_TEXT = {"sources": ("name",), "documents": ("doc_key",), "locations": ("path_key",)}
 
 
-def create_tables(conn: psycopg.Connection) -> None:
-    """The keyword index's tables (its ``MIGRATIONS``) and the stand-ins it reads."""
-    for sql in STAND_INS:
-        conn.execute(sql)
-    for _name, sql in keyword.MIGRATIONS:  # the passages' and the documents' tables
-        conn.execute(sql)
+def _columns(source: apsw.Connection, table: str) -> list[str]:
+    """The table's columns as the SQLite library has them; the PostgreSQL schema has the
+    same (``store/postgres/schema.py``)."""
+    return [row[1] for row in source.execute(f"PRAGMA table_info({table})")]
+
+
+def copy_rows(
+    source: apsw.Connection,
+    conn: psycopg.Connection,
+    table: str,
+    ids: Sequence[int] | None = None,
+    shift: int = 0,
+) -> None:
+    """COPY the library's rows of ``table`` (or those with ``ids``) into the same table,
+    ids kept; with ``shift``, every id moved by it and each unique text marked with it
+    (copy ``k`` of a library beside the others)."""
+    _copy(source, conn, table, table, ids, shift)
+    _advance_identity(conn, table)
+
+
+def copy_store(source: apsw.Connection, conn: psycopg.Connection) -> None:
+    """Make the PostgreSQL library's store rows (``STORE_TABLES``) those the SQLite
+    library holds now, ids kept, in one transaction: rows whose id is gone deleted (with
+    the store's cascades), the others written as they are now. A chunk's keyword rows
+    must be removed before its row goes (``keyword.remove_chunks``)."""
+    with conn.transaction():
+        for table in reversed(STORE_TABLES):
+            now = [r[0] for r in source.execute(f"SELECT id FROM {table}")]
+            conn.execute(f"DELETE FROM {table} WHERE NOT id = ANY(%s)", (now,))
+        for table in STORE_TABLES:
+            columns = _columns(source, table)
+            conn.execute(f"CREATE TEMP TABLE copied (LIKE {table}) ON COMMIT DROP")
+            _copy(source, conn, table, "copied")
+            names = ", ".join(columns)
+            changes = ", ".join(f"{c} = EXCLUDED.{c}" for c in columns if c != "id")
+            conn.execute(  # rows as they are already are not written again
+                f"INSERT INTO {table}({names}) SELECT {names} FROM copied "
+                f"ON CONFLICT (id) DO UPDATE SET {changes} "
+                f"WHERE ({table}.*) IS DISTINCT FROM (EXCLUDED.*)"
+            )
+            conn.execute("DROP TABLE copied")
+            _advance_identity(conn, table)
+
+
+def _copy(
+    source: apsw.Connection,
+    conn: psycopg.Connection,
+    table: str,
+    into: str,
+    ids: Sequence[int] | None = None,
+    shift: int = 0,
+) -> None:
+    """COPY the rows of ``table`` (or those with ``ids``, moved by ``shift``) into the
+    table ``into``."""
+    columns = _columns(source, table)
+    select = ", ".join(
+        f"{c} + {int(shift)}"
+        if shift and c in _ID_COLUMNS[table]
+        else f"{c} || '#{int(shift)}'"
+        if shift and c in _UNIQUE_TEXT.get(table, ())
+        else c
+        for c in columns
+    )
+    where = ""
+    if ids is not None:
+        where = f"WHERE id IN ({','.join(str(int(i)) for i in ids)})"
+    found = source.execute(f"SELECT {select} FROM {table} {where} ORDER BY id")
+    with conn.cursor().copy(f"COPY {into}({', '.join(columns)}) FROM STDIN") as copy:
+        for row in found:
+            copy.write_row(row)
+
+
+def _advance_identity(conn: psycopg.Connection, table: str) -> None:
+    """The table's identity past the ids a copy wrote, so rows the store inserts later
+    get fresh ones (an identity does not move for ids given explicitly)."""
+    conn.execute(
+        f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
+        f"COALESCE((SELECT MAX(id) FROM {table}), 0) + 1, false)"
+    )
+
+
+def create_library(url: str) -> None:
+    """Migrate the database at ``url`` as a library's (``PostgresDatabase`` does on
+    open): the store's tables, the keyword index's and the vectors'."""
+    PostgresDatabase(url, pool_size=1).close()
 
 
 def chunk_rows(conn: apsw.Connection, chunk_ids: Sequence[int] | None = None) -> list[tuple]:
@@ -54,9 +145,10 @@ def chunk_rows(conn: apsw.Connection, chunk_ids: Sequence[int] | None = None) ->
 
 
 def mirror(source: apsw.Connection, conn: psycopg.Connection) -> tuple[int, int]:
-    """Make the PostgreSQL index hold what the SQLite library holds now: its chunks
-    removed since are removed, its new ones added (in batches of one transaction each),
-    and the documents they belong to indexed again as wholes; ``(removed, added)``."""
+    """Make the PostgreSQL library hold what the SQLite library holds now: its store
+    rows (``copy_store``), with the keyword rows of its chunks removed since removed
+    first, then its new chunks indexed (in batches of one transaction each), and the
+    documents they belong to indexed again as wholes; ``(removed, added)``."""
     held = {r[0] for r in conn.execute("SELECT chunk_id FROM kw_passages")}
     now = {r[0] for r in source.execute("SELECT id FROM chunks")}
     gone, new = sorted(held - now), sorted(now - held)
@@ -65,10 +157,11 @@ def mirror(source: apsw.Connection, conn: psycopg.Connection) -> tuple[int, int]
     }
     with conn.transaction():
         keyword.remove_chunks(conn, gone)
-        conn.execute("DELETE FROM chunks WHERE id = ANY(%s)", (gone,))
+        copy_store(source, conn)
     for at in range(0, len(new), COPY_BATCH):
         rows = chunk_rows(source, new[at : at + COPY_BATCH])
-        write(conn, rows)
+        with conn.transaction():
+            keyword.add_index_rows(conn, [(cid, head, body) for cid, _doc, head, body in rows])
         changed.update(row[1] for row in rows)
     _mirror_documents(source, conn, changed)
     return len(gone), len(new)
@@ -89,14 +182,23 @@ def _mirror_documents(source: apsw.Connection, conn: psycopg.Connection, changed
             keyword.add_index_rows(conn, rows[at : at + COPY_BATCH], keyword.DOCUMENTS)
 
 
-def write(conn: psycopg.Connection, rows: Sequence[tuple[int, int, str, str]]) -> None:
-    """``(chunk_id, document_id, head, body)`` rows: the chunk stand-ins and the keyword
-    rows, in one transaction."""
+def write_copy(
+    source: apsw.Connection,
+    conn: psycopg.Connection,
+    rows: Sequence[tuple[int, int, str, str]],
+    shift: int,
+) -> None:
+    """Copy ``shift`` of the library's chunks of these ``(chunk_id, document_id, head,
+    body)`` rows (``chunk_rows``): their chunk rows and keyword rows, ids moved by
+    ``shift``, in one transaction; the copy's sources, documents and locations first
+    when the rows start it (its first chunk)."""
+    first = source.execute("SELECT MIN(id) FROM chunks").fetchone()[0]
     with conn.transaction():
-        with conn.cursor().copy("COPY chunks(id, document_id) FROM STDIN") as copy:
-            for row in rows:
-                copy.write_row(row[:2])
-        keyword.add_index_rows(conn, [(cid, head, body) for cid, _doc, head, body in rows])
+        if rows and rows[0][0] == first:
+            for table in STORE_TABLES[:-1]:
+                copy_rows(source, conn, table, shift=shift)
+        copy_rows(source, conn, "chunks", [row[0] for row in rows], shift)
+        keyword.add_index_rows(conn, [(cid + shift, head, body) for cid, _doc, head, body in rows])
 
 
 def scratch_database(server_url: str) -> str:
