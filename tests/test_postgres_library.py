@@ -1,0 +1,134 @@
+"""A library on PostgreSQL (issue 24) answers as the same library on SQLite does.
+
+The same agent documents are added through ``Library`` to a library on a real
+PostgreSQL server (fixture ``postgres_url``) and to one in a SQLite file; search in
+keyword and default modes, read, grep and list must give the same answers, scores and
+cites included. A second ``Library`` on the same URL with a home of its own (another
+machine's server) sees what the first one wrote.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kb_mcp.library import Library
+from kb_mcp.settings import Settings, Store
+
+DOCUMENTS = (
+    (
+        "Deploy runbook",
+        "# Deploy\n\n## Restart\n\nRestart the gateway with `systemctl restart gw`.\n"
+        "Then check the health endpoint answers 200.\n\n## Rollback\n\n"
+        "Roll back by deploying the previous tag; the gateway keeps its sessions.\n",
+        "agent://runbooks/deploy",
+        ["ops"],
+    ),
+    (
+        "ADR 7: sessions in Redis",
+        "# ADR 7\n\nSessions live in Redis so a gateway restart keeps them.\n"
+        "We rejected sticky sessions: a restart dropped every user.\n",
+        "agent://adr/7",
+        ["adr"],
+    ),
+    (
+        "Health checks",
+        "# Health\n\nEvery service answers /healthz; the gateway's health endpoint "
+        "also checks Redis.\n",
+        "agent://notes/health",
+        [],
+    ),
+)
+QUESTIONS = ("restart the gateway", "health endpoint redis", "sticky sessions rollback")
+
+
+def _settings(home: Path, store: Store | None = None) -> Settings:
+    # No embedder: vectors are not wired to the PostgreSQL store yet, and the default
+    # mode must then answer from the keyword legs on both stores alike.
+    return dataclasses.replace(
+        Settings(home=home), allow_agent_writes=True, embedder="none", store=store or Store()
+    )
+
+
+def _filled(settings: Settings) -> Library:
+    library = Library(settings)
+    for title, content, uri, tags in DOCUMENTS:
+        library.writing.add_document(title, content, uri, tags)
+    return library
+
+
+@pytest.fixture
+def both(tmp_path: Path, postgres_url: str) -> Iterator[tuple[Library, Library]]:
+    """The same documents in a SQLite library and in one on the PostgreSQL server."""
+    sqlite = _filled(_settings(tmp_path / "sqlite"))
+    postgres = _filled(_settings(tmp_path / "postgres", Store(postgres_url)))
+    try:
+        yield sqlite, postgres
+    finally:
+        sqlite.close()
+        postgres.close()
+
+
+def _answers(hits: tuple) -> list[tuple]:
+    return [(h.doc, h.score, h.cite, h.text, h.leg_scores, h.legs) for h in hits]
+
+
+@pytest.mark.parametrize("mode", ["keyword", "auto"])
+def test_search_ranks_as_the_sqlite_library_does(both: tuple[Library, Library], mode: str) -> None:
+    sqlite, postgres = both
+    for question in QUESTIONS:
+        want = sqlite.lookup.search(question, mode=mode)
+        got = postgres.lookup.search(question, mode=mode)
+        assert want.hits, question  # the comparison means something
+        assert _answers(got.hits) == _answers(want.hits), question
+        assert (got.mode, got.reason) == (want.mode, want.reason)
+
+
+def test_read_grep_and_list_answer_as_the_sqlite_library_does(
+    both: tuple[Library, Library],
+) -> None:
+    sqlite, postgres = both
+    for _title, _content, uri, _tags in DOCUMENTS:
+        want, got = sqlite.lookup.read(uri), postgres.lookup.read(uri)
+        assert (got.doc, got.text, got.title, got.tags, got.path) == (
+            want.doc,
+            want.text,
+            want.title,
+            want.tags,
+            want.path,
+        )
+        hit = postgres.lookup.search(_title, mode="keyword").hits[0]
+        assert postgres.lookup.read(hit.cite).text == sqlite.lookup.read(hit.cite).text
+    for pattern in ("gateway", "Redis", "health"):
+        assert postgres.lookup.grep(pattern).matches == sqlite.lookup.grep(pattern).matches
+    listed = [
+        [(d.doc, d.title, d.path) for d in library.catalog.list_source("agent").documents]
+        for library in (sqlite, postgres)
+    ]
+    assert listed[1] == listed[0] and len(listed[0]) == len(DOCUMENTS)
+    overview = postgres.catalog.overview()
+    assert (overview.documents, overview.health["database"]) == (len(DOCUMENTS), "ok")
+
+
+def test_a_second_server_on_the_same_url_sees_the_first_ones_document(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    first = Library(_settings(tmp_path / "machine-a", Store(postgres_url)))
+    second = Library(_settings(tmp_path / "machine-b", Store(postgres_url)))
+    try:
+        assert second.lookup.search("gateway", mode="keyword").hits == ()
+        title, content, uri, tags = DOCUMENTS[0]
+        added = first.writing.add_document(title, content, uri, tags)
+        hits = second.lookup.search("restart the gateway", mode="keyword").hits
+        assert [h.doc for h in hits] == [added.doc]
+        assert second.lookup.read(added.doc).text == first.lookup.read(added.doc).text
+        assert [m.line_number for m in second.lookup.grep("gateway").matches] == [
+            m.line_number for m in first.lookup.grep("gateway").matches
+        ]
+        assert [d.doc for d in second.catalog.list_source("agent").documents] == [added.doc]
+    finally:
+        first.close()
+        second.close()
