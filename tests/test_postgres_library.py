@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from kb_mcp.embed.active import NOT_ON_POSTGRES
 from kb_mcp.library import Library
 from kb_mcp.settings import Settings, Store
 
@@ -129,6 +130,29 @@ def test_a_second_server_on_the_same_url_sees_the_first_ones_document(
             m.line_number for m in first.lookup.grep("gateway").matches
         ]
         assert [d.doc for d in second.catalog.list_source("agent").documents] == [added.doc]
+        second.writing.add_document(title, "# Deploy\n\nDrain the load balancer first.\n", uri)
+        assert first.lookup.search("restart the gateway", mode="keyword").hits == ()
+        assert [h.doc for h in first.lookup.search("drain", mode="keyword").hits] == [added.doc]
+        assert len(first.catalog.list_source("agent").documents) == 1
     finally:
         first.close()
         second.close()
+
+
+def test_with_an_embedder_configured_search_says_vectors_are_not_kept_there_yet(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """The vector index is not wired to the PostgreSQL store yet: the default mode
+    answers from the keyword legs and says why, and nothing tries to embed."""
+    settings = dataclasses.replace(
+        _settings(tmp_path / "home", Store(postgres_url)), embedder="local"
+    )
+    library = _filled(settings)
+    try:
+        found = library.lookup.search("restart the gateway")
+        assert found.hits and found.fallback == "keyword"
+        assert found.reason == NOT_ON_POSTGRES
+        assert library.vectors.embed_pending() is None
+        assert library.catalog.overview().health["vectors"] == f"not usable: {NOT_ON_POSTGRES}"
+    finally:
+        library.close()

@@ -344,6 +344,12 @@ class Database:
         finally:
             conn.set_progress_handler(None, id=token)
 
+    def schema(self) -> tuple[int, int]:
+        """``(steps applied, steps this kb-mcp has)`` of the library's schema (doctor)."""
+        from kb_mcp.store.migrations import MIGRATIONS, schema_version
+
+        return schema_version(self.conn), len(MIGRATIONS)
+
     def query(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> list[tuple]:
         """All rows of one read statement on this thread's connection."""
         return self.conn.execute(sql, params).fetchall()

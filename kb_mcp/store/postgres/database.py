@@ -49,7 +49,7 @@ from kb_mcp.store.postgres.connection import (
     translated,
     unreachable,
 )
-from kb_mcp.store.postgres.migrate import Migration, migrate
+from kb_mcp.store.postgres.migrate import Migration, migrate, schema_version
 
 # Connections one process opens at most. Each call holds one only while it runs a
 # statement or a block (a search's deadline, a write), so 8 serve up to 8 calls at the
@@ -209,6 +209,11 @@ class PostgresDatabase:
         """Nothing to do: SQLite's page cache is per connection and ours to size; a
         PostgreSQL server's buffers are shared and its administrator's."""
         yield
+
+    def schema(self) -> tuple[int, int]:
+        """``(steps applied, steps this kb-mcp has)``, the engine's own included (doctor)."""
+        with self.conn.pinned() as pg:
+            return schema_version(pg), len(self.migrations)
 
     def query(self, sql: str, params: Params = ()) -> list[tuple[Any, ...]]:
         """All rows of one read statement on this thread's connection."""
