@@ -156,3 +156,43 @@ def test_with_an_embedder_configured_search_says_vectors_are_not_kept_there_yet(
         assert library.catalog.overview().health["vectors"] == f"not usable: {NOT_ON_POSTGRES}"
     finally:
         library.close()
+
+
+async def _tool_answers(client) -> dict[str, object]:
+    """What each read-side tool answers after the documents are added over MCP."""
+    for title, content, uri, tags in DOCUMENTS:
+        added = await client.call_tool(
+            "add_document", {"title": title, "content": content, "source_uri": uri, "tags": tags}
+        )
+        assert added.structured_content["outcome"] == "created"
+    answers: dict[str, object] = {}
+    for question in QUESTIONS:
+        found = await client.call_tool("search", {"query": question, "mode": "keyword"})
+        answers[f"search {question}"] = found.structured_content
+    first = answers[f"search {QUESTIONS[0]}"]["results"][0]["cite"]  # type: ignore[index]
+    read = (await client.call_tool("read", {"doc": first})).structured_content
+    answers["read"] = {k: v for k, v in read.items() if not k.endswith("_at")}
+    answers["grep"] = (await client.call_tool("grep", {"pattern": "gateway"})).structured_content
+    listed = (await client.call_tool("list", {"source": "agent"})).structured_content
+    answers["list"] = [(d["doc"], d["title"], d["path"]) for d in listed["documents"]]
+    return answers
+
+
+@pytest.mark.anyio
+async def test_the_tools_over_stdio_answer_as_on_the_sqlite_library(
+    spawn_mcp, child_env: dict[str, str], postgres_url: str, tmp_path: Path
+) -> None:
+    """``kb-mcp serve`` with ``KB_MCP_STORE`` naming the server: add_document, search,
+    read, grep and list give what the same calls give a server on a SQLite home."""
+    answers = []
+    for name, env in (
+        ("sqlite", child_env),
+        ("postgres", child_env | {"KB_MCP_STORE": postgres_url}),
+    ):
+        home = tmp_path / name
+        log = tmp_path / f"{name}.log"
+        async with spawn_mcp(home, log_file=log, allow_agent_writes=True, env=env) as client:
+            answers.append(await _tool_answers(client))
+        assert not (home / "kb.db").exists() or name == "sqlite"
+    assert answers[0]["search restart the gateway"]["results"]  # type: ignore[index]
+    assert answers[1] == answers[0]
