@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from kb_mcp.embed.active import NOT_ON_POSTGRES
+from kb_mcp.index.postgres import keyword_merge
 from kb_mcp.library import Library
 from kb_mcp.settings import Settings, Store
 
@@ -196,3 +197,33 @@ async def test_the_tools_over_stdio_answer_as_on_the_sqlite_library(
         assert not (home / "kb.db").exists() or name == "sqlite"
     assert answers[0]["search restart the gateway"]["results"]  # type: ignore[index]
     assert answers[1] == answers[0]
+
+
+def test_a_large_addition_is_merged_into_the_keyword_index_and_ranks_alike(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """After its linking run, a library merges the keyword delta once it is due, on
+    PostgreSQL its own index's (``keyword_merge``), not SQLite's postings; the merged
+    index ranks as the SQLite library does."""
+    steps = "".join(
+        f"## Step {i}\n\nCheck valve {i} of pump {i % 7} before the restart; "
+        f"note pressure {i * 3}.\n\n"
+        for i in range(keyword_merge.DELTA_MIN + 100)
+    )
+    libraries = [
+        Library(_settings(tmp_path / "sqlite")),
+        Library(_settings(tmp_path / "postgres", Store(postgres_url))),
+    ]
+    try:
+        for library in libraries:
+            library.writing.add_document("Plant checklist", steps, "agent://plant")
+            library.writing.add_document(*DOCUMENTS[0][:3])
+        with libraries[1].db.conn.pinned() as pg:
+            assert not keyword_merge.merge_due(pg)  # merged: the delta is empty again
+            assert pg.execute("SELECT generation FROM kw_segment").fetchone() is not None
+        for question in ("pump 3 valve pressure", "restart the gateway"):
+            want, got = (lib.lookup.search(question, mode="keyword") for lib in libraries)
+            assert want.hits and _answers(got.hits) == _answers(want.hits)
+    finally:
+        for library in libraries:
+            library.close()

@@ -76,7 +76,7 @@ class LibraryState:
             self.db, self.home, settings, make_extractor, prepare=self.ready
         )
         self.reranker = ActiveReranker(settings)  # built at the first search that reranks
-        self.links = Linking(self.db, self.home)
+        self.links = Linking(self.db, self.home, self.fts.refresh_segment)
         synclock.recover_interrupted(self.db, self.home)
 
     def ready(self) -> None:
