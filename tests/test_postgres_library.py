@@ -17,6 +17,7 @@ import pytest
 
 from kb_mcp.embed.active import NOT_ON_POSTGRES
 from kb_mcp.index.postgres import keyword_merge
+from kb_mcp.ingest import readahead
 from kb_mcp.library import Library
 from kb_mcp.settings import Settings, Store
 
@@ -227,3 +228,25 @@ def test_a_large_addition_is_merged_into_the_keyword_index_and_ranks_alike(
     finally:
         for library in libraries:
             library.close()
+
+
+def test_many_queued_documents_are_linked_on_postgresql_too(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """Past ``readahead.PARALLEL_MIN_FILES`` queued documents the linking phase computes
+    in worker processes that open the SQLite file; a PostgreSQL library links them in
+    its own process instead, every one of them."""
+    library = Library(_settings(tmp_path / "home", Store(postgres_url)))
+    try:
+        for n in range(readahead.PARALLEL_MIN_FILES):
+            library.writing.add_document(
+                f"Note {n}",
+                f"Service svc-{n} calls the Gateway API.\n",
+                f"agent://n/{n}",
+                link=False,
+            )
+        assert library.links.pending() == readahead.PARALLEL_MIN_FILES
+        report = library.links.run()
+        assert report is not None and library.links.pending() == 0
+    finally:
+        library.close()
