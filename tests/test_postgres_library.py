@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from kb_mcp.embed.active import NOT_ON_POSTGRES
+from kb_mcp.errors import Unavailable
 from kb_mcp.index.postgres import keyword_merge
 from kb_mcp.ingest import readahead
 from kb_mcp.library import Library
@@ -250,3 +251,20 @@ def test_many_queued_documents_are_linked_on_postgresql_too(
         assert report is not None and library.links.pending() == 0
     finally:
         library.close()
+
+
+@pytest.mark.parametrize("rebuild", [False, True])
+def test_reindex_is_refused_on_a_shared_library_and_drops_nothing(
+    tmp_path: Path, postgres_url: str, rebuild: bool
+) -> None:
+    """Reindex rebuilds a library from its home's files, which on PostgreSQL hold only
+    what this writer wrote: refused, with every other writer's document kept."""
+    first = _filled(_settings(tmp_path / "machine-a", Store(postgres_url)))
+    second = Library(_settings(tmp_path / "machine-b", Store(postgres_url)))
+    try:
+        with pytest.raises(Unavailable, match="reindex is not available on a PostgreSQL"):
+            second.writing.reindex(rebuild=rebuild)
+        assert len(first.catalog.list_source("agent").documents) == len(DOCUMENTS)
+    finally:
+        first.close()
+        second.close()
