@@ -187,17 +187,25 @@ def test_the_store_ranks_config_file_then_environment_then_flag(tmp_path: Path) 
     assert back.store == Store()
 
 
-def test_a_postgresql_store_is_refused_not_replaced_by_the_sqlite_file(tmp_path: Path) -> None:
-    """Until the library's services run on PostgreSQL, opening one says so; the home
-    gets no SQLite library an agent would write a team's documents into instead."""
+def test_a_postgresql_store_is_never_replaced_by_the_sqlite_file(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """A library on PostgreSQL opens on the server, and one whose server cannot be
+    reached is an error naming it without its secret: either way the home gets no
+    SQLite library an agent would write a team's documents into instead."""
     from kb_mcp.library import Library
 
-    settings = load(
-        home=tmp_path / "home", environ={"KB_MCP_STORE": f"postgresql://kb:{SECRET}@db/kb"}
-    )
-    with pytest.raises(Unavailable, match="is a PostgreSQL library") as refused:
+    unreachable = f"postgresql://kb:{SECRET}@/kb?host={tmp_path / 'no-server'}"
+    settings = load(home=tmp_path / "home", environ={"KB_MCP_STORE": unreachable})
+    with pytest.raises(Unavailable, match="cannot use the library's PostgreSQL server") as down:
         Library(settings)
-    assert SECRET not in str(refused.value) and SECRET not in str(refused.value.hint)
+    assert SECRET not in down.value.render()
+    assert not (tmp_path / "home" / "kb.db").exists()
+    opened = Library(load(home=tmp_path / "home", environ={"KB_MCP_STORE": postgres_url}))
+    try:
+        assert opened.db.engine == "postgresql" and opened.catalog.overview().documents == 0
+    finally:
+        opened.close()
     assert not (tmp_path / "home" / "kb.db").exists()
 
 
@@ -392,14 +400,18 @@ def test_a_secret_in_the_store_url_appears_in_no_output(
     _config(home, f'store = "{url}"\n')
     by_file = clean_env
     by_env = clean_env | {"KB_MCP_STORE": url}
+    down = url.replace(quote(conninfo_to_dict(postgres_url)["host"], safe=""), "%2Fno-server")
     runs = [  # (arguments, environment, exit code)
-        # a PostgreSQL store is refused until the library's services are wired to it
-        # (store/open.py); the refusal names the store without its secrets
-        (["doctor"], by_file, Unavailable.exit_code),
-        (["doctor", "--json"], by_env, Unavailable.exit_code),
-        (["--store", url, "doctor"], clean_env, Unavailable.exit_code),
-        (["doctor", "--store", url], clean_env, Unavailable.exit_code),
-        (["search", "x"], by_env, Unavailable.exit_code),
+        # the library on the test server: doctor shows the store, search runs
+        (["doctor"], by_file, 0),
+        (["doctor", "--json"], by_env, 0),
+        (["--store", url, "doctor"], clean_env, 0),
+        (["doctor", "--store", url], clean_env, 0),
+        (["search", "x"], by_env, 0),
+        (["list"], by_env, 0),
+        # a server that does not answer: the error names it without its secrets
+        (["doctor"], clean_env | {"KB_MCP_STORE": down}, Unavailable.exit_code),
+        (["search", "x", "--store", down], clean_env, Unavailable.exit_code),
         (["pg", "init", "--database", "kb"], by_env, 0),
         (["--help"], by_env, 0),
         (["doctor", "--help"], by_env, 0),
@@ -428,8 +440,10 @@ def test_a_secret_in_the_store_url_appears_in_no_output(
         output = done.stdout + done.stderr
         assert SECRET not in output and SECRET2 not in output, (args, output)
         assert done.returncode == code, (args, output)
-        if code == Unavailable.exit_code:  # the refusal shows where, safely
-            assert f"the store {shown(url)} is a PostgreSQL library" in done.stderr
+        if code == Unavailable.exit_code:  # the error shows where, safely
+            assert f"PostgreSQL server at {shown(down)}:" in done.stderr
+        if "doctor" in args and "--help" not in args and code == 0:
+            assert shown(url) in done.stdout  # its settings show the store, safely
     written = (project / ".cursor" / "mcp.json").read_text()
     assert SECRET not in written and SECRET2 not in written
     entry = json.loads(written)["mcpServers"]["kb"]

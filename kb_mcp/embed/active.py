@@ -42,6 +42,11 @@ if TYPE_CHECKING:
 # 100k chunks costs ~10 ms. A store or removal of vectors invalidates it at once.
 STATE_TTL_S = 1.0
 NO_EMBEDDER = "no embedder configured (--embedder none)"
+# Why a library on PostgreSQL has no vectors yet: this class embeds into the SQLite
+# store's tables (``index/vectors.py``). What would make it work: the same queue and
+# state over ``index/postgres/vectors.py`` (pgvector, tested on its own), chosen by the
+# database's engine as ``index/keyword_store`` chooses the keyword index.
+NOT_ON_POSTGRES = "vectors are not kept in a PostgreSQL store yet: keyword search answers"
 # Beside the sync locks of ingest/synclock.py; one per signature.
 LOCK_PATH = "locks/embed-{key}.lock"
 LOCK_POLL_S = 0.2
@@ -100,9 +105,14 @@ class ActiveVectors:
         # Set whenever there may be new chunks to embed (a sync, an added document);
         # the server's background embedder waits on it.
         self.wanted = threading.Event()
+        # None, or why this library has no vectors whatever the embedder (its engine).
+        self._unwired = NOT_ON_POSTGRES if db.engine == "postgresql" else None
 
     def embedder(self) -> Embedder | None:
-        """The configured embedder (None: ``--embedder none``), built on first use."""
+        """The configured embedder (None: ``--embedder none``, or a store whose vectors
+        are not wired), built on first use."""
+        if self._unwired is not None:
+            return None
         return self._embedder_for(self._settings.embedder, self._settings.embed_model or None)
 
     def _embedder_for(self, provider: str, model: str | None) -> Embedder | None:
@@ -262,6 +272,8 @@ class ActiveVectors:
         """
         if self._settings.embedder == "none":
             return VectorState(None, None, None, None, 0, 0, NO_EMBEDDER)
+        if self._unwired is not None:
+            return VectorState(None, None, None, None, 0, 0, self._unwired)
         now = time.monotonic()
         generation = vectors.generation(self._db.conn)
         cached = self._vector_state

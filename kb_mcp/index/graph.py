@@ -27,10 +27,14 @@ from itertools import chain
 import apsw
 
 from kb_mcp.graph.extract import EXTRACTOR_VERSION, KIND_RANK, Extraction, Mention, extract
+from kb_mcp.store import meta
 from kb_mcp.store.db import Database
 
 ALIASES_KEPT = 16
 GRAPH_VERSION = EXTRACTOR_VERSION
+# Stored entity keys looked up per statement: under SQLite's 32,766 bound on a
+# statement's parameters whatever a batch of documents names.
+_KEYS_PER_SELECT = 500
 CO_MENTION = ""  # the label of co-mention relations; typed relations carry their own
 
 
@@ -67,11 +71,15 @@ def _upsert_entities(conn: apsw.Connection, seen: dict[str, list[Mention]]) -> d
     statement or two per entity: per-entity upserts were 40 % of the graph's ingest cost
     (cProfile of ``bench/graph_cost`` on /work/research/realcorpus).
     """
-    found = conn.execute(
-        "SELECT id, norm, name, kind, aliases FROM entities "
-        "WHERE norm IN (SELECT value FROM json_each(?))",
-        (json.dumps(list(seen), ensure_ascii=False),),
-    ).fetchall()
+    keys = list(seen)
+    found = []
+    for start in range(0, len(keys), _KEYS_PER_SELECT):  # SQL both engines read
+        part = keys[start : start + _KEYS_PER_SELECT]
+        found += conn.execute(
+            "SELECT id, norm, name, kind, aliases FROM entities "
+            f"WHERE norm IN ({','.join('?' * len(part))})",
+            part,
+        ).fetchall()
     ids = {norm: entity_id for entity_id, norm, _n, _k, _a in found}
     changed, counted = [], []
     for entity_id, norm, name, kind, aliases_json in found:
@@ -157,7 +165,8 @@ def _bump_relations(
     if sign > 0:
         conn.executemany(
             "INSERT INTO entity_relations(a, b, label, weight) VALUES (?, ?, '', ?) "
-            "ON CONFLICT(a, b, label) DO UPDATE SET weight = weight + excluded.weight",
+            "ON CONFLICT(a, b, label) "
+            "DO UPDATE SET weight = entity_relations.weight + excluded.weight",
             ordered,
         )
     else:
@@ -328,9 +337,7 @@ def forget_all(conn: apsw.Connection) -> None:
     """Empty the graph (a rebuild refills it as documents are stored again)."""
     for table in ("entity_facts", "mentions", "entity_relations", "entities"):
         conn.execute(f"DELETE FROM {table}")  # fixed names, never user text
-    conn.execute(
-        "INSERT OR REPLACE INTO meta(key, value) VALUES ('graph_version', ?)", (GRAPH_VERSION,)
-    )
+    meta.put(conn, "graph_version", GRAPH_VERSION)
 
 
 def stored_version(conn: apsw.Connection) -> str | None:

@@ -142,7 +142,7 @@ def store_facts(conn: apsw.Connection, chunk: PendingChunk, model: str, facts: L
         if added is not None:
             conn.execute(
                 "INSERT INTO entity_relations(a, b, label, weight) VALUES (?, ?, ?, 1) "
-                "ON CONFLICT(a, b, label) DO UPDATE SET weight = weight + 1",
+                "ON CONFLICT(a, b, label) DO UPDATE SET weight = entity_relations.weight + 1",
                 (a, b, relation.label),
             )
     _mark(conn, chunk, model, {"state": "done"})

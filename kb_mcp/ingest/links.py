@@ -271,7 +271,10 @@ def link_pending(
         relink.prepare(db)  # the names of the library read before the first transaction
         # Inside a caller's transaction (``reindex --rebuild``) the workers could not see
         # the rows it wrote: computed here then.
-        workers = reader_pool(total) if not db.conn.in_transaction else nullcontext()
+        # The workers read the SQLite file (``compute_in_worker``); on PostgreSQL this
+        # process computes (what would let workers help: opening the store's URL there).
+        alone = db.conn.in_transaction or db.engine != "sqlite"
+        workers = nullcontext() if alone else reader_pool(total)
         with workers as pool:
             for item in _computed(db, _groups(db, should_stop), pool):
                 linked += _link_large(db, *item) if isinstance(item, tuple) else write(db, item)

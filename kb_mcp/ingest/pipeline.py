@@ -39,7 +39,7 @@ import apsw
 
 from kb_mcp.chunk import Chunk
 from kb_mcp.chunk.stream import iter_chunks
-from kb_mcp.index import docs_fts, fts, graph, vectors
+from kb_mcp.index import docs_fts, graph, keyword_store, vectors
 from kb_mcp.index.columns import index_row
 from kb_mcp.ingest.derive import Derived, derive, fts_rows_of
 from kb_mcp.redact import redact
@@ -89,10 +89,10 @@ class PendingRows:
     def flush(self, conn: apsw.Connection) -> None:
         """Write what waits. Call inside the ``db.write()`` the documents were stored in."""
         if self._fts:
-            fts.add_index_rows(conn, self._fts)
+            keyword_store.add_index_rows(conn, self._fts)
             self._fts = []
         if self._documents:
-            docs_fts.add_documents(conn, self._documents)
+            keyword_store.add_documents(conn, self._documents)
             self._documents = []
 
 
@@ -156,8 +156,8 @@ def _index_document(
         body.add(row[2] for row in fts_rows)
         document_row = (document_id, docs_fts.head_copy(doc.title, _language(doc)), body.text())
         if pending is None:
-            fts.add_index_rows(conn, fts_rows)
-            docs_fts.add_documents(conn, [document_row])
+            keyword_store.add_index_rows(conn, fts_rows)
+            keyword_store.add_documents(conn, [document_row])
         else:
             pending.add(conn, fts_rows, document_row)
     return document_id
@@ -174,12 +174,12 @@ def _index_in_slices(
     while part := list(islice(chunks, LARGE_SLICE_CHUNKS)):
         ids = rows.insert_chunks(conn, document_id, part)[-len(part) :]
         copies = list(fts_rows_of(doc, part))
-        fts.add_index_rows(
+        keyword_store.add_index_rows(
             conn, ((cid, head, body) for cid, (head, body) in zip(ids, copies, strict=True))
         )
         body.add(copy for _head, copy in copies)
     head = docs_fts.head_copy(doc.title, _language(doc))
-    docs_fts.add_documents(conn, [(document_id, head, body.text())])
+    keyword_store.add_documents(conn, [(document_id, head, body.text())])
 
 
 def _language(doc: rows.NewDocument) -> str | None:
@@ -192,8 +192,8 @@ def _unindex_chunks(conn: apsw.Connection, document_id: int) -> None:
     the entity graph) and the document out of the documents' keyword index, before its
     rows are deleted, in the same transaction."""
     chunk_ids = rows.chunk_ids(conn, document_id)
-    fts.remove_chunks(conn, chunk_ids)
-    docs_fts.remove_documents(conn, [document_id])
+    keyword_store.remove_chunks(conn, chunk_ids)
+    keyword_store.remove_documents(conn, [document_id])
     vectors.remove_chunks(conn, chunk_ids)
     graph.remove_chunks(conn, chunk_ids)
 
@@ -309,8 +309,8 @@ def rewrite_in_place(
     linked = not link_queue.is_queued(conn, old.id)
     if not linked:
         link_queue.enqueue(conn, old.id)  # a new entry: a result for the old chunks is dropped
-    fts.remove_chunks(conn, old_ids)
-    docs_fts.remove_documents(conn, [old.id])
+    keyword_store.remove_chunks(conn, old_ids)
+    keyword_store.remove_documents(conn, [old.id])
     graph.remove_chunks(conn, old_ids)
     rows.delete_chunks(conn, old.id)
     language = old.language if old.kind == "code" else None
@@ -321,14 +321,14 @@ def rewrite_in_place(
         ids = rows.insert_chunks(conn, old.id, part)[-len(part) :]
         pairs = list(zip(ids, part, strict=True))
         copies = [(cid, *index_row(title, c.heading_path, c.text, language)) for cid, c in pairs]
-        fts.add_index_rows(conn, copies)
+        keyword_store.add_index_rows(conn, copies)
         body.add(copy for _cid, _head, copy in copies)
         if linked:
             graph.add_chunks(
                 conn, ((cid, c.heading_path, c.text) for cid, c in pairs), code=old.kind == "code"
             )
         stored += len(part)
-    docs_fts.add_documents(conn, [(old.id, docs_fts.head_copy(title, language), body.text())])
+    keyword_store.add_documents(conn, [(old.id, docs_fts.head_copy(title, language), body.text())])
     digest = text_hash(text)
     key = old.doc_key
     if key.startswith("f-") and rows.get_document(conn, "f-" + digest[:16]) is None:

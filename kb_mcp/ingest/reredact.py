@@ -36,13 +36,14 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import apsw
 
 from kb_mcp.errors import KbError
 from kb_mcp.fsutil import atomic_write
-from kb_mcp.index import fts
+from kb_mcp.index import keyword_store
 from kb_mcp.ingest import agent
 from kb_mcp.ingest.pipeline import redact_text, rewrite_in_place
 from kb_mcp.redact.version import RULES_VERSION
@@ -135,7 +136,10 @@ def _run_batch(
     with db.write() as conn:
         if not is_due(conn):  # another process finished it
             return True
-        with secure_delete(conn):
+        # PostgreSQL has no secure_delete: there ``db.compact()`` (VACUUM FULL) after
+        # the run is what rewrites the tables' files without the removed text.
+        zeroed = nullcontext() if keyword_store.on_postgres(conn) else secure_delete(conn)
+        with zeroed:
             cursor = meta.get(conn, CURSOR_KEY)
             if cursor is None:  # the first batch of a run
                 report.folder_files_to_reread = rows.forget_folder_file_state(conn)
@@ -152,7 +156,7 @@ def _run_batch(
             if batch:
                 meta.put(conn, CURSOR_KEY, str(after))
                 return False
-            fts.optimize(conn)
+            keyword_store.optimize(conn)
             meta.delete(conn, CURSOR_KEY)
             meta.put(conn, VERSION_KEY, str(RULES_VERSION))
             return True
@@ -165,6 +169,7 @@ def upgrade(db: Database, home: Path, batch_documents: int = BATCH_DOCUMENTS) ->
     while not _run_batch(db, home, report, batch_documents):
         pass
     if report.changed or report.paths_changed:  # a secret may linger in page slack: rewrite
+        keyword_store.purge_removed(db)
         db.compact()
     report.seconds = time.monotonic() - started
     return report

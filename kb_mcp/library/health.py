@@ -25,7 +25,6 @@ from kb_mcp.store import documents as rows
 from kb_mcp.store.counts import source_counts
 from kb_mcp.store.db import Database
 from kb_mcp.store.failures import REBUILD_HINT, storage_failure
-from kb_mcp.store.migrations import MIGRATIONS, schema_version
 
 if TYPE_CHECKING:
     from kb_mcp.embed.base import Embedder
@@ -46,9 +45,9 @@ EXTRAS = {
 
 def _database(db: Database) -> Check:
     problems = db.integrity_problems() or []
-    version = schema_version(db.conn)
-    ok = not problems and version == len(MIGRATIONS)
-    detail = f"schema {version}/{len(MIGRATIONS)}; " + (
+    version, known = db.schema()
+    ok = not problems and version == known
+    detail = f"schema {version}/{known}; " + (
         "integrity ok" if not problems else "; ".join(problems[:3])
     )
     return Check("database", ok, detail + ("" if ok else f"; {REBUILD_HINT}"))

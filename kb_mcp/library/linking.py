@@ -15,7 +15,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kb_mcp.fsutil import FileLock
-from kb_mcp.index import postings
 from kb_mcp.ingest import links
 from kb_mcp.store import link_queue
 from kb_mcp.store.db import Database
@@ -24,9 +23,13 @@ from kb_mcp.store.db import Database
 class Linking:
     """The linking phase of one ``Library`` (``library.links``)."""
 
-    def __init__(self, db: Database, home: Path) -> None:
+    def __init__(self, db: Database, home: Path, refresh_keywords: Callable[[], object]) -> None:
+        """``refresh_keywords``: the library's keyword index's ``refresh_segment``, its
+        engine's (``index/keyword_store.reader``): after a run the index merges what
+        was written since its last segment when due."""
         self._db = db
         self._home = home
+        self._refresh_keywords = refresh_keywords
         # Set when documents may wait for linking; the server's linking thread waits on it.
         self.wanted = threading.Event()
 
@@ -55,13 +58,14 @@ class Linking:
         no lock then. Nothing queued: no lock either (no file made, nothing written).
 
         Then the keyword postings segment is rebuilt when its delta has grown
-        (``postings.refresh``): it makes searches at scale fast, and they are right
-        without it (FTS5 answers for what it lacks), so it is built after the files are
-        searchable and linked, not in the sync's keyword phase (issue 22)."""
+        (``refresh_keywords``; on SQLite ``postings.refresh``): it makes searches at
+        scale fast, and they are right without it (FTS5 answers for what it lacks), so
+        it is built after the files are searchable and linked, not in the sync's
+        keyword phase (issue 22)."""
         report = self._link(should_stop, progress, wait=wait)
         stopped = should_stop is not None and should_stop()
         if report is not None and not stopped and not self._db.conn.in_transaction:
-            postings.refresh(self._db)  # a stop asked for is not held up by a build
+            self._refresh_keywords()  # a stop asked for is not held up by a build
         return report
 
     def _link(

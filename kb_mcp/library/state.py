@@ -19,7 +19,7 @@ from kb_mcp.errors import InvalidInput, NotFound
 from kb_mcp.fsutil import remove_stale_temps
 from kb_mcp.graph.enrich import ExtractorFactory, GraphEnrichment
 from kb_mcp.home import DB_FILE
-from kb_mcp.index.fts import FtsIndex
+from kb_mcp.index import keyword_store
 from kb_mcp.index.graph import GraphIndex
 from kb_mcp.ingest import agent, synclock
 from kb_mcp.ingest.redate import StoredDates
@@ -64,7 +64,7 @@ class LibraryState:
         for folder in (self.home, self.home / agent.DOCS_DIR, self.home / agent.ORIGINALS_DIR):
             remove_stale_temps(folder)
         self.db = open_database(settings, self.home / DB_FILE)
-        self.fts = FtsIndex(self.db)
+        self.fts = keyword_store.reader(self.db)
         self.graph = GraphIndex(self.db)
         self.redaction = StoredRedaction(self.db, self.home)
         self.dates = StoredDates(self.db)
@@ -76,7 +76,7 @@ class LibraryState:
             self.db, self.home, settings, make_extractor, prepare=self.ready
         )
         self.reranker = ActiveReranker(settings)  # built at the first search that reranks
-        self.links = Linking(self.db, self.home)
+        self.links = Linking(self.db, self.home, self.fts.refresh_segment)
         synclock.recover_interrupted(self.db, self.home)
 
     def ready(self) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kb_mcp.chunk import split_document
-from kb_mcp.errors import KbError, Refused
+from kb_mcp.errors import KbError, Refused, Unavailable
 from kb_mcp.fsutil import atomic_write
 from kb_mcp.index import graph, vectors
 from kb_mcp.ingest import agent, readers
@@ -210,6 +210,17 @@ class Writing:
         18). A rebuild runs in one transaction, so readers see the old index until it
         commits; other writers wait, and past the busy timeout get ``Conflict``.
         """
+        if self.db.engine != "sqlite":
+            # This home's files are not the truth of a shared library: other writers'
+            # agent documents and other machines' folders would be dropped. What would
+            # make it work: agent documents rebuilt from the database's own copy, and
+            # only this machine's folder sources re-read.
+            raise Unavailable(
+                "reindex is not available on a PostgreSQL library yet: it would rebuild "
+                "the shared library from this home's files alone",
+                hint="search, grep, read, list and add_document work; the library keeps "
+                "its keyword index current by itself",
+            )
         self._ready()  # docs/ files re-redacted first: a rebuild reads them
         if not rebuild:
             return self._reindex_files(rebuild=False, progress=progress)

@@ -100,7 +100,13 @@ def secure_delete(conn: apsw.Connection) -> Iterator[None]:
 def read_snapshot(conn: apsw.Connection) -> Iterator[None]:
     """One read transaction (``BEGIN``, deferred: no lock taken until the first read)
     around several statements, so they all see one commit; inside a transaction
-    already, that one is the snapshot."""
+    already, that one is the snapshot. A PostgreSQL store's connection takes its own
+    (``PgConnection.snapshot``): callers hold a connection, not a database, so the
+    choice is made here."""
+    if getattr(conn, "engine", None) == "postgresql":
+        with conn.snapshot():  # type: ignore[attr-defined]
+            yield
+        return
     if conn.in_transaction:
         yield
         return
@@ -113,6 +119,8 @@ def read_snapshot(conn: apsw.Connection) -> Iterator[None]:
 
 class Database:
     """A library's ``kb.db``: per-thread connections over one file."""
+
+    engine = "sqlite"  # ``store/postgres/database.PostgresDatabase`` is "postgresql"
 
     def __init__(self, path: Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
         """``busy_timeout_ms``: how long a statement waits for another writer's lock."""
@@ -335,6 +343,12 @@ class Database:
             raise QueryTimeout(f"query exceeded {ms} ms", busy=busy) from exc
         finally:
             conn.set_progress_handler(None, id=token)
+
+    def schema(self) -> tuple[int, int]:
+        """``(steps applied, steps this kb-mcp has)`` of the library's schema (doctor)."""
+        from kb_mcp.store.migrations import MIGRATIONS, schema_version
+
+        return schema_version(self.conn), len(MIGRATIONS)
 
     def query(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> list[tuple]:
         """All rows of one read statement on this thread's connection."""

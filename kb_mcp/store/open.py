@@ -1,31 +1,42 @@
 """Which engine holds a library: the one place the ``store`` setting is read to open it.
 
-The SQLite file ``kb.db`` in the home is the default. A PostgreSQL store (issue 24) has
-its engine (``store/postgres/database.py``), its schema and its keyword and vector
-indexes, tested on a real server; the library's services are not yet wired to them
-(the FTS5 index, the entity graph's upkeep and the redaction rewrite still speak SQLite
-only). Until they are, a PostgreSQL store is refused here with that said, never quietly
-replaced by the SQLite file: an agent would otherwise write a team's documents into one
-machine's library.
+The SQLite file ``kb.db`` in the home is the default. A PostgreSQL store (issue 24) opens
+on ``store/postgres/database.PostgresDatabase``: its rows, keyword index and vector
+tables live on the server, shared by every process that names the same URL. Both
+database classes say their engine (``engine``: "sqlite" or "postgresql"); the keyword
+index is chosen by it in one place (``index/keyword_store.py``), and what still speaks
+SQLite only is skipped or refused where it is used, each place saying why and what would
+make it work (grep ``.engine`` and ``on_postgres``): the vectors (``embed/active.py``),
+reindex (``library/writing.py``), the linking phase's worker processes
+(``ingest/links.py``), ``secure_delete`` (``ingest/reredact.py``). A PostgreSQL store is
+never replaced by the SQLite file: an agent would otherwise write a team's documents
+into one machine's library.
+
+The home stays each process's own: its agent documents' file copies, its logs, and the
+key of its location paths (``store/paths.py``). That key is per home on PostgreSQL too,
+which is right for folder sources (a source belongs to the machine that registered it)
+and not yet for agent documents, whose locations another home could then not name
+(what is left: the key in a table the library's roles read, or agent locations keyed by
+their uri alone).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from kb_mcp.errors import Unavailable
 from kb_mcp.settings import Settings
 from kb_mcp.store.db import Database
+from kb_mcp.store.paths import PATH_KEY_FILE, PathKeys
 
 
 def open_database(settings: Settings, path: Path) -> Database:
-    """The library's database: the SQLite file at ``path``, or a clear refusal for a
-    PostgreSQL store (its URL shown without secrets)."""
-    if settings.store.postgres_url is not None:
-        raise Unavailable(
-            f"the store {settings.store} is a PostgreSQL library, which this version of "
-            "kb-mcp cannot open for its commands yet",
-            hint="`kb-mcp pg init` prints the roles' SQL already; to use the SQLite library "
-            "in the home, remove the store setting (config.toml, KB_MCP_STORE or --store)",
-        )
-    return Database(path)
+    """The library's database: the SQLite file at ``path``, or the PostgreSQL store the
+    settings name (its location paths keyed by the file beside ``path``)."""
+    url = settings.store.postgres_url
+    if url is None:
+        return Database(path)
+    from kb_mcp.store.postgres.database import PostgresDatabase  # psycopg: the extra's
+
+    database = PostgresDatabase(url)
+    database.paths = PathKeys(path.parent / PATH_KEY_FILE)
+    return database  # type: ignore[return-value]  # the same surface (plan: Contracts)

@@ -161,6 +161,8 @@ class PgConnection:
     so it needs no lock.
     """
 
+    engine = "postgresql"  # what ``index/keyword_store`` dispatches on
+
     def __init__(self, lease: Lease, where: str, role: str) -> None:
         self._lease = lease
         self.where = where  # the redacted URL, for messages
@@ -181,6 +183,18 @@ class PgConnection:
         """apsw's name for ``not in_transaction`` (``relations/name_index`` asks it)."""
         return not self.in_transaction
 
+    @property
+    def filename(self) -> str:
+        """Which database this is (its redacted URL), as apsw's ``filename`` names the
+        file: what per-database caches are keyed on (``relations/name_index``)."""
+        return self.where
+
+    @property
+    def pinned_connection(self) -> psycopg.Connection | None:
+        """The psycopg connection of the ``pinned`` block this thread is in, if any: what
+        code speaking psycopg itself (COPY, arrays) runs on."""
+        return self._pinned
+
     def changes(self) -> int:
         """Rows the last INSERT / UPDATE / DELETE changed (all of ``executemany``'s)."""
         return self._changes
@@ -198,6 +212,21 @@ class PgConnection:
                 yield pg
             finally:
                 self._pinned = None
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """One read-only snapshot (REPEATABLE READ) around several statements, so they
+        all see one commit; inside a transaction already, that one is the snapshot."""
+        if self.in_transaction:
+            yield
+            return
+        with self.pinned():
+            self.script("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            try:
+                yield
+            finally:
+                if self.in_transaction:
+                    self.script("COMMIT")
 
     def execute(self, sql: str, params: Params = ()) -> Iterable[tuple[Any, ...]]:
         """Run one statement; its rows as apsw's cursor gives them.

@@ -49,7 +49,7 @@ from kb_mcp.store.postgres.connection import (
     translated,
     unreachable,
 )
-from kb_mcp.store.postgres.migrate import Migration, migrate
+from kb_mcp.store.postgres.migrate import Migration, migrate, schema_version
 
 # Connections one process opens at most. Each call holds one only while it runs a
 # statement or a block (a search's deadline, a write), so 8 serve up to 8 calls at the
@@ -75,21 +75,10 @@ ENGINE_MIGRATIONS: list[Migration] = [
 _BEGIN_WRITE = "BEGIN; UPDATE kb_change SET stamp = stamp + 1"
 
 
-@contextmanager
-def read_snapshot(conn: PgConnection) -> Iterator[None]:
+def read_snapshot(conn: PgConnection) -> AbstractContextManager[None]:
     """One read-only snapshot (REPEATABLE READ) around several statements, so they all
-    see one commit, as ``store/db.py``'s ``read_snapshot``; inside a transaction
-    already, that one is the snapshot."""
-    if conn.in_transaction:
-        yield
-        return
-    with conn.pinned():
-        conn.script("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        try:
-            yield
-        finally:
-            if conn.in_transaction:
-                conn.script("COMMIT")
+    see one commit, as ``store/db.py``'s ``read_snapshot`` (``PgConnection.snapshot``)."""
+    return conn.snapshot()
 
 
 def store_migrations() -> list[Migration]:
@@ -104,6 +93,8 @@ def store_migrations() -> list[Migration]:
 
 class PostgresDatabase:
     """A library on a PostgreSQL server: pooled connections over one database."""
+
+    engine = "postgresql"  # ``store/db.Database`` is "sqlite"
 
     def __init__(
         self,
@@ -219,6 +210,11 @@ class PostgresDatabase:
         PostgreSQL server's buffers are shared and its administrator's."""
         yield
 
+    def schema(self) -> tuple[int, int]:
+        """``(steps applied, steps this kb-mcp has)``, the engine's own included (doctor)."""
+        with self.conn.pinned() as pg:
+            return schema_version(pg), len(self.migrations)
+
     def query(self, sql: str, params: Params = ()) -> list[tuple[Any, ...]]:
         """All rows of one read statement on this thread's connection."""
         return list(self.conn.execute(sql, params))
@@ -281,6 +277,11 @@ class PostgresDatabase:
         replaces one whose ping fails, and lends another."""
         if time.monotonic() - self._idle_since.get(pg, 0.0) >= IDLE_CHECK_S:
             ConnectionPool.check_connection(pg)
+
+    def connect(self) -> psycopg.Connection:
+        """A new autocommit connection outside the pool, the caller's to close (the
+        keyword index's merges hold two of their own)."""
+        return self._connect()
 
     def _connect(self) -> psycopg.Connection:
         """A connection of its own (not the pool's), or ``Unavailable`` saying why not."""
