@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from kb_mcp.embed.active import NOT_ON_POSTGRES
 from kb_mcp.errors import Unavailable
 from kb_mcp.index.postgres import keyword_merge
 from kb_mcp.ingest import readahead
@@ -50,8 +49,8 @@ QUESTIONS = ("restart the gateway", "health endpoint redis", "sticky sessions ro
 
 
 def _settings(home: Path, store: Store | None = None) -> Settings:
-    # No embedder: vectors are not wired to the PostgreSQL store yet, and the default
-    # mode must then answer from the keyword legs on both stores alike.
+    # No embedder: the default mode answers from the keyword legs on both stores alike
+    # (tests/test_postgres_hybrid.py has the vectors).
     return dataclasses.replace(
         Settings(home=home), allow_agent_writes=True, embedder="none", store=store or Store()
     )
@@ -140,25 +139,6 @@ def test_a_second_server_on_the_same_url_sees_the_first_ones_document(
     finally:
         first.close()
         second.close()
-
-
-def test_with_an_embedder_configured_search_says_vectors_are_not_kept_there_yet(
-    tmp_path: Path, postgres_url: str
-) -> None:
-    """The vector index is not wired to the PostgreSQL store yet: the default mode
-    answers from the keyword legs and says why, and nothing tries to embed."""
-    settings = dataclasses.replace(
-        _settings(tmp_path / "home", Store(postgres_url)), embedder="local"
-    )
-    library = _filled(settings)
-    try:
-        found = library.lookup.search("restart the gateway")
-        assert found.hits and found.fallback == "keyword"
-        assert found.reason == NOT_ON_POSTGRES
-        assert library.vectors.embed_pending() is None
-        assert library.catalog.overview().health["vectors"] == f"not usable: {NOT_ON_POSTGRES}"
-    finally:
-        library.close()
 
 
 async def _tool_answers(client) -> dict[str, object]:

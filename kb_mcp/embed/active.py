@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from kb_mcp.fsutil import FileLock
-from kb_mcp.index import embed_runs, vectors
+from kb_mcp.index import embed_runs, vector_store
+from kb_mcp.index.vectors import SignatureRow
 from kb_mcp.library.results import VectorBacklog, VectorState
 from kb_mcp.search.vector import building_reason
 from kb_mcp.settings import Settings
@@ -42,11 +43,6 @@ if TYPE_CHECKING:
 # 100k chunks costs ~10 ms. A store or removal of vectors invalidates it at once.
 STATE_TTL_S = 1.0
 NO_EMBEDDER = "no embedder configured (--embedder none)"
-# Why a library on PostgreSQL has no vectors yet: this class embeds into the SQLite
-# store's tables (``index/vectors.py``). What would make it work: the same queue and
-# state over ``index/postgres/vectors.py`` (pgvector, tested on its own), chosen by the
-# database's engine as ``index/keyword_store`` chooses the keyword index.
-NOT_ON_POSTGRES = "vectors are not kept in a PostgreSQL store yet: keyword search answers"
 # Beside the sync locks of ingest/synclock.py; one per signature.
 LOCK_PATH = "locks/embed-{key}.lock"
 LOCK_POLL_S = 0.2
@@ -82,7 +78,7 @@ def foreground_embedders(settings: Settings) -> EmbedderFactory:
 class _Held(NamedTuple):
     """A signature the library holds vectors for, with its counts."""
 
-    row: vectors.SignatureRow
+    row: SignatureRow
     embedded: int
     pending: int
 
@@ -105,14 +101,9 @@ class ActiveVectors:
         # Set whenever there may be new chunks to embed (a sync, an added document);
         # the server's background embedder waits on it.
         self.wanted = threading.Event()
-        # None, or why this library has no vectors whatever the embedder (its engine).
-        self._unwired = NOT_ON_POSTGRES if db.engine == "postgresql" else None
 
     def embedder(self) -> Embedder | None:
-        """The configured embedder (None: ``--embedder none``, or a store whose vectors
-        are not wired), built on first use."""
-        if self._unwired is not None:
-            return None
+        """The configured embedder (None: ``--embedder none``), built on first use."""
         return self._embedder_for(self._settings.embedder, self._settings.embed_model or None)
 
     def _embedder_for(self, provider: str, model: str | None) -> Embedder | None:
@@ -133,11 +124,11 @@ class ActiveVectors:
 
     @property
     def index(self) -> VectorIndex:
-        """The library's one approximate-neighbour index (codes cached in memory)."""
+        """The library's one approximate-neighbour index, its engine's
+        (``index/vector_store.index``: codes cached in memory on SQLite, pgvector's HNSW
+        in the server on PostgreSQL)."""
         if self._index is None:
-            from kb_mcp.index.vectors import VectorIndex
-
-            self._index = VectorIndex()
+            self._index = vector_store.index(self._db)
         return self._index
 
     def embed_pending(
@@ -171,8 +162,11 @@ class ActiveVectors:
         with FileLock(self._home / LOCK_PATH.format(key=signature.key)) as lock:
             if not _take(lock, wait, should_stop):
                 return None
+            # A transaction of its own, committed at once: on PostgreSQL a new signature's
+            # table references ``chunks``, and creating it locks out chunk writers until
+            # the commit.
             with self._db.write() as conn:
-                sig_id = vectors.ensure_signature(conn, signature)
+                sig_id = vector_store.ensure_signature(conn, signature)
             report = queue.embed_pending(
                 self._db,
                 embedder,
@@ -223,10 +217,10 @@ class ActiveVectors:
 
     def _totals(self, key: str) -> tuple[int, int]:
         """(embedded, pending) passages of signature ``key`` (all pending without a row)."""
-        row = vectors.find_signature(self._db.conn, key)
+        row = vector_store.find_signature(self._db.conn, key)
         if row is None:
             return 0, rows.document_total(self._db.conn)[1]
-        return vectors.totals(self._db.conn, row.id)
+        return vector_store.totals(self._db.conn, row.id)
 
     def _measure(self) -> EmbedReport | None:
         """Embed ``MEASURE_BATCHES`` batches of ``MEASURE_BATCH`` now (the run records its
@@ -246,9 +240,9 @@ class ActiveVectors:
     def _drop_other_signatures(self, keep: int) -> None:
         """The configured signature is complete: older models' vectors go (disk, memory)."""
         with self._db.write() as conn:
-            for row in vectors.signatures(conn):
+            for row in vector_store.signatures(conn):
                 if row.id != keep:
-                    vectors.drop_signature(conn, row.key)
+                    vector_store.drop_signature(conn, row.key)
                     self.index.discard(row.id)
 
     def chunks_changed(self) -> None:
@@ -272,10 +266,8 @@ class ActiveVectors:
         """
         if self._settings.embedder == "none":
             return VectorState(None, None, None, None, 0, 0, NO_EMBEDDER)
-        if self._unwired is not None:
-            return VectorState(None, None, None, None, 0, 0, self._unwired)
         now = time.monotonic()
-        generation = vectors.generation(self._db.conn)
+        generation = vector_store.generation(self._db.conn)
         cached = self._vector_state
         if cached and cached[1] == generation and now - cached[0] < STATE_TTL_S:
             return cached[2]
@@ -296,7 +288,9 @@ class ActiveVectors:
         except EmbedderUnavailable as exc:
             configured, problem = None, f"embedder unavailable: {exc.message}"
         building = configured is not None and embed_runs.running(conn, configured.key)
-        held = [_Held(row, *vectors.totals(conn, row.id)) for row in vectors.signatures(conn)]
+        held = [
+            _Held(row, *vector_store.totals(conn, row.id)) for row in vector_store.signatures(conn)
+        ]
         mine = next((h for h in held if configured and h.row.key == configured.key), None)
         if mine is None:
             mine_embedded, mine_pending = 0, rows.document_total(conn)[1]
@@ -331,7 +325,7 @@ class ActiveVectors:
             building=building,
         )
 
-    def configured_row(self) -> vectors.SignatureRow | None:
+    def configured_row(self) -> SignatureRow | None:
         """The configured embedder's signature row, if it has one (it may not run now)."""
         embedder = self.embedder()
         if embedder is None:
@@ -342,7 +336,7 @@ class ActiveVectors:
             key = embedder.signature.key
         except EmbedderUnavailable:
             return None
-        return vectors.find_signature(self._db.conn, key)
+        return vector_store.find_signature(self._db.conn, key)
 
 
 def _take(lock: FileLock, wait: bool, should_stop: Callable[[], bool] | None) -> bool:

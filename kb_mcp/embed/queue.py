@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kb_mcp.embed.base import Embedder, EmbedderUnavailable
-from kb_mcp.index import embed_runs, vectors
+from kb_mcp.index import embed_runs, vector_store
 from kb_mcp.store.db import Database
 
 DEFAULT_BATCH = 32
@@ -89,7 +89,7 @@ def embed_pending(
     """
     started = time.perf_counter()
     signature = embedder.signature
-    _, pending_at_start = vectors.totals(db.conn, sig_id)
+    _, pending_at_start = vector_store.totals(db.conn, sig_id)
     try:
         return _run(db, embedder, sig_id, batch, should_stop, progress, pending_at_start, started)
     finally:
@@ -119,15 +119,15 @@ def _run(
     after_id = 0
     timed_from: tuple[float, int] | None = None  # (when, embedded) at the first batch's end
     while not (should_stop and should_stop()):
-        chunks = vectors.pending_chunks(db.conn, sig_id, batch, after_id=after_id)
+        chunks = vector_store.pending_chunks(db.conn, sig_id, batch, after_id=after_id)
         if not chunks:
             break
         after_id = chunks[-1].chunk_id
         document_ids = sorted({c.document_id for c in chunks})
         reused: set[int] = set()
-        if vectors.has_kept(db.conn, sig_id):
+        if vector_store.has_kept(db.conn, sig_id):
             with db.write() as conn:
-                reused = vectors.reuse_kept(conn, sig_id, chunks)
+                reused = vector_store.reuse_kept(conn, sig_id, chunks)
         embedded += len(reused)
         reused_total += len(reused)
         chunks = [c for c in chunks if c.chunk_id not in reused]
@@ -139,15 +139,15 @@ def _run(
                 matrix = _checked(matrix, len(texts), signature.dims, signature.describe())
         except EmbedderUnavailable as exc:
             with db.write() as conn:
-                vectors.record_failure(conn, sig_id, document_ids, exc.message, _utc_now())
-            _, pending = vectors.totals(db.conn, sig_id)
+                vector_store.record_failure(conn, sig_id, document_ids, exc.message, _utc_now())
+            _, pending = vector_store.totals(db.conn, sig_id)
             seconds = time.perf_counter() - started
             return EmbedReport(embedded, pending, len(chunks), exc.message, seconds, reused_total)
         row_of = {text: i for i, text in enumerate(texts)}
         with db.write() as conn:
             rows = matrix[[row_of[c.text] for c in chunks]]
-            embedded += vectors.store_vectors(conn, sig_id, [c.chunk_id for c in chunks], rows)
-            vectors.record_success(conn, sig_id, document_ids)
+            embedded += vector_store.store_vectors(conn, sig_id, [c.chunk_id for c in chunks], rows)
+            vector_store.record_success(conn, sig_id, document_ids)
             now = time.perf_counter()
             if timed_from is None:
                 timed_from = (now, embedded - reused_total)
@@ -157,8 +157,8 @@ def _run(
             embed_runs.beat(conn, signature.key)
         if progress is not None:
             progress(embedded, max(pending_at_start, embedded), signature.describe())
-    _, pending = vectors.totals(db.conn, sig_id)
-    if pending == 0 and vectors.has_kept(db.conn, sig_id):
+    _, pending = vector_store.totals(db.conn, sig_id)
+    if pending == 0 and vector_store.has_kept(db.conn, sig_id):
         with db.write() as conn:
-            vectors.forget_kept(conn, sig_id)
+            vector_store.forget_kept(conn, sig_id)
     return EmbedReport(embedded, pending, 0, None, time.perf_counter() - started, reused_total)

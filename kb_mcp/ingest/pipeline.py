@@ -39,7 +39,7 @@ import apsw
 
 from kb_mcp.chunk import Chunk
 from kb_mcp.chunk.stream import iter_chunks
-from kb_mcp.index import docs_fts, graph, keyword_store, vectors
+from kb_mcp.index import docs_fts, graph, keyword_store, vector_store
 from kb_mcp.index.columns import index_row
 from kb_mcp.ingest.derive import Derived, derive, fts_rows_of
 from kb_mcp.redact import redact
@@ -194,7 +194,7 @@ def _unindex_chunks(conn: apsw.Connection, document_id: int) -> None:
     chunk_ids = rows.chunk_ids(conn, document_id)
     keyword_store.remove_chunks(conn, chunk_ids)
     keyword_store.remove_documents(conn, [document_id])
-    vectors.remove_chunks(conn, chunk_ids)
+    vector_store.remove_chunks(conn, chunk_ids)
     graph.remove_chunks(conn, chunk_ids)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from kb_mcp import limits
 from kb_mcp.embed.active import NO_EMBEDDER
-from kb_mcp.index import vectors
+from kb_mcp.index import vector_store
 from kb_mcp.ingest import links, skipped
 from kb_mcp.library.results import (
     DocumentEntry,
@@ -65,10 +65,12 @@ class Catalog:
         counts = self._memo("source_counts", lambda: source_counts(conn))
         state = self.vector_state()
         health_row = self._vectors.configured_row() or (
-            vectors.signature_row(conn, state.signature_id) if state.signature_id else None
+            vector_store.signature_row(conn, state.signature_id) if state.signature_id else None
         )
         covered = (
-            self._memo(f"coverage:{health_row.id}", lambda: vectors.coverage(conn, health_row.id))
+            self._memo(
+                f"coverage:{health_row.id}", lambda: vector_store.coverage(conn, health_row.id)
+            )
             if health_row
             else {}
         )
@@ -96,7 +98,7 @@ class Catalog:
             "vectors": describe_vectors(state),
             "embed_pending": state.pending if self.settings.embedder != "none" else 0,
             "embed_failed_documents": self._memo(
-                "failed_documents", lambda: vectors.failed_documents(conn)
+                "failed_documents", lambda: vector_store.failed_documents(conn)
             ),
             "embed_error": (health_row.last_error if health_row else None)
             or self._vectors.last_error,

@@ -14,7 +14,7 @@ from pathlib import Path
 from kb_mcp.chunk import split_document
 from kb_mcp.errors import KbError, Refused, Unavailable
 from kb_mcp.fsutil import atomic_write
-from kb_mcp.index import graph, vectors
+from kb_mcp.index import graph, vector_store
 from kb_mcp.ingest import agent, readers
 from kb_mcp.ingest.filework import convert_file_bytes, utc_now
 from kb_mcp.ingest.pipeline import (
@@ -225,7 +225,7 @@ class Writing:
         if not rebuild:
             return self._reindex_files(rebuild=False, progress=progress)
         with self.db.write() as conn:
-            vectors.forget_all(conn)  # chunk ids start over: no vector may survive
+            vector_store.forget_all(conn)  # chunk ids start over: no vector may survive
             graph.forget_all(conn)
             self._enrichment.forget(conn)
             rows.delete_everything(conn)

@@ -274,7 +274,7 @@ class EmbeddedLeg:
         return [LegHit(cid, rank, cosine) for rank, (cid, cosine) in enumerate(nearest, start=1)]
 
     def unembedded(self, chunk_ids: Sequence[int]) -> set[int]:
-        from kb_mcp.index.vectors import embedded_among
+        from kb_mcp.index.vector_store import embedded_among
 
         seen = embedded_among(self._db.conn, self._signature_id, chunk_ids, self._seen_through)
         return set(chunk_ids) - seen

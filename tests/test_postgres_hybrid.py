@@ -1,0 +1,107 @@
+"""Vectors in a library on PostgreSQL (issue 24): embedded there, searched in hybrid.
+
+The same documents, embedded by the same deterministic embedder (``hash_embedder``), in
+a SQLite library and in one on a real PostgreSQL server (pgvector): the default mode must
+run hybrid on both and rank alike, scores within float noise (pgvector computes the
+inner product in its own order of additions). A removed document's vectors go with it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from hash_embedder import hash_factory
+
+from kb_mcp.library import Library
+from kb_mcp.settings import Settings, Store
+
+DOCUMENTS = (
+    (
+        "Deploy runbook",
+        "# Deploy\n\n## Restart\n\nRestart the gateway with `systemctl restart gw`.\n"
+        "Then check the health endpoint answers 200.\n\n## Rollback\n\n"
+        "Roll back by deploying the previous tag; the gateway keeps its sessions.\n",
+        "agent://runbooks/deploy",
+    ),
+    (
+        "ADR 7: sessions in Redis",
+        "# ADR 7\n\nSessions live in Redis so a gateway restart keeps them.\n"
+        "We rejected sticky sessions: a restart dropped every user.\n",
+        "agent://adr/7",
+    ),
+    (
+        "Health checks",
+        "# Health\n\nEvery service answers /healthz; the gateway's health endpoint "
+        "also checks Redis.\n",
+        "agent://notes/health",
+    ),
+)
+QUESTIONS = ("restart the gateway", "health endpoint redis", "sticky sessions rollback")
+
+
+def _library(home: Path, store: Store | None = None) -> Library:
+    settings = dataclasses.replace(
+        Settings(home=home),
+        allow_agent_writes=True,
+        embedder="test",
+        embed_model="hash-64",
+        store=store or Store(),
+    )
+    library = Library(settings, make_embedder=hash_factory())
+    for title, content, uri in DOCUMENTS:
+        library.writing.add_document(title, content, uri)
+    report = library.vectors.embed_pending()
+    assert report is not None and report.complete and report.error is None
+    return library
+
+
+@pytest.fixture
+def both(tmp_path: Path, postgres_url: str) -> Iterator[tuple[Library, Library]]:
+    """The same embedded documents in a SQLite library and in one on PostgreSQL."""
+    sqlite = _library(tmp_path / "sqlite")
+    postgres = _library(tmp_path / "postgres", Store(postgres_url))
+    try:
+        yield sqlite, postgres
+    finally:
+        sqlite.close()
+        postgres.close()
+
+
+def test_the_default_mode_runs_hybrid_and_ranks_as_the_sqlite_library(
+    both: tuple[Library, Library],
+) -> None:
+    sqlite, postgres = both
+    for question in QUESTIONS:
+        want = sqlite.lookup.search(question)
+        got = postgres.lookup.search(question)
+        assert want.mode == "hybrid" and want.hits, question  # the comparison means something
+        assert (got.mode, got.fallback) == (want.mode, want.fallback), question
+        assert [(h.doc, h.cite, h.legs) for h in got.hits] == [
+            (h.doc, h.cite, h.legs) for h in want.hits
+        ], question
+        for mine, theirs in zip(got.hits, want.hits, strict=True):
+            assert mine.score == pytest.approx(theirs.score, abs=1e-5), question
+
+
+def test_a_replaced_documents_old_vectors_go_with_its_chunks(
+    both: tuple[Library, Library], postgres_url: str
+) -> None:
+    _, postgres = both
+    before = postgres.vectors.state()
+    assert before.embedded > 0 and before.pending == 0
+    title, _content, uri = DOCUMENTS[0]
+    postgres.writing.add_document(title, "# Deploy\n\nDrain the load balancer first.\n", uri)
+    after = postgres.vectors.state()
+    assert after.embedded < before.embedded and after.pending == 1
+    assert postgres.vectors.embed_pending().complete
+    with psycopg.connect(postgres_url) as conn:
+        chunks = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+        (key,) = conn.execute("SELECT key FROM embedding_signatures").fetchone()
+        stored = conn.execute(f"SELECT COUNT(*) FROM vec_{key}").fetchone()[0]
+    assert stored == chunks == postgres.vectors.state().embedded
+    hits = postgres.lookup.search("drain the load balancer").hits
+    assert hits[0].doc == uri or hits[0].title == title
