@@ -85,6 +85,8 @@ def test_the_default_mode_runs_hybrid_and_ranks_as_the_sqlite_library(
         ], question
         for mine, theirs in zip(got.hits, want.hits, strict=True):
             assert mine.score == pytest.approx(theirs.score, abs=1e-5), question
+    health = [library.catalog.overview().health["vectors"] for library in (sqlite, postgres)]
+    assert health[1] == health[0], health
 
 
 def test_a_replaced_documents_old_vectors_go_with_its_chunks(
