@@ -12,10 +12,12 @@ import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import psycopg
 import pytest
-from hash_embedder import hash_factory
+from hash_embedder import HashEmbedder, hash_factory
 
+from kb_mcp.embed.base import Availability, EmbeddingSignature, EmbedKind
 from kb_mcp.library import Library
 from kb_mcp.settings import Settings, Store
 
@@ -107,3 +109,50 @@ def test_a_replaced_documents_old_vectors_go_with_its_chunks(
     assert stored == chunks == postgres.vectors.state().embedded
     hits = postgres.lookup.search("drain the load balancer").hits
     assert hits[0].doc == uri or hits[0].title == title
+
+
+class _Watching:
+    """``HashEmbedder`` that, at each batch, records the locks on ``chunks`` that would
+    stop another server adding a document (taken by creating a table that references it)."""
+
+    def __init__(self, url: str) -> None:
+        self.inner = HashEmbedder("hash-64")
+        self.url = url
+        self.blocking: list[str] = []
+
+    @property
+    def signature(self) -> EmbeddingSignature:
+        return self.inner.signature
+
+    def availability(self) -> Availability:
+        return Availability(True)
+
+    def embed(self, texts: list[str], kind: EmbedKind = "passage") -> np.ndarray:
+        with psycopg.connect(self.url) as conn:
+            found = conn.execute(
+                "SELECT l.mode FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+                "WHERE c.relname = 'chunks' AND l.granted AND l.mode IN "
+                "('ShareRowExclusiveLock', 'ExclusiveLock', 'AccessExclusiveLock')"
+            ).fetchall()
+        self.blocking += [mode for (mode,) in found]
+        return self.inner.embed(texts, kind)
+
+
+def test_a_new_models_table_does_not_hold_chunk_writers_while_it_embeds(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """Creating a signature's table (it references ``chunks``) locks out every writer of
+    chunks until it commits: it commits before the first passage is embedded."""
+    watching = _Watching(postgres_url)
+    settings = dataclasses.replace(
+        Settings(home=tmp_path / "home"),
+        allow_agent_writes=True,
+        embedder="test",
+        embed_model="hash-64",
+        store=Store(postgres_url),
+    )
+    with Library(settings, make_embedder=lambda _p, _m: watching) as library:
+        for title, content, uri in DOCUMENTS:
+            library.writing.add_document(title, content, uri)
+        assert library.vectors.embed_pending(batch=1).complete
+    assert watching.blocking == []
