@@ -138,7 +138,11 @@ class Folders:
             if not folders:
                 self._source_id(source)  # raises NotFound listing the known sources
                 raise InvalidInput(f"source {source!r} is not a folder source; nothing to sync")
-        else:
+        elif self.db.engine == "sqlite":
+            # Only on this home's own file: a shared PostgreSQL library holds every
+            # writer's folders while this home lists only its own (``sources.json``), so
+            # an unlisted folder there is a teammate's, not one this user removed (one
+            # machine's sync emptied the team library). ``kb-mcp remove NAME`` drops it.
             self._drop_unlisted_folders({f.name for f in folders})
         reports = (self._sync_one(folder, progress, should_stop, wait) for folder in folders)
         try:
