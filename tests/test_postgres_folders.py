@@ -31,9 +31,10 @@ Kb = Callable[..., subprocess.CompletedProcess]
 
 
 def _cli(home: Path, env: dict[str, str]) -> Kb:
-    """``kb(command, *args)``: the CLI on ``home`` with ``env``; fails the test on an error."""
+    """``kb(command, *args)``: the CLI on ``home`` with ``env``; fails the test unless
+    it exits with ``exit_code`` (0 unless told)."""
 
-    def run(command: str, *args: str) -> subprocess.CompletedProcess:
+    def run(command: str, *args: str, exit_code: int = 0) -> subprocess.CompletedProcess:
         done = subprocess.run(
             [sys.executable, "-m", "kb_mcp", command, *args, "--home", str(home)],
             env=env,
@@ -42,7 +43,7 @@ def _cli(home: Path, env: dict[str, str]) -> Kb:
             timeout=CLI_TIMEOUT_S,
             check=False,
         )
-        assert done.returncode == 0, f"kb-mcp {command}: {done.stderr}"
+        assert done.returncode == exit_code, f"kb-mcp {command}: {done.stderr}"
         return done
 
     return run
@@ -133,3 +134,26 @@ def test_another_machines_sync_keeps_the_folders_it_did_not_add(
 
     machine_b("remove", "notes")  # a teammate's folder goes only when asked by name
     assert _paths(machine_a, "restart the gateway") == []
+
+
+def test_a_teammates_folder_of_the_same_name_is_not_taken_for_ones_own(
+    tmp_path: Path, folder: Path, child_env: dict[str, str], postgres_url: str
+) -> None:
+    """Two machines' ``notes`` folders are two sources: sharing one source row, each
+    machine's sync removed the files only the other one's folder holds."""
+    env = {**child_env, "KB_MCP_STORE": postgres_url}
+    machine_a, machine_b = _cli(tmp_path / "home-a", env), _cli(tmp_path / "home-b", env)
+    machine_a("add", str(folder), "--yes")
+    theirs = tmp_path / "machine-b" / "notes"
+    theirs.mkdir(parents=True)
+    (theirs / "cache.md").write_text("# Cache\n\nWarm the cache before the release.\n")
+
+    taken = machine_b("add", str(theirs), "--yes", "--name", "notes", exit_code=6)
+    assert "pick another --name" in taken.stderr
+
+    added = machine_b("add", str(theirs), "--yes")
+    assert "added source 'notes-2'" in added.stdout
+    for machine in (machine_b, machine_a):
+        machine("sync")
+        assert _paths(machine, "warm the cache") == ["cache.md"]
+        assert _paths(machine, "restart the gateway")[0] == "deploy.md"

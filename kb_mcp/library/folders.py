@@ -56,7 +56,30 @@ class Folders:
     ) -> sources.FolderSource:
         """Register a folder as a source (``sync`` ingests it); ``gitignore``: whether its
         walk honours ``.gitignore`` files (``ingest/gitignore.py``)."""
-        return sources.register_folder(self.home, Path(path), name, ignore, gitignore=gitignore)
+        return sources.register_folder(
+            self.home, Path(path), name, ignore, gitignore=gitignore, taken=self.held_elsewhere()
+        )
+
+    def check_registrable(self, path: Path, name: str | None) -> None:
+        """Raise as ``add_folder`` would, before the caller walks the folder for its cost."""
+        sources.check_registrable(
+            self.folder_sources(), path.resolve(), name, self.held_elsewhere()
+        )
+
+    def held_elsewhere(self) -> set[str]:
+        """Names of the library's folder sources this home does not list: on a shared
+        PostgreSQL library, other writers' folders. Sharing one source row, two machines'
+        ``notes`` folders removed each other's files at each sync, so a new folder takes
+        another name. Empty on SQLite: the file is this home's alone, and a folder row it
+        no longer lists is one its user removed (``sync`` drops it)."""
+        if self.db.engine == "sqlite":
+            return set()
+        own = {f.name for f in self.folder_sources()}
+        return {
+            row.name
+            for row in rows.list_sources(self.db.conn)
+            if row.kind == "folder" and row.name not in own
+        }
 
     def set_gitignore(self, name: str, gitignore: bool) -> sources.FolderSource:
         """Whether the folder source ``name`` honours ``.gitignore`` from its next sync on:
