@@ -122,7 +122,6 @@ def cmd_add(args: argparse.Namespace, library: Library) -> int:
     """Register a folder as a source (after showing what it would cost), or import one file."""
     from kb_mcp import render
     from kb_mcp.errors import Refused
-    from kb_mcp.ingest.sources import check_registrable
 
     path = Path(args.path).expanduser()
     if path.is_file():
@@ -136,7 +135,7 @@ def cmd_add(args: argparse.Namespace, library: Library) -> int:
         if existing is not None and args.gitignore is not None:
             return _set_gitignore(args, library, existing.name, args.gitignore)
         # refused before the walk, not after it (or after a yes)
-        check_registrable(library.folders.folder_sources(), path.resolve(), args.name)
+        library.folders.check_registrable(path, args.name)
     _print_estimate(path, library.folders.estimate_folder(path, args.ignore, gitignore=gitignore))
     if not args.yes and not _confirm("Add this folder and index it now?"):
         raise Refused("not added: confirm with --yes (or answer y at the prompt)")

@@ -8,7 +8,7 @@ rebuildable index: deleting ``kb.db`` must not forget which folders to index.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -90,8 +90,11 @@ def _free_name(base: str, taken: set[str]) -> str:
     return name
 
 
-def check_registrable(sources: Sequence[FolderSource], root: Path, name: str | None) -> None:
-    """Raise when ``root`` (resolved) is already one of ``sources`` or ``name`` is taken.
+def check_registrable(
+    sources: Sequence[FolderSource], root: Path, name: str | None, taken: Collection[str] = ()
+) -> None:
+    """Raise when ``root`` (resolved) is already one of ``sources`` or ``name`` is taken
+    (by one of ``sources``, or one of ``taken``: other homes' folders on a shared library).
 
     ``kb-mcp add`` asks this before it walks the folder for its cost: on a big folder the
     walk took seconds, and the refusal came after it, or after the user had said yes
@@ -100,22 +103,31 @@ def check_registrable(sources: Sequence[FolderSource], root: Path, name: str | N
     for s in sources:
         if s.root == str(root):
             raise Conflict(f"{root} is already a source, named {s.name!r}")
-    if name is not None and (name in {s.name for s in sources} or name in RESERVED_NAMES):
+    if name is not None and (
+        name in {s.name for s in sources} | set(taken) or name in RESERVED_NAMES
+    ):
         raise Conflict(f"a source named {name!r} exists already; pick another --name")
     if name is not None and not name.strip():
         raise InvalidInput("--name is empty")
 
 
 def register_folder(
-    home: Path, root: Path, name: str | None, ignore: Sequence[str], *, gitignore: bool = True
+    home: Path,
+    root: Path,
+    name: str | None,
+    ignore: Sequence[str],
+    *,
+    gitignore: bool = True,
+    taken: Collection[str] = (),
 ) -> FolderSource:
-    """Add a folder to the registry; the name defaults to the folder's own name."""
+    """Add a folder to the registry; the name defaults to the folder's own name, or the
+    first free one after it (``notes-2``) beside the registry's and ``taken`` names."""
     resolved = root.expanduser().resolve()
     if not resolved.is_dir():
         raise NotFound(f"{root} is not a folder")
     sources = load_registry(home)
-    check_registrable(sources, resolved, name)
-    taken = {s.name for s in sources}
+    check_registrable(sources, resolved, name, taken)
+    taken = {s.name for s in sources} | set(taken)
     source = FolderSource(
         name or _free_name(resolved.name or "folder", taken),
         str(resolved),

@@ -56,7 +56,30 @@ class Folders:
     ) -> sources.FolderSource:
         """Register a folder as a source (``sync`` ingests it); ``gitignore``: whether its
         walk honours ``.gitignore`` files (``ingest/gitignore.py``)."""
-        return sources.register_folder(self.home, Path(path), name, ignore, gitignore=gitignore)
+        return sources.register_folder(
+            self.home, Path(path), name, ignore, gitignore=gitignore, taken=self.held_elsewhere()
+        )
+
+    def check_registrable(self, path: Path, name: str | None) -> None:
+        """Raise as ``add_folder`` would, before the caller walks the folder for its cost."""
+        sources.check_registrable(
+            self.folder_sources(), path.resolve(), name, self.held_elsewhere()
+        )
+
+    def held_elsewhere(self) -> set[str]:
+        """Names of the library's folder sources this home does not list: on a shared
+        PostgreSQL library, other writers' folders. Sharing one source row, two machines'
+        ``notes`` folders removed each other's files at each sync, so a new folder takes
+        another name. Empty on SQLite: the file is this home's alone, and a folder row it
+        no longer lists is one its user removed (``sync`` drops it)."""
+        if self.db.engine == "sqlite":
+            return set()
+        own = {f.name for f in self.folder_sources()}
+        return {
+            row.name
+            for row in rows.list_sources(self.db.conn)
+            if row.kind == "folder" and row.name not in own
+        }
 
     def set_gitignore(self, name: str, gitignore: bool) -> sources.FolderSource:
         """Whether the folder source ``name`` honours ``.gitignore`` from its next sync on:
@@ -138,7 +161,11 @@ class Folders:
             if not folders:
                 self._source_id(source)  # raises NotFound listing the known sources
                 raise InvalidInput(f"source {source!r} is not a folder source; nothing to sync")
-        else:
+        elif self.db.engine == "sqlite":
+            # Only on this home's own file: a shared PostgreSQL library holds every
+            # writer's folders while this home lists only its own (``sources.json``), so
+            # an unlisted folder there is a teammate's, not one this user removed (one
+            # machine's sync emptied the team library). ``kb-mcp remove NAME`` drops it.
             self._drop_unlisted_folders({f.name for f in folders})
         reports = (self._sync_one(folder, progress, should_stop, wait) for folder in folders)
         try:
