@@ -157,27 +157,29 @@ def generation(conn: apsw.Connection) -> int:
 
 # --- signatures -----------------------------------------------------------------------
 
-_SIGNATURE_COLUMNS = (
+# The columns of a ``SignatureRow``, in its fields' order; the PostgreSQL index reads the
+# same table (``index/postgres/vectors.py``).
+SIGNATURE_COLUMNS = (
     "id, key, provider, model, dims, max_chars, prefixes, created_at, last_error, last_error_at"
 )
 
 
 def signatures(conn: apsw.Connection) -> list[SignatureRow]:
     """Every signature with vector tables, oldest first."""
-    cursor = conn.execute(f"SELECT {_SIGNATURE_COLUMNS} FROM embedding_signatures ORDER BY id")
+    cursor = conn.execute(f"SELECT {SIGNATURE_COLUMNS} FROM embedding_signatures ORDER BY id")
     return [SignatureRow(*row) for row in cursor]
 
 
 def signature_row(conn: apsw.Connection, sig_id: int) -> SignatureRow | None:
     row = conn.execute(
-        f"SELECT {_SIGNATURE_COLUMNS} FROM embedding_signatures WHERE id = ?", (sig_id,)
+        f"SELECT {SIGNATURE_COLUMNS} FROM embedding_signatures WHERE id = ?", (sig_id,)
     ).fetchone()
     return SignatureRow(*row) if row else None
 
 
 def find_signature(conn: apsw.Connection, key: str) -> SignatureRow | None:
     row = conn.execute(
-        f"SELECT {_SIGNATURE_COLUMNS} FROM embedding_signatures WHERE key = ?", (key,)
+        f"SELECT {SIGNATURE_COLUMNS} FROM embedding_signatures WHERE key = ?", (key,)
     ).fetchone()
     return SignatureRow(*row) if row else None
 

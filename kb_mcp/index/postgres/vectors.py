@@ -71,6 +71,7 @@ from kb_mcp.errors import InvalidInput
 from kb_mcp.index.vectors import (
     GENERATION_KEY,
     KEPT_LIMIT,
+    SIGNATURE_COLUMNS,
     PendingChunk,
     SignatureRow,
     embedding_text,
@@ -116,9 +117,6 @@ RESCORE_FACTOR = 8
 MIN_RESCORE = 400
 
 _KEY_RE = re.compile(r"[0-9a-f]{12}")
-_SIGNATURE_COLUMNS = (
-    "id, key, provider, model, dims, max_chars, prefixes, created_at, last_error, last_error_at"
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,20 +213,20 @@ psycopg.adapters.register_dumper(_Vector, _VectorDumper)
 
 def signatures(conn: psycopg.Connection) -> list[SignatureRow]:
     """Every signature with vector tables, oldest first."""
-    cursor = conn.execute(f"SELECT {_SIGNATURE_COLUMNS} FROM embedding_signatures ORDER BY id")
+    cursor = conn.execute(f"SELECT {SIGNATURE_COLUMNS} FROM embedding_signatures ORDER BY id")
     return [SignatureRow(*row) for row in cursor]
 
 
 def signature_row(conn: psycopg.Connection, sig_id: int) -> SignatureRow | None:
     row = conn.execute(
-        f"SELECT {_SIGNATURE_COLUMNS} FROM embedding_signatures WHERE id = %s", (sig_id,)
+        f"SELECT {SIGNATURE_COLUMNS} FROM embedding_signatures WHERE id = %s", (sig_id,)
     ).fetchone()
     return SignatureRow(*row) if row else None
 
 
 def find_signature(conn: psycopg.Connection, key: str) -> SignatureRow | None:
     row = conn.execute(
-        f"SELECT {_SIGNATURE_COLUMNS} FROM embedding_signatures WHERE key = %s", (key,)
+        f"SELECT {SIGNATURE_COLUMNS} FROM embedding_signatures WHERE key = %s", (key,)
     ).fetchone()
     return SignatureRow(*row) if row else None
 
