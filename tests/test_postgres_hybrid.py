@@ -16,33 +16,11 @@ import numpy as np
 import psycopg
 import pytest
 from hash_embedder import HashEmbedder, hash_factory
+from team_notes import DOCUMENTS, QUESTIONS
 
 from kb_mcp.embed.base import Availability, EmbeddingSignature, EmbedKind
 from kb_mcp.library import Library
 from kb_mcp.settings import Settings, Store
-
-DOCUMENTS = (
-    (
-        "Deploy runbook",
-        "# Deploy\n\n## Restart\n\nRestart the gateway with `systemctl restart gw`.\n"
-        "Then check the health endpoint answers 200.\n\n## Rollback\n\n"
-        "Roll back by deploying the previous tag; the gateway keeps its sessions.\n",
-        "agent://runbooks/deploy",
-    ),
-    (
-        "ADR 7: sessions in Redis",
-        "# ADR 7\n\nSessions live in Redis so a gateway restart keeps them.\n"
-        "We rejected sticky sessions: a restart dropped every user.\n",
-        "agent://adr/7",
-    ),
-    (
-        "Health checks",
-        "# Health\n\nEvery service answers /healthz; the gateway's health endpoint "
-        "also checks Redis.\n",
-        "agent://notes/health",
-    ),
-)
-QUESTIONS = ("restart the gateway", "health endpoint redis", "sticky sessions rollback")
 
 
 def _library(home: Path, store: Store | None = None) -> Library:
@@ -54,7 +32,7 @@ def _library(home: Path, store: Store | None = None) -> Library:
         store=store or Store(),
     )
     library = Library(settings, make_embedder=hash_factory())
-    for title, content, uri in DOCUMENTS:
+    for title, content, uri, _tags in DOCUMENTS:
         library.writing.add_document(title, content, uri)
     report = library.vectors.embed_pending()
     assert report is not None and report.complete and report.error is None
@@ -97,7 +75,7 @@ def test_a_replaced_documents_old_vectors_go_with_its_chunks(
     _, postgres = both
     before = postgres.vectors.state()
     assert before.embedded > 0 and before.pending == 0
-    title, _content, uri = DOCUMENTS[0]
+    title, _content, uri, _tags = DOCUMENTS[0]
     postgres.writing.add_document(title, "# Deploy\n\nDrain the load balancer first.\n", uri)
     after = postgres.vectors.state()
     assert after.embedded < before.embedded and after.pending == 1
@@ -152,7 +130,7 @@ def test_a_new_models_table_does_not_hold_chunk_writers_while_it_embeds(
         store=Store(postgres_url),
     )
     with Library(settings, make_embedder=lambda _p, _m: watching) as library:
-        for title, content, uri in DOCUMENTS:
+        for title, content, uri, _tags in DOCUMENTS:
             library.writing.add_document(title, content, uri)
         assert library.vectors.embed_pending(batch=1).complete
     assert watching.blocking == []

@@ -14,38 +14,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from team_notes import DOCUMENTS, QUESTIONS
 
 from kb_mcp.errors import Unavailable
 from kb_mcp.index.postgres import keyword_merge
 from kb_mcp.ingest import readahead
 from kb_mcp.library import Library
 from kb_mcp.settings import Settings, Store
-
-DOCUMENTS = (
-    (
-        "Deploy runbook",
-        "# Deploy\n\n## Restart\n\nRestart the gateway with `systemctl restart gw`.\n"
-        "Then check the health endpoint answers 200.\n\n## Rollback\n\n"
-        "Roll back by deploying the previous tag; the gateway keeps its sessions.\n",
-        "agent://runbooks/deploy",
-        ["ops"],
-    ),
-    (
-        "ADR 7: sessions in Redis",
-        "# ADR 7\n\nSessions live in Redis so a gateway restart keeps them.\n"
-        "We rejected sticky sessions: a restart dropped every user.\n",
-        "agent://adr/7",
-        ["adr"],
-    ),
-    (
-        "Health checks",
-        "# Health\n\nEvery service answers /healthz; the gateway's health endpoint "
-        "also checks Redis.\n",
-        "agent://notes/health",
-        [],
-    ),
-)
-QUESTIONS = ("restart the gateway", "health endpoint redis", "sticky sessions rollback")
 
 
 def _settings(home: Path, store: Store | None = None) -> Settings:
