@@ -5,7 +5,7 @@ view's reader (``views.py``) name the same log, and the server's instructions
 (``server/instructions.py``, read before the library is imported) name the same
 database the library opens. Plain names with no imports, so none of them imports more
 to know them. Files one module owns stay with it
-(``ingest/agent.DOCS_DIR``, ``ingest/sources.REGISTRY_FILE``, ``ingest/synclock.LOCKS_DIR``).
+(``ingest/agent.DOCS_DIR``, ``ingest/sources.REGISTRY_FILE``, ``store/locks.LOCKS_DIR``).
 """
 
 from __future__ import annotations

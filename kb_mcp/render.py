@@ -150,14 +150,18 @@ def read_text(result: ReadResult) -> str:
 
 def overview_text(result: Overview) -> str:
     data = to_data(result)
-    lines = [f"library: {data['home']} — {data['documents']} documents, {data['chunks']} chunks"]
+    where = data["home"]
+    if data["store"] is not None:  # a shared library: the store first, this home after
+        where = f"{data['store']} (shared; home {where})"
+    lines = [f"library: {where} — {data['documents']} documents, {data['chunks']} chunks"]
     for s in data["sources"]:
         failed = f", {s['failed']} failed" if s["failed"] else ""
         vectors = ""
         if s["embedded"] is not None:
             vectors = f"; vectors {s['embedded']}/{s['embedded'] + s['embed_pending']}"
+        where = (", " + s["root"] if s["root"] else "") + (" on " + s["host"] if s["host"] else "")
         lines.append(
-            f"- {s['name']} ({s['kind']}{', ' + s['root'] if s['root'] else ''}): "
+            f"- {s['name']} ({s['kind']}{where}): "
             f"{s['documents']} documents, {s['chunks']} chunks{failed}; sync {s['sync_state']}"
             f"{vectors}"
         )

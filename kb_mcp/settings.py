@@ -280,6 +280,15 @@ SETTINGS: tuple[Setting, ...] = (
         _parse_store,
         shown_default="`sqlite`",
     ),
+    Setting(
+        "host",
+        "",
+        "This machine's name on a shared (PostgreSQL) library: a folder source belongs to "
+        "the machine that added it, and only that machine syncs it or drops it. Empty: the "
+        "host name. Set it to keep a machine's folders when its name changes, or to give "
+        "two homes on one machine folders of their own.",
+        shown_default="the host name",
+    ),
 )
 
 _BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
@@ -346,6 +355,7 @@ class Settings:
     reranker: str = "none"
     reranker_model: str = ""
     store: Store = field(default_factory=Store)
+    host: str = ""
     # Where each value came from (name → "config.toml", "$KB_MCP_EMBEDDER", "flag", …);
     # a name not listed has its default. Shown by ``doctor``; not part of equality.
     origins: tuple[tuple[str, str], ...] = field(default=(), compare=False)

@@ -30,14 +30,16 @@ QUESTIONS = ("restart the gateway", "sticky sessions redis", "healthz")
 Kb = Callable[..., subprocess.CompletedProcess]
 
 
-def _cli(home: Path, env: dict[str, str]) -> Kb:
-    """``kb(command, *args)``: the CLI on ``home`` with ``env``; fails the test unless
-    it exits with ``exit_code`` (0 unless told)."""
+def _cli(home: Path, base: dict[str, str]) -> Kb:
+    """``kb(command, *args)``: the CLI on ``home`` with ``env`` (and a call's ``env``
+    over it); fails the test unless it exits with ``exit_code`` (0 unless told)."""
 
-    def run(command: str, *args: str, exit_code: int = 0) -> subprocess.CompletedProcess:
+    def run(
+        command: str, *args: str, exit_code: int = 0, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess:
         done = subprocess.run(
             [sys.executable, "-m", "kb_mcp", command, *args, "--home", str(home)],
-            env=env,
+            env={**base, **(env or {})},
             capture_output=True,
             text=True,
             timeout=CLI_TIMEOUT_S,
@@ -47,6 +49,16 @@ def _cli(home: Path, env: dict[str, str]) -> Kb:
         return done
 
     return run
+
+
+def _machines(tmp_path: Path, child_env: dict[str, str], url: str) -> tuple[Kb, Kb]:
+    """Two machines on one team library: a home each, and a host name each
+    (``KB_MCP_HOST``: a folder source belongs to the machine that added it)."""
+    env = {**child_env, "KB_MCP_STORE": url}
+    return (
+        _cli(tmp_path / "home-a", {**env, "KB_MCP_HOST": "machine-a"}),
+        _cli(tmp_path / "home-b", {**env, "KB_MCP_HOST": "machine-b"}),
+    )
 
 
 def _ranking(kb: Kb, question: str) -> list[tuple]:
@@ -122,8 +134,7 @@ def test_another_machines_sync_keeps_the_folders_it_did_not_add(
     """A team library holds every writer's folders, but each home lists only its own
     (``sources.json``): a sync on a machine that never added ``notes`` must not take
     it for a folder its user removed, or one teammate's sync empties the library."""
-    env = {**child_env, "KB_MCP_STORE": postgres_url}
-    machine_a, machine_b = _cli(tmp_path / "home-a", env), _cli(tmp_path / "home-b", env)
+    machine_a, machine_b = _machines(tmp_path, child_env, postgres_url)
     machine_a("add", str(folder), "--yes")
     assert _paths(machine_b, "restart the gateway")[0] == "deploy.md"
 
@@ -132,7 +143,7 @@ def test_another_machines_sync_keeps_the_folders_it_did_not_add(
     machine_a("sync")
     assert _paths(machine_a, "restart the gateway")[0] == "deploy.md"
 
-    machine_b("remove", "notes")  # a teammate's folder goes only when asked by name
+    machine_b("remove", "notes", "--force")  # a teammate's folder goes only when forced
     assert _paths(machine_a, "restart the gateway") == []
 
 
@@ -141,8 +152,7 @@ def test_a_teammates_folder_of_the_same_name_is_not_taken_for_ones_own(
 ) -> None:
     """Two machines' ``notes`` folders are two sources: sharing one source row, each
     machine's sync removed the files only the other one's folder holds."""
-    env = {**child_env, "KB_MCP_STORE": postgres_url}
-    machine_a, machine_b = _cli(tmp_path / "home-a", env), _cli(tmp_path / "home-b", env)
+    machine_a, machine_b = _machines(tmp_path, child_env, postgres_url)
     machine_a("add", str(folder), "--yes")
     theirs = tmp_path / "machine-b" / "notes"
     theirs.mkdir(parents=True)

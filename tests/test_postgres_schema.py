@@ -82,10 +82,16 @@ class PgConnection:
     def execute(self, sql: str, params: Any = ()) -> psycopg.Cursor:
         return self._conn.execute(to_postgres(sql), tuple(params))
 
-    def executemany(self, sql: str, rows: Any) -> psycopg.Cursor:
+    def executemany(self, sql: str, rows: Any) -> list[tuple]:
+        """Every execution's rows in order (a ``RETURNING``'s), as apsw's cursor gives."""
         cursor = self._conn.cursor()
-        cursor.executemany(to_postgres(sql), list(rows))
-        return cursor
+        cursor.executemany(to_postgres(sql), list(rows), returning=True)
+        returned: list[tuple] = []
+        while True:
+            if cursor.description is not None:
+                returned.extend(cursor.fetchall())
+            if not cursor.nextset():
+                return returned
 
 
 class Recording:
@@ -484,6 +490,7 @@ def run_the_rows_functions(call: Calls) -> None:
     call(queue.enqueue, a)
     call(queue.enqueue, b)
     call(queue.enqueue, a)  # queued again: a new entry, after b's
+    call(queue.enqueue_new, c)
     entries = call(queue.entries_after, 0, 10)
     call(queue.is_queued, a)
     call(queue.pending_count)

@@ -179,7 +179,7 @@ def _set_gitignore(args: argparse.Namespace, library: Library, name: str, on: bo
 
 def cmd_remove(args: argparse.Namespace, library: Library) -> int:
     """Remove a folder source and the documents only it held (the folder is not touched)."""
-    removed = library.folders.remove_source(args.source)
+    removed = library.folders.remove_source(args.source, force=args.force)
     print(f"removed source {args.source!r} ({removed} paths unindexed)")
     return 0
 

@@ -4,7 +4,8 @@ keeping the vectors complete. ``Library`` holds one and delegates to it.
 - The embedder is built on first use, never when the library opens (so neither the MCP
   handshake nor a keyword search waits for a model), and once per (provider, model).
 - ``embed_pending`` runs the queue (``embed/queue.py``) under a lock per signature
-  (``<home>/locks/embed-<key>.lock``): two processes never embed the same chunks.
+  (the library lock ``embed-<key>``, ``store/locks.py``): two processes, or two
+  machines on a shared library, never embed the same chunks.
 - ``state()`` answers, for every search, which signature's vectors to use and with which
   embedder to embed the query; it is cached for a second, or until vectors or chunks
   change. Model change: the configured signature once it is complete; until then the
@@ -22,16 +23,15 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from kb_mcp.fsutil import FileLock
 from kb_mcp.index import embed_runs, vector_store
 from kb_mcp.index.vectors import SignatureRow
 from kb_mcp.library.results import VectorBacklog, VectorState
 from kb_mcp.search.vector import building_reason
 from kb_mcp.settings import Settings
 from kb_mcp.store import documents as rows
+from kb_mcp.store import locks
 from kb_mcp.store.db import Database
 
 if TYPE_CHECKING:
@@ -43,9 +43,8 @@ if TYPE_CHECKING:
 # 100k chunks costs ~10 ms. A store or removal of vectors invalidates it at once.
 STATE_TTL_S = 1.0
 NO_EMBEDDER = "no embedder configured (--embedder none)"
-# Beside the sync locks of ingest/synclock.py; one per signature.
-LOCK_PATH = "locks/embed-{key}.lock"
-LOCK_POLL_S = 0.2
+# The library lock of one signature (beside ingest/synclock.py's of one source).
+LOCK_NAME = "embed-{key}"
 # The short measurement ``kb-mcp add`` makes when the library has no rate of its own:
 # the second of two batches is timed (the first loads the model). Two batches of 16
 # added ~10 s to a 1,000-file ``add`` at load 8 on 2 cores (5.4 passages/s, model load
@@ -87,10 +86,9 @@ class ActiveVectors:
     """The vectors side of one ``Library``: embedder, queue runs, and search state."""
 
     def __init__(
-        self, db: Database, home: Path, settings: Settings, make_embedder: EmbedderFactory | None
+        self, db: Database, settings: Settings, make_embedder: EmbedderFactory | None
     ) -> None:
         self._db = db
-        self._home = home
         self._settings = settings
         self._make_embedder = make_embedder
         self._embedders: dict[tuple[str, str], Embedder | None] = {}
@@ -159,8 +157,8 @@ class ActiveVectors:
         except EmbedderUnavailable as exc:
             self.last_error = exc.message
             return queue.EmbedReport(0, rows.document_total(self._db.conn)[1], 0, exc.message, 0.0)
-        with FileLock(self._home / LOCK_PATH.format(key=signature.key)) as lock:
-            if not _take(lock, wait, should_stop):
+        with self._db.lock(LOCK_NAME.format(key=signature.key)) as lock:
+            if not locks.take(lock, wait=wait, should_stop=should_stop):
                 return None
             # A transaction of its own, committed at once: on PostgreSQL a new signature's
             # table references ``chunks``, and creating it locks out chunk writers until
@@ -337,17 +335,6 @@ class ActiveVectors:
         except EmbedderUnavailable:
             return None
         return vector_store.find_signature(self._db.conn, key)
-
-
-def _take(lock: FileLock, wait: bool, should_stop: Callable[[], bool] | None) -> bool:
-    """Take ``lock``; with ``wait``, poll until it is free or ``should_stop()``."""
-    if lock.acquire():
-        return True
-    while wait and not (should_stop and should_stop()):
-        time.sleep(LOCK_POLL_S)
-        if lock.acquire():
-            return True
-    return False
 
 
 def _can_embed_queries(embedder: Embedder, key: str) -> bool:

@@ -23,17 +23,16 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol
 
 import apsw
 
 from kb_mcp.errors import KbError
-from kb_mcp.fsutil import FileLock
 from kb_mcp.graph.llm import AnswerRejected, ExtractorUnavailable, LlmFacts
 from kb_mcp.index import graph_facts
 from kb_mcp.index.graph import GRAPH_VERSION
 from kb_mcp.settings import Settings
+from kb_mcp.store import locks
 from kb_mcp.store.db import Database
 
 WORKERS = 2  # the build machine has two cores; Ollama serialises a small model anyway
@@ -124,9 +123,8 @@ def enrich_pending(
     return EnrichReport(enriched, failed, pending, error, time.perf_counter() - started)
 
 
-# Beside the embedding locks (embed/active.LOCK_PATH); one per model.
-LOCK_PATH = "locks/graph-llm-{model}.lock"
-LOCK_POLL_S = 0.2
+# The library lock of one model's pass (beside embed/active.LOCK_NAME's of a signature).
+LOCK_NAME = "graph-llm-{model}"
 # (host, model) → extractor. Tests pass their own; the default is ``OllamaExtractor``.
 ExtractorFactory = Callable[[str, str], Extractor]
 
@@ -138,7 +136,6 @@ class GraphEnrichment:
     def __init__(
         self,
         db: Database,
-        home: Path,
         settings: Settings,
         make: ExtractorFactory | None = None,
         *,
@@ -147,7 +144,6 @@ class GraphEnrichment:
         """``prepare``: brings the entity graph (and what it reads) up to date before a
         pass writes into it (``LibraryState.ready``)."""
         self._db = db
-        self._home = home
         self._settings = settings
         self._make = make
         self._prepare = prepare
@@ -193,14 +189,9 @@ class GraphEnrichment:
         if extractor is None:
             return None
         safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in extractor.model)
-        with FileLock(self._home / LOCK_PATH.format(model=safe)) as lock:
-            if not lock.acquire():
-                if not wait:
-                    return None
-                while not lock.acquire():
-                    if should_stop and should_stop():
-                        return None
-                    time.sleep(LOCK_POLL_S)
+        with self._db.lock(LOCK_NAME.format(model=safe)) as lock:
+            if not locks.take(lock, wait=wait, should_stop=should_stop):
+                return None
             return enrich_pending(self._db, extractor, should_stop=should_stop, progress=progress)
 
     def status(self) -> EnrichStatus | None:

@@ -75,6 +75,7 @@ class Catalog:
             else {}
         )
         summaries = rows.skipped_summaries(conn)
+        shared = self.db.engine != "sqlite"  # machines share it: say whose each folder is
         sources = tuple(
             SourceInfo(
                 s.name,
@@ -86,6 +87,7 @@ class Catalog:
                 s.sync_error,
                 *(covered.get(s.id, (0, 0)) if health_row else (None, None)),
                 {g.reason: g.count for g in skipped.groups(summaries.get(s.id))},
+                s.host if shared and s.kind == "folder" else None,
             )
             for s in rows.list_sources(conn)
         )
@@ -116,6 +118,7 @@ class Catalog:
             modes,
             health,
             tuple(NearDuplicate(*pair) for pair in examples),
+            None if self.db.engine == "sqlite" else self.db.where,
         )
 
     def _database_health(self) -> str:

@@ -4,6 +4,11 @@ Why cut here: a folder's truth is the folder itself (listed in ``sources.json`` 
 ``folders`` setting), never a file of ours; what is indexed from it changes only by a
 sync, one per source across processes, which always ends ``idle`` or ``error``. The
 ingestion itself is ``ingest/sync.py``; this module holds the source's lifecycle around it.
+
+On a library several machines share (PostgreSQL), a folder source belongs to the machine
+that registered it (``sources.host``, ``store/host.py``): only that machine reads its
+files, so only it syncs the folder, drops it when its home no longer lists it, or removes
+it (another machine's ``remove`` is refused unless forced: that machine may be gone).
 """
 
 from __future__ import annotations
@@ -19,6 +24,23 @@ from kb_mcp.ingest.skipped import walk_groups
 from kb_mcp.library.results import FailedFile, LeftOut
 from kb_mcp.library.state import LibraryState
 from kb_mcp.store import documents as rows
+from kb_mcp.store import locks
+from kb_mcp.store.host import this_host
+
+
+class NameHeldElsewhere(Refused):
+    """A folder of this home has the name of another machine's folder source on a shared
+    library (the ``folders`` setting names folders by their base name): syncing it would
+    read this folder into that source and remove the files only the other folder holds.
+    Checked under the source's lock, in the transaction that would mark it ``syncing``."""
+
+    def __init__(self, folder: sources.FolderSource, owner: str) -> None:
+        super().__init__(
+            f"this home's folder source {folder.name!r} has the name of a folder of the "
+            f"machine {owner!r} on this shared library; it was not synced",
+            hint=f"register {folder.root} under another name: `kb-mcp remove {folder.name}` "
+            f"here, then `kb-mcp add {folder.root} --name OTHER`",
+        )
 
 
 class Folders:
@@ -28,6 +50,7 @@ class Folders:
         self.settings = state.settings
         self.home = state.home
         self.db = state.db
+        self.host = this_host(state.settings.host)  # whose folder sources are this home's
         # The state's shared steps, under the names the methods below call them by.
         self._ready = state.ready
         self._chunks_changed = state.chunks_changed
@@ -111,8 +134,24 @@ class Folders:
             hint="folder sources: " + (", ".join(f.name for f in folders) or "none"),
         )
 
-    def remove_source(self, name: str) -> int:
-        """Forget a folder source and every document only it held; returns how many paths."""
+    def shared(self) -> bool:
+        """Whether other machines may write this library (PostgreSQL); a SQLite file is
+        this home's alone, wherever it was first made."""
+        return self.db.engine != "sqlite"
+
+    def owner_elsewhere(self, row: rows.SourceRow | None) -> str | None:
+        """The other machine that owns the folder source ``row`` on a shared library;
+        None when it is this machine's, unknown (recorded before hosts), or not shared."""
+        if not self.shared() or row is None or row.kind != "folder" or row.host is None:
+            return None
+        return None if row.host == self.host else row.host
+
+    def remove_source(self, name: str, *, force: bool = False) -> int:
+        """Forget a folder source and every document only it held; returns how many paths.
+
+        Another machine's folder on a shared library is refused unless ``force``: only
+        that machine reads its files, and its next sync would not bring them back here
+        (``force`` is for a machine that is gone for good)."""
         if name == agent.AGENT_SOURCE:
             raise Refused(
                 "the agent source cannot be removed: it holds the documents agents added",
@@ -122,6 +161,19 @@ class Folders:
         row = rows.get_source(self.db.conn, name)
         if name not in registered and row is None:
             raise NotFound(f"no source named {name!r}")
+        owner = self.owner_elsewhere(row)
+        if owner is not None and not force and name in registered:
+            # This home's folder of the same name was never synced into that source
+            # (``NameHeldElsewhere``): it leaves this home's list, the other machine's stays.
+            sources.unregister_folder(self.home, name)
+            return 0
+        if owner is not None and not force:
+            raise Refused(
+                f"the folder source {name!r} belongs to the machine {owner!r}: only it "
+                "reads the folder, so remove it there",
+                hint="if that machine is gone for good, `kb-mcp remove NAME --force` "
+                "removes its folder's documents from the shared library",
+            )
         if name in registered:
             sources.unregister_folder(self.home, name)
         return self._drop_source_rows(row) if row else 0
@@ -161,19 +213,29 @@ class Folders:
             if not folders:
                 self._source_id(source)  # raises NotFound listing the known sources
                 raise InvalidInput(f"source {source!r} is not a folder source; nothing to sync")
-        elif self.db.engine == "sqlite":
-            # Only on this home's own file: a shared PostgreSQL library holds every
-            # writer's folders while this home lists only its own (``sources.json``), so
-            # an unlisted folder there is a teammate's, not one this user removed (one
-            # machine's sync emptied the team library). ``kb-mcp remove NAME`` drops it.
+        else:
+            # A shared library holds every machine's folders while this home lists only
+            # its own (``sources.json``): an unlisted folder of another machine is a
+            # teammate's, not one this user removed (one machine's sync emptied the team
+            # library), so only this machine's go (``_drop_unlisted_folders``).
             self._drop_unlisted_folders({f.name for f in folders})
-        reports = (self._sync_one(folder, progress, should_stop, wait) for folder in folders)
+        done: list[sync.SyncReport] = []
+        clashes: list[NameHeldElsewhere] = []
         try:
-            done = [report for report in reports if report is not None]
+            for folder in folders:
+                try:
+                    report = self._sync_one(folder, progress, should_stop, wait)
+                except NameHeldElsewhere as exc:  # this home's other folders still sync
+                    clashes.append(exc)
+                    continue
+                if report is not None:
+                    done.append(report)
         finally:
             self._chunks_changed()
         if link:
             self._link_pending(should_stop=should_stop)
+        if clashes:
+            raise clashes[0]
         return done
 
     def _sync_one(
@@ -185,17 +247,26 @@ class Folders:
     ) -> sync.SyncReport | None:
         """Sync one folder under its source lock; None when another sync holds it."""
 
-        def waiting(pid: int | None) -> None:
+        def waiting(holder: int | str | None) -> None:
             if progress:
-                progress(0, 0, f"waiting for another sync of {folder.name} (pid {pid})")
+                progress(0, 0, f"waiting for another sync of {folder.name} (pid {holder})")
 
-        with synclock.source_lock(self.home, folder.name) as lock:
-            if not synclock.acquire(lock, wait=wait, should_stop=should_stop, on_wait=waiting):
+        with synclock.source_lock(self.db, folder.name) as lock:
+            if not locks.take(lock, wait=wait, should_stop=should_stop, on_wait=waiting):
                 return None
             with self.db.write() as conn:
                 source_id = rows.ensure_source(
-                    conn, folder.name, "folder", utc_now(), folder.root, folder.ignore
+                    conn,
+                    folder.name,
+                    "folder",
+                    utc_now(),
+                    folder.root,
+                    folder.ignore,
+                    self.host,
                 )
+                owner = self.owner_elsewhere(rows.get_source(conn, folder.name))
+                if owner is not None:
+                    raise NameHeldElsewhere(folder, owner)
                 rows.set_sync_state(conn, source_id, "syncing", None, None)
             # Trigger: any exception, ours or not, even KeyboardInterrupt. Why: a source
             # left "syncing" looked busy forever (issue 7 item 9). Outcome: "error" with
@@ -221,7 +292,11 @@ class Folders:
                     rows.set_sync_state(conn, source_id, state, error, synced_at)
 
     def _drop_unlisted_folders(self, listed: set[str]) -> None:
-        """Folder rows whose source is no longer registered or configured go."""
+        """Folder rows whose source is no longer registered or configured go: on a
+        shared library, only this machine's (another's, or one recorded before hosts,
+        may be a teammate's)."""
         for row in rows.list_sources(self.db.conn):
-            if row.kind == "folder" and row.name not in listed:
+            if row.kind != "folder" or row.name in listed:
+                continue
+            if not self.shared() or row.host == self.host:
                 self._drop_source_rows(row)

@@ -47,7 +47,7 @@ def _database(db: Database) -> Check:
     problems = db.integrity_problems() or []
     version, known = db.schema()
     ok = not problems and version == known
-    detail = f"schema {version}/{known}; " + (
+    detail = f"{db.describe()}; schema {version}/{known}; " + (
         "integrity ok" if not problems else "; ".join(problems[:3])
     )
     return Check("database", ok, detail + ("" if ok else f"; {REBUILD_HINT}"))

@@ -10,25 +10,21 @@ the server waits on one event for it, as it waits on ``vectors.wanted`` and
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
-from pathlib import Path
 
-from kb_mcp.fsutil import FileLock
 from kb_mcp.ingest import links
-from kb_mcp.store import link_queue
+from kb_mcp.store import link_queue, locks
 from kb_mcp.store.db import Database
 
 
 class Linking:
     """The linking phase of one ``Library`` (``library.links``)."""
 
-    def __init__(self, db: Database, home: Path, refresh_keywords: Callable[[], object]) -> None:
+    def __init__(self, db: Database, refresh_keywords: Callable[[], object]) -> None:
         """``refresh_keywords``: the library's keyword index's ``refresh_segment``, its
         engine's (``index/keyword_store.reader``): after a run the index merges what
         was written since its last segment when due."""
         self._db = db
-        self._home = home
         self._refresh_keywords = refresh_keywords
         # Set when documents may wait for linking; the server's linking thread waits on it.
         self.wanted = threading.Event()
@@ -79,12 +75,7 @@ class Linking:
             return links.LinkReport(0, 0, 0.0)
         if self._db.conn.in_transaction:
             return links.link_pending(self._db, should_stop=should_stop, progress=progress)
-        with FileLock(self._home / links.LOCK_PATH) as lock:
-            if not lock.acquire():
-                if not wait:
-                    return None
-                while not lock.acquire():
-                    if should_stop and should_stop():
-                        return None
-                    time.sleep(links.LOCK_POLL_S)
+        with self._db.lock(links.LOCK_NAME) as lock:
+            if not locks.take(lock, wait=wait, should_stop=should_stop):
+                return None
             return links.link_pending(self._db, should_stop=should_stop, progress=progress)

@@ -59,6 +59,9 @@ class SourceInfo:
     embed_pending: int | None = None
     # What the last sync left out, counted per skip reason (``list SOURCE`` names them).
     skipped: dict[str, int] = field(default_factory=dict)
+    # The machine a folder source belongs to, on a library machines share (PostgreSQL):
+    # only it syncs the folder. None on a SQLite library (one machine's) and for other kinds.
+    host: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +82,8 @@ class Overview:
     modes: tuple[str, ...]
     health: dict[str, object]
     near_duplicates: tuple[NearDuplicate, ...] = ()
+    # A shared library's store (its URL without secrets); None: the SQLite file in ``home``.
+    store: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

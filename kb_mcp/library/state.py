@@ -69,15 +69,13 @@ class LibraryState:
         self.redaction = StoredRedaction(self.db, self.home)
         self.dates = StoredDates(self.db)
         self.relations = StoredRelations(self.db)
-        self.vectors = ActiveVectors(self.db, self.home, settings, make_embedder)
+        self.vectors = ActiveVectors(self.db, settings, make_embedder)
         self._memos: dict[str, tuple[int, object]] = {}  # see memo
         self._memo_lock = threading.Lock()
-        self.enrichment = GraphEnrichment(
-            self.db, self.home, settings, make_extractor, prepare=self.ready
-        )
+        self.enrichment = GraphEnrichment(self.db, settings, make_extractor, prepare=self.ready)
         self.reranker = ActiveReranker(settings)  # built at the first search that reranks
-        self.links = Linking(self.db, self.home, self.fts.refresh_segment)
-        synclock.recover_interrupted(self.db, self.home)
+        self.links = Linking(self.db, self.fts.refresh_segment)
+        synclock.recover_interrupted(self.db)
 
     def ready(self) -> None:
         """Bring derived data up to date before it is used: the FTS representation, then

@@ -30,7 +30,9 @@ from typing import Any
 import apsw
 
 from kb_mcp.errors import Conflict, Unavailable
+from kb_mcp.fsutil import FileLock
 from kb_mcp.store.failures import storage_failure
+from kb_mcp.store.locks import file_lock
 from kb_mcp.store.paths import PATH_KEY_FILE, PathKeys
 
 BUSY_TIMEOUT_MS = 10_000
@@ -350,6 +352,10 @@ class Database:
 
         return schema_version(self.conn), len(MIGRATIONS)
 
+    def describe(self) -> str:
+        """Which engine and where, for ``doctor``: ``SQLite 3.46.0 at /home/u/.kb-mcp/kb.db``."""
+        return f"SQLite {apsw.sqlite_lib_version()} at {self.path}"
+
     def query(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> list[tuple]:
         """All rows of one read statement on this thread's connection."""
         return self.conn.execute(sql, params).fetchall()
@@ -377,6 +383,11 @@ class Database:
         # one finding a line, the heading dropped, so the first says what is wrong.
         lines = [line.strip() for row in found for line in str(row).splitlines()]
         return [line for line in lines if line and not line.startswith("***")] or found
+
+    def lock(self, name: str) -> FileLock:
+        """The library's lock ``name`` (``store/locks.py``): a file beside ``kb.db``, which
+        every process opening this file sees."""
+        return file_lock(self.path.parent, name)
 
     def close(self) -> None:
         """Close every connection of every thread; the object is unusable afterwards."""

@@ -471,6 +471,16 @@ CREATE INDEX documents_title ON documents(lower(title));
 """
 
 
+# 16: a folder source records the machine that registered it (issue 24, a library several
+# machines share on PostgreSQL; ``store/host.py``): each machine syncs and drops only its
+# own. NULL for every row before, which the folder's next sync fills in. Safe on an
+# existing library and to run again (a test sets a library back to an older version).
+def _v16_source_host(conn: apsw.Connection) -> None:
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(sources)")}
+    if "host" not in columns:
+        conn.execute("ALTER TABLE sources ADD COLUMN host TEXT")
+
+
 Migration = str | Callable[[apsw.Connection], None]
 MIGRATIONS: tuple[Migration, ...] = (
     _V1,
@@ -488,6 +498,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     _V13_LINK_QUEUE,
     _v14_keyword_totals,
     _V15_ONE_SQL_TEXT,
+    _v16_source_host,
 )
 # Steps that delete text which must not survive in the file: the database is compacted
 # (rewritten from its live rows) after them, see ``Database.compact``.

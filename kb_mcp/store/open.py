@@ -4,13 +4,14 @@ The SQLite file ``kb.db`` in the home is the default. A PostgreSQL store (issue 
 on ``store/postgres/database.PostgresDatabase``: its rows, keyword index and vector
 tables live on the server, shared by every process that names the same URL. Both
 database classes say their engine (``engine``: "sqlite" or "postgresql"); the keyword
-index is chosen by it in one place (``index/keyword_store.py``), and what still speaks
-SQLite only is skipped or refused where it is used, each place saying why and what would
-make it work (grep ``.engine`` and ``on_postgres``): the vectors (``embed/active.py``),
-reindex (``library/writing.py``), the linking phase's worker processes
-(``ingest/links.py``), ``secure_delete`` (``ingest/reredact.py``). A PostgreSQL store is
-never replaced by the SQLite file: an agent would otherwise write a team's documents
-into one machine's library.
+and vector indexes are chosen by it in one place each (``index/keyword_store.py``,
+``index/vector_store.py``), and what differs beyond them is decided where it is used,
+each place saying why (grep ``.engine`` and ``on_postgres``): reindex rebuilds a shared
+library from the database's copy of each text (``library/writing.py``), the linking
+phase runs in-process (``ingest/links.py``), ``secure_delete`` is SQLite's
+(``ingest/reredact.py``), and locks are the database's (``store/locks.py``). A
+PostgreSQL store is never replaced by the SQLite file: an agent would otherwise write a
+team's documents into one machine's library.
 
 The home stays each process's own: its agent documents' file copies, its logs, and the
 key of its location paths (``store/paths.py``). That key is per home on PostgreSQL too,

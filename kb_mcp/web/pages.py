@@ -110,7 +110,8 @@ def library_page(overview: dict[str, Any], failed: list[dict[str, Any]]) -> str:
             )
         )
     body = (
-        f"<p>{e(overview['home'])}: <strong>{overview['documents']:,}</strong> documents, "
+        f"<p>{e(overview['store'] or overview['home'])}: "
+        f"<strong>{overview['documents']:,}</strong> documents, "
         f"<strong>{overview['chunks']:,}</strong> chunks. Search modes: "
         f"{e(', '.join(overview['modes']))}.</p><h2>Sources</h2>"
         + _table(

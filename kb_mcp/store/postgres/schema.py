@@ -248,4 +248,7 @@ LEFT_OUT: dict[str, str] = {
     "sqlite_sequence": "SQLite's own AUTOINCREMENT bookkeeping",
 }
 
-MIGRATIONS: list[tuple[str, str]] = [("store", _STORE)]
+# SQLite's migration 16: a folder source's machine (``store/host.py``).
+_SOURCE_HOST = f"ALTER TABLE sources ADD COLUMN host {_TEXT}"
+
+MIGRATIONS: list[tuple[str, str]] = [("store", _STORE), ("sources: host", _SOURCE_HOST)]
