@@ -272,6 +272,8 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     except Unavailable as exc:
         if not args.rebuild or isinstance(exc, NoSpace):  # a full disk damages nothing
             raise
+        if _load_settings(args).store.postgres_url is not None:
+            raise  # the server, not kb.db (which may be the library moved from there)
         # The index cannot even be opened: set it aside (nothing in it is the truth).
         library = _open_fresh(args, f"could not be opened: {exc.message}")
     if args.rebuild and (problems := library.health.database_problems()):
@@ -477,6 +479,11 @@ def build_parser() -> argparse.ArgumentParser:
     _embedder_flags(p, graph_flag=False)
     p = command("remove", cmd_remove)
     p.add_argument("source")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="on a shared library, remove another machine's folder (one gone for good)",
+    )
     p = command("sync", cmd_sync)
     p.add_argument("source", nargs="?")
     _embedder_flags(p, wait_flag=True)
@@ -488,6 +495,9 @@ def build_parser() -> argparse.ArgumentParser:
     from kb_mcp.cli.pg import add_pg_parser
 
     add_pg_parser(sub)
+    from kb_mcp.cli.move import add_move_parser
+
+    add_move_parser(sub, _common)
     p = command("web", cmd_web)
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=0, help="port (default: 0, any free one)")

@@ -74,6 +74,20 @@ def remove_documents(conn: Any, document_ids: Iterable[int]) -> None:
         docs_fts.remove_documents(conn, document_ids)
 
 
+def reset(conn: Any) -> None:
+    """Empty both keyword indexes inside the caller's write, which writes them again (a
+    rebuild of a library on PostgreSQL, from its stored text). On SQLite a rebuild
+    deletes the rows the FTS5 tables index and lets ``FtsIndex.ensure_current`` remake
+    them, so this is PostgreSQL's alone."""
+    if not on_postgres(conn):
+        raise RuntimeError("keyword_store.reset is for a PostgreSQL library")  # a bug
+    from kb_mcp.index.postgres import keyword
+
+    with conn.pinned() as pg:
+        keyword.reset(pg, keyword.PASSAGES)
+        keyword.reset(pg, keyword.DOCUMENTS)
+
+
 def reader(db: Database) -> Any:
     """The index a library's searches read: ``FtsIndex`` on SQLite; on PostgreSQL
     ``PostgresKeywordIndex`` (the same methods), each of its calls on one pooled

@@ -48,7 +48,7 @@ import re
 import threading
 import time
 from array import array
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -545,6 +545,29 @@ def all_vectors(conn: apsw.Connection, sig_id: int) -> tuple[list[int], np.ndarr
     ids = [int(r[0]) for r in found]
     matrix = np.frombuffer(b"".join(r[1] for r in found), dtype=np.float32)
     return ids, matrix.reshape(len(ids), row.dims)
+
+
+def iter_vectors(
+    conn: apsw.Connection, sig_id: int, batch: int = 10_000
+) -> Iterator[tuple[list[int], np.ndarray]]:
+    """``all_vectors`` a batch at a time, by chunk id: moving a library reads every vector
+    once, and a million of them would not fit in memory at once."""
+    import numpy as np
+
+    row = signature_row(conn, sig_id)
+    if row is None:
+        return
+    _, floats_table = _tables(row.key)
+    after = -1
+    while found := conn.execute(
+        f"SELECT chunk_id, embedding FROM {floats_table} WHERE chunk_id > ? "
+        "ORDER BY chunk_id LIMIT ?",
+        (after, batch),
+    ).fetchall():
+        ids = [int(r[0]) for r in found]
+        matrix = np.frombuffer(b"".join(r[1] for r in found), dtype=np.float32)
+        yield ids, matrix.reshape(len(ids), row.dims)
+        after = ids[-1]
 
 
 # --- search ---------------------------------------------------------------------------

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kb_mcp.chunk import split_document
-from kb_mcp.errors import KbError, Refused, Unavailable
+from kb_mcp.errors import KbError, Refused
 from kb_mcp.fsutil import atomic_write
-from kb_mcp.index import graph, vector_store
+from kb_mcp.index import graph, keyword_store, vector_store
 from kb_mcp.ingest import agent, readers
 from kb_mcp.ingest.filework import convert_file_bytes, utc_now
 from kb_mcp.ingest.pipeline import (
@@ -22,6 +22,7 @@ from kb_mcp.ingest.pipeline import (
     Stored,
     redact_document,
     remove_location,
+    rewrite_in_place,
     store_document,
     text_hash,
 )
@@ -33,6 +34,9 @@ from kb_mcp.redact import redact
 from kb_mcp.relations import relink
 from kb_mcp.store import documents as rows
 from kb_mcp.text.status import classify_status
+
+# Documents read per statement while a rebuild on a shared library re-derives them.
+REBUILD_BATCH = 500
 
 
 class Writing:
@@ -204,23 +208,15 @@ class Writing:
     def reindex(self, *, rebuild: bool = False, progress: Progress | None = None) -> ReindexReport:
         """Bring the index in line with the files; with ``rebuild`` drop every derived row first.
 
-        Files are the truth: agent documents are re-read from ``<home>/docs/``. A plain
+        On SQLite files are the truth: agent documents are re-read from ``<home>/docs/``
+        (on PostgreSQL, the database's copy: ``_reindex_shared``). A plain
         reindex commits document by document, so it never holds the write lock for the
         whole run and other writers (a sync, add_document) get in between (issue 7 item
         18). A rebuild runs in one transaction, so readers see the old index until it
         commits; other writers wait, and past the busy timeout get ``Conflict``.
         """
         if self.db.engine != "sqlite":
-            # This home's files are not the truth of a shared library: other writers'
-            # agent documents and other machines' folders would be dropped. What would
-            # make it work: agent documents rebuilt from the database's own copy, and
-            # only this machine's folder sources re-read.
-            raise Unavailable(
-                "reindex is not available on a PostgreSQL library yet: it would rebuild "
-                "the shared library from this home's files alone",
-                hint="search, grep, read, list and add_document work; the library keeps "
-                "its keyword index current by itself",
-            )
+            return self._reindex_shared(rebuild=rebuild, progress=progress)
         self._ready()  # docs/ files re-redacted first: a rebuild reads them
         if not rebuild:
             return self._reindex_files(rebuild=False, progress=progress)
@@ -232,6 +228,47 @@ class Writing:
             self.fts.invalidate()
             self.fts.ensure_current()
             return self._reindex_files(rebuild=True, progress=progress)
+
+    def _reindex_shared(self, *, rebuild: bool, progress: Progress | None) -> ReindexReport:
+        """A reindex of a library other homes share (PostgreSQL): the database's own copy
+        of each document's text is the truth, not this home's files.
+
+        This home's ``docs/`` holds only the agent documents written from here, and a
+        teammate's folders are on their machine: rebuilding from this home's files, as
+        on SQLite, would drop both. So agent documents and every other machine's folder
+        documents are left as the database holds them; this machine's folder sources
+        (``sync``: the folders this home lists) are synced from disk. With ``rebuild``
+        the derived rows of every document (passages, both keyword indexes, vectors,
+        the entity graph) are dropped and made again from its stored text, in one
+        transaction: other writers wait (past the busy timeout, ``Conflict``), and so do
+        keyword searches, since emptying the keyword tables locks them until the commit;
+        the vectors are embedded again afterwards, as after a rebuild on SQLite.
+        Documents keep their ids and relations; their passages get new ids.
+
+        Which folders are this machine's is ``sync``'s to say (``library/folders.py``);
+        a sync reads a file again when its size or time changed, so an unchanged file of
+        this machine is re-derived from its stored text too, not re-read.
+        """
+        self._ready()
+        if rebuild:
+            with self.db.write() as conn:
+                vector_store.forget_all(conn)
+                graph.forget_all(conn)
+                self._enrichment.forget(conn)
+                keyword_store.reset(conn)
+                after = 0
+                while batch := rows.documents_after(conn, after, REBUILD_BATCH):
+                    for doc in batch:
+                        rewrite_in_place(
+                            conn, doc, text=doc.text, title=doc.title, uri=doc.uri, tags=doc.tags
+                        )
+                    after = batch[-1].id
+            self._chunks_changed()
+        failed: list[str] = []
+        for report in self.sync(progress=progress):
+            failed += [f"{report.source}/{path}: {reason}" for path, reason in report.failures]
+        documents, chunks = rows.document_total(self.db.conn)
+        return ReindexReport(rebuild, documents, chunks, tuple(failed))
 
     def _reindex_files(self, *, rebuild: bool, progress: Progress | None) -> ReindexReport:
         """Re-store every agent file, drop what vanished, sync the folders; the report."""
