@@ -69,7 +69,7 @@ from typing import TYPE_CHECKING
 
 import apsw
 
-from kb_mcp.index import keyword_totals, term_lists, topk
+from kb_mcp.index import keyword_totals, maxscore, term_lists, topk
 from kb_mcp.index.bm25 import (  # FTS5's formula, shared with the PostgreSQL store
     bm25_idf,
     length_norm,
@@ -624,22 +624,21 @@ class Postings:
     ) -> list[tuple[int, float]] | None:
         """``FtsIndex.best_per_document`` for the OR of the phrases ``keys`` (in query
         order), or None without a segment. Scores are FTS5's bm25, summed phrase by phrase
-        in query order as its C code does, so they match to the last bits."""
-        scored = self._scores(stamp, tokenizer, keys)
-        if scored is None:
+        in query order as its C code does, so they match to the last bits; only the
+        passages that can reach the top are scored (``index/maxscore.py``)."""
+        found = self._terms(stamp, tokenizer, keys)
+        if found is None:
             return None
-        import numpy as np
+        segment, state, terms, extra = found
 
-        segment, scores, extra = scored
-        depth = documents * PRESELECT
-        while True:
-            cut = topk.cut(scores, depth)
-            at = np.flatnonzero(scores >= cut) if cut > 0 else np.flatnonzero(scores)
-            chunk_ids, doc_ids, values = _with_extra(segment, at, scores, extra)
-            found = topk.best_per_document(chunk_ids, doc_ids, values, documents, PRESELECT)
-            if len(found) == documents or cut <= 0:
-                return found
-            depth *= 4  # the leading passages held too few documents: read deeper
+        def select(at: np.ndarray, values: np.ndarray) -> list[tuple[int, float]]:
+            if not state.all_live:
+                live = state.live[at]
+                at, values = at[live], values[live]
+            chunk_ids, doc_ids, scores = _with_extra(segment, at, values, extra)
+            return topk.best_per_document(chunk_ids, doc_ids, scores, documents, PRESELECT)
+
+        return maxscore.top_documents(terms, state.norm, documents, select)
 
     def best_passages(
         self,
@@ -665,7 +664,7 @@ class Postings:
         segment, scores, extra = scored
         at = np.flatnonzero(scores)
         at = at[np.isin(segment.doc_ids[at], np.asarray(document_ids, dtype=np.int64))]
-        chunk_ids, doc_ids, values = _with_extra(segment, at, scores, extra)
+        chunk_ids, doc_ids, values = _with_extra(segment, at, scores[at], extra)
         if extra:
             keep = np.isin(doc_ids, np.asarray(document_ids, dtype=np.int64))
             chunk_ids, doc_ids, values = chunk_ids[keep], doc_ids[keep], values[keep]
@@ -679,32 +678,42 @@ class Postings:
         """Every segment passage's bm25 for the OR of ``keys`` (0: no match, or in the
         delta) and the delta's matching ``(chunk id, document id, score)``; None without
         a segment."""
+        found = self._terms(stamp, tokenizer, keys)
+        if found is None:
+            return None
+        segment, state, terms, extra = found
+        scores = maxscore.full_scores(terms, state.norm)
+        if not state.all_live:
+            scores[state.dead] = 0.0
+        return segment, scores, extra
+
+    def _terms(
+        self, stamp: tuple, tokenizer: apsw.FTS5Tokenizer, keys: Sequence[str]
+    ) -> tuple[_Segment, _State, list[maxscore.TermList], list[tuple[int, int, float]]] | None:
+        """The segment, its state, each key's list with its idf (query order; keys the
+        segment lacks left out) and the delta's matching ``(chunk id, document id,
+        score)``; None without a segment."""
         with self._snapshot():
             found = self.state(stamp, tokenizer)
             if found is None:
                 return None
             segment, state = found
             lists = self._lists(segment.key, keys)
-        import numpy as np
-
-        scores = np.zeros(len(segment.chunk_ids), dtype=np.float64)
+        terms = []
         delta_scores = [0.0] * len(state.delta)
         for key in keys:
             idf = bm25_idf(self._df(state, lists, key), state.rows)
             if key in lists:
-                at, freq = lists[key]
-                scores[at] += term_score(idf, freq, state.norm[at])
+                terms.append(maxscore.TermList(idf, *lists[key]))
             for i, f in state.delta_postings.get(key, ()):
                 norm = length_norm(state.delta[i].length, state.avgdl)
                 delta_scores[i] += term_score(idf, f, norm)
-        if not state.all_live:
-            scores[state.dead] = 0.0
         extra = [
             (r.chunk_id, r.document_id, s)
             for r, s in zip(state.delta, delta_scores, strict=True)
             if s
         ]
-        return segment, scores, extra
+        return segment, state, terms, extra
 
     def _df(self, state: _State, lists: dict, key: str) -> int:
         """Passages holding ``key`` now: the segment's live ones plus the delta's."""
@@ -739,13 +748,13 @@ class Postings:
 
 
 def _with_extra(
-    segment: _Segment, at: np.ndarray, scores: np.ndarray, extra: list[tuple[int, int, float]]
+    segment: _Segment, at: np.ndarray, values: np.ndarray, extra: list[tuple[int, int, float]]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The segment passages at ``at`` as (chunk ids, document ids, scores), with the
-    delta's matching passages after them."""
+    """The segment passages at ``at`` with their scores ``values`` as (chunk ids,
+    document ids, scores), with the delta's matching passages after them."""
     import numpy as np
 
-    chunk_ids, doc_ids, values = segment.chunk_ids[at], segment.doc_ids[at], scores[at]
+    chunk_ids, doc_ids = segment.chunk_ids[at], segment.doc_ids[at]
     if extra:
         chunk_ids = np.concatenate([chunk_ids, np.array([e[0] for e in extra], np.int64)])
         doc_ids = np.concatenate([doc_ids, np.array([e[1] for e in extra], np.int64)])

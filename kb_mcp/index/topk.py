@@ -1,5 +1,6 @@
-"""Top-k selection over the postings segment's scores: a cut score, then the best
-passage per document in FTS5's order (moved out of ``index/postings.py``, issue 10)."""
+"""Top-k selection over the postings' scores: the best passage per document in FTS5's
+order (moved out of ``index/postings.py``, issue 10). Which passages are worth scoring
+at all is ``index/maxscore.py``'s part."""
 
 from __future__ import annotations
 
@@ -7,20 +8,6 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import numpy as np
-
-
-def cut(scores: np.ndarray, depth: int) -> float:
-    """A score at which at least the best ``depth`` passages are kept, with every passage
-    tied with the last of them (the sort key is rounded to 9 decimals); 0 when there are
-    not that many. One partition of the matching passages' scores: cheaper than
-    gathering their ids and documents first (at 100k chunks a SciFact question matches
-    about half of them)."""
-    import numpy as np
-
-    positive = scores[scores > 0]  # a partition over many equal zeros degenerates
-    if len(positive) <= depth:
-        return 0.0
-    return float(np.partition(positive, len(positive) - depth)[len(positive) - depth]) - 1e-8
 
 
 def best_per_document(

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import psycopg
 
-from kb_mcp.index import term_lists, topk
+from kb_mcp.index import maxscore, term_lists, topk
 from kb_mcp.index.bm25 import bm25_idf, length_norm, segment_key, term_score
 from kb_mcp.index.columns import BODY_WEIGHT, HEAD_WEIGHT
 from kb_mcp.index.postgres import keyword, keyword_merge, tokens
@@ -255,12 +255,39 @@ class PostgresKeywordIndex:
         source_id: int | None = None,
         essential: Sequence[str] | None = None,
     ) -> list[tuple[int, float]]:
-        scored = self._scored(keys, source_id, essential)
-        if scored is None:
+        """The top ``documents`` by MaxScore (``index/maxscore.py``): only the passages
+        that can reach the top are scored, with the same scores as the full scoring."""
+        import numpy as np
+
+        scoring = self._scoring(keys, source_id)
+        if scoring is None:
             return []
-        return topk.best_per_document(
-            scored.chunk_ids, scored.doc_ids, scored.scores, documents, PRESELECT
-        )
+        found, terms, recent_scores, allowed = scoring
+        segment = found.segment
+        recent_at = np.flatnonzero(recent_scores)
+        recent_keep = found.holding_recent(essential, recent_at) if essential is not None else None
+
+        def select(at: np.ndarray, values: np.ndarray) -> list[tuple[int, float]]:
+            keep = found.alive(at)
+            if essential is not None:
+                keep &= found.holding(essential, at)
+            at, values = at[keep], values[keep]
+            chunk_ids = np.concatenate(
+                [segment.chunk_ids[at] if segment else at, found.recent_ids[recent_at]]
+            )
+            doc_ids = np.concatenate(
+                [segment.doc_ids[at] if segment else at, found.recent_docs[recent_at]]
+            )
+            scores = np.concatenate([values, recent_scores[recent_at]])
+            if recent_keep is not None:
+                keep = np.concatenate([np.ones(len(at), dtype=bool), recent_keep])
+                chunk_ids, doc_ids, scores = chunk_ids[keep], doc_ids[keep], scores[keep]
+            if allowed is not None:
+                inside = np.isin(doc_ids, allowed)
+                chunk_ids, doc_ids, scores = chunk_ids[inside], doc_ids[inside], scores[inside]
+            return topk.best_per_document(chunk_ids, doc_ids, scores, documents, PRESELECT)
+
+        return maxscore.top_documents(terms, found.norm, documents, select)
 
     def _best_passages(self, keys: Sequence[str], document_ids: Sequence[int]) -> dict[int, int]:
         import numpy as np
@@ -274,14 +301,37 @@ class PostgresKeywordIndex:
         at_doc = dict(zip(chunk_ids.tolist(), doc_ids.tolist(), strict=True))
         return {at_doc[chunk_id]: chunk_id for chunk_id, _score in ranked}
 
-    def _scored(
-        self,
-        keys: Sequence[str],
-        source_id: int | None = None,
-        essential: Sequence[str] | None = None,
-    ) -> _Scored | None:
+    def _scored(self, keys: Sequence[str]) -> _Scored | None:
         """Every passage matching a key, with its bm25 over all ``keys``; None when the
         index is empty or nothing matches."""
+        import numpy as np
+
+        scoring = self._scoring(keys)
+        if scoring is None:
+            return None
+        found, terms, recent_scores, _allowed = scoring
+        segment = found.segment
+        seg_scores = maxscore.full_scores(terms, found.norm)
+        if segment is not None and len(found.dead):
+            seg_scores[found.dead] = 0.0
+        at = np.flatnonzero(seg_scores)
+        recent_at = np.flatnonzero(recent_scores)
+        chunk_ids = np.concatenate(
+            [segment.chunk_ids[at] if segment else at, found.recent_ids[recent_at]]
+        )
+        doc_ids = np.concatenate(
+            [segment.doc_ids[at] if segment else at, found.recent_docs[recent_at]]
+        )
+        scores = np.concatenate([seg_scores[at], recent_scores[recent_at]])
+        return _Scored(chunk_ids, doc_ids, scores)
+
+    def _scoring(
+        self, keys: Sequence[str], source_id: int | None = None
+    ) -> tuple[_Found, list[maxscore.TermList], np.ndarray, np.ndarray | None] | None:
+        """A search's reads and what scoring needs: each key's generation list with its
+        idf (query order), the delta passages' bm25 (all of them: the delta is small),
+        and the documents ``source_id`` holds (None: any); None when the index is
+        empty or there is no key."""
         import numpy as np
 
         if not keys:
@@ -303,39 +353,16 @@ class PostgresKeywordIndex:
             )
         if found.rows == 0:
             return None
-        segment = found.segment
-        seg_scores = np.zeros(len(segment.chunk_ids) if segment else 0, dtype=np.float64)
+        terms = []
         recent_scores = np.zeros(len(found.recent_ids), dtype=np.float64)
         for key in keys:  # query order: FTS5 sums its phrases in this order
             idf = bm25_idf(found.df(key), found.rows)
             if key in found.lists:
-                at, freq = found.lists[key]
-                seg_scores[at] += term_score(idf, freq, found.norm[at])
+                terms.append(maxscore.TermList(idf, *found.lists[key]))
             if key in found.recent:
                 at, freq = found.recent[key]
                 recent_scores[at] += term_score(idf, freq, found.recent_norm[at])
-        if segment is not None and len(found.dead):
-            seg_scores[found.dead] = 0.0
-        at = np.flatnonzero(seg_scores)
-        recent_at = np.flatnonzero(recent_scores)
-        chunk_ids = np.concatenate(
-            [segment.chunk_ids[at] if segment else at, found.recent_ids[recent_at]]
-        )
-        doc_ids = np.concatenate(
-            [segment.doc_ids[at] if segment else at, found.recent_docs[recent_at]]
-        )
-        scores = np.concatenate([seg_scores[at], recent_scores[recent_at]])
-        keep = None
-        if essential is not None:
-            keep = np.concatenate(
-                [found.holding(essential, at), found.holding_recent(essential, recent_at)]
-            )
-        if allowed is not None:
-            inside = np.isin(doc_ids, allowed)
-            keep = inside if keep is None else keep & inside
-        if keep is not None:
-            chunk_ids, doc_ids, scores = chunk_ids[keep], doc_ids[keep], scores[keep]
-        return _Scored(chunk_ids, doc_ids, scores)
+        return found, terms, recent_scores, allowed
 
     # -- reads -------------------------------------------------------------------------
 
@@ -505,6 +532,14 @@ class _Found:
                 found += len(self.recent[key][0])
             self._df[key] = found
         return found
+
+    def alive(self, at: np.ndarray) -> np.ndarray:
+        """Which generation passages at ``at`` are not tombstoned."""
+        import numpy as np
+
+        if not len(self.dead):
+            return np.ones(len(at), dtype=bool)
+        return self._alive()[at]
 
     def _alive(self) -> np.ndarray:
         import numpy as np

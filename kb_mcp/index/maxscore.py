@@ -1,0 +1,214 @@
+"""Exact top-k over term lists by MaxScore (Turtle & Flood, 1995): the postings stores'
+one way to rank the best documents without scoring every passage a question matches.
+
+Trigger: at 1M passages a question's common words hold hundreds of thousands of
+postings each, and scoring all of them in numpy put the keyword leg's p95 near 90 ms
+before any database time (issue 24; ``python -m kb_mcp.bench.keyword_pg --simulate``),
+though a common word adds little to any passage's score. Outcome: MaxScore's bound. A
+phrase adds at most ``idf × (k1 + 1)`` to a passage's bm25 (``bm25.term_score``: the
+frequency's share ``f / (f + norm)`` is below 1), and less: its score at its list's
+highest frequency in the shortest passage. The phrases are sorted by that bound and
+split: the *essential* ones (highest bounds) are scored over their whole lists; the
+others, whose bounds add up to less than the score a top ``documents`` already holds, are
+only looked up for the passages the essential ones found. A passage holding none of
+the essential phrases scores at most that sum, below every document kept, so it cannot
+enter the top; every passage that can is scored over the whole question.
+
+Exact, not approximate: each candidate's score is summed phrase by phrase in query order
+from the same arrays with the same ``bm25`` calls as the full scoring (IEEE additions and
+products do not depend on which elements an array holds), so the scores are equal to the
+last bit; a passage left out is below the kept ones by more than the sort key's rounding
+(``MARGIN``), so the order and the documents are the full scoring's too. The cut needs no
+tuning: it comes from the scores themselves, in at most a few rounds (each round's
+``documents``-th score, exact and only growing as candidates are added, says which
+phrases may stay out of the next).
+
+Only a top ``documents`` is pruned this way. A caller that needs every matching passage
+(a document's best passage, ``best_passages``; a count) keeps ``full_scores``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kb_mcp.index.bm25 import BM25_K1, term_score
+
+if TYPE_CHECKING:
+    import numpy as np
+
+# A passage left out scores at most the phrases' bound; it must sort strictly after the
+# last document kept, whose key is ``round(-score, 9)`` (``topk``): a gap over 1e-9 plus
+# the float error of summing bounds (scores are at most a few hundred) keeps it out.
+MARGIN = 1e-8
+
+Found = list[tuple[int, float]]  # (chunk id, score), as ``topk.best_per_document`` gives
+# Below this many postings in a question's lists, scoring them all costs less than the
+# pruning's rounds of small numpy calls: medians over SciFact's questions, 0.71 ms whole
+# against 1.23 ms pruned under 20k postings, 7.9 against 2.3 ms at 50k-100k
+# (docs/scale.md, "Exact top-k at 1M"). Either way the answer is the same.
+FULL_BELOW = 20_000
+
+
+@dataclass(slots=True)
+class TermList:
+    """One phrase of a question: its idf and its postings (positions ascending, each
+    with its column-weighted frequency)."""
+
+    idf: float
+    positions: np.ndarray
+    freq: np.ndarray
+
+
+def full_scores(terms: Sequence[TermList], norm: np.ndarray) -> np.ndarray:
+    """Every passage's bm25 for the OR of ``terms`` (in query order; 0: no match)."""
+    import numpy as np
+
+    scores = np.zeros(len(norm), dtype=np.float64)
+    for term in terms:
+        scores[term.positions] += term_score(term.idf, term.freq, norm[term.positions])
+    return scores
+
+
+def top_documents(
+    terms: Sequence[TermList],
+    norm: np.ndarray,
+    documents: int,
+    select: Callable[[np.ndarray, np.ndarray], Found],
+) -> Found:
+    """The best ``documents`` documents for the OR of ``terms`` (in query order), exactly
+    as ``select`` would rank every matching passage: ``select(positions, scores)`` gets
+    candidate passages (ascending positions) with their full bm25 and returns its top
+    (the store's filters, extra passages and ``topk.best_per_document``).
+
+    A round scores the passages of the essential phrases (highest bounds first) and
+    drops those that cannot reach ``kept``, the last score of a top already proven; when
+    ``select`` then returns ``documents`` documents whose last one scores above the
+    other phrases' summed bound, that is the answer. Otherwise the next round keeps out
+    only the phrases whose bounds add up to less than that score; with none left out,
+    every matching passage is scored."""
+    if sum(len(term.positions) for term in terms) < FULL_BELOW:
+        return _scored_whole(terms, norm, select)
+    floor = float(norm.min()) if len(norm) else 1.0
+    bounds = [_bound(term, floor) for term in terms]
+    by_bound = sorted(range(len(terms)), key=lambda i: -bounds[i])
+    # left_out[j]: the summed bound of the phrases after the first j of ``by_bound``.
+    left_out = [0.0] * (len(terms) + 1)
+    for j in range(len(terms) - 1, -1, -1):
+        left_out[j] = left_out[j + 1] + bounds[by_bound[j]]
+    kept = 0.0  # the documents-th best score of an exactly scored set: a floor for the top
+    order = [(terms[i], bounds[i]) for i in by_bound]
+    essential = _first_filling(terms, by_bound, documents)
+    while essential < len(terms):
+        positions = _candidates(order, left_out, essential, norm, kept)
+        found = select(positions, _exact(terms, norm, positions))
+        if len(found) < documents:  # too few documents among the essential phrases' passages
+            essential *= 2
+            continue
+        kept = max(kept, found[-1][1])
+        if left_out[essential] + MARGIN < kept:
+            return found
+        while essential < len(terms) and left_out[essential] + MARGIN >= kept:
+            essential += 1
+    return _scored_whole(terms, norm, select)
+
+
+def _scored_whole(
+    terms: Sequence[TermList], norm: np.ndarray, select: Callable[[np.ndarray, np.ndarray], Found]
+) -> Found:
+    """Every matching passage scored, ranked by ``select``: the answer pruning must equal."""
+    import numpy as np
+
+    scores = full_scores(terms, norm)
+    positions = np.flatnonzero(scores)
+    return select(positions, scores[positions])
+
+
+def _bound(term: TermList, floor: float) -> float:
+    """The most ``term`` adds to a passage's bm25: its score at its list's highest
+    frequency in the shortest passage (``term_score`` grows with the frequency and falls
+    with the length norm, whose least value is ``floor``); never above ``idf × (k1 + 1)``."""
+    if not len(term.positions):
+        return 0.0
+    return min(float(term_score(term.idf, float(term.freq.max()), floor)), term.idf * (BM25_K1 + 1))
+
+
+def _first_filling(terms: Sequence[TermList], by_bound: list[int], want: int) -> int:
+    """How many phrases of highest bound hold at least ``want`` postings between them (a
+    round with fewer passages cannot fill the top)."""
+    held = 0
+    for j, i in enumerate(by_bound, start=1):
+        held += len(terms[i].positions)
+        if held >= want:
+            return j
+    return len(by_bound)
+
+
+def _candidates(
+    order: Sequence[tuple[TermList, float]],
+    left_out: Sequence[float],
+    essential: int,
+    norm: np.ndarray,
+    kept: float,
+) -> np.ndarray:
+    """The passages holding one of the first ``essential`` phrases of ``order`` (bound
+    descending) that may still score ``kept`` (MaxScore's test: the score so far plus
+    the bounds of the phrases not yet looked up must reach it).
+
+    Sparse, never a pass over every passage: the essential lists are merged (one stable
+    sort of sorted runs) with each passage's summed share of them, and the survivors
+    are looked up in the other phrases' lists, highest bound first."""
+    import numpy as np
+
+    held = [term for term, _bound in order[:essential] if len(term.positions)]
+    if not held:
+        return np.zeros(0, dtype=np.int64)
+    positions = np.concatenate([term.positions.astype(np.int64) for term in held])
+    shares = np.concatenate(
+        [term_score(term.idf, term.freq, norm[term.positions]) for term in held]
+    )
+    if len(held) > 1:
+        by_position = np.argsort(positions, kind="stable")
+        positions, shares = positions[by_position], shares[by_position]
+        first = np.flatnonzero(np.concatenate(([True], positions[1:] != positions[:-1])))
+        positions, shares = positions[first], np.add.reduceat(shares, first)
+    if kept <= 0:  # no top proven yet: nothing to drop, and ``_exact`` looks them up
+        return positions
+    upper = shares
+    for j in range(essential, len(order) + 1):
+        alive = upper + left_out[j] + MARGIN >= kept
+        positions, upper = positions[alive], upper[alive]
+        if j == len(order):
+            break
+        term = order[j][0]
+        at, where = _lookup(term.positions, positions)
+        upper[at] += term_score(term.idf, term.freq[where], norm[positions[at]])
+    return positions
+
+
+def _lookup(postings: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Which of ``positions`` (ascending) a list holds: their indexes in ``positions``
+    and in the list. A search per passage, so a long list is never read whole."""
+    import numpy as np
+
+    if not len(postings) or not len(positions):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    wanted = positions.astype(postings.dtype)  # the short side converted, not the list
+    where = np.searchsorted(postings, wanted)
+    hit = where < len(postings)
+    hit[hit] = postings[where[hit]] == wanted[hit]
+    at = np.flatnonzero(hit)
+    return at, where[at]
+
+
+def _exact(terms: Sequence[TermList], norm: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """The bm25 of the passages at ``positions``, summed phrase by phrase in query order
+    as ``full_scores`` sums them (the same values, so the same bits)."""
+    import numpy as np
+
+    scores = np.zeros(len(positions), dtype=np.float64)
+    for term in terms:
+        at, where = _lookup(term.positions, positions)
+        scores[at] += term_score(term.idf, term.freq[where], norm[positions[at]])
+    return scores
