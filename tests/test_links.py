@@ -230,6 +230,7 @@ if phase == "keyword":
     import kb_mcp.ingest.pipeline as pipeline
     pipeline.link_queue = type("Q", (), {
         "enqueue": staticmethod(killing(link_queue.enqueue)),
+        "enqueue_new": staticmethod(killing(link_queue.enqueue_new)),
         "is_queued": staticmethod(link_queue.is_queued),
     })
 else:
@@ -370,7 +371,7 @@ def test_one_process_links_a_library_at_a_time(tmp_path: Path) -> None:
     with _library(home) as lib:
         lib.folders.add_folder(folder, "corpus")
         lib.folders.sync("corpus", link=False)
-        other = FileLock(home / links.LOCK_PATH)
+        other = FileLock(home / "locks" / f"{links.LOCK_NAME}.lock")
         assert other.acquire()
         try:
             assert lib.links.run(wait=False) is None

@@ -23,14 +23,26 @@ def similarity(a: str, b: str) -> float:
     return fuzz.ratio(a[:COMPARED_CHARS], b[:COMPARED_CHARS])
 
 
-def record_near_duplicates(conn: apsw.Connection, document_id: int, title: str, text: str) -> int:
-    """Record pairs between a new document and same-titled near-copies; how many."""
-    found = 0
-    for other_id, other_text in rows.near_duplicate_candidates(
-        conn, document_id, title, MAX_CANDIDATES
-    ):
-        score = similarity(text, other_text)
-        if score >= NEAR_DUPLICATE:
-            rows.record_near_duplicate(conn, document_id, other_id, round(score, 1))
-            found += 1
-    return found
+def near_duplicates(
+    conn: apsw.Connection, document_id: int, title: str, text: str
+) -> tuple[tuple[int, float], ...]:
+    """``(other_id, similarity)`` of the same-titled near-copies of a document; reads
+    only, so the linking phase computes it outside its write transaction."""
+    scored = (
+        (other_id, similarity(text, other_text))
+        for other_id, other_text in rows.near_duplicate_candidates(
+            conn, document_id, title, MAX_CANDIDATES
+        )
+    )
+    return tuple(
+        (other_id, round(score, 1)) for other_id, score in scored if score >= NEAR_DUPLICATE
+    )
+
+
+def record_near_duplicates(
+    conn: apsw.Connection, document_id: int, found: tuple[tuple[int, float], ...]
+) -> None:
+    """Record what ``near_duplicates`` found, each pair while its other document is
+    still stored. Call inside ``db.write()``."""
+    for other_id, score in found:
+        rows.record_near_duplicate(conn, document_id, other_id, score)

@@ -13,15 +13,18 @@ chunks, their FTS rows and its location, and puts the document in ``link_queue``
 transaction. This phase comes after it and works from what is stored, the document row
 and its chunk rows:
 
-- computing, a pure function of one document (``compute``): each chunk's entities
-  (``graph/extract.extract``, as the graph's rebuild and removal do) and the relations it
-  states (``relations/detect.detect_relations``). It runs in worker processes
+- computing, a function of one document read in one snapshot (``compute``): each
+  chunk's entities (``graph/extract.extract``, as the graph's rebuild and removal do),
+  the relations it states (``relations/detect.detect_relations``) and the scores of its
+  same-titled near-copies (``ingest/dedup``). It runs in worker processes
   (``readahead.reader_pool``: every core) that read the rows themselves, so the writer
-  neither reads texts for them nor pickles texts to them;
+  neither reads texts for them nor pickles texts to them (on PostgreSQL, in this
+  process), and never inside a write transaction: writers in every process wait for one;
 - writing, in the one writer: the graph rows (``index/graph.PendingMentions``), the
-  near-duplicate pairs (``ingest/dedup``), the relation rows with their matching
-  (``relations/relink.record_relations``), and the queue entry's deletion, in one
-  transaction per group of documents.
+  near-duplicate pairs (each while its other document is still stored: one may have been
+  removed or rewritten since the snapshot), the relation rows with their matching
+  (``relations/relink.record_relations``, which reads the names the library holds then),
+  and the queue entry's deletion, in one transaction per group of documents.
 
 So a ``kill -9`` anywhere loses nothing and doubles nothing: a document is either queued
 with none of these rows, or recorded and unqueued. A queue entry names one version of its
@@ -67,6 +70,12 @@ from kb_mcp.store.db import Database, read_snapshot
 Progress = Callable[[int, int, str], None]
 # Documents computed together (one task for a worker) and written in one transaction.
 GROUP_DOCUMENTS = 64
+# The same on a PostgreSQL library, smaller: its writers in every process wait for one
+# such transaction (the change stamp's lock, store/postgres/database.py), and each of its
+# statements is a round trip, about 5 per document: linking 200 queued notes on the
+# loaded 2-core machine, pg_stat_activity showed a transaction of 64 open 0.33 s at
+# most, one of 8 about 40 ms.
+SHARED_GROUP_DOCUMENTS = 8
 # A document with more chunks is linked in the writer, this many chunks at a time, so its
 # entities never all exist at once (a 50 MB log's held 80 MB, issue 10).
 LARGE_CHUNKS = 1_000
@@ -75,10 +84,9 @@ LARGE_CHUNKS = 1_000
 # of any file read whole (``filework.LARGE_FILE_BYTES``).
 OPENING_CHARS = 4 * 1024 * 1024
 _IN_FLIGHT_PER_WORKER = 2  # groups computed ahead of the writer, per worker
-# One process links a library at a time (``library.links``, library/linking.py), beside the
-# embedding and LLM-pass locks.
-LOCK_PATH = "locks/links.lock"
-LOCK_POLL_S = 0.2
+# The library lock of the linking phase: one process links a library at a time
+# (``library.links``, library/linking.py), beside the embedding and LLM-pass locks.
+LOCK_NAME = "links"
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,11 +95,10 @@ class Linked:
 
     entry: int  # its ``link_queue`` id: written only while that entry is still there
     document_id: int
-    title: str
-    opening: str  # the first ``dedup.COMPARED_CHARS`` of its text
     chunk_ids: tuple[int, ...]
     extractions: tuple[Extraction, ...]  # per chunk, in chunk order
     relations: tuple[Detected, ...]
+    near: tuple[tuple[int, float], ...]  # its same-titled near-copies and their scores
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +128,11 @@ def _detected(conn: apsw.Connection, document_id: int, fields: tuple) -> tuple[D
     return tuple(detect_relations(title, text, kind, doc_date, supersedes))
 
 
+def _near(conn: apsw.Connection, document_id: int, fields: tuple) -> tuple[tuple[int, float], ...]:
+    title, text = fields[0], fields[1]
+    return dedup.near_duplicates(conn, document_id, title, text[: dedup.COMPARED_CHARS])
+
+
 def compute(conn: apsw.Connection, entries: Sequence[tuple[int, int]]) -> list[Linked]:
     """What each ``(entry, document_id)`` links to, read from ``conn`` in one snapshot;
     an entry this snapshot does not hold (gone, or not committed yet) is left out, so
@@ -140,11 +152,10 @@ def compute(conn: apsw.Connection, entries: Sequence[tuple[int, int]]) -> list[L
                 Linked(
                     entry,
                     document_id,
-                    fields[0],
-                    fields[1][: dedup.COMPARED_CHARS],
                     tuple(c[0] for c in chunks),
                     tuple(extract(text, path, code=code) for _c, _o, path, text in chunks),
                     _detected(conn, document_id, fields),
+                    _near(conn, document_id, fields),
                 )
             )
     return found
@@ -169,7 +180,7 @@ def compute_in_worker(path: str, entries: Sequence[tuple[int, int]]) -> list[Lin
 def _record(conn: apsw.Connection, linked: Linked) -> None:
     """A document's near-duplicates and relations, and its entry gone (its graph rows are
     written by the caller)."""
-    dedup.record_near_duplicates(conn, linked.document_id, linked.title, linked.opening)
+    dedup.record_near_duplicates(conn, linked.document_id, linked.near)
     relink.record_relations(conn, linked.document_id, list(linked.relations))
     queue.done(conn, linked.entry)
 
@@ -206,8 +217,8 @@ def _link_large(db: Database, entry: int, document_id: int) -> int:
             ids += [c[0] for c in part]
             ordinal = part[-1][1]
         detected = _detected(conn, document_id, fields)
-        opening = fields[1][: dedup.COMPARED_CHARS]
-        _record(conn, Linked(entry, document_id, fields[0], opening, tuple(ids), (), detected))
+        near = _near(conn, document_id, fields)
+        _record(conn, Linked(entry, document_id, tuple(ids), (), detected, near))
         return 1
 
 
@@ -216,6 +227,7 @@ def _groups(
 ) -> Iterator[list[tuple[int, int]] | tuple[int, int]]:
     """The queue in entry order: groups of small documents to compute anywhere, and each
     large one alone (a tuple). Entries queued during the run are reached too."""
+    size = GROUP_DOCUMENTS if db.engine == "sqlite" else SHARED_GROUP_DOCUMENTS
     after = 0
     while not (should_stop and should_stop()):
         page = queue.entries_after(db.conn, after, 4 * GROUP_DOCUMENTS)
@@ -223,8 +235,8 @@ def _groups(
             return
         after = page[-1][0]
         small = [(entry, doc) for entry, doc, chunks in page if chunks <= LARGE_CHUNKS]
-        for start in range(0, len(small), GROUP_DOCUMENTS):
-            yield small[start : start + GROUP_DOCUMENTS]
+        for start in range(0, len(small), size):
+            yield small[start : start + size]
         yield from ((entry, doc) for entry, doc, chunks in page if chunks > LARGE_CHUNKS)
 
 
