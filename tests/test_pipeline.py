@@ -175,7 +175,12 @@ def _old_database(home: Path, folder: Path) -> None:
     fts._create_table(conn)
     conn.execute("INSERT INTO meta(key, value) VALUES ('fts_version', ?)", (fts.FTS_VERSION,))
     now = "2024-01-01T00:00:00+00:00"
-    source_id = rows.ensure_source(conn, folder.name, "folder", now, str(folder), ())
+    conn.execute(  # the schema-2 table: no host (today's ensure_source writes one)
+        "INSERT INTO sources(name, kind, root, ignore_globs, created_at) "
+        "VALUES (?, 'folder', ?, '[]', ?)",
+        (folder.name, str(folder), now),
+    )
+    source_id = conn.last_insert_rowid()
     stat = (folder / "deploy.md").stat()
     converted = readers.Converted(NOTE, "markdown", None, None, True)
     doc, _chunks = prepare_file("deploy.md", converted, stat.st_mtime_ns, now)

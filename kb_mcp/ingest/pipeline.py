@@ -142,11 +142,13 @@ def _index_document(
     chunks: Iterable[Chunk],
     derived: Derived,
     pending: PendingRows | None,
-) -> int:
+) -> tuple[int, int]:
+    """Store and index a new document; its id and how many chunks it has (known here,
+    so not read back: a round trip per document on PostgreSQL)."""
     document_id = rows.insert_document(conn, doc)
-    link_queue.enqueue(conn, document_id)
+    link_queue.enqueue_new(conn, document_id)
     if derived.fts_rows is None:  # a large file: chunks made, stored, indexed in slices
-        _index_in_slices(conn, document_id, doc, iter(chunks))
+        return document_id, _index_in_slices(conn, document_id, doc, iter(chunks))
     else:
         chunks = list(chunks)
         ids = rows.insert_chunks(conn, document_id, chunks)
@@ -160,19 +162,22 @@ def _index_document(
             keyword_store.add_documents(conn, [document_row])
         else:
             pending.add(conn, fts_rows, document_row)
-    return document_id
+        return document_id, len(ids)
 
 
 def _index_in_slices(
     conn: apsw.Connection, document_id: int, doc: rows.NewDocument, chunks: Iterator[Chunk]
-) -> None:
+) -> int:
     """Store and index ``LARGE_SLICE_CHUNKS`` chunks at a time, as ``chunks`` (a lazy
     ``chunk.stream.iter_chunks``) makes them: a large file's chunks and index copies
     never all exist at once (the rows are the same whatever the grouping; the
-    document's own row holds the first ``docs_fts.BODY_CHARS`` of its copies)."""
+    document's own row holds the first ``docs_fts.BODY_CHARS`` of its copies). Returns
+    how many chunks it stored."""
     body = docs_fts.DocumentBody()
+    stored = 0
     while part := list(islice(chunks, LARGE_SLICE_CHUNKS)):
-        ids = rows.insert_chunks(conn, document_id, part)[-len(part) :]
+        ids = rows.insert_chunks(conn, document_id, part)
+        stored += len(ids)
         copies = list(fts_rows_of(doc, part))
         keyword_store.add_index_rows(
             conn, ((cid, head, body) for cid, (head, body) in zip(ids, copies, strict=True))
@@ -180,6 +185,7 @@ def _index_in_slices(
         body.add(copy for _head, copy in copies)
     head = docs_fts.head_copy(doc.title, _language(doc))
     keyword_store.add_documents(conn, [(document_id, head, body.text())])
+    return stored
 
 
 def _language(doc: rows.NewDocument) -> str | None:
@@ -265,12 +271,13 @@ def store_document(
             if derived is None:
                 chunks = list(chunks)
                 derived = derive(doc, chunks)
-            document_id = _index_document(conn, doc, chunks, derived, pending)
+            document_id, chunk_count = _index_document(conn, doc, chunks, derived, pending)
         else:
             document_id = existing.id
+            chunk_count = len(rows.chunk_ids(conn, document_id))
         rows.upsert_location(conn, source_id, path, document_id, **location)
         outcome = Outcome.REPLACED if old is not None else Outcome.CREATED
-        return Stored(outcome, doc.doc_key, len(rows.chunk_ids(conn, document_id)))
+        return Stored(outcome, doc.doc_key, chunk_count)
 
 
 def remove_location(db: Database, source_id: int, key: str) -> bool:
@@ -318,7 +325,7 @@ def rewrite_in_place(
     stored = 0
     body = docs_fts.DocumentBody()
     while part := list(islice(chunks, LARGE_SLICE_CHUNKS)):
-        ids = rows.insert_chunks(conn, old.id, part)[-len(part) :]
+        ids = rows.insert_chunks(conn, old.id, part)
         pairs = list(zip(ids, part, strict=True))
         copies = [(cid, *index_row(title, c.heading_path, c.text, language)) for cid, c in pairs]
         keyword_store.add_index_rows(conn, copies)

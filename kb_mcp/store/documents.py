@@ -30,6 +30,9 @@ class SourceRow:
     synced_at: str | None
     sync_state: str
     sync_error: str | None
+    # The machine that registered a folder source (``store/host.py``); None for the
+    # agent's and uploads' sources, and for folders recorded before hosts were.
+    host: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +94,9 @@ class PassageRow:
 
 
 _ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
-_SOURCE_COLS = "id, name, kind, root, ignore_globs, created_at, synced_at, sync_state, sync_error"
+_SOURCE_COLS = (
+    "id, name, kind, root, ignore_globs, created_at, synced_at, sync_state, sync_error, host"
+)
 _DOC_COLS = (
     "id, doc_key, title, uri, kind, language, text, content_hash, doc_date, tags, created_at, "
     "updated_at"
@@ -134,12 +139,15 @@ def ensure_source(
     now: str,
     root: str | None = None,
     ignore_globs: Sequence[str] = (),
+    host: str | None = None,
 ) -> int:
-    """The id of source ``name``, creating it when missing."""
+    """The id of source ``name``, creating it when missing. ``host``: the machine the
+    folder belongs to; a row recorded without one (before hosts were) takes it."""
     conn.execute(
-        "INSERT INTO sources(name, kind, root, ignore_globs, created_at) VALUES (?, ?, ?, ?, ?) "
-        "ON CONFLICT(name) DO NOTHING",
-        (name, kind, root, json.dumps(list(ignore_globs)), now),
+        "INSERT INTO sources(name, kind, root, ignore_globs, created_at, host) "
+        "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET host = excluded.host "
+        "WHERE sources.host IS NULL AND excluded.host IS NOT NULL",
+        (name, kind, root, json.dumps(list(ignore_globs)), now, host),
     )
     return conn.execute("SELECT id FROM sources WHERE name = ?", (name,)).fetchone()[0]
 
@@ -417,10 +425,12 @@ def first_chunks(conn: apsw.Connection, ids: Sequence[int]) -> list[int]:
 
 
 def insert_chunks(conn: apsw.Connection, document_id: int, chunks: Sequence[Chunk]) -> list[int]:
-    """Insert a document's chunks; their ids in chunk order."""
-    conn.executemany(
+    """Insert chunks of a document; the ids of those inserted, in chunk order. Returned
+    by the insert itself: reading them back was a round trip per document more, which a
+    PostgreSQL server pays on the network."""
+    inserted = conn.executemany(
         "INSERT INTO chunks(document_id, ordinal, heading_path, start_line, end_line, text) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
+        "VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
         (
             (
                 document_id,
@@ -433,7 +443,7 @@ def insert_chunks(conn: apsw.Connection, document_id: int, chunks: Sequence[Chun
             for c in chunks
         ),
     )
-    return chunk_ids(conn, document_id)
+    return [row[0] for row in inserted]
 
 
 _SUPERSEDED_ON = (
@@ -538,7 +548,10 @@ def iter_texts(conn: apsw.Connection, source_id: int | None) -> Iterable[tuple[s
         else "WHERE d.id IN (SELECT document_id FROM locations WHERE source_id = ?)"
     )
     params = () if source_id is None else (source_id,)
-    yield from conn.execute(
+    # apsw's cursor steps row by row; PostgreSQL's ``stream`` reads a server-side cursor
+    # in batches, so a scan that stops early never fetches every text.
+    run = getattr(conn, "stream", conn.execute)
+    yield from run(
         f"SELECT d.doc_key, {_shown_as('d')}, d.text FROM documents d {scope} ORDER BY d.id",
         params,
     )
@@ -631,10 +644,14 @@ def near_duplicate_candidates(
 
 
 def record_near_duplicate(conn: apsw.Connection, a: int, b: int, similarity: float) -> None:
+    """The pair, while both documents are still stored: the linking phase scores it in
+    a read snapshot, and a writer may have removed one before its write (nothing then)."""
+    low, high = min(a, b), max(a, b)
     conn.execute(
-        "INSERT INTO near_duplicates(document_id, other_id, similarity) VALUES (?, ?, ?) "
+        "INSERT INTO near_duplicates(document_id, other_id, similarity) SELECT ?, ?, ? "
+        "WHERE (SELECT COUNT(*) FROM documents WHERE id IN (?, ?)) = 2 "
         "ON CONFLICT (document_id, other_id) DO UPDATE SET similarity = excluded.similarity",
-        (min(a, b), max(a, b), similarity),
+        (low, high, similarity, low, high),
     )
 
 
