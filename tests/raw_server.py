@@ -7,6 +7,9 @@ kept (``stdout_lines``) and checked to be a JSON-RPC 2.0 message (``stray_output
 test can assert that nothing but the protocol ever reached the wire. Replies to requests
 sent with ``request`` are routed by id, so several threads can share one server the way
 an agent with parallel tool calls does; other lines go to the ``reply`` queue in order.
+Once the server's stdout ends (it exited, or was killed), a request waiting for its reply
+and every later one gets ``CLOSED`` at once instead of waiting out its timeout, so a test
+that kills a server under its clients sees which calls never got an answer.
 
 Moved here from ``tests/test_server_protocol.py`` (issue 11) so the adversarial suite
 reuses one client instead of growing a second.
@@ -33,6 +36,11 @@ REPLY_TIMEOUT_S = 20
 # but over 20 s was seen on the shared 2-core machine under load 15 with `nice -n 10`.
 STARTUP_TIMEOUT_S = 120
 PROTOCOL_VERSION = "2025-06-18"
+CLOSED = {
+    "jsonrpc": "2.0",
+    "id": None,
+    "error": {"code": -32000, "message": "the server closed its output before replying"},
+}
 INITIALIZE = {
     "jsonrpc": "2.0",
     "id": "init",
@@ -97,6 +105,7 @@ class RawServer:
         self._lock = threading.Lock()
         self._send_lock = threading.Lock()
         self._ids = itertools.count()
+        self._ended = False
         threading.Thread(target=self._read, daemon=True).start()
 
     @property
@@ -110,6 +119,11 @@ class RawServer:
                 self.stdout_lines.append(line)
                 waiter = self._waiters.pop(_reply_key(line), None)
             (waiter or self._replies).put(line)
+        with self._lock:
+            self._ended = True
+            waiters, self._waiters = list(self._waiters.values()), {}
+        for waiter in waiters:
+            waiter.put(json.dumps(CLOSED).encode())
 
     def send(self, raw: bytes) -> None:
         assert self.process.stdin is not None
@@ -137,9 +151,14 @@ class RawServer:
         request_id = f"r{next(self._ids)}"
         waiter: queue.Queue[bytes] = queue.Queue()
         with self._lock:
+            if self._ended:
+                return CLOSED
             self._waiters[json.dumps(request_id)] = waiter
         message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
-        self.send((json.dumps(message) + "\n").encode())
+        try:
+            self.send((json.dumps(message) + "\n").encode())
+        except BrokenPipeError:
+            return CLOSED
         try:
             return json.loads(waiter.get(timeout=timeout_s))
         except queue.Empty:

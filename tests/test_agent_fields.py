@@ -46,3 +46,19 @@ def test_add_document_keeps_labels_in_any_script(library: Library) -> None:
         "数据库迁移 — ‏שלום‏ ✓", "正文", "notes://迁移", ["标签"], by_agent=False
     )
     assert added.title == "数据库迁移 — ‏שלום‏ ✓"
+
+
+def test_add_document_refuses_nul_in_content_with_its_place_and_stores_nothing(
+    library: Library, home: Path
+) -> None:
+    """A NUL means binary data, as it does in a folder's file; PostgreSQL's text cannot
+    hold it, so the same call must fail the same clear way on every store."""
+    with pytest.raises(InvalidInput) as raised:
+        library.writing.add_document(
+            "Fine title", "one\ntwo \x00three", "notes://a", by_agent=False
+        )
+    assert raised.value.message.startswith(
+        "content contains a NUL character (U+0000) at line 2, column 5;"
+    )
+    assert library.catalog.overview().documents == 0
+    assert not list((home / "docs").glob("*.md"))

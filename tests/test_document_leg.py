@@ -145,9 +145,9 @@ def test_document_row_of_a_large_file_is_the_whole_paths(
     sliced_paths: list[str] = []
     in_slices = pipeline._index_in_slices
 
-    def recorded(conn: apsw.Connection, document_id: int, doc: object, chunks: object) -> None:
+    def recorded(conn: apsw.Connection, document_id: int, doc: object, chunks: object) -> int:
         sliced_paths.append(getattr(doc, "title", ""))
-        in_slices(conn, document_id, doc, chunks)  # type: ignore[arg-type]
+        return in_slices(conn, document_id, doc, chunks)  # type: ignore[arg-type]
 
     monkeypatch.setattr(pipeline, "_index_in_slices", recorded)
     with keyword_library(tmp_path / "sliced", notes) as library:

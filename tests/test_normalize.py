@@ -29,6 +29,7 @@ from kb_mcp.settings import Settings
         ("\u0915\u094d\u200d\u0937", "\u0915\u094d\u200d\u0937"),  # ZWJ shapes Devanagari: kept
         ("ab\ufffdcd", "ab cd"),  # between two words: the separator it stood for
         ("\ufffd bullet", " bullet"),  # elsewhere: dropped
+        ("ab\x00cd \x00bullet", "ab cd bullet"),  # NUL: read as U+FFFD
         ("x¨", "x¨"),  # no letter after it: as printed
         ("q¨\n¨\noo", "q¨\n¨\noo"),  # never across a line end
         ("plain text, nothing to do", "plain text, nothing to do"),

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -444,6 +445,8 @@ def test_a_secret_in_the_store_url_appears_in_no_output(
             assert f"PostgreSQL server at {shown(down)}:" in done.stderr
         if "doctor" in args and "--help" not in args and code == 0:
             assert shown(url) in done.stdout  # its settings show the store, safely
+            # and its database check which server, extension and role it reached
+            assert re.search(r"PostgreSQL \d+\.\d+ \(pgvector \d[^)]*\) at .* as \w+", output)
     written = (project / ".cursor" / "mcp.json").read_text()
     assert SECRET not in written and SECRET2 not in written
     entry = json.loads(written)["mcpServers"]["kb"]

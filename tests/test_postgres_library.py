@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 from team_notes import DOCUMENTS, QUESTIONS
 
-from kb_mcp.errors import Unavailable
+from kb_mcp.errors import InvalidInput, NotFound
 from kb_mcp.index.postgres import keyword_merge
 from kb_mcp.ingest import readahead
 from kb_mcp.library import Library
+from kb_mcp.render import overview_text
 from kb_mcp.settings import Settings, Store
 
 
@@ -209,17 +210,47 @@ def test_many_queued_documents_are_linked_on_postgresql_too(
 
 
 @pytest.mark.parametrize("rebuild", [False, True])
-def test_reindex_is_refused_on_a_shared_library_and_drops_nothing(
+def test_a_reindex_from_another_home_drops_nothing(
     tmp_path: Path, postgres_url: str, rebuild: bool
 ) -> None:
-    """Reindex rebuilds a library from its home's files, which on PostgreSQL hold only
-    what this writer wrote: refused, with every other writer's document kept."""
+    """On PostgreSQL a reindex rebuilds from the database's own copy of the text, not
+    from its home's files, which hold only what this writer wrote: every other writer's
+    document is kept (tests/test_postgres_reindex.py has the rest)."""
     first = _filled(_settings(tmp_path / "machine-a", Store(postgres_url)))
     second = Library(_settings(tmp_path / "machine-b", Store(postgres_url)))
     try:
-        with pytest.raises(Unavailable, match="reindex is not available on a PostgreSQL"):
-            second.writing.reindex(rebuild=rebuild)
+        second.writing.reindex(rebuild=rebuild)
         assert len(first.catalog.list_source("agent").documents) == len(DOCUMENTS)
     finally:
         first.close()
         second.close()
+
+
+def test_a_nul_character_is_refused_in_clear_words_and_changes_nothing(
+    both: tuple[Library, Library],
+) -> None:
+    """PostgreSQL's text cannot hold U+0000; SQLite's can. Content with a NUL is refused
+    on both stores alike, and a lookup key with one is ``InvalidInput`` on PostgreSQL
+    (``NotFound`` on SQLite, where it is merely absent), never psycopg's own error."""
+    sqlite, postgres = both
+    before = [library.catalog.overview().documents for library in both]
+    for library in both:
+        with pytest.raises(InvalidInput, match=r"NUL character \(U\+0000\) at line 1, column 4"):
+            library.writing.add_document("Zero byte", "abc\x00def", "notes://nul")
+    with pytest.raises(NotFound):
+        sqlite.lookup.read("notes://team\x00")
+    with pytest.raises(InvalidInput, match=r"NUL character \(U\+0000\)"):
+        postgres.lookup.read("notes://team\x00")
+    assert [library.catalog.overview().documents for library in both] == before
+
+
+def test_list_names_the_shared_store_before_this_home(both: tuple[Library, Library]) -> None:
+    """A shared library is the store, not this home's folder: ``list`` says so first."""
+    sqlite, postgres = both
+    assert sqlite.catalog.overview().store is None
+    store = postgres.catalog.overview().store
+    assert store is not None and store.startswith("postgresql://")
+    assert overview_text(sqlite.catalog.overview()).startswith(f"library: {sqlite.home} — ")
+    assert overview_text(postgres.catalog.overview()).startswith(
+        f"library: {store} (shared; home {postgres.home}) — "
+    )

@@ -74,6 +74,7 @@ def validate_fields(
         raise InvalidInput(f"title is {len(title)} characters; the limit is {max_title_chars}")
     if not content.strip():
         raise InvalidInput("content is empty; pass the text you read")
+    _check_no_nul(content)
     size = len(content.encode("utf-8"))
     if size > max_document_bytes:
         raise InvalidInput(
@@ -96,6 +97,23 @@ def validate_fields(
 # something else ("Trojan Source", CVE-2021-42574). Titles, uris and tags are one-line
 # labels shown to people and agents; the content may hold any text.
 _HIDDEN = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _check_no_nul(content: str) -> None:
+    """Refuse U+0000 in the content: a NUL means binary data, as it does in a file.
+
+    A folder's file holding NUL bytes is skipped as binary (``ingest/decode``); the same
+    text sent by an agent was stored on SQLite and failed inside PostgreSQL, whose text
+    type cannot hold NUL. One rule for every store: the caller gets the place to fix."""
+    at = content.find("\x00")
+    if at >= 0:
+        line = content.count("\n", 0, at) + 1
+        column = at - (content.rfind("\n", 0, at) + 1) + 1
+        raise InvalidInput(
+            f"content contains a NUL character (U+0000) at line {line}, column {column}; "
+            "documents hold text, and NUL marks binary data",
+            hint="send the text itself (decode the bytes first, or drop the NUL characters)",
+        )
 
 
 def _check_one_line(name: str, value: str) -> None:

@@ -23,6 +23,8 @@ converted (``readers.convert_bytes``, and the window-by-window reading of a larg
   hyphen U+00AD, zero-width space U+200B, word joiner U+2060, U+FEFF inside the text)
   go, so the text is the word a reader sees (ZWJ and ZWNJ stay: they change how
   emoji and Indic or Persian script are written);
+- U+0000, which a PDF reader may give for a glyph it cannot map, is read as U+FFFD
+  (CommonMark's rule for NUL; no text store keeps it: PostgreSQL's text type cannot);
 - U+FFFD goes: between two word characters it becomes a space (the keyword index reads
   it as a separator already, and joining the two words would make a word that is in
   neither), elsewhere it is dropped.
@@ -74,6 +76,8 @@ def normalize_text(text: str) -> str:
     rule running only on what holds its own (``str.translate`` alone takes a second over
     10 MB), and an NFC check: 3 (CJK) to 9 (Latin) ms a MB on the 2-core dev machine.
     """
+    if "\x00" in text:  # CommonMark's rule: U+0000 stands for U+FFFD (module docstring)
+        text = text.replace("\x00", "\ufffd")
     if text.isascii():
         return text
     if _ACTED_ON.search(text):

@@ -25,7 +25,6 @@ without the privilege is ``Refused``, a statement stopped by a deadline is
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
 from typing import Any
@@ -35,7 +34,8 @@ from psycopg import errors
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.pq import TransactionStatus
 
-from kb_mcp.errors import Conflict, NoSpace, Refused, Unavailable
+from kb_mcp.errors import Conflict, InvalidInput, NoSpace, Refused, Unavailable
+from kb_mcp.store import db as store_db
 from kb_mcp.store.db import QueryTimeout
 from kb_mcp.store.postgres.dialect import to_postgres
 from kb_mcp.store.postgres.url import is_postgres, shown
@@ -115,6 +115,29 @@ def translated(where: str, role: str, *, writing: bool = False) -> Iterator[None
         raise unreachable(where, exc) from exc
 
 
+@contextmanager
+def _nul_refused(param_rows: Iterable[Params]) -> Iterator[None]:
+    """A statement whose text value holds U+0000 as ``InvalidInput``, not psycopg's error.
+
+    PostgreSQL's text cannot hold NUL, and psycopg refuses such a value before sending
+    it: nothing reached the server. SQLite stores NUL, so a value the store never
+    refused there (a lookup key an agent typed, say) is refused here in words the
+    caller can act on. Checked only after the refusal, so other statements pay nothing.
+    """
+    try:
+        yield
+    except psycopg.DataError as exc:
+        for params in param_rows:
+            values = params.values() if isinstance(params, Mapping) else params
+            if any(isinstance(value, str) and "\x00" in value for value in values):
+                raise InvalidInput(
+                    "a value holds a NUL character (U+0000), which no text in the "
+                    "library can hold; nothing was changed",
+                    hint="drop the NUL characters (they mark binary data)",
+                ) from exc
+        raise
+
+
 def unreachable(where: str, exc: psycopg.Error) -> Unavailable:
     """The server cannot be reached, refused the login, or dropped the connection."""
     return Unavailable(
@@ -169,9 +192,11 @@ class PgConnection:
         self.role = role
         self._pinned: psycopg.Connection | None = None
         self._changes = 0
-        self._expires_at: float | None = None  # the monotonic end of ``deadline``
+        # ``deadline``'s start on the wall and CPU clocks, and its limit in seconds.
+        self._started_at: tuple[float, float] | None = None
         self._deadline_ms = 0
         self.writing = 0  # the depth of ``write()`` blocks (``PostgresDatabase.write``)
+        self._streams = 0  # names this connection's server-side cursors apart
 
     @property
     def in_transaction(self) -> bool:
@@ -236,19 +261,41 @@ class PgConnection:
         """
         query = to_postgres(sql)
         self._check_time()
-        if self._pinned is not None:
-            cursor = self._run(self._pinned, lambda cur: cur.execute(query, params))
-            return cursor if cursor.description is not None else Rows([])
-        with self.pinned() as pg:
-            cursor = self._run(pg, lambda cur: cur.execute(query, params))
-            return Rows(cursor.fetchall() if cursor.description is not None else [])
+        with _nul_refused([params]):
+            if self._pinned is not None:
+                cursor = self._run(self._pinned, lambda cur: cur.execute(query, params))
+                return cursor if cursor.description is not None else Rows([])
+            with self.pinned() as pg:
+                cursor = self._run(pg, lambda cur: cur.execute(query, params))
+                return Rows(cursor.fetchall() if cursor.description is not None else [])
+
+    def stream(
+        self, sql: str, params: Params = (), *, batch: int = 256
+    ) -> Iterator[tuple[Any, ...]]:
+        """The rows of one query read ``batch`` at a time from a server-side cursor.
+
+        Why: psycopg, as libpq, reads a whole result before the first row, where apsw's
+        cursor steps the statement row by row. A scan that may stop early (grep at its
+        match limit or its time limit) would otherwise fetch every document's text
+        first. The cursor needs a transaction: a read-only snapshot when none is open;
+        the connection goes back when the generator is closed.
+        """
+        query = to_postgres(sql)
+        self._check_time()
+        with self.snapshot(), self.pinned() as pg, self._translated():
+            self._streams += 1
+            with pg.cursor(name=f"kb_stream_{self._streams}") as cursor:
+                cursor.itersize = batch
+                cursor.execute(query, params)
+                yield from cursor
 
     def executemany(self, sql: str, rows: Iterable[Params]) -> Rows:
         """Run one statement per row in one round trip (psycopg's pipeline); the rows a
         ``RETURNING`` gives, of every execution in order, as apsw's ``executemany``."""
         query = to_postgres(sql)
         self._check_time()
-        with self.pinned() as pg:
+        rows = list(rows)
+        with _nul_refused(rows), self.pinned() as pg:
             returning = _gives_rows(query)
             cursor = self._run(pg, lambda cur: cur.executemany(query, rows, returning=returning))
             returned: list[tuple[Any, ...]] = []
@@ -280,8 +327,10 @@ class PgConnection:
     @contextmanager
     def deadline(self, ms: int) -> Iterator[PgConnection]:
         """The block's statements, each stopped by the server past ``ms``
-        (``statement_timeout``), and none started once ``ms`` has passed since the
-        block began: ``QueryTimeout`` either way. A nested deadline keeps the outer's.
+        (``statement_timeout``), and none started once the block has used ``ms`` of this
+        thread's CPU time, or waited ``DEADLINE_WALL_FACTOR`` times ``ms`` (``busy``: the
+        machine was loaded), as SQLite's deadline counts (``store/db.py``, issue 22):
+        ``QueryTimeout`` either way. A nested deadline keeps the outer's.
 
         Why ``statement_timeout`` rather than a cancel request from a timer thread: the
         server enforces it on the statement it belongs to, so it cannot reach the next
@@ -290,19 +339,19 @@ class PgConnection:
         ``ms`` at worst. Set for the block and put back after; inside a transaction as a
         local setting, which the transaction's end also undoes.
         """
-        if self._expires_at is not None:
+        if self._started_at is not None:
             yield self
             return
         with self.pinned() as pg:
             local = self.in_transaction
             limit = (f"{int(ms)}ms", local)
             (before,) = self._run(pg, lambda cur: cur.execute(_SET_TIMEOUT, limit)).fetchone()
-            self._expires_at = time.monotonic() + ms / 1000
+            self._started_at = (store_db.WALL_CLOCK(), store_db.CPU_CLOCK())
             self._deadline_ms = ms
             try:
                 yield self
             finally:
-                self._expires_at = None
+                self._started_at = None
                 self._restore_timeout(pg, before, local)
 
     def _restore_timeout(self, pg: psycopg.Connection, before: str, local: bool) -> None:
@@ -324,7 +373,7 @@ class PgConnection:
             try:
                 run(cursor)
             except errors.QueryCanceled as exc:
-                if self._expires_at is None:
+                if self._started_at is None:
                     raise
                 raise QueryTimeout(f"query exceeded {self._deadline_ms} ms") from exc
         verb = (cursor.statusmessage or "").split(" ", 1)[0]
@@ -335,8 +384,15 @@ class PgConnection:
     def _check_time(self) -> None:
         """Inside a deadline whose time is up, no statement of the caller's starts; the
         engine's own (``script``: COMMIT, ROLLBACK) still run, so a transaction ends."""
-        if self._expires_at is not None and time.monotonic() > self._expires_at:
-            raise QueryTimeout(f"query exceeded {self._deadline_ms} ms")
+        if self._started_at is None:
+            return
+        limit = self._deadline_ms / 1000
+        waited = store_db.WALL_CLOCK() - self._started_at[0]
+        if waited <= limit:
+            return
+        busy = store_db.CPU_CLOCK() - self._started_at[1] <= limit
+        if not busy or waited > limit * store_db.DEADLINE_WALL_FACTOR:
+            raise QueryTimeout(f"query exceeded {self._deadline_ms} ms", busy=busy)
 
     def _translated(self) -> AbstractContextManager[None]:
         return translated(self.where, self.role, writing=bool(self.writing))

@@ -42,6 +42,7 @@ from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from kb_mcp.errors import Conflict, InvalidInput, KbError, Unavailable
 from kb_mcp.store.db import BUSY_TIMEOUT_MS, QueryTimeout
+from kb_mcp.store.locks import AdvisoryLock
 from kb_mcp.store.postgres.connection import (
     Params,
     PgConnection,
@@ -79,6 +80,14 @@ def read_snapshot(conn: PgConnection) -> AbstractContextManager[None]:
     """One read-only snapshot (REPEATABLE READ) around several statements, so they all
     see one commit, as ``store/db.py``'s ``read_snapshot`` (``PgConnection.snapshot``)."""
     return conn.snapshot()
+
+
+def database_bytes(url: str) -> int:
+    """The size of the library's database on its server (tables and indexes), for the
+    benches: what a SQLite library's ``kb.db*`` files are."""
+    with psycopg.connect(url) as pg:
+        row = pg.execute("SELECT pg_database_size(current_database())").fetchone()
+    return int(row[0]) if row else 0
 
 
 def store_migrations() -> list[Migration]:
@@ -197,10 +206,11 @@ class PostgresDatabase:
     def deadline(self, ms: int) -> AbstractContextManager[PgConnection]:
         """Run the block's statements with a time limit; ``QueryTimeout`` past it.
 
-        The limit is wall-clock time on the server (``PgConnection.deadline``), not
-        this thread's CPU time as on SQLite: the work runs in the server's process,
-        whose CPU time this one cannot read, and the server may be another machine.
-        So ``QueryTimeout.busy`` is never set: whether the server was busy is unknown.
+        Each statement's limit is wall-clock time on the server (its CPU time is the
+        server process's, which this one cannot read); between statements the block's
+        own work counts as on SQLite, this thread's CPU time with a wider wall-clock
+        bound (``busy``), so a loaded machine does not stop a cheap search
+        (``PgConnection.deadline``).
         """
         return self.conn.deadline(ms)
 
@@ -214,6 +224,16 @@ class PostgresDatabase:
         """``(steps applied, steps this kb-mcp has)``, the engine's own included (doctor)."""
         with self.conn.pinned() as pg:
             return schema_version(pg), len(self.migrations)
+
+    def describe(self) -> str:
+        """Which server, extension, library and role, for ``doctor`` (the URL without its
+        secrets): ``PostgreSQL 18.6 (pgvector 0.8.6) at postgresql://kb@db/kb as kb``."""
+        [(server, vector)] = self.query(
+            "SELECT current_setting('server_version'), "
+            "(SELECT extversion FROM pg_extension WHERE extname = 'vector')"
+        )
+        extension = f" (pgvector {vector})" if vector else " (no pgvector)"
+        return f"PostgreSQL {server.split()[0]}{extension} at {self.where} as {self.role}"
 
     def query(self, sql: str, params: Params = ()) -> list[tuple[Any, ...]]:
         """All rows of one read statement on this thread's connection."""
@@ -258,6 +278,11 @@ class PostgresDatabase:
         if not failures:
             return []
         return [f"the server met {failures} page checksum failure(s) in this database"]
+
+    def lock(self, name: str) -> AdvisoryLock:
+        """The library's lock ``name`` (``store/locks.py``): an advisory lock on a
+        connection of its own, seen by every process and machine on this database."""
+        return AdvisoryLock(self._connect, name)
 
     def close(self) -> None:
         """Close the pool (a connection in use closes when its block ends); the object
