@@ -23,17 +23,23 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psycopg
 
 from kb_mcp.bench.beir import load_beir
 from kb_mcp.index import topk
-from kb_mcp.index.bm25 import bm25_idf, length_norm, segment_key, term_score
+from kb_mcp.index.bm25 import bm25_idf, length_norm, segment_key
 from kb_mcp.index.fts import FtsIndex
 from kb_mcp.index.postgres import keyword, keyword_copy, keyword_merge
 from kb_mcp.index.postgres.keyword_reader import PRESELECT, PostgresKeywordIndex
-from kb_mcp.search.query import parse_query
+from kb_mcp.search.query import Query, parse_query
 from kb_mcp.store.db import Database
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from kb_mcp.index import maxscore
 
 TOP = 10
 
@@ -192,42 +198,117 @@ def measure(dataset: Path, split: str, url: str, limit: int | None) -> str:
     )
 
 
-def simulate(dataset: Path, split: str, url: str, passages: int, limit: int | None) -> str:
+def simulate(
+    home: Path, dataset: Path, split: str, passages: int, limit: int | None, top: int = TOP
+) -> str:
     """The scoring work of each question at ``passages`` passages, without a database:
     each key's list drawn at random positions, as long as its document frequency in the
-    index at ``url`` scaled to ``passages``, then scored and ranked by the same calls as
-    a search (``bm25``, ``topk``). A floor for the latency at a size not built."""
+    library at ``home`` scaled to ``passages``, then ranked twice by the calls a search
+    makes: every matching passage scored (``maxscore.full_scores``, then ``topk``), and
+    MaxScore's pruned top (``maxscore.top_documents``). Reported: both latencies and the
+    questions whose top ``TOP`` differ in chunk ids or scores (none may). A floor for the
+    latency at a size not built; the lists are random, so no ranking is measured."""
     import numpy as np
+
+    from kb_mcp.index import maxscore
 
     questions = [q.text for q in load_beir(dataset, split).queries][:limit]
     rng = np.random.default_rng(1)
     norm = length_norm(rng.integers(50, 400, passages).astype(np.float64), 200.0)
     ids = np.arange(passages, dtype=np.int64)
-    ms: list[float] = []
-    with psycopg.connect(url, autocommit=True) as conn:
-        pg = PostgresKeywordIndex(lambda: conn)
-        scale = passages / pg.chunk_count()
+    full_ms: list[float] = []
+    pruned_ms: list[float] = []
+    full_cpu: list[float] = []  # CPU time too: wall time on a shared machine is its load's
+    pruned_cpu: list[float] = []
+    different = 0
+
+    def select(at: np.ndarray, values: np.ndarray) -> list[tuple[int, float]]:
+        return topk.best_per_document(ids[at], ids[at], values, top, PRESELECT)
+
+    with tempfile.TemporaryDirectory() as folder:
+        db = _library_copy(home, Path(folder))
+        fts = FtsIndex(db)
+        scale = passages / fts.chunk_count()
         for text in questions:
-            keys = [
-                key
-                for unit in parse_query(text).match_units()
-                if (key := segment_key(pg.query_tokens(unit))) is not None
-            ]
-            df = pg.doc_frequencies(keys)
-            lists = {
-                k: np.sort(rng.choice(passages, min(passages, int(n * scale)), replace=False))
-                for k, n in df.items()
-            }
-            start = time.perf_counter()
-            scores = np.zeros(passages)
-            for key in keys:
-                if key in lists:
-                    at = lists[key]
-                    scores[at] += term_score(bm25_idf(len(at), passages), 1.0, norm[at])
+            terms = simulated_terms(fts, parse_query(text), passages, scale, rng)
+            start, cpu = time.perf_counter(), time.thread_time()
+            scores = maxscore.full_scores(terms, norm)
             at = np.flatnonzero(scores)
-            topk.best_per_document(ids[at], ids[at], scores[at], TOP, PRESELECT)
-            ms.append((time.perf_counter() - start) * 1000)
-    return f"scoring alone at {passages} passages, {len(ms)} questions: {_percentiles(ms)}"
+            want = select(at, scores[at])
+            full_ms.append((time.perf_counter() - start) * 1000)
+            full_cpu.append((time.thread_time() - cpu) * 1000)
+            start, cpu = time.perf_counter(), time.thread_time()
+            got = maxscore.top_documents(terms, norm, top, select)
+            pruned_ms.append((time.perf_counter() - start) * 1000)
+            pruned_cpu.append((time.thread_time() - cpu) * 1000)
+            different += got != want
+        db.close()
+    return (
+        f"scoring alone at {passages} passages, {len(full_ms)} questions: every match "
+        f"scored {_percentiles(full_ms)} (CPU {_percentiles(full_cpu)}); maxscore "
+        f"{_percentiles(pruned_ms)} (CPU {_percentiles(pruned_cpu)}); "
+        f"top {top} different (ids or scores): {different}"
+    )
+
+
+def simulated_terms(
+    fts: FtsIndex, query: Query, passages: int, scale: float, rng: np.random.Generator
+) -> list[maxscore.TermList]:
+    """The lists ``query``'s keys would have at ``passages`` passages: each as long as the
+    key's document frequency in ``fts``'s library times ``scale``, at random positions,
+    each posting counted once (shared by ``simulate`` and ``bench/hybrid_1m.py``)."""
+    import numpy as np
+
+    from kb_mcp.index import maxscore
+
+    keys = [
+        key
+        for unit in query.match_units()
+        if (key := segment_key(fts.query_tokens(unit))) is not None
+    ]
+    df = fts.doc_frequencies(keys)
+    lists = {
+        k: np.sort(rng.choice(passages, min(passages, int(n * scale)), replace=False))
+        for k, n in df.items()
+    }
+    return [
+        maxscore.TermList(bm25_idf(len(lists[k]), passages), lists[k], np.ones(len(lists[k])))
+        for k in keys
+        if k in lists
+    ]
+
+
+def segment(home: Path, dataset: Path, split: str, limit: int | None) -> str:
+    """The SQLite store's postings segment on a copy of ``home`` (built here whatever the
+    library's size): each question's top ``TOP`` against FTS5's full OR, and the
+    segment's latency (``FtsIndex.segment_best_per_document``, the keyword leg's call),
+    twice: the first pass decodes the lists, the second finds them kept. Run as a script
+    (``python path/to/keyword_pg.py``) it measures whichever ``kb_mcp`` is on the path,
+    so two checkouts compare on one home."""
+    questions = [q.text for q in load_beir(dataset, split).queries][:limit]
+    with tempfile.TemporaryDirectory() as folder:
+        db = _library_copy(home, Path(folder))
+        fts = FtsIndex(db)
+        fts.ensure_current()
+        fts.refresh_segment(min_chunks=0)
+        passes: list[list[float]] = [[], []]
+        different = 0
+        for ms in passes:
+            for text in questions:
+                query = parse_query(text)
+                expression = query.match_expression()
+                if expression is None:
+                    continue
+                units = query.match_units()
+                got = _timed(ms, lambda u=units: fts.segment_best_per_document(u, TOP))
+                different += got != fts.best_per_document(expression, TOP)
+        passages = fts.chunk_count()
+        db.close()
+    return (
+        f"sqlite segment, {passages} passages, {len(passes[0])} questions: top {TOP} "
+        f"different from FTS5 (ids or scores): {different // 2}; lists decoded "
+        f"{_percentiles(passes[0])}; lists kept {_percentiles(passes[1])}"
+    )
 
 
 def _library_copy(home: Path, folder: Path) -> Database:
@@ -250,13 +331,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--database", help="scale mode: the database kept between runs")
     parser.add_argument("--budget", type=float, default=120.0, help="scale mode: seconds")
     parser.add_argument(
-        "--simulate", type=int, help="with --database: the scoring alone at this many passages"
+        "--simulate",
+        type=int,
+        help="the scoring alone at this many passages (frequencies from --home)",
+    )
+    parser.add_argument(
+        "--top", type=int, default=TOP, help="--simulate: documents per question (hybrid: 100)"
+    )
+    parser.add_argument(
+        "--segment", action="store_true", help="the SQLite store's postings segment on --home"
     )
     args = parser.parse_args(argv)
+    if args.segment:
+        print(segment(args.home, args.dataset, args.split, args.limit))
+        return 0
     if args.simulate is not None:
-        if args.database is None:
-            parser.error("--simulate needs --database (an index to take frequencies from)")
-        print(simulate(args.dataset, args.split, args.database, args.simulate, args.limit))
+        print(simulate(args.home, args.dataset, args.split, args.simulate, args.limit, args.top))
         return 0
     if args.scale is not None:
         if args.database is None:

@@ -32,6 +32,13 @@ spawned on the library and asked each query (``search``, keyword, top 10) as JSO
 over its pipes; the naive table answers the same queries from a process of its own
 behind a pipe (``index/naive.py``, JSON lines: less framing than MCP). Both are timed
 client side, taking turns query by query so a change of load falls on both alike.
+
+**On PostgreSQL** (issue 24): with ``--store URL`` (or ``$KB_MCP_STORE``) each size's
+library is built on that server through the library's own write path (the folder synced,
+stand-in vectors stored by the queue) and timed as above; the naive table stays a SQLite
+file (it is the baseline). Give an empty database: a size's run starts from nothing, and
+``--only search`` reuses the library it left. The children and ``kb-mcp serve`` read the
+store from ``$KB_MCP_STORE``, as every kb-mcp process does, so no URL is on a command line.
 """
 
 from __future__ import annotations
@@ -53,6 +60,7 @@ from pathlib import Path
 from kb_mcp.bench.metrics import percentile
 from kb_mcp.errors import InvalidInput, NotFound, Unavailable
 from kb_mcp.home import DB_FILE
+from kb_mcp.settings import Store
 
 SEED = 7
 SEARCHES = 200  # per query set
@@ -286,7 +294,9 @@ def keyword_rows(library, naive, sets: Sequence[RealSet], chunks: int) -> list[S
 STANDIN_MARK = "standin-vectors"  # written in a home once every chunk has a stand-in vector
 
 
-def hybrid_rows(home: Path, sets: Sequence[RealSet], chunks: int) -> list[SearchRow]:
+def hybrid_rows(
+    home: Path, sets: Sequence[RealSet], chunks: int, store: Store | None = None
+) -> list[SearchRow]:
     """Hybrid search latency per query set (Chinese questions left out), over stand-in
     vectors stored once for every chunk (the module docstring says why stand-ins)."""
     from kb_mcp.bench.corpus import standin_vectors
@@ -305,7 +315,9 @@ def hybrid_rows(home: Path, sets: Sequence[RealSet], chunks: int) -> list[Search
     embedder = BenchEmbedder(
         signature, dict(zip(texts, standin_vectors(texts, signature.dims), strict=True))
     )
-    settings = Settings(home=home, max_files_per_source=10**7, embedder="local")
+    settings = Settings(
+        home=home, max_files_per_source=10**7, embedder="local", store=store or Store()
+    )
     rows = []
     with Library(settings, make_embedder=lambda provider, model: embedder) as library:
         if not (home / STANDIN_MARK).is_file():
@@ -396,7 +408,11 @@ def stdio_rows(home: Path, naive_db: Path, sets: Sequence[RealSet], chunks: int)
 
 
 def measure_search(
-    workdir: Path, data: Path = DATA_DIR, hybrid: bool = False, stdio: bool = False
+    workdir: Path,
+    data: Path = DATA_DIR,
+    hybrid: bool = False,
+    stdio: bool = False,
+    store: Store | None = None,
 ) -> SizeReport:
     """Only the search pass, over a corpus an earlier run built and kept in ``workdir``.
 
@@ -407,14 +423,14 @@ def measure_search(
     from kb_mcp.library import Library
     from kb_mcp.settings import Settings
 
-    home, naive_db = workdir / "home", workdir / "naive.db"
-    if not (home / DB_FILE).is_file() or not naive_db.is_file():
+    home, naive_db, store = workdir / "home", workdir / "naive.db", store or Store()
+    if not _built(home, store) or not naive_db.is_file():
         raise NotFound(
             f"no built corpus in {workdir}",
             hint="run `kb-mcp bench perf --sizes N --workdir DIR` once to build it",
         )
     sets = load_sets(data)
-    settings = Settings(home=home, max_files_per_source=10**7, embedder="none")
+    settings = Settings(home=home, max_files_per_source=10**7, embedder="none", store=store)
     with Library(settings) as library:
         library.fts.ensure_current()
         library.fts.refresh_segment()  # a corpus kept from before the postings segment
@@ -422,21 +438,32 @@ def measure_search(
         chunks = library.catalog.overview().chunks
         searches = keyword_rows(library, naive, sets, chunks)
         naive.close()
-    searches += later_rows(home, naive_db, sets, chunks, hybrid, stdio)
+    searches += later_rows(home, naive_db, sets, chunks, hybrid, stdio, store)
     return SizeReport(None, searches)
 
 
 def later_rows(
-    home: Path, naive_db: Path, sets: Sequence[RealSet], chunks: int, hybrid: bool, stdio: bool
+    home: Path,
+    naive_db: Path,
+    sets: Sequence[RealSet],
+    chunks: int,
+    hybrid: bool,
+    stdio: bool,
+    store: Store | None = None,
 ) -> list[SearchRow]:
     """The rows timed after the keyword ones, each with the library closed in between:
     hybrid (stored stand-in vectors) and over stdio (a server of its own), when asked."""
-    rows = hybrid_rows(home, sets, chunks) if hybrid else []
+    rows = hybrid_rows(home, sets, chunks, store) if hybrid else []
     return rows + (stdio_rows(home, naive_db, sets, chunks) if stdio else [])
 
 
 def measure_size(
-    chunks: int, workdir: Path, data: Path = DATA_DIR, hybrid: bool = False, stdio: bool = False
+    chunks: int,
+    workdir: Path,
+    data: Path = DATA_DIR,
+    hybrid: bool = False,
+    stdio: bool = False,
+    store: Store | None = None,
 ) -> SizeReport:
     """Build, ingest, re-sync and search one corpus size (run this in a child process)."""
     from kb_mcp.index.naive import NaiveIndex
@@ -448,7 +475,8 @@ def measure_size(
     corpus, home = workdir / "corpus", workdir / "home"
     size = write_corpus(corpus, items)
     files = -(-len(items) // SECTIONS_PER_FILE)
-    settings = Settings(home=home, max_files_per_source=files + 1, embedder="none")
+    store = store or Store()
+    settings = Settings(home=home, max_files_per_source=files + 1, embedder="none", store=store)
     with Library(settings) as library:
         library.folders.add_folder(corpus, "corpus")
         started = time.perf_counter()
@@ -464,8 +492,8 @@ def measure_size(
         naive_ingest_s = time.perf_counter() - started
         searches = keyword_rows(library, naive, sets, indexed)
         naive.close()
-    searches += later_rows(home, workdir / "naive.db", sets, indexed, hybrid, stdio)
-    db_bytes = sum(p.stat().st_size for p in home.glob("kb.db*"))
+    searches += later_rows(home, workdir / "naive.db", sets, indexed, hybrid, stdio, store)
+    db_bytes = _database_bytes(home, store)
     perf = PerfRow(
         chunks_asked=chunks,
         files=files,
@@ -479,6 +507,20 @@ def measure_size(
         peak_rss_mb=round(_peak_rss_kb() / 1024, 1),
     )
     return SizeReport(perf, searches)
+
+
+def _built(home: Path, store: Store) -> bool:
+    """Whether an earlier run left a library to search: its file, or on a server its home."""
+    return home.is_dir() if store.postgres_url else (home / DB_FILE).is_file()
+
+
+def _database_bytes(home: Path, store: Store) -> int:
+    """The library's size: its SQLite files, or its PostgreSQL database (tables, indexes)."""
+    if store.postgres_url is None:
+        return sum(p.stat().st_size for p in home.glob("kb.db*"))
+    from kb_mcp.store.postgres.database import database_bytes
+
+    return database_bytes(store.postgres_url)
 
 
 def _peak_rss_kb() -> int:
@@ -544,7 +586,7 @@ def run_perf_bench(
     reports = []
     for chunks in sizes:
         kept = workdir / str(chunks) if workdir is not None else None
-        if only is not None and kept is not None and not (kept / "home" / DB_FILE).is_file():
+        if only is not None and kept is not None and not (kept / "home").is_dir():
             raise NotFound(f"no built corpus in {kept}", hint="run once without --only first")
         if kept is not None and only is None:
             shutil.rmtree(kept, ignore_errors=True)  # a full run builds afresh
@@ -611,9 +653,13 @@ def perf_table(reports: Sequence[tuple[SizeReport, float | None]]) -> str:
 
 if __name__ == "__main__":
     rest = sys.argv[4:]
-    extra = {"hybrid": "--hybrid" in rest, "stdio": "--stdio" in rest}
+    from kb_mcp.settings import load
+
+    hybrid, stdio = "--hybrid" in rest, "--stdio" in rest
+    store = load(home=Path(sys.argv[2]) / "home").store  # $KB_MCP_STORE (module docstring)
     if "search" in rest:
-        report = measure_search(Path(sys.argv[2]), Path(sys.argv[3]), **extra)
+        report = measure_search(Path(sys.argv[2]), Path(sys.argv[3]), hybrid, stdio, store)
     else:
-        report = measure_size(int(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), **extra)
+        workdir, data = Path(sys.argv[2]), Path(sys.argv[3])
+        report = measure_size(int(sys.argv[1]), workdir, data, hybrid, stdio, store)
     print(json.dumps(asdict(report)))

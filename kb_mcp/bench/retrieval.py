@@ -45,6 +45,7 @@ class QueryRun:
     fallback_reason: str | None = None  # set when the asked-for mode could not run
     embed_ms: float | None = None  # of latency_ms, the time spent embedding the question
     timed_out: bool = False  # passed the search deadline: scored as a miss (no results)
+    scores: list[float] = field(default_factory=list)  # the engine's score of each ranked hit
 
 
 @dataclass(slots=True)
@@ -64,6 +65,7 @@ class BenchReport:
     legs: tuple[str, ...] | None = None  # the legs named instead of the mode's plan
     macro: float | None = None  # see macro_score; None without query classes
     timeouts: int = 0  # searches stopped by the deadline, scored as misses
+    runs: list[QueryRun] = field(default_factory=list)  # each query's answer (write_runs)
 
     def to_json(self) -> dict[str, Any]:
         macro = {} if self.macro is None else {"macro": self.macro}
@@ -191,9 +193,18 @@ def run_queries(
         elapsed = (time.perf_counter() - started) * 1000
         ranked = [doc_id_from_path(hit.path or "") for hit in hits]
         texts = [h.text for h in hits]
+        scores = [h.score for h in hits]
         runs.append(
             QueryRun(
-                query.id, query.query_class, ranked, texts, elapsed, fallback, embed_ms, timed_out
+                query.id,
+                query.query_class,
+                ranked,
+                texts,
+                elapsed,
+                fallback,
+                embed_ms,
+                timed_out,
+                scores,
             )
         )
     return runs
@@ -367,6 +378,7 @@ def run_retrieval_bench(
         legs=legs,
         macro=macro_score(per_class),
         timeouts=sum(r.timed_out for r in runs),
+        runs=runs,
     )
 
 
@@ -426,3 +438,17 @@ def report_table(report: BenchReport) -> str:
 
 def write_json(report: BenchReport, path: Path) -> None:
     path.write_text(json.dumps(report.to_json(), indent=2, ensure_ascii=False), encoding="utf-8")
+
+
+def write_runs(report: BenchReport, path: Path, top: int = 10) -> None:
+    """Each query's top ``top`` documents and scores as JSON lines, in query order: what
+    ``bench/store_compare.py`` reads to tell whether two libraries answered alike."""
+    with path.open("w", encoding="utf-8") as out:
+        for run in report.runs:
+            row = {
+                "query": run.query_id,
+                "ranked": run.ranked[:top],
+                "scores": [round(s, 6) for s in run.scores[:top]],
+                "ms": round(run.latency_ms, 2),
+            }
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")

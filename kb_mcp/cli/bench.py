@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -27,7 +28,7 @@ def dataset_path(name: str) -> Path:
 
 def cmd_bench_retrieval(args: argparse.Namespace) -> int:
     """Score a BEIR-layout collection (or `golden`, `golden2`) through the real search engine."""
-    from kb_mcp.bench.retrieval import report_table, run_retrieval_bench, write_json
+    from kb_mcp.bench.retrieval import report_table, run_retrieval_bench, write_json, write_runs
     from kb_mcp.settings import load
 
     overrides = {
@@ -53,6 +54,8 @@ def cmd_bench_retrieval(args: argparse.Namespace) -> int:
     print(report_table(report))
     if args.json:
         write_json(report, Path(args.json))
+    if args.runs:
+        write_runs(report, Path(args.runs), args.top_k)
     return 0
 
 
@@ -83,6 +86,8 @@ def cmd_bench_perf(args: argparse.Namespace) -> int:
     beside a naive FTS5 table over the same real text."""
     from kb_mcp.bench.perf import DATA_DIR, DEFAULT_SIZES, perf_table, run_perf_bench
 
+    if args.store:  # `kb-mcp --store URL bench perf`: where its children read the store
+        os.environ["KB_MCP_STORE"] = args.store
     # `--sizes ""` (no size) skips the keyword figures: "" must not mean the default.
     given = args.sizes is not None
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()] if given else DEFAULT_SIZES
@@ -324,6 +329,12 @@ def add_bench_parser(sub: argparse._SubParsersAction, common, embedder_flags) ->
     p.add_argument("--legs", metavar="LEGS", help=LEGS_HELP)
     p.add_argument("--top-k", type=int, default=10, help="k of hit@k (default 10)")
     p.add_argument("--json", metavar="OUT", help="also write the report as JSON to OUT")
+    p.add_argument(
+        "--runs",
+        metavar="OUT",
+        help="also write each query's top-k documents and scores to OUT (JSON lines), to "
+        "compare two libraries' answers (python -m kb_mcp.bench.store_compare)",
+    )
     p.add_argument(
         "--no-relations",
         action="store_true",
