@@ -449,8 +449,12 @@ def build_parser() -> argparse.ArgumentParser:
     _embedder_flags(p, wait_flag=True)
     command("doctor", cmd_doctor, json_flag=True)
     p = command("add", cmd_add)
-    p.add_argument("path", help="a folder to keep in sync, or a single file to import")
-    p.add_argument("--name", help="source name (default: the folder's name)")
+    p.add_argument(
+        "path",
+        help="a folder to keep in sync, a single file to import, or an http(s) URL: a "
+        "page or a documentation site, fetched now and by each `kb-mcp sync`",
+    )
+    p.add_argument("--name", help="source name (default: the folder's name, or the site's host)")
     p.add_argument(
         "--ignore",
         action="append",
@@ -474,6 +478,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_false",
         help="do not read the folder's .gitignore files (.kbignore still applies)",
     )
+    from kb_mcp.cli.web_source import add_web_flags
+
+    add_web_flags(p)
     _embedder_flags(p, wait_flag=True)
     p = command("embed", cmd_embed)
     _embedder_flags(p, graph_flag=False)

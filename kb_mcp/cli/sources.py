@@ -52,10 +52,15 @@ def _print_report(report: SyncReport) -> None:
 
 
 def _sync_and_report(library: Library, source: str | None) -> int:
-    """Sync with its progress on stderr, print one summary per source; how many."""
+    """Sync with its progress on stderr, print one summary per source; how many. Web
+    sources are fetched first: the CLI is where a person asks for the network."""
     with PhaseProgress(READING_FILES) as progress:
-        reports = library.folders.sync(source, progress=progress, link=False)
+        reports = library.folders.sync(source, progress=progress, link=False, fetch=True)
     for report in reports:
+        if report.crawl is not None:
+            from kb_mcp.cli.web_source import print_crawl
+
+            print_crawl(report.source, report.crawl)
         _print_report(report)
     link_and_report(library)
     return len(reports)
@@ -123,6 +128,10 @@ def cmd_add(args: argparse.Namespace, library: Library) -> int:
     from kb_mcp import render
     from kb_mcp.errors import Refused
 
+    if "://" in args.path:
+        from kb_mcp.cli.web_source import cmd_add_web
+
+        return cmd_add_web(args, library)
     path = Path(args.path).expanduser()
     if path.is_file():
         result = library.writing.import_file(path)  # one file: linked at once, no lines about it

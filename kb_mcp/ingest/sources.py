@@ -3,17 +3,27 @@
 A folder enters the library only because the user named it (``kb-mcp add PATH`` or the
 ``folders`` setting). The registry is a file, not a table, because the database is a
 rebuildable index: deleting ``kb.db`` must not forget which folders to index.
+
+A web source (``kb-mcp add URL``, ``kb_mcp/fetch``) is registered here too: a folder
+source whose folder is its mirror, ``<home>/web/<name>/``, with the crawl's bounds
+(``web``). Everything that reads a folder reads the mirror the same way.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from kb_mcp.errors import Conflict, InvalidInput, NotFound
 from kb_mcp.fsutil import atomic_write
+
+if TYPE_CHECKING:
+    from kb_mcp.fetch.crawl import CrawlSpec
 
 REGISTRY_FILE = "sources.json"
 RESERVED_NAMES = frozenset({"agent", "uploads"})
@@ -32,6 +42,17 @@ class FolderSource:
     ignore: tuple[str, ...] = ()
     configured: bool = False  # from the ``folders`` setting rather than ``kb-mcp add``
     gitignore: bool = False
+    web: CrawlSpec | None = None  # a web source: the site's bounds; ``root`` is its mirror
+
+    @property
+    def kind(self) -> str:
+        """The source's kind in the database: ``web`` or ``folder``."""
+        return "folder" if self.web is None else "web"
+
+    @property
+    def shown_root(self) -> str:
+        """What ``list`` shows as the source's place: the folder, or the site's URL."""
+        return self.root if self.web is None else self.web.url
 
 
 def load_registry(home: Path) -> list[FolderSource]:
@@ -43,13 +64,14 @@ def load_registry(home: Path) -> list[FolderSource]:
         return [
             FolderSource(
                 d["name"],
-                d["root"],
+                str(home / WEB_DIR / d["name"]) if "web" in d else d["root"],
                 tuple(d.get("ignore", ())),
                 gitignore=bool(d.get("gitignore", False)),
+                web=_crawl_spec(d["web"]) if "web" in d else None,
             )
             for d in data
         ]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, InvalidInput) as exc:
         raise InvalidInput(
             f"cannot read the source registry {path}: {exc}",
             hint="fix or delete the file, then add the folders again with `kb-mcp add`",
@@ -62,9 +84,54 @@ def save_registry(home: Path, sources: Sequence[FolderSource]) -> None:
     data = [
         {"name": s.name, "root": s.root, "ignore": list(s.ignore)}
         | ({"gitignore": True} if s.gitignore else {})
+        | ({"web": _spec_data(s.web)} if s.web is not None else {})
         for s in sources
     ]
     atomic_write(home / REGISTRY_FILE, json.dumps(data, indent=2).encode("utf-8"))
+
+
+WEB_DIR = "web"  # ``<home>/web/<name>/``: a web source's mirror (``fetch/mirror.py``)
+
+
+def _spec_data(spec: CrawlSpec) -> dict[str, Any]:
+    data = dataclasses.asdict(spec)
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
+
+
+def _crawl_spec(data: dict[str, Any]) -> CrawlSpec:
+    from kb_mcp.fetch.crawl import CrawlSpec
+
+    fields = {f.name for f in dataclasses.fields(CrawlSpec)}
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in fields}
+    spec = CrawlSpec(**values)
+    spec.check()
+    return spec
+
+
+def register_web(
+    home: Path, spec: CrawlSpec, name: str | None, taken: Collection[str] = ()
+) -> FolderSource:
+    """Add a web source; the name defaults to the site's host (``docs.example.org``, then
+    ``docs.example.org-2``). The same start URL twice is refused."""
+    from kb_mcp.fetch import url as urls
+
+    spec.check()
+    start = urls.normalize(spec.url)
+    sources = load_registry(home)
+    for s in sources:
+        if s.web is not None and urls.normalize(s.web.url) == start:
+            raise Conflict(f"{start} is already a source, named {s.name!r}")
+    names = {s.name for s in sources} | set(taken)
+    if name is not None:
+        if not name.strip() or "/" in name or name.startswith("."):
+            raise InvalidInput(f"--name {name!r} cannot name a web source's folder")
+        if name in names or name in RESERVED_NAMES:
+            raise Conflict(f"a source named {name!r} exists already; pick another --name")
+    host = urlsplit(start).hostname or "site"
+    chosen = name or _free_name(host, names)
+    source = FolderSource(chosen, str(home / WEB_DIR / chosen), (), web=spec)
+    save_registry(home, [*sources, source])
+    return source
 
 
 def folder_sources(home: Path, configured: Sequence[str]) -> list[FolderSource]:

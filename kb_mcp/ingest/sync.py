@@ -28,12 +28,13 @@ from __future__ import annotations
 import dataclasses
 import gc
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kb_mcp.chunk.markdown import DEFAULT_BUDGET_CHARS
+from kb_mcp.fetch.mirror import CrawlOutcome
 from kb_mcp.ingest import filework, readers, skipped
 from kb_mcp.ingest.filework import FileWork, failure_reason, gc_paused, is_bounded, utc_now
 from kb_mcp.ingest.pipeline import PendingRows, remove_location, store_document
@@ -67,6 +68,7 @@ class SyncReport:
     failures: list[tuple[str, str]] = field(default_factory=list)
     seconds: float = 0.0
     skipped_paths: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    crawl: CrawlOutcome | None = None  # a web source's crawl, when the sync fetched
 
 
 @dataclass(frozen=True, slots=True)
@@ -329,10 +331,13 @@ def sync_folder(
     progress: Progress | None = None,
     should_stop: Callable[[], bool] | None = None,
     pdf_mode: str = "layout",
+    uri_of: Mapping[str, str] | None = None,
 ) -> SyncReport:
     """Sync one folder source; safe to interrupt at any point and run again.
 
-    ``pdf_mode``: the ``pdf_mode`` setting (``layout`` or ``text``)."""
+    ``pdf_mode``: the ``pdf_mode`` setting (``layout`` or ``text``). ``uri_of``: the URI
+    each file stands for (a web source's mirror: file name → page URL), which its document
+    is cited by instead of the file's path."""
     started = time.monotonic()
     report = SyncReport(source.name)
     root = Path(source.root)
@@ -372,6 +377,11 @@ def sync_folder(
                 with _page_cache(db, batch), db.write() as conn:
                     pending = PendingRows()
                     for found, work in batch:
+                        if uri_of is not None and work is not None and work.doc is not None:
+                            uri = uri_of.get(found.rel)
+                            work = dataclasses.replace(
+                                work, doc=dataclasses.replace(work.doc, uri=uri)
+                            )
                         previous = known.get(found.rel)
                         outcome = _apply(db, source_id, found, work, previous, pending, environment)
                         setattr(report, outcome, getattr(report, outcome) + 1)

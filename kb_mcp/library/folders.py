@@ -9,6 +9,11 @@ On a library several machines share (PostgreSQL), a folder source belongs to the
 that registered it (``sources.host``, ``store/host.py``): only that machine reads its
 files, so only it syncs the folder, drops it when its home no longer lists it, or removes
 it (another machine's ``remove`` is refused unless forced: that machine may be gone).
+
+A web source (``kb_mcp/fetch``) is a folder source whose folder is its mirror of the site.
+Only a sync asked for with ``fetch`` (the CLI's ``add`` and ``sync``: a person's action)
+crawls the site first; every other sync, the server's included, reads the mirror alone,
+so no MCP tool and no background task ever reaches the network.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from kb_mcp.errors import InvalidInput, NotFound, Refused
+from kb_mcp.fetch.crawl import CrawlSpec, crawl
+from kb_mcp.fetch.mirror import Mirror
 from kb_mcp.ingest import agent, sources, sync, synclock
 from kb_mcp.ingest.filework import failure_reason, utc_now
 from kb_mcp.ingest.pipeline import remove_location
@@ -26,6 +33,9 @@ from kb_mcp.library.state import LibraryState
 from kb_mcp.store import documents as rows
 from kb_mcp.store import locks
 from kb_mcp.store.host import this_host
+
+# Sources whose files are on one machine: a folder, and a web source's mirror.
+LOCAL_KINDS = frozenset({"folder", "web"})
 
 
 class NameHeldElsewhere(Refused):
@@ -83,6 +93,16 @@ class Folders:
             self.home, Path(path), name, ignore, gitignore=gitignore, taken=self.held_elsewhere()
         )
 
+    def add_web(self, spec: CrawlSpec, name: str | None = None) -> sources.FolderSource:
+        """Register a web source (``sync(fetch=True)`` crawls it into its mirror)."""
+        return sources.register_web(self.home, spec, name, taken=self._names_taken())
+
+    def _names_taken(self) -> set[str]:
+        """Source names in the database this home does not register (other machines'
+        folders, and this library's own non-folder sources)."""
+        own = {f.name for f in self.folder_sources()}
+        return {row.name for row in rows.list_sources(self.db.conn) if row.name not in own}
+
     def check_registrable(self, path: Path, name: str | None) -> None:
         """Raise as ``add_folder`` would, before the caller walks the folder for its cost."""
         sources.check_registrable(
@@ -101,7 +121,7 @@ class Folders:
         return {
             row.name
             for row in rows.list_sources(self.db.conn)
-            if row.kind == "folder" and row.name not in own
+            if row.kind in LOCAL_KINDS and row.name not in own
         }
 
     def set_gitignore(self, name: str, gitignore: bool) -> sources.FolderSource:
@@ -142,7 +162,7 @@ class Folders:
     def owner_elsewhere(self, row: rows.SourceRow | None) -> str | None:
         """The other machine that owns the folder source ``row`` on a shared library;
         None when it is this machine's, unknown (recorded before hosts), or not shared."""
-        if not self.shared() or row is None or row.kind != "folder" or row.host is None:
+        if not self.shared() or row is None or row.kind not in LOCAL_KINDS or row.host is None:
             return None
         return None if row.host == self.host else row.host
 
@@ -175,7 +195,9 @@ class Folders:
                 "removes its folder's documents from the shared library",
             )
         if name in registered:
-            sources.unregister_folder(self.home, name)
+            gone = sources.unregister_folder(self.home, name)
+            if gone.web is not None:
+                Mirror(self.home, name).delete()
         return self._drop_source_rows(row) if row else 0
 
     def _drop_source_rows(self, row: rows.SourceRow) -> int:
@@ -195,8 +217,12 @@ class Folders:
         *,
         wait: bool = True,
         link: bool = True,
+        fetch: bool = False,
     ) -> list[sync.SyncReport]:
         """Sync folder sources (all, or the one named); resumable and safe to repeat.
+
+        ``fetch``: crawl each web source's site into its mirror first (a person's
+        command); without it a web source is synced from its mirror as it is.
 
         The keyword phase first; then, with ``link``, the linking phase over every queued
         document (``ingest/links``): a caller that links later (the CLI, to say the
@@ -224,7 +250,7 @@ class Folders:
         try:
             for folder in folders:
                 try:
-                    report = self._sync_one(folder, progress, should_stop, wait)
+                    report = self._sync_one(folder, progress, should_stop, wait, fetch)
                 except NameHeldElsewhere as exc:  # this home's other folders still sync
                     clashes.append(exc)
                     continue
@@ -244,8 +270,10 @@ class Folders:
         progress: sync.Progress | None,
         should_stop: Callable[[], bool] | None,
         wait: bool,
+        fetch: bool = False,
     ) -> sync.SyncReport | None:
-        """Sync one folder under its source lock; None when another sync holds it."""
+        """Sync one folder under its source lock; None when another sync holds it. A
+        web source's crawl runs there too (``fetch``), so two never write one mirror."""
 
         def waiting(holder: int | str | None) -> None:
             if progress:
@@ -258,9 +286,9 @@ class Folders:
                 source_id = rows.ensure_source(
                     conn,
                     folder.name,
-                    "folder",
+                    folder.kind,
                     utc_now(),
-                    folder.root,
+                    folder.shown_root,
                     folder.ignore,
                     self.host,
                 )
@@ -273,6 +301,14 @@ class Folders:
             # the reason, then the exception goes on; "idle" only after a clean return.
             state, error, synced_at = "error", synclock.INTERRUPTED, None
             try:
+                mirror, outcome = None, None
+                if folder.web is not None:
+                    mirror = Mirror(self.home, folder.name)
+                    if fetch:
+                        outcome = crawl(
+                            folder.web, mirror, progress=progress, should_stop=should_stop
+                        )
+                    mirror.root.mkdir(parents=True, exist_ok=True)
                 report = sync.sync_folder(
                     self.db,
                     folder,
@@ -281,8 +317,13 @@ class Folders:
                     progress=progress,
                     should_stop=should_stop,
                     pdf_mode=self.settings.pdf_mode,
+                    uri_of=mirror.url_of() if mirror is not None else None,
                 )
-                state, error, synced_at = "idle", None, utc_now()
+                report.crawl = outcome
+                # A site that could not be crawled keeps its last good copy, and says so.
+                site_error = mirror.outcome.error if mirror is not None else None
+                state = "error" if site_error else "idle"
+                error, synced_at = site_error, utc_now()
                 return report
             except Exception as exc:
                 error = failure_reason(exc)
@@ -296,7 +337,7 @@ class Folders:
         shared library, only this machine's (another's, or one recorded before hosts,
         may be a teammate's)."""
         for row in rows.list_sources(self.db.conn):
-            if row.kind != "folder" or row.name in listed:
+            if row.kind not in LOCAL_KINDS or row.name in listed:
                 continue
             if not self.shared() or row.host == self.host:
                 self._drop_source_rows(row)

@@ -481,6 +481,35 @@ def _v16_source_host(conn: apsw.Connection) -> None:
         conn.execute("ALTER TABLE sources ADD COLUMN host TEXT")
 
 
+# 17: a web source (issue 25, ``kb_mcp/fetch``) is a source of its own kind. SQLite keeps a
+# table's CHECK in its schema text only (no row or index holds it), so the text is
+# rewritten in place, the procedure SQLite documents for such a change ("Making Other
+# Kinds Of Table Schema Changes"): the schema version is bumped so every connection reads
+# it anew. A table rebuild would drop ``sources`` under its cascading foreign keys.
+_SOURCE_KINDS = "kind IN ('agent', 'folder', 'upload')"
+_SOURCE_KINDS_WEB = "kind IN ('agent', 'folder', 'upload', 'web')"
+
+
+def _v17_web_sources(conn: apsw.Connection) -> None:
+    (sql,) = conn.execute(
+        "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'sources'"
+    ).fetchone()
+    if _SOURCE_KINDS_WEB in sql:
+        return
+    if _SOURCE_KINDS not in sql:  # a schema this code did not write: change nothing
+        raise RuntimeError("sources.kind's CHECK is not the expected one")
+    (version,) = conn.execute("PRAGMA schema_version").fetchone()
+    conn.execute("PRAGMA writable_schema = ON")
+    try:
+        conn.execute(
+            "UPDATE sqlite_schema SET sql = ? WHERE type = 'table' AND name = 'sources'",
+            (sql.replace(_SOURCE_KINDS, _SOURCE_KINDS_WEB),),
+        )
+        conn.execute(f"PRAGMA schema_version = {version + 1}")
+    finally:
+        conn.execute("PRAGMA writable_schema = OFF")
+
+
 Migration = str | Callable[[apsw.Connection], None]
 MIGRATIONS: tuple[Migration, ...] = (
     _V1,
@@ -499,6 +528,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     _v14_keyword_totals,
     _V15_ONE_SQL_TEXT,
     _v16_source_host,
+    _v17_web_sources,
 )
 # Steps that delete text which must not survive in the file: the database is compacted
 # (rewritten from its live rows) after them, see ``Database.compact``.

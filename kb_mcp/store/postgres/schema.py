@@ -251,4 +251,15 @@ LEFT_OUT: dict[str, str] = {
 # SQLite's migration 16: a folder source's machine (``store/host.py``).
 _SOURCE_HOST = f"ALTER TABLE sources ADD COLUMN host {_TEXT}"
 
-MIGRATIONS: list[tuple[str, str]] = [("store", _STORE), ("sources: host", _SOURCE_HOST)]
+# SQLite's migration 17: web sources (``kb_mcp/fetch``).
+_WEB_SOURCES = """
+ALTER TABLE sources DROP CONSTRAINT sources_kind_check;
+ALTER TABLE sources ADD CONSTRAINT sources_kind_check
+    CHECK (kind IN ('agent', 'folder', 'upload', 'web'));
+"""
+
+MIGRATIONS: list[tuple[str, str]] = [
+    ("store", _STORE),
+    ("sources: host", _SOURCE_HOST),
+    ("sources: web", _WEB_SOURCES),
+]
