@@ -9,6 +9,7 @@ folder.
 
 from __future__ import annotations
 
+import gzip
 import http.client
 import threading
 import urllib.error
@@ -133,6 +134,16 @@ def test_a_huge_page_streams_a_terabyte_lazily(chunked: bool) -> None:
         connection.close()
         record = site.wait_for(1)[0]
     assert not record.complete and record.body_bytes < 256 << 20
+
+
+def test_a_gzip_page_is_compressed_only_for_clients_that_accept_gzip() -> None:
+    docs = docs_site()
+    with serve_site(docs.routes) as site:
+        _, headers, plain = get(site.url + docs.gzip_path)
+        assert "Content-Encoding" not in headers and b"defaults to 47 seconds" in plain
+        _, headers, packed = get(site.url + docs.gzip_path, **{"Accept-Encoding": "gzip"})
+        assert headers["Content-Encoding"] == "gzip" and gzip.decompress(packed) == plain
+        assert site.requests[1].body_bytes == len(packed) < len(plain)
 
 
 def test_the_gzip_bomb_goes_only_to_clients_that_accept_gzip() -> None:

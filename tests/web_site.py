@@ -40,6 +40,7 @@ import mimetypes
 import re
 import socket
 import socketserver
+import sys
 import threading
 import urllib.parse
 import zlib
@@ -65,8 +66,8 @@ class Page:
     """A body. With ``validators`` it sends ETag (from the body) and Last-Modified and
     answers 304, without a body, to a matching If-None-Match or (when If-None-Match is
     absent) to an If-Modified-Since at or after ``last_modified``. With ``gzip`` it is sent
-    gzip-compressed to a client whose Accept-Encoding allows gzip. ``headers`` are extra
-    response headers."""
+    gzip-compressed to a client whose Accept-Encoding allows gzip (one ETag for both
+    encodings). ``headers`` are extra response headers."""
 
     body: bytes
     content_type: str = HTML
@@ -318,6 +319,11 @@ class _Server(ThreadingHTTPServer):
         with self._open_lock:
             self._open.discard(request)
         super().shutdown_request(request)
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        """A client that left (reset, broken pipe) is no error of the site's; the rest is."""
+        if not isinstance(sys.exc_info()[1], OSError):
+            super().handle_error(request, client_address)
 
     def drop_connections(self) -> None:
         """Shut every open connection, so handler threads blocked on a socket end."""
@@ -589,7 +595,9 @@ class DocsSite:
     ``facts``: path → a phrase found in that page's main content and nowhere else.
     ``chrome``: phrases found only in site chrome (banner, nav, version picker, footer,
     script), which the index should not hold. ``code``: path → the exact text of the
-    page's first code block, which must survive whole."""
+    page's first code block, which must survive whole. ``gzip_path`` is sent with
+    Content-Encoding: gzip to a client that accepts it; the API pages put their content
+    in ``<div role="main">``, the others in ``<main>``."""
 
     routes: dict[str, Route]
     slow_gate: threading.Event
@@ -603,6 +611,7 @@ class DocsSite:
     start: str = "/docs/"
     slow_path: str = "/docs/slow.html"
     sitemap_only: str = "/docs/migration.html"
+    gzip_path: str = "/docs/config.html"
 
 
 # path → fragment file under tests/data/quiverq; the sidebar lists these in this order.
@@ -709,7 +718,8 @@ def docs_site() -> DocsSite:
     routes: dict[str, Route] = {}
     for path, name in {**_DOCS_PAGES, "/docs/migration.html": "migration.html"}.items():
         fragment = (QUIVERQ / name).read_text()
-        routes[path] = Page(docs_page(path, fragment, sidebar, role_div="/api/" in path))
+        page = docs_page(path, fragment, sidebar, role_div="/api/" in path)
+        routes[path] = Page(page, gzip=path == "/docs/config.html")
     secret = (QUIVERQ / "private" / "secret.html").read_text()
     slow = Slow(docs_page("/docs/slow.html", (QUIVERQ / "slow.html").read_text(), sidebar))
     blog = (
