@@ -251,6 +251,10 @@ class _Crawl:
         if not robots.allows(url):
             self._skip("disallowed by robots.txt")
             return False
+        alias_of = self.mirror.aliases.get(url)
+        if alias_of is not None and alias_of != url and self.mirror.has_file(alias_of):
+            self.frontier.appendleft((alias_of, depth))  # the page itself is asked instead
+            return False
         record = self.mirror.pages.get(url)
         held = self.mirror.has_file(url)
         lastmod = self.listed.get(url)
@@ -338,16 +342,15 @@ class _Crawl:
         if page.canonical and page.canonical != stored_as and self._takes(page.canonical):
             self.seen.add(page.canonical)
             stored_as = page.canonical
-        if stored_as != url and url in self.mirror.pages:
-            self.mirror.remove(url)
+        if stored_as != url:
+            self._alias(url, stored_as)
         if stored_as in self.kept:
             return False  # the same page under another URL, stored already
         links = [link for link in page.links if self.scope.holds(link)]
         digest = hashlib.sha256(page.data or (page.text or "").encode("utf-8")).hexdigest()
         if self.digests.get(digest, stored_as) != stored_as:  # served at two URLs
             self._skip("the same content as another page")
-            if stored_as in self.mirror.pages:
-                self.mirror.remove(stored_as)
+            self._alias(stored_as, self.digests[digest])
             self._follow(links, depth)
             return False
         new = PageRecord(
@@ -375,10 +378,17 @@ class _Crawl:
         if not self._takes(final):
             self._skip("redirected outside the source")
             return None
+        self._alias(url, final)
         if final in self.kept:
             return None
         self.seen.add(final)
         return final
+
+    def _alias(self, url: str, page: str) -> None:
+        """``url`` answers with the page stored as ``page``: it is not a page of its own."""
+        if url in self.mirror.pages:
+            self.mirror.remove(url)
+        self.mirror.aliases[url] = page
 
     def _takes(self, url: str) -> bool:
         """Whether ``url`` may hold a page of this source."""

@@ -71,6 +71,9 @@ class Mirror:
         self.root = home / WEB_DIR / name
         self.manifest_path = home / WEB_DIR / f"{name}.json"
         self.pages: dict[str, PageRecord] = {}
+        # Another URL of a stored page (a redirect, a canonical duplicate, the same
+        # content) → the page's URL: a re-crawl does not ask for it again.
+        self.aliases: dict[str, str] = {}
         self.outcome = CrawlOutcome()
         if self.manifest_path.is_file():
             self._load()
@@ -79,6 +82,7 @@ class Mirror:
         try:
             data = json.loads(self.manifest_path.read_text(encoding="utf-8"))
             self.pages = {p["url"]: PageRecord(**p) for p in data.get("pages", [])}
+            self.aliases = dict(data.get("aliases", {}))
             self.outcome = CrawlOutcome(**data.get("last_crawl", {}))
         except (OSError, ValueError, TypeError, KeyError) as exc:
             raise InvalidInput(
@@ -89,6 +93,7 @@ class Mirror:
     def save(self) -> None:
         data: dict[str, Any] = {
             "pages": [asdict(p) for p in sorted(self.pages.values(), key=lambda p: p.url)],
+            "aliases": {a: u for a, u in sorted(self.aliases.items()) if u in self.pages},
             "last_crawl": asdict(self.outcome),
         }
         atomic_write(self.manifest_path, json.dumps(data, indent=1).encode("utf-8"))

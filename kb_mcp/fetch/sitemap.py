@@ -10,7 +10,7 @@ expansion attacks live) is refused before parsing, a file is read up to ``MAX_BY
 from __future__ import annotations
 
 import zlib
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from xml.etree import ElementTree
 
 from kb_mcp.errors import KbError
@@ -99,14 +99,19 @@ def _child_text(entry: ElementTree.Element, name: str) -> str | None:
 
 
 def _lastmod(text: str | None) -> str | None:
-    """A W3C datetime (``2026-11-02``, ``2026-11-02T10:00:00+01:00``) as UTC ISO; None
-    when absent or unreadable."""
+    """A W3C datetime (``2026-11-02T10:00:00+01:00``) as UTC ISO, the time after which a
+    fetch is known to hold that version; None when absent or unreadable. A bare date
+    (``2026-11-02``) names a day in the site's time zone: the version is known only after
+    that day has ended everywhere (UTC+14), so a page changed later the same day is
+    still asked for."""
     if not text:
         return None
     try:
         when = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         return None
+    if len(text.strip()) == 10:  # a date alone
+        when = when.replace(tzinfo=UTC) + timedelta(days=1, hours=14)
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return when.astimezone(UTC).isoformat(timespec="seconds")
