@@ -287,6 +287,25 @@ def _add_web_parser(bench_sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_bench_web)
 
 
+def cmd_bench_fetch(args: argparse.Namespace) -> int:
+    """A folder of HTML served on loopback, added as a web source and synced again with
+    nothing changed: both syncs' time, requests and bytes, and the boilerplate share of
+    what was stored (issue 25)."""
+    from kb_mcp.bench.web_sync import run_args
+
+    return run_args(args)
+
+
+def _add_fetch_parser(bench_sub: argparse._SubParsersAction) -> None:
+    from kb_mcp.bench.web_sync import add_arguments
+
+    p = bench_sub.add_parser(
+        "fetch", help=cmd_bench_fetch.__doc__, description=cmd_bench_fetch.__doc__
+    )
+    add_arguments(p)
+    p.set_defaults(func=cmd_bench_fetch)
+
+
 def _add_startup_parser(bench_sub: argparse._SubParsersAction, common) -> None:
     p = bench_sub.add_parser(
         "startup", help=cmd_bench_startup.__doc__, description=cmd_bench_startup.__doc__
@@ -387,6 +406,7 @@ def add_bench_parser(sub: argparse._SubParsersAction, common, embedder_flags) ->
     p.set_defaults(func=cmd_bench_perf)
     _add_startup_parser(bench_sub, common)
     _add_web_parser(bench_sub)
+    _add_fetch_parser(bench_sub)
     _add_redaction_parser(bench_sub)
     _add_pdf_readers_parser(bench_sub)
     _add_train_ranker_parser(bench_sub, embedder_flags)
