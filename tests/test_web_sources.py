@@ -22,8 +22,8 @@ import pytest
 from web_site import DocsSite, Page, Site, disk_site, docs_site, serve_site
 
 from kb_mcp.errors import NotFound
-from kb_mcp.fetch.crawl import CrawlSpec
-from kb_mcp.fetch.mirror import Mirror
+from kb_mcp.ingest.fetch.crawl import CrawlSpec
+from kb_mcp.ingest.fetch.mirror import Mirror
 from kb_mcp.library import Library
 from kb_mcp.settings import Settings
 

@@ -58,8 +58,8 @@ def _timed(run):
 
 
 def run(folder: Path, rule: Rule, start: str, home: Path, rate: float) -> dict[str, object]:
-    from kb_mcp.fetch.crawl import CrawlSpec
-    from kb_mcp.fetch.mirror import Mirror
+    from kb_mcp.ingest.fetch.crawl import CrawlSpec
+    from kb_mcp.ingest.fetch.mirror import Mirror
     from kb_mcp.library import Library
     from kb_mcp.settings import Settings
 

@@ -129,9 +129,7 @@ def cmd_add(args: argparse.Namespace, library: Library) -> int:
     from kb_mcp.errors import Refused
 
     if "://" in args.path:
-        from kb_mcp.cli.web_source import cmd_add_web
-
-        return cmd_add_web(args, library)
+        return _add_web(args, library)
     path = Path(args.path).expanduser()
     if path.is_file():
         result = library.writing.import_file(path)  # one file: linked at once, no lines about it
@@ -152,6 +150,23 @@ def cmd_add(args: argparse.Namespace, library: Library) -> int:
     print(f"added source {source.name!r} → {source.root}")
     if not source.gitignore:
         print("its .gitignore files are not read (--no-gitignore)")
+    _sync_and_report(library, source.name)
+    return after_sync(args, library)
+
+
+def _add_web(args: argparse.Namespace, library: Library) -> int:
+    """``kb-mcp add URL``: check the start URL, show the bounds, confirm, register, fetch."""
+    from kb_mcp.cli.web_source import describe, spec_of
+    from kb_mcp.errors import Refused
+    from kb_mcp.ingest.fetch.crawl import preflight
+
+    spec = spec_of(args)
+    preflight(spec)
+    print(describe(spec))
+    if not args.yes and not _confirm("Add this site and fetch it now?"):
+        raise Refused("not added: confirm with --yes (or answer y at the prompt)")
+    source = library.folders.add_web(spec, args.name)
+    print(f"added web source {source.name!r} → {spec.url} (pages kept in {source.root})")
     _sync_and_report(library, source.name)
     return after_sync(args, library)
 

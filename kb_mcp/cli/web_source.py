@@ -1,8 +1,8 @@
-"""``kb-mcp add URL``: a page or a documentation site as a source (``kb_mcp/fetch``).
-
-The bounds are shown before anything is fetched, and confirmed as a folder's cost is
-(``--yes``). The start URL is checked first (scheme, credentials, its address after DNS),
-so a refused URL registers nothing.
+"""``kb-mcp add URL``'s flags and lines: a page or a documentation site as a source
+(``kb_mcp/ingest/fetch``). ``cli/sources.py`` runs the command: the bounds are shown
+before anything is fetched and confirmed as a folder's cost is (``--yes``), after the
+start URL is checked (scheme, credentials, its address after DNS), so a refused URL
+registers nothing.
 """
 
 from __future__ import annotations
@@ -13,15 +13,14 @@ from typing import TYPE_CHECKING
 from kb_mcp.cli.terminal import terminal_safe
 
 if TYPE_CHECKING:
-    from kb_mcp.fetch.crawl import CrawlSpec
-    from kb_mcp.fetch.mirror import CrawlOutcome
-    from kb_mcp.library import Library
+    from kb_mcp.ingest.fetch.crawl import CrawlSpec
+    from kb_mcp.ingest.fetch.mirror import CrawlOutcome
 
 MIB = 1024 * 1024
 
 
 def add_web_flags(p: argparse.ArgumentParser) -> None:
-    from kb_mcp.fetch.crawl import CrawlSpec
+    from kb_mcp.ingest.fetch.crawl import CrawlSpec
 
     d = CrawlSpec("http://x/", "/")
     web = p.add_argument_group("web sources (an http(s) URL)")
@@ -59,8 +58,8 @@ def add_web_flags(p: argparse.ArgumentParser) -> None:
 
 
 def spec_of(args: argparse.Namespace) -> CrawlSpec:
-    from kb_mcp.fetch import url as urls
-    from kb_mcp.fetch.crawl import CrawlSpec
+    from kb_mcp.ingest.fetch import url as urls
+    from kb_mcp.ingest.fetch.crawl import CrawlSpec
 
     start = urls.normalize(args.path)
     networks: tuple[str, ...] | None = None
@@ -80,22 +79,6 @@ def spec_of(args: argparse.Namespace) -> CrawlSpec:
         timeout=args.timeout,
         private_networks=networks,
     )
-
-
-def cmd_add_web(args: argparse.Namespace, library: Library) -> int:
-    from kb_mcp.cli.sources import _confirm, _sync_and_report, after_sync
-    from kb_mcp.errors import Refused
-    from kb_mcp.fetch.crawl import preflight
-
-    spec = spec_of(args)
-    preflight(spec)
-    print(describe(spec))
-    if not args.yes and not _confirm("Add this site and fetch it now?"):
-        raise Refused("not added: confirm with --yes (or answer y at the prompt)")
-    source = library.folders.add_web(spec, args.name)
-    print(f"added web source {source.name!r} → {spec.url} (pages kept in {source.root})")
-    _sync_and_report(library, source.name)
-    return after_sync(args, library)
 
 
 def describe(spec: CrawlSpec) -> str:

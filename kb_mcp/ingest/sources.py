@@ -4,7 +4,7 @@ A folder enters the library only because the user named it (``kb-mcp add PATH`` 
 ``folders`` setting). The registry is a file, not a table, because the database is a
 rebuildable index: deleting ``kb.db`` must not forget which folders to index.
 
-A web source (``kb-mcp add URL``, ``kb_mcp/fetch``) is registered here too: a folder
+A web source (``kb-mcp add URL``, ``kb_mcp/ingest/fetch``) is registered here too: a folder
 source whose folder is its mirror, ``<home>/web/<name>/``, with the crawl's bounds
 (``web``). Everything that reads a folder reads the mirror the same way.
 """
@@ -23,7 +23,7 @@ from kb_mcp.errors import Conflict, InvalidInput, NotFound
 from kb_mcp.fsutil import atomic_write
 
 if TYPE_CHECKING:
-    from kb_mcp.fetch.crawl import CrawlSpec
+    from kb_mcp.ingest.fetch.crawl import CrawlSpec
 
 REGISTRY_FILE = "sources.json"
 RESERVED_NAMES = frozenset({"agent", "uploads"})
@@ -99,7 +99,7 @@ def _spec_data(spec: CrawlSpec) -> dict[str, Any]:
 
 
 def _crawl_spec(data: dict[str, Any]) -> CrawlSpec:
-    from kb_mcp.fetch.crawl import CrawlSpec
+    from kb_mcp.ingest.fetch.crawl import CrawlSpec
 
     fields = {f.name for f in dataclasses.fields(CrawlSpec)}
     values = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in fields}
@@ -113,7 +113,7 @@ def register_web(
 ) -> FolderSource:
     """Add a web source; the name defaults to the site's host (``docs.example.org``, then
     ``docs.example.org-2``). The same start URL twice is refused."""
-    from kb_mcp.fetch import url as urls
+    from kb_mcp.ingest.fetch import url as urls
 
     spec.check()
     start = urls.normalize(spec.url)

@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kb_mcp.chunk.markdown import DEFAULT_BUDGET_CHARS
-from kb_mcp.fetch.mirror import CrawlOutcome
 from kb_mcp.ingest import filework, readers, skipped
+from kb_mcp.ingest.fetch.mirror import CrawlOutcome
 from kb_mcp.ingest.filework import FileWork, failure_reason, gc_paused, is_bounded, utc_now
 from kb_mcp.ingest.pipeline import PendingRows, remove_location, store_document
 from kb_mcp.ingest.readahead import indexed_hash, read_ahead, reader_pool, stat_unchanged

@@ -10,7 +10,7 @@ that registered it (``sources.host``, ``store/host.py``): only that machine read
 files, so only it syncs the folder, drops it when its home no longer lists it, or removes
 it (another machine's ``remove`` is refused unless forced: that machine may be gone).
 
-A web source (``kb_mcp/fetch``) is a folder source whose folder is its mirror of the site.
+A web source (``kb_mcp/ingest/fetch``) is a folder source whose folder is its mirror of the site.
 Only a sync asked for with ``fetch`` (the CLI's ``add`` and ``sync``: a person's action)
 crawls the site first; every other sync, the server's included, reads the mirror alone,
 so no MCP tool and no background task ever reaches the network.
@@ -22,9 +22,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from kb_mcp.errors import InvalidInput, NotFound, Refused
-from kb_mcp.fetch.crawl import CrawlSpec, crawl
-from kb_mcp.fetch.mirror import Mirror
 from kb_mcp.ingest import agent, sources, sync, synclock
+from kb_mcp.ingest.fetch.crawl import CrawlSpec, crawl
+from kb_mcp.ingest.fetch.mirror import Mirror
 from kb_mcp.ingest.filework import failure_reason, utc_now
 from kb_mcp.ingest.pipeline import remove_location
 from kb_mcp.ingest.skipped import walk_groups

@@ -481,7 +481,7 @@ def _v16_source_host(conn: apsw.Connection) -> None:
         conn.execute("ALTER TABLE sources ADD COLUMN host TEXT")
 
 
-# 17: a web source (issue 25, ``kb_mcp/fetch``) is a source of its own kind. SQLite keeps a
+# 17: a web source (issue 25, ``kb_mcp/ingest/fetch``) is a source of its own kind. SQLite keeps a
 # table's CHECK in its schema text only (no row or index holds it), so the text is
 # rewritten in place, the procedure SQLite documents for such a change ("Making Other
 # Kinds Of Table Schema Changes"): the schema version is bumped so every connection reads

@@ -251,7 +251,7 @@ LEFT_OUT: dict[str, str] = {
 # SQLite's migration 16: a folder source's machine (``store/host.py``).
 _SOURCE_HOST = f"ALTER TABLE sources ADD COLUMN host {_TEXT}"
 
-# SQLite's migration 17: web sources (``kb_mcp/fetch``).
+# SQLite's migration 17: web sources (``kb_mcp/ingest/fetch``).
 _WEB_SOURCES = """
 ALTER TABLE sources DROP CONSTRAINT sources_kind_check;
 ALTER TABLE sources ADD CONSTRAINT sources_kind_check

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 
 from kb_mcp.errors import Unreadable
-from kb_mcp.fetch import url as urls
 from kb_mcp.ingest import readers
 from kb_mcp.ingest.decode import decode_bytes
+from kb_mcp.ingest.fetch import url as urls
 
 # Media types read, and the suffix the mirror stores each under (which picks its reader).
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})

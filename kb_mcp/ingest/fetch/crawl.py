@@ -33,12 +33,12 @@ from typing import Protocol
 from urllib.parse import urlsplit
 
 from kb_mcp.errors import InvalidInput, Unreadable
-from kb_mcp.fetch import robots as robots_txt
-from kb_mcp.fetch import sitemap
-from kb_mcp.fetch import url as urls
-from kb_mcp.fetch.extract import extract, media_type
-from kb_mcp.fetch.mirror import CrawlOutcome, Mirror, PageRecord
-from kb_mcp.fetch.net import (
+from kb_mcp.ingest.fetch import robots as robots_txt
+from kb_mcp.ingest.fetch import sitemap
+from kb_mcp.ingest.fetch import url as urls
+from kb_mcp.ingest.fetch.extract import extract, media_type
+from kb_mcp.ingest.fetch.mirror import CrawlOutcome, Mirror, PageRecord
+from kb_mcp.ingest.fetch.net import (
     Blocked,
     Fetcher,
     FetchFailed,

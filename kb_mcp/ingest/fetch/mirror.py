@@ -25,8 +25,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from kb_mcp.errors import InvalidInput
-from kb_mcp.fetch.extract import Page
 from kb_mcp.fsutil import atomic_write
+from kb_mcp.ingest.fetch.extract import Page
 from kb_mcp.ingest.pipeline import redact_text
 from kb_mcp.text.frontmatter import render_frontmatter
 

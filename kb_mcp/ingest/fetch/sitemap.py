@@ -14,8 +14,8 @@ from datetime import UTC, datetime, timedelta
 from xml.etree import ElementTree
 
 from kb_mcp.errors import KbError
-from kb_mcp.fetch import url as urls
-from kb_mcp.fetch.net import Fetcher
+from kb_mcp.ingest.fetch import url as urls
+from kb_mcp.ingest.fetch.net import Fetcher
 
 MAX_BYTES = 10 * 1024 * 1024
 MAX_URLS = 50_000

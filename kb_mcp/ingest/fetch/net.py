@@ -31,7 +31,7 @@ from urllib.parse import urljoin, urlsplit
 
 from kb_mcp import __version__
 from kb_mcp.errors import InvalidInput, Refused, Unavailable
-from kb_mcp.fetch import url as urls
+from kb_mcp.ingest.fetch import url as urls
 
 USER_AGENT = f"kb-mcp/{__version__} (documentation fetcher)"
 MAX_REDIRECTS = 5

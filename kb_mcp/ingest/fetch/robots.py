@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from urllib.robotparser import RobotFileParser
 
 from kb_mcp.errors import KbError, Unreadable
-from kb_mcp.fetch.net import USER_AGENT, Fetcher
 from kb_mcp.ingest.decode import decode_bytes
+from kb_mcp.ingest.fetch.net import USER_AGENT, Fetcher
 
 MAX_BYTES = 500 * 1024
 AGENT = USER_AGENT.split("/")[0]  # the product token rules name: "kb-mcp"
