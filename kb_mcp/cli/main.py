@@ -292,7 +292,8 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
 
 def cmd_add(args: argparse.Namespace) -> int:
-    """Add a folder as a source (shows the cost first), or import one file as an upload."""
+    """Add a folder as a source (shows the cost first), a web page or docs site (shows its
+    bounds first), or import one file as an upload."""
     from kb_mcp.cli.sources import cmd_add as run
 
     with _open(args) as library:
