@@ -29,19 +29,50 @@ def add_web_flags(p: argparse.ArgumentParser) -> None:
         help="store only pages whose path starts with this (default: the URL's own path: "
         "https://host/docs/ crawls /docs/…, https://host/page.html is that page alone)",
     )
-    web.add_argument("--depth", type=int, default=d.depth, help="links followed from the URL (default %(default)s; 0: the page alone)")
-    web.add_argument("--max-pages", type=int, default=d.max_pages, help="pages stored at most (default %(default)s)")
     web.add_argument(
-        "--max-mb", type=int, default=d.max_bytes // MIB, help="MiB received per crawl at most (default %(default)s)"
+        "--depth",
+        type=int,
+        default=d.depth,
+        help="links followed from the URL (default %(default)s; 0: the page alone)",
     )
     web.add_argument(
-        "--include", action="append", default=[], metavar="GLOB", help="only paths (and queries) matching (repeatable)"
+        "--max-pages",
+        type=int,
+        default=d.max_pages,
+        help="pages stored at most (default %(default)s)",
     )
     web.add_argument(
-        "--exclude", action="append", default=[], metavar="GLOB", help="never paths (and queries) matching (repeatable)"
+        "--max-mb",
+        type=int,
+        default=d.max_bytes // MIB,
+        help="MiB received per crawl at most (default %(default)s)",
     )
-    web.add_argument("--rate", type=float, default=d.rate, help="requests a second to the site (default %(default)s)")
-    web.add_argument("--timeout", type=float, default=d.timeout, help="seconds a request may take (default %(default)s)")
+    web.add_argument(
+        "--include",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="only paths (and queries) matching (repeatable)",
+    )
+    web.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="never paths (and queries) matching (repeatable)",
+    )
+    web.add_argument(
+        "--rate",
+        type=float,
+        default=d.rate,
+        help="requests a second to the site (default %(default)s)",
+    )
+    web.add_argument(
+        "--timeout",
+        type=float,
+        default=d.timeout,
+        help="seconds a request may take (default %(default)s)",
+    )
     web.add_argument(
         "--allow-private-network",
         action="store_true",
