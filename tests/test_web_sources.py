@@ -25,7 +25,7 @@ from kb_mcp.errors import NotFound
 from kb_mcp.ingest.fetch.crawl import CrawlSpec
 from kb_mcp.ingest.fetch.mirror import Mirror
 from kb_mcp.library import Library
-from kb_mcp.settings import Settings
+from kb_mcp.settings import Settings, Store
 
 VALGRIND = Path("/usr/share/doc/valgrind/html")
 
@@ -100,6 +100,13 @@ def test_a_docs_site_is_added_searched_and_cited_by_page_url(crawled: Crawled) -
     [source] = [s for s in library.catalog.overview().sources if s.name == "quiverq"]
     assert (source.kind, source.root, source.error) == ("web", served.url + "/docs/", None)
     assert source.documents == len(site.expected) + 1  # and the slow page, released here
+
+
+def test_pages_that_could_not_be_fetched_are_listed_with_their_reason(crawled: Crawled) -> None:
+    left_out = crawled.library.folders.left_out("quiverq")
+    assert [(f.path, f.reason) for f in left_out.failed] == [
+        (crawled.served.url + "/docs/broken.html", "HTTP 500")
+    ]
 
 
 def test_robots_txt_and_the_prefix_keep_pages_out(crawled: Crawled) -> None:
@@ -284,3 +291,19 @@ def test_the_cli_adds_a_site_and_lists_it(
     assert f"quiverq (web, {served.url}/docs/)" in listed.stdout
     synced = kb("sync", "--embedder", "none")
     assert f"{len(site.expected) + 1} unchanged" in synced.stdout
+
+
+def test_a_docs_site_on_a_postgresql_library(
+    docs: tuple[DocsSite, Site], home: Path, postgres_url: str
+) -> None:
+    """A web source is this machine's, like a folder: its copy is under this home."""
+    site, served = docs
+    settings = Settings(home=home, embedder="none", store=Store(postgres_url))
+    with Library(settings) as library:
+        add_and_sync(library, spec_for(served))
+
+        hit = top_hit(library, site.facts["/docs/cli.html"])
+        assert hit.path == served.url + "/docs/cli.html"
+        [source] = [s for s in library.catalog.overview().sources if s.name == "quiverq"]
+        assert (source.kind, source.documents) == ("web", len(site.expected) + 1)
+        assert source.host is not None  # a shared library says whose it is

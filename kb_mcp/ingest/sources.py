@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from kb_mcp.ingest.fetch.crawl import CrawlSpec
 
 REGISTRY_FILE = "sources.json"
+# The kinds of source this registry holds, whose files are on one machine (a folder, a
+# web source's mirror): on a shared library only that machine syncs or drops them.
+LOCAL_KINDS = frozenset({"folder", "web"})
 RESERVED_NAMES = frozenset({"agent", "uploads"})
 
 

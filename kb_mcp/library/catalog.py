@@ -11,6 +11,7 @@ from kb_mcp import limits
 from kb_mcp.embed.active import NO_EMBEDDER
 from kb_mcp.index import vector_store
 from kb_mcp.ingest import links, skipped
+from kb_mcp.ingest.sources import LOCAL_KINDS
 from kb_mcp.library.results import (
     DocumentEntry,
     FailedFile,
@@ -87,7 +88,7 @@ class Catalog:
                 s.sync_error,
                 *(covered.get(s.id, (0, 0)) if health_row else (None, None)),
                 {g.reason: g.count for g in skipped.groups(summaries.get(s.id))},
-                s.host if shared and s.kind == "folder" else None,
+                s.host if shared and s.kind in LOCAL_KINDS else None,
             )
             for s in rows.list_sources(conn)
         )

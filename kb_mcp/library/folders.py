@@ -34,9 +34,6 @@ from kb_mcp.store import documents as rows
 from kb_mcp.store import locks
 from kb_mcp.store.host import this_host
 
-# Sources whose files are on one machine: a folder, and a web source's mirror.
-LOCAL_KINDS = frozenset({"folder", "web"})
-
 
 class NameHeldElsewhere(Refused):
     """A folder of this home has the name of another machine's folder source on a shared
@@ -121,7 +118,7 @@ class Folders:
         return {
             row.name
             for row in rows.list_sources(self.db.conn)
-            if row.kind in LOCAL_KINDS and row.name not in own
+            if row.kind in sources.LOCAL_KINDS and row.name not in own
         }
 
     def set_gitignore(self, name: str, gitignore: bool) -> sources.FolderSource:
@@ -136,6 +133,8 @@ class Folders:
         folder = self._folder(name)
         row = rows.get_source(self.db.conn, name)
         failed = rows.failed_locations(self.db.conn, row.id) if row else []
+        if folder.web is not None:  # and the pages its last crawl could not fetch
+            failed = [*failed, *(tuple(f) for f in Mirror(self.home, name).outcome.failed)]
         files = tuple(FailedFile(name, path, reason) for path, reason in failed)
         if not skipped:
             return LeftOut(name, files)
@@ -162,7 +161,9 @@ class Folders:
     def owner_elsewhere(self, row: rows.SourceRow | None) -> str | None:
         """The other machine that owns the folder source ``row`` on a shared library;
         None when it is this machine's, unknown (recorded before hosts), or not shared."""
-        if not self.shared() or row is None or row.kind not in LOCAL_KINDS or row.host is None:
+        if not self.shared() or row is None or row.host is None:
+            return None
+        if row.kind not in sources.LOCAL_KINDS:
             return None
         return None if row.host == self.host else row.host
 
@@ -337,7 +338,7 @@ class Folders:
         shared library, only this machine's (another's, or one recorded before hosts,
         may be a teammate's)."""
         for row in rows.list_sources(self.db.conn):
-            if row.kind not in LOCAL_KINDS or row.name in listed:
+            if row.kind not in sources.LOCAL_KINDS or row.name in listed:
                 continue
             if not self.shared() or row.host == self.host:
                 self._drop_source_rows(row)
