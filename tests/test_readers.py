@@ -285,6 +285,49 @@ def test_html_permalink_glyphs_stay_out_of_text_and_headings(tmp_path: Path) -> 
         library.close()
 
 
+def test_html_pre_holding_several_code_listings_is_one_fence_each() -> None:
+    """Bench on Node.js' docs (issue 25): a ``<pre>`` pairs an ESM and a CommonJS listing
+    with no line break between them, beside a flavour toggle and a copy button; they came
+    out as one fence with the two listings glued on one line."""
+    page = b"""<pre class="with-9-chars"><input type="checkbox" aria-label="Show ESM"><code
+ class="language-js mjs">import fs from 'node:fs';
+fs.open();</code><code class="language-js cjs">const fs = require('node:fs');</code><button
+ class="copy-button">copy</button></pre>"""
+    assert convert_bytes(page, ".html").markdown == (
+        "```js\nimport fs from 'node:fs';\nfs.open();\n```\n\n"
+        "```js\nconst fs = require('node:fs');\n```"
+    )
+
+
+def test_html_pre_with_text_between_its_code_spans_stays_one_fence() -> None:
+    page = b"<pre><code>git commit</code> [<code>-m</code> <var>msg</var>]</pre>"
+    assert convert_bytes(page, ".html").markdown == "```\ngit commit [-m msg]\n```"
+
+
+def test_html_code_block_language_comes_from_its_wrappers() -> None:
+    """Sphinx names a block's language on the div around its ``<pre>`` (bench on CPython's
+    docs, issue 25: no fence had a language); "default" and "none" name none."""
+
+    def fences(page: str) -> list[str]:
+        markdown = convert_bytes(page.encode(), ".html").markdown
+        return [line for line in markdown.split("\n") if line.startswith("```")]
+
+    sphinx = """<div class="highlight-{}  notranslate"><div class="highlight"><pre><span></span>
+<span class="n">x</span> = 1</pre></div></div>"""
+    assert fences(sphinx.format("python3")) == ["```python3", "```"]
+    assert fences(sphinx.format("shell-session")) == ["```shell-session", "```"]
+    assert fences(sphinx.format("default") + sphinx.format("none")) == ["```"] * 4
+    mkdocs = '<div class="language-python highlight"><pre><span></span><code>x = 1</code></pre>'
+    assert fences(mkdocs) == ["```python", "```"]
+    own = '<div class="highlight-c"><pre><code class="language-cpp">int x;</code></pre></div>'
+    assert fences(own) == ["```cpp", "```"]
+    # A highlighted line's class inside the code, or a page language three levels up, is
+    # not the block's language.
+    line = '<pre><span class="highlight-line">x = 1</span></pre>'
+    far = '<body class="lang-en"><section><div><pre>x = 1</pre></div></section></body>'
+    assert fences(line) == fences(far) == ["```", "```"]
+
+
 def test_html_decodes_with_meta_charset_when_not_utf8() -> None:
     page = '<meta charset="shift_jis"><p>日本語</p>'.encode("shift_jis")
     assert convert_bytes(page, ".html").markdown == "日本語"

@@ -77,7 +77,15 @@ _PARAGRAPH_END = (frozenset({"p"}), _BLOCKS - {"p"})
 
 _BREAK = "\x00"  # stands for <br> until whitespace is collapsed; decoded text has no NULs
 _META_CHARSET = re.compile(rb"<meta[^>]+charset\s*=\s*[\"']?\s*([\w.:-]+)", re.IGNORECASE)
-_FENCE_LANGUAGE = re.compile(r"\b(?:language|lang)-([\w+#.-]+)")
+# A code block's language, as one class word: ``language-js`` / ``lang-js`` on the block or
+# inside it (highlight.js, Prism, Markdown renderers), or on the two elements around its
+# ``<pre>`` (MkDocs' ``<div class="language-python highlight">``, Jekyll's
+# ``language-ruby highlighter-rouge``), where Sphinx also writes ``highlight-python3``.
+# Sphinx's ``default`` and ``none`` (and Prism's ``language-none``) name no language.
+_LANGUAGE_CLASS = re.compile(r"(?:language|lang)-([\w+#.-]+)")
+_WRAPPER_LANGUAGE_CLASS = re.compile(r"(?:language|lang|highlight)-([\w+#.-]+)")
+_NO_LANGUAGE = frozenset({"default", "none"})
+_LANGUAGE_WRAPPERS = 2
 
 
 @dataclass(slots=True)
@@ -85,6 +93,9 @@ class _Element:
     tag: str
     attrs: dict[str, str]
     children: list[_Element | str] = field(default_factory=list)
+    # The enclosing element, for what a wrapper says about its content (a code block's
+    # language); left out of comparisons and repr, which would otherwise loop.
+    parent: _Element | None = field(default=None, repr=False, compare=False)
 
 
 _Skip = Callable[[_Element], bool]
@@ -175,7 +186,7 @@ class _TreeBuilder(HTMLParser):
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self._close_implied(tag)
-        element = _Element(tag, {name: value or "" for name, value in attrs})
+        element = _Element(tag, {name: value or "" for name, value in attrs}, parent=self._open[-1])
         self._open[-1].children.append(element)
         if tag not in _VOID:
             self._open.append(element)
@@ -282,7 +293,7 @@ def _block(element: _Element, drop: _Drop) -> list[str]:
     if tag in {"ul", "ol"}:
         return [items] if (items := _list(element, drop)) else []
     if tag == "pre":
-        return [_fence(element)]
+        return [_fence(listing, element) for listing in _listings(element)]
     if tag == "table":
         rows = [[" ".join(_blocks(cell, drop)) for cell in row] for row in _rows(element)]
         return [markdown_table(rows)] if rows else []
@@ -376,15 +387,45 @@ def _indent(text: str, marker: str) -> str:
     return "\n".join([marker + head, *(pad + line if line else "" for line in rest)])
 
 
-def _fence(pre: _Element) -> str:
-    """A fenced code block, long enough not to be closed by backticks in the code."""
-    code = _raw_text(pre).strip("\n")
-    classes = " ".join(el.attrs.get("class", "") for el in [pre, *_iter(pre)])
-    language = match.group(1) if (match := _FENCE_LANGUAGE.search(classes)) else ""
+def _listings(pre: _Element) -> list[_Element]:
+    """The code listings of a ``<pre>``: each of its ``<code>`` children when it holds
+    several and no text of its own, else the ``<pre>`` itself.
+
+    Node.js' docs pair an ESM and a CommonJS listing so, with no line break between them
+    (and the pre's other children are a flavour toggle and a copy button, not code); a
+    ``<pre>`` with text between its ``<code>``s is one listing with code spans in it."""
+    codes = [child for child in _children(pre) if child.tag == "code"]
+    text = "".join(child for child in pre.children if isinstance(child, str))
+    return codes if len(codes) >= 2 and not text.strip() else [pre]
+
+
+def _fence(listing: _Element, pre: _Element) -> str:
+    """A fenced code block of ``listing`` (``pre`` or one of its ``<code>`` children), long
+    enough not to be closed by backticks in the code."""
+    code = _raw_text(listing).strip("\n")
+    language = _language(listing, pre)
     fence = "```"
     while fence in code:
         fence += "`"
     return f"{fence}{language}\n{code}\n{fence}"
+
+
+def _language(listing: _Element, pre: _Element) -> str:
+    """The language a class word names (``_LANGUAGE_CLASS``): on the listing or inside it,
+    else on its ``<pre>``, else on the elements around the ``<pre>``; "" when none does."""
+    wrappers: list[_Element] = []
+    parent = pre.parent
+    while parent is not None and len(wrappers) < _LANGUAGE_WRAPPERS:
+        wrappers.append(parent)
+        parent = parent.parent
+    inner = [listing, *_iter(listing), *([pre] if listing is not pre else [])]
+    for elements, pattern in [(inner, _LANGUAGE_CLASS), (wrappers, _WRAPPER_LANGUAGE_CLASS)]:
+        for element in elements:
+            for word in element.attrs.get("class", "").split():
+                match = pattern.fullmatch(word)
+                if match and match.group(1).lower() not in _NO_LANGUAGE:
+                    return match.group(1)
+    return ""
 
 
 def _rows(table: _Element) -> list[list[_Element]]:
