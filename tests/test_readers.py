@@ -300,7 +300,10 @@ fs.open();</code><code class="language-js cjs">const fs = require('node:fs');</c
 
 
 def test_html_pre_with_text_between_its_code_spans_stays_one_fence() -> None:
-    page = b"<pre><code>git commit</code> [<code>-m</code> <var>msg</var>]</pre>"
+    """A syntax line of texinfo's manuals (bc's) marks its words ``<code>`` and ``<var>``."""
+    page = b"<pre><code>define</code> <var>f</var> <code>(</code> <var>x</var> <code>)</code></pre>"
+    assert convert_bytes(page, ".html").markdown == "```\ndefine f ( x )\n```"
+    page = b"<pre><code>git commit</code> [<code>-m</code> msg]</pre>"
     assert convert_bytes(page, ".html").markdown == "```\ngit commit [-m msg]\n```"
 
 

@@ -55,6 +55,7 @@ _VOID = frozenset(
     {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "wbr"}
 )
 _HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
+_CONTROLS = frozenset({"button", "input", "select", "textarea"})
 _BLOCKS = _HEADINGS | {
     "address", "article", "aside", "blockquote", "body", "caption", "center", "dd",
     "details", "div", "dl", "dt", "fieldset", "figcaption", "figure", "footer", "form",
@@ -389,14 +390,18 @@ def _indent(text: str, marker: str) -> str:
 
 def _listings(pre: _Element) -> list[_Element]:
     """The code listings of a ``<pre>``: each of its ``<code>`` children when it holds
-    several and no text of its own, else the ``<pre>`` itself.
+    several and no other text (but a form control's), else the ``<pre>`` itself.
 
-    Node.js' docs pair an ESM and a CommonJS listing so, with no line break between them
-    (and the pre's other children are a flavour toggle and a copy button, not code); a
-    ``<pre>`` with text between its ``<code>``s is one listing with code spans in it."""
+    Node.js' docs pair an ESM and a CommonJS listing so, with no line break between them,
+    beside a flavour toggle and a copy button. A ``<pre>`` with text between its
+    ``<code>``s is one listing with code spans in it (texinfo's ``<code>define</code>
+    <var>name</var> <code>(</code>`` … syntax lines)."""
     codes = [child for child in _children(pre) if child.tag == "code"]
-    text = "".join(child for child in pre.children if isinstance(child, str))
-    return codes if len(codes) >= 2 and not text.strip() else [pre]
+    if len(codes) < 2:
+        return [pre]
+    text = [child for child in pre.children if isinstance(child, str)]
+    text += [_raw_text(el) for el in _children(pre) if el.tag not in _CONTROLS | {"code"}]
+    return [pre] if "".join(text).strip() else codes
 
 
 def _fence(listing: _Element, pre: _Element) -> str:
