@@ -331,6 +331,58 @@ def test_html_code_block_language_comes_from_its_wrappers() -> None:
     assert fences(line) == fences(far) == ["```", "```"]
 
 
+def test_html_layout_table_is_rendered_as_its_cells_blocks() -> None:
+    """Bench on libxslt's xmlsoft.org pages (issue 25): the page is nested layout tables, a
+    menu column beside the content; as one Markdown table, every heading and code block of
+    the page was flattened into a cell of one line."""
+    page = b"""<body><table><tr><td><h1>The XSLT library</h1></td></tr></table>
+<table><tr><td valign="top" width="200"><table>
+  <tr><td><b>Main Menu</b></td></tr><tr><td><ul><li><a href="/">Home</a></li></ul></td></tr>
+</table></td>
+<td valign="top"><table><tr><td><h2>The xsltproc tool</h2><p>Run it so:</p>
+<pre>xsltproc style.xsl doc.xml
+xsltproc --html page.html</pre>
+<table><tr><th>Option</th><th>Meaning</th></tr><tr><td>--html</td><td>HTML input</td></tr></table>
+</td></tr></table></td></tr></table></body>"""
+    assert convert_bytes(page, ".html").markdown == (
+        "# The XSLT library\n\n"
+        "| **Main Menu** |\n| --- |\n| - [Home](/) |\n\n"  # a data-shaped table stays one
+        "## The xsltproc tool\n\nRun it so:\n\n"
+        "```\nxsltproc style.xsl doc.xml\nxsltproc --html page.html\n```\n\n"
+        "| Option | Meaning |\n| --- | --- |\n| --html | HTML input |"
+    )
+
+
+def test_html_question_and_answer_table_keeps_its_headings_and_code() -> None:
+    """Valgrind's FAQ (DocBook): a table of question and answer rows under a heading row."""
+    page = b"""<table summary="Q and A Div">
+<tr><td colspan="2"><h3>1. Building</h3></td></tr>
+<tr class="question"><td><b>1.1.</b></td><td><b>Why does make fail?</b></td></tr>
+<tr class="answer"><td></td><td><p>It prints:</p><pre>ld: cannot find -lc
+collect2: ld returned 1</pre><p>Install libc.</p></td></tr></table>"""
+    assert convert_bytes(page, ".html").markdown == (
+        "### 1. Building\n\n**1.1.**\n\n**Why does make fail?**\n\nIt prints:\n\n"
+        "```\nld: cannot find -lc\ncollect2: ld returned 1\n```\n\nInstall libc."
+    )
+
+
+def test_html_one_cell_table_is_a_box_around_its_content() -> None:
+    """xmlsoft.org boxes a page's text in a one-cell table, DocBook a screen listing."""
+    page = b"<table><tr><td><p>Get it from:</p><ul><li>FTP</li><li>Git</li></ul></td></tr></table>"
+    assert convert_bytes(page, ".html").markdown == "Get it from:\n\n- FTP\n- Git"
+
+
+def test_html_data_table_with_paragraphs_and_lists_in_cells_stays_a_table() -> None:
+    """Sphinx wraps every cell in ``<p>`` and a cell may list options: still data."""
+    page = b"""<table class="docutils"><thead><tr><th><p>Context</p></th><th><p>Ways</p></th>
+</tr></thead><tbody><tr><td><p>in the pattern</p></td><td><ul><li><p><code>(?P=q)</code></p></li>
+<li><p><code>\\1</code></p></li></ul></td></tr><tr><td><p>a</p><p>b</p></td><td><p>c</p></td></tr>
+</tbody></table>"""
+    assert convert_bytes(page, ".html").markdown == (
+        "| Context | Ways |\n| --- | --- |\n| in the pattern | - `(?P=q)` - `\\1` |\n| a b | c |"
+    )
+
+
 def test_html_decodes_with_meta_charset_when_not_utf8() -> None:
     page = '<meta charset="shift_jis"><p>日本語</p>'.encode("shift_jis")
     assert convert_bytes(page, ".html").markdown == "日本語"

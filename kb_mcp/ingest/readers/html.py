@@ -15,6 +15,12 @@ and ``sphinxsidebar``, breadcrumbs, ``toc``, footers); an id that is one such wo
 element holding no heading (a section's id is its title's slug, so "Navigation" or
 "Footer" sections stay); and a short block of links to the previous, next or parent
 page (``rel="next"``: texinfo's "Next: … Previous: … Up: …" line, pagers).
+
+A table that lays out the page rather than holding data is rendered as the blocks of its
+cells in document order, not as a Markdown table whose one-line cells would flatten its
+headings and code (issue 25: xmlsoft.org's pages and gtk-doc references are nested
+layout tables, Valgrind's FAQ is a DocBook Q and A table): a table of one cell, or one
+whose cell holds a heading, a ``<pre>`` or another table (``_is_layout``).
 """
 
 from __future__ import annotations
@@ -56,6 +62,10 @@ _VOID = frozenset(
 )
 _HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
 _CONTROLS = frozenset({"button", "input", "select", "textarea"})
+# What a data table's cell does not hold: a table with such a cell (or a single cell) lays
+# out the page, and its cells are rendered as blocks in document order. Paragraphs and
+# lists are not in it: Sphinx wraps each data cell in <p>, and a cell may list options.
+_LAYOUT_CONTENT = _HEADINGS | {"pre", "table"}
 _BLOCKS = _HEADINGS | {
     "address", "article", "aside", "blockquote", "body", "caption", "center", "dd",
     "details", "div", "dl", "dt", "fieldset", "figcaption", "figure", "footer", "form",
@@ -296,6 +306,8 @@ def _block(element: _Element, drop: _Drop) -> list[str]:
     if tag == "pre":
         return [_fence(listing, element) for listing in _listings(element)]
     if tag == "table":
+        if _is_layout(element, drop):
+            return _blocks(element, drop)
         rows = [[" ".join(_blocks(cell, drop)) for cell in row] for row in _rows(element)]
         return [markdown_table(rows)] if rows else []
     if tag == "blockquote":
@@ -431,6 +443,16 @@ def _language(listing: _Element, pre: _Element) -> str:
                 if match and match.group(1).lower() not in _NO_LANGUAGE:
                     return match.group(1)
     return ""
+
+
+def _is_layout(table: _Element, drop: _Drop) -> bool:
+    """Whether the table lays out the page rather than holding data (``_LAYOUT_CONTENT``):
+    it is a single cell, a box around content, or one of its cells holds a heading, a code
+    block or another table, which the one-line cells of a Markdown table would flatten."""
+    cells = [cell for row in _rows(table) for cell in row]
+    if len(cells) == 1:
+        return True
+    return any(el.tag in _LAYOUT_CONTENT for cell in cells for el in _iter(cell, drop))
 
 
 def _rows(table: _Element) -> list[list[_Element]]:
