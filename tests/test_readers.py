@@ -285,6 +285,104 @@ def test_html_permalink_glyphs_stay_out_of_text_and_headings(tmp_path: Path) -> 
         library.close()
 
 
+def test_html_pre_holding_several_code_listings_is_one_fence_each() -> None:
+    """Bench on Node.js' docs (issue 25): a ``<pre>`` pairs an ESM and a CommonJS listing
+    with no line break between them, beside a flavour toggle and a copy button; they came
+    out as one fence with the two listings glued on one line."""
+    page = b"""<pre class="with-9-chars"><input type="checkbox" aria-label="Show ESM"><code
+ class="language-js mjs">import fs from 'node:fs';
+fs.open();</code><code class="language-js cjs">const fs = require('node:fs');</code><button
+ class="copy-button">copy</button></pre>"""
+    assert convert_bytes(page, ".html").markdown == (
+        "```js\nimport fs from 'node:fs';\nfs.open();\n```\n\n"
+        "```js\nconst fs = require('node:fs');\n```"
+    )
+
+
+def test_html_pre_with_text_between_its_code_spans_stays_one_fence() -> None:
+    """A syntax line of texinfo's manuals (bc's) marks its words ``<code>`` and ``<var>``."""
+    page = b"<pre><code>define</code> <var>f</var> <code>(</code> <var>x</var> <code>)</code></pre>"
+    assert convert_bytes(page, ".html").markdown == "```\ndefine f ( x )\n```"
+    page = b"<pre><code>git commit</code> [<code>-m</code> msg]</pre>"
+    assert convert_bytes(page, ".html").markdown == "```\ngit commit [-m msg]\n```"
+
+
+def test_html_code_block_language_comes_from_its_wrappers() -> None:
+    """Sphinx names a block's language on the div around its ``<pre>`` (bench on CPython's
+    docs, issue 25: no fence had a language); "default" and "none" name none."""
+
+    def fences(page: str) -> list[str]:
+        markdown = convert_bytes(page.encode(), ".html").markdown
+        return [line for line in markdown.split("\n") if line.startswith("```")]
+
+    sphinx = """<div class="highlight-{}  notranslate"><div class="highlight"><pre><span></span>
+<span class="n">x</span> = 1</pre></div></div>"""
+    assert fences(sphinx.format("python3")) == ["```python3", "```"]
+    assert fences(sphinx.format("shell-session")) == ["```shell-session", "```"]
+    assert fences(sphinx.format("default") + sphinx.format("none")) == ["```"] * 4
+    mkdocs = '<div class="language-python highlight"><pre><span></span><code>x = 1</code></pre>'
+    assert fences(mkdocs) == ["```python", "```"]
+    own = '<div class="highlight-c"><pre><code class="language-cpp">int x;</code></pre></div>'
+    assert fences(own) == ["```cpp", "```"]
+    # A highlighted line's class inside the code, or a page language three levels up, is
+    # not the block's language.
+    line = '<pre><span class="highlight-line">x = 1</span></pre>'
+    far = '<body class="lang-en"><section><div><pre>x = 1</pre></div></section></body>'
+    assert fences(line) == fences(far) == ["```", "```"]
+
+
+def test_html_layout_table_is_rendered_as_its_cells_blocks() -> None:
+    """Bench on libxslt's xmlsoft.org pages (issue 25): the page is nested layout tables, a
+    menu column beside the content; as one Markdown table, every heading and code block of
+    the page was flattened into a cell of one line."""
+    page = b"""<body><table><tr><td><h1>The XSLT library</h1></td></tr></table>
+<table><tr><td valign="top" width="200"><table>
+  <tr><td><b>Main Menu</b></td></tr><tr><td><ul><li><a href="/">Home</a></li></ul></td></tr>
+</table></td>
+<td valign="top"><table><tr><td><h2>The xsltproc tool</h2><p>Run it so:</p>
+<pre>xsltproc style.xsl doc.xml
+xsltproc --html page.html</pre>
+<table><tr><th>Option</th><th>Meaning</th></tr><tr><td>--html</td><td>HTML input</td></tr></table>
+</td></tr></table></td></tr></table></body>"""
+    assert convert_bytes(page, ".html").markdown == (
+        "# The XSLT library\n\n"
+        "| **Main Menu** |\n| --- |\n| - [Home](/) |\n\n"  # a data-shaped table stays one
+        "## The xsltproc tool\n\nRun it so:\n\n"
+        "```\nxsltproc style.xsl doc.xml\nxsltproc --html page.html\n```\n\n"
+        "| Option | Meaning |\n| --- | --- |\n| --html | HTML input |"
+    )
+
+
+def test_html_question_and_answer_table_keeps_its_headings_and_code() -> None:
+    """Valgrind's FAQ (DocBook): a table of question and answer rows under a heading row."""
+    page = b"""<table summary="Q and A Div">
+<tr><td colspan="2"><h3>1. Building</h3></td></tr>
+<tr class="question"><td><b>1.1.</b></td><td><b>Why does make fail?</b></td></tr>
+<tr class="answer"><td></td><td><p>It prints:</p><pre>ld: cannot find -lc
+collect2: ld returned 1</pre><p>Install libc.</p></td></tr></table>"""
+    assert convert_bytes(page, ".html").markdown == (
+        "### 1. Building\n\n**1.1.**\n\n**Why does make fail?**\n\nIt prints:\n\n"
+        "```\nld: cannot find -lc\ncollect2: ld returned 1\n```\n\nInstall libc."
+    )
+
+
+def test_html_one_cell_table_is_a_box_around_its_content() -> None:
+    """xmlsoft.org boxes a page's text in a one-cell table, DocBook a screen listing."""
+    page = b"<table><tr><td><p>Get it from:</p><ul><li>FTP</li><li>Git</li></ul></td></tr></table>"
+    assert convert_bytes(page, ".html").markdown == "Get it from:\n\n- FTP\n- Git"
+
+
+def test_html_data_table_with_paragraphs_and_lists_in_cells_stays_a_table() -> None:
+    """Sphinx wraps every cell in ``<p>`` and a cell may list options: still data."""
+    page = b"""<table class="docutils"><thead><tr><th><p>Context</p></th><th><p>Ways</p></th>
+</tr></thead><tbody><tr><td><p>in the pattern</p></td><td><ul><li><p><code>(?P=q)</code></p></li>
+<li><p><code>\\1</code></p></li></ul></td></tr><tr><td><p>a</p><p>b</p></td><td><p>c</p></td></tr>
+</tbody></table>"""
+    assert convert_bytes(page, ".html").markdown == (
+        "| Context | Ways |\n| --- | --- |\n| in the pattern | - `(?P=q)` - `\\1` |\n| a b | c |"
+    )
+
+
 def test_html_decodes_with_meta_charset_when_not_utf8() -> None:
     page = '<meta charset="shift_jis"><p>日本語</p>'.encode("shift_jis")
     assert convert_bytes(page, ".html").markdown == "日本語"

@@ -15,6 +15,12 @@ and ``sphinxsidebar``, breadcrumbs, ``toc``, footers); an id that is one such wo
 element holding no heading (a section's id is its title's slug, so "Navigation" or
 "Footer" sections stay); and a short block of links to the previous, next or parent
 page (``rel="next"``: texinfo's "Next: … Previous: … Up: …" line, pagers).
+
+A table that lays out the page rather than holding data is rendered as the blocks of its
+cells in document order, not as a Markdown table whose one-line cells would flatten its
+headings and code (issue 25: xmlsoft.org's pages and gtk-doc references are nested
+layout tables, Valgrind's FAQ is a DocBook Q and A table): a table of one cell, or one
+whose cell holds a heading, a ``<pre>`` or another table (``_is_layout``).
 """
 
 from __future__ import annotations
@@ -55,6 +61,11 @@ _VOID = frozenset(
     {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "wbr"}
 )
 _HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
+_CONTROLS = frozenset({"button", "input", "select", "textarea"})
+# What a data table's cell does not hold: a table with such a cell (or a single cell) lays
+# out the page, and its cells are rendered as blocks in document order. Paragraphs and
+# lists are not in it: Sphinx wraps each data cell in <p>, and a cell may list options.
+_LAYOUT_CONTENT = _HEADINGS | {"pre", "table"}
 _BLOCKS = _HEADINGS | {
     "address", "article", "aside", "blockquote", "body", "caption", "center", "dd",
     "details", "div", "dl", "dt", "fieldset", "figcaption", "figure", "footer", "form",
@@ -77,7 +88,15 @@ _PARAGRAPH_END = (frozenset({"p"}), _BLOCKS - {"p"})
 
 _BREAK = "\x00"  # stands for <br> until whitespace is collapsed; decoded text has no NULs
 _META_CHARSET = re.compile(rb"<meta[^>]+charset\s*=\s*[\"']?\s*([\w.:-]+)", re.IGNORECASE)
-_FENCE_LANGUAGE = re.compile(r"\b(?:language|lang)-([\w+#.-]+)")
+# A code block's language, as one class word: ``language-js`` / ``lang-js`` on the block or
+# inside it (highlight.js, Prism, Markdown renderers), or on the two elements around its
+# ``<pre>`` (MkDocs' ``<div class="language-python highlight">``, Jekyll's
+# ``language-ruby highlighter-rouge``), where Sphinx also writes ``highlight-python3``.
+# Sphinx's ``default`` and ``none`` (and Prism's ``language-none``) name no language.
+_LANGUAGE_CLASS = re.compile(r"(?:language|lang)-([\w+#.-]+)")
+_WRAPPER_LANGUAGE_CLASS = re.compile(r"(?:language|lang|highlight)-([\w+#.-]+)")
+_NO_LANGUAGE = frozenset({"default", "none"})
+_LANGUAGE_WRAPPERS = 2
 
 
 @dataclass(slots=True)
@@ -85,6 +104,9 @@ class _Element:
     tag: str
     attrs: dict[str, str]
     children: list[_Element | str] = field(default_factory=list)
+    # The enclosing element, for what a wrapper says about its content (a code block's
+    # language); left out of comparisons and repr, which would otherwise loop.
+    parent: _Element | None = field(default=None, repr=False, compare=False)
 
 
 _Skip = Callable[[_Element], bool]
@@ -175,7 +197,7 @@ class _TreeBuilder(HTMLParser):
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self._close_implied(tag)
-        element = _Element(tag, {name: value or "" for name, value in attrs})
+        element = _Element(tag, {name: value or "" for name, value in attrs}, parent=self._open[-1])
         self._open[-1].children.append(element)
         if tag not in _VOID:
             self._open.append(element)
@@ -282,8 +304,10 @@ def _block(element: _Element, drop: _Drop) -> list[str]:
     if tag in {"ul", "ol"}:
         return [items] if (items := _list(element, drop)) else []
     if tag == "pre":
-        return [_fence(element)]
+        return [_fence(listing, element) for listing in _listings(element)]
     if tag == "table":
+        if _is_layout(element, drop):
+            return _blocks(element, drop)
         rows = [[" ".join(_blocks(cell, drop)) for cell in row] for row in _rows(element)]
         return [markdown_table(rows)] if rows else []
     if tag == "blockquote":
@@ -376,15 +400,59 @@ def _indent(text: str, marker: str) -> str:
     return "\n".join([marker + head, *(pad + line if line else "" for line in rest)])
 
 
-def _fence(pre: _Element) -> str:
-    """A fenced code block, long enough not to be closed by backticks in the code."""
-    code = _raw_text(pre).strip("\n")
-    classes = " ".join(el.attrs.get("class", "") for el in [pre, *_iter(pre)])
-    language = match.group(1) if (match := _FENCE_LANGUAGE.search(classes)) else ""
+def _listings(pre: _Element) -> list[_Element]:
+    """The code listings of a ``<pre>``: each of its ``<code>`` children when it holds
+    several and no other text (but a form control's), else the ``<pre>`` itself.
+
+    Node.js' docs pair an ESM and a CommonJS listing so, with no line break between them,
+    beside a flavour toggle and a copy button. A ``<pre>`` with text between its
+    ``<code>``s is one listing with code spans in it (texinfo's ``<code>define</code>
+    <var>name</var> <code>(</code>`` … syntax lines)."""
+    codes = [child for child in _children(pre) if child.tag == "code"]
+    if len(codes) < 2:
+        return [pre]
+    text = [child for child in pre.children if isinstance(child, str)]
+    text += [_raw_text(el) for el in _children(pre) if el.tag not in _CONTROLS | {"code"}]
+    return [pre] if "".join(text).strip() else codes
+
+
+def _fence(listing: _Element, pre: _Element) -> str:
+    """A fenced code block of ``listing`` (``pre`` or one of its ``<code>`` children), long
+    enough not to be closed by backticks in the code."""
+    code = _raw_text(listing).strip("\n")
+    language = _language(listing, pre)
     fence = "```"
     while fence in code:
         fence += "`"
     return f"{fence}{language}\n{code}\n{fence}"
+
+
+def _language(listing: _Element, pre: _Element) -> str:
+    """The language a class word names (``_LANGUAGE_CLASS``): on the listing or inside it,
+    else on its ``<pre>``, else on the elements around the ``<pre>``; "" when none does."""
+    wrappers: list[_Element] = []
+    parent = pre.parent
+    while parent is not None and len(wrappers) < _LANGUAGE_WRAPPERS:
+        wrappers.append(parent)
+        parent = parent.parent
+    inner = [listing, *_iter(listing), *([pre] if listing is not pre else [])]
+    for elements, pattern in [(inner, _LANGUAGE_CLASS), (wrappers, _WRAPPER_LANGUAGE_CLASS)]:
+        for element in elements:
+            for word in element.attrs.get("class", "").split():
+                match = pattern.fullmatch(word)
+                if match and match.group(1).lower() not in _NO_LANGUAGE:
+                    return match.group(1)
+    return ""
+
+
+def _is_layout(table: _Element, drop: _Drop) -> bool:
+    """Whether the table lays out the page rather than holding data (``_LAYOUT_CONTENT``):
+    it is a single cell, a box around content, or one of its cells holds a heading, a code
+    block or another table, which the one-line cells of a Markdown table would flatten."""
+    cells = [cell for row in _rows(table) for cell in row]
+    if len(cells) == 1:
+        return True
+    return any(el.tag in _LAYOUT_CONTENT for cell in cells for el in _iter(cell, drop))
 
 
 def _rows(table: _Element) -> list[list[_Element]]:
