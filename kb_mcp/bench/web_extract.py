@@ -84,7 +84,9 @@ _BLOCK_TAGS = frozenset(
     fieldset figcaption figure footer form h1 h2 h3 h4 h5 h6 header hr html li main nav ol
     p pre section summary table tbody td tfoot th thead tr ul""".split()
 )
-_NEVER_TEXT = frozenset({"script", "style", "noscript", "template", "head", "title"})
+_NEVER_TEXT = frozenset(
+    {"script", "style", "noscript", "template", "head", "title", "button", "select"}
+)
 _HEADING_TAGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 _WORD = re.compile(r"[^\W_]+")
 _FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})([^`]*)$")
@@ -243,7 +245,8 @@ def _pre_text(element) -> str:
     """The text of a code block as shown: its whitespace kept, ``<br>`` a line break."""
     chunks = ["\n" if element.tag == "br" else element.text or ""]
     for child in element:
-        chunks.append(_pre_text(child))
+        if child.tag not in _NEVER_TEXT:  # a copy button is not the code's
+            chunks.append(_pre_text(child))
         chunks.append(child.tail or "")
     return "".join(chunks)
 

@@ -36,8 +36,11 @@ from kb_mcp.ingest.readers.base import Converted, markdown_table
 
 SUFFIXES = frozenset({".html", ".htm", ".xhtml"})
 
+# Controls (a copy button inside a code block, a version picker's options) are page
+# machinery, never the page's text.
 _NEVER_TEXT = frozenset(
     {"head", "title", "script", "style", "noscript", "template", "svg", "iframe", "object"}
+    | {"button", "select"}
 )
 _CHROME = frozenset({"nav", "aside", "form", "header", "footer"})
 # Inside <main> or <article>, <header> and <footer> hold that content's own
@@ -62,6 +65,7 @@ _VOID = frozenset(
 )
 _HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
 _CONTROLS = frozenset({"button", "input", "select", "textarea"})
+_UNSAID = _NEVER_TEXT | _CONTROLS  # left out of a <pre>'s text as well
 # What a data table's cell does not hold: a table with such a cell (or a single cell) lays
 # out the page, and its cells are rendered as blocks in document order. Paragraphs and
 # lists are not in it: Sphinx wraps each data cell in <p>, and a cell may list options.
@@ -468,9 +472,16 @@ def _rows(table: _Element) -> list[list[_Element]]:
 
 
 def _raw_text(element: _Element) -> str:
-    """All text below ``element`` with its whitespace kept; ``<br>`` becomes a newline."""
+    """All text below ``element`` with its whitespace kept; ``<br>`` becomes a newline.
+    Controls and what is never text are left out (a copy button inside a ``<pre>``)."""
     return "".join(
-        child if isinstance(child, str) else "\n" if child.tag == "br" else _raw_text(child)
+        child
+        if isinstance(child, str)
+        else "\n"
+        if child.tag == "br"
+        else ""
+        if child.tag in _UNSAID
+        else _raw_text(child)
         for child in element.children
     )
 
