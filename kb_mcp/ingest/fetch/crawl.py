@@ -148,7 +148,10 @@ def crawl(
     """Crawl the site into ``mirror`` (saved as it goes); the outcome, also kept there.
     Raises what ``preflight`` raises before any request."""
     fetcher = fetcher or Fetcher(
-        NetworkPolicy.from_flag(spec.private_networks), spec.timeout, spec.max_page_bytes
+        NetworkPolicy.from_flag(spec.private_networks),
+        spec.timeout,
+        spec.max_page_bytes,
+        reads=lambda declared, url: media_type(declared, url) is not None,
     )
     preflight(spec, fetcher)
     clock = clock or SystemClock()

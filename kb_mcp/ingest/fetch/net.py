@@ -160,6 +160,9 @@ class Fetcher:
     resolve: Resolver = system_resolver
     tls: ssl.SSLContext = field(default_factory=ssl.create_default_context)
     truncate: bool = False  # past ``max_bytes``, keep what came instead of failing
+    # (media type, URL) → whether a 2xx body is read at all: a type the caller cannot use
+    # (an image, a video) is not downloaded only to be thrown away. None: every body.
+    reads: Callable[[str, str], bool] | None = None
     transferred: int = 0
     requests: int = 0
 
@@ -211,7 +214,9 @@ class Fetcher:
             response = conn.getresponse()
             head = {k.lower(): v for k, v in response.getheaders()}
             body = b""
-            if 200 <= response.status < 300:
+            media = head.get("content-type", "").split(";")[0].strip().lower()
+            wanted = self.reads is None or self.reads(media, url)
+            if 200 <= response.status < 300 and wanted:
                 body = self._read_body(conn, response, head, deadline, url)
             return response.status, head, body
         except (OSError, http.client.HTTPException, ssl.SSLError) as exc:
