@@ -113,7 +113,7 @@ def checked_address(host: str, port: int, policy: NetworkPolicy, resolve: Resolv
                 f"{host} resolves to {address}, a {_kind(address)} address; requests "
                 "there need --allow-private-network",
                 hint="kb-mcp add URL --allow-private-network (every private network) or "
-                "--allow-private-network CIDR (that one)",
+                "--allow-network CIDR (that one)",
             )
     return found[0]
 
