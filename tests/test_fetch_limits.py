@@ -309,7 +309,8 @@ def test_a_redirect_to_file_is_refused(home: Path) -> None:
         out, mirror = run_crawl(home, site)
         assert site.requested().count("/docs/passwd.html") == 1
     assert stored(mirror) == {"/docs/"}
-    assert "redirects to a refused URL: only http and https" in reasons(out)["/docs/passwd.html"]
+    assert "a redirect to a refused URL: only http and https" in reasons(out)["/docs/passwd.html"]
+    assert out.skipped == {"refused: a redirect to a refused URL": 1}
     assert not home_holds(home, b"root:x:0:0")
 
 

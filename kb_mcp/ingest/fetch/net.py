@@ -183,7 +183,10 @@ class Fetcher:
                 try:
                     target = urls.normalize(urljoin(current, location))
                 except InvalidInput as exc:
-                    raise InvalidInput(f"{current} redirects to a refused URL: {exc}") from exc
+                    # the reason first: the crawl sums refusals by their first clause
+                    raise InvalidInput(
+                        f"a redirect to a refused URL: {exc.message} (from {current})"
+                    ) from exc
                 if target in chain:
                     raise FetchFailed(f"redirect loop: {' → '.join([*chain, target])}")
                 current = target
