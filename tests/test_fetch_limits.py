@@ -12,6 +12,7 @@ that is opened only after the timeout fired, so no machine is too slow or too fa
 
 from __future__ import annotations
 
+import ipaddress
 import itertools
 import json
 import os
@@ -45,7 +46,7 @@ from kb_mcp.errors import InvalidInput
 from kb_mcp.fetch import url as urls
 from kb_mcp.fetch.crawl import MAX_WAIT_S, CrawlSpec, crawl
 from kb_mcp.fetch.mirror import CrawlOutcome, Mirror
-from kb_mcp.fetch.net import MAX_REDIRECTS, Blocked
+from kb_mcp.fetch.net import MAX_REDIRECTS, Blocked, Fetcher, NetworkPolicy
 
 CLI_TIMEOUT_S = 120
 
@@ -225,6 +226,56 @@ def test_loopback_is_refused_without_allow_private_network(home: Path, kb, host:
     spec = CrawlSpec(f"http://{host}:{site.port}/docs/", "/docs/")
     with pytest.raises(Blocked, match="loopback"):
         crawl(spec, Mirror(home, "site"), clock=FakeClock())
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://[::1]:{port}/",
+        "http://[::ffff:127.0.0.1]:{port}/",  # IPv4-mapped IPv6
+        "http://2130706433:{port}/",  # 127.0.0.1 as one number, as resolvers read it
+        "http://0x7f.1:{port}/",
+        "http://127.1:{port}/",
+        "http://0.0.0.0:{port}/",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://10.0.0.1/",
+        "http://100.64.0.1/",  # shared address space (carrier-grade NAT)
+        "http://[fe80::1]/",
+        "http://[fd00::1]/",
+        "http://224.0.0.1/",
+    ],
+)
+def test_every_spelling_of_a_non_public_address_is_refused(home: Path, url: str) -> None:
+    with serve_site({"/": page("Start")}) as site:
+        spec = CrawlSpec(url.format(port=site.port), "/")
+        with pytest.raises(Blocked, match="requests there need --allow-private-network"):
+            crawl(spec, Mirror(home, "site"), clock=FakeClock())
+        assert site.requests == []
+    assert not (home / "web").exists()
+
+
+def test_a_name_resolving_to_an_allowed_and_an_internal_address_is_refused(
+    home: Path, two_hosts
+) -> None:
+    """Every address a name answers must be allowed: the crawl cannot know which one a
+    second lookup (or another client) would use. The name is resolved by the crawl's own
+    resolver seam, standing in for a DNS answer."""
+    site, inner = two_hosts
+    site.routes["/docs/"] = page("Start")
+    answers = {"docs.test": ["127.0.0.1"], "split.test": ["127.0.0.1", "127.0.0.2"]}
+    fetcher = Fetcher(
+        NetworkPolicy(networks=(ipaddress.ip_network("127.0.0.1/32"),)),
+        resolve=lambda host, port: answers[host],
+    )
+    good = CrawlSpec(f"http://docs.test:{site.port}/docs/", "/docs/")
+    crawl(good, Mirror(home, "good"), fetcher=fetcher, clock=FakeClock())
+    assert [r.headers["host"] for r in site.requests if r.path == "/docs/"] == [
+        f"docs.test:{site.port}"
+    ]
+    split = CrawlSpec(f"http://split.test:{site.port}/docs/", "/docs/")
+    with pytest.raises(Blocked, match=r"split\.test resolves to 127\.0\.0\.2"):
+        crawl(split, Mirror(home, "split"), fetcher=fetcher, clock=FakeClock())
+    assert inner.requests == []
 
 
 def test_the_refusal_hint_names_flags_the_cli_has(kb) -> None:
