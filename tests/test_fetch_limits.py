@@ -545,6 +545,27 @@ def test_robots_txt_missing_allows_everything(home: Path) -> None:
     assert stored(mirror) == {"/docs/", "/docs/a.html"}
 
 
+def test_a_huge_robots_txt_is_read_up_to_500_kib(home: Path) -> None:
+    """RFC 9309 2.5: a crawler may stop reading robots.txt at 500 KiB. A rule before that
+    applies; one after it is never seen, and the rest of the 5 MiB is not received."""
+    filler = b"Disallow: /nothing-here/\n" * (600 * 1024 // 25)
+    text = b"User-agent: *\nDisallow: /docs/early/\n" + filler + b"Disallow: /docs/late/\n"
+    text += b"# padding\n" * (5 * MiB // 10)
+    routes = {
+        "/robots.txt": Page(text, "text/plain"),
+        "/docs/": page("Start", "/docs/early/a.html", "/docs/late/b.html"),
+        "/docs/early/a.html": page("Early"),
+        "/docs/late/b.html": page("Late"),
+    }
+    with serve_site(routes) as site:
+        out, mirror = run_crawl(home, site)
+        asked = site.requested()
+    assert "/docs/early/a.html" not in asked
+    assert stored(mirror) == {"/docs/", "/docs/late/b.html"}
+    assert out.error is None
+    assert out.bytes < 500 * 1024 + 64 * 1024 + 4096
+
+
 def paced_crawl(
     home: Path, routes: dict[str, Route], **bounds: Any
 ) -> tuple[CrawlOutcome, FakeClock, list[tuple[float, str]]]:
