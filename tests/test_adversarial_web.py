@@ -42,7 +42,7 @@ from web_site import (
     serve_site,
 )
 
-from kb_mcp.fetch.mirror import CrawlOutcome, Mirror
+from kb_mcp.ingest.fetch.mirror import CrawlOutcome, Mirror
 
 CRAWL_TIMEOUT_S = 900  # a safety net only; the bounds end the crawl
 RSS_LIMIT_MB = 400  # two 20 MiB pages and a 4 GiB gzip bomb must not get near it

@@ -43,10 +43,10 @@ from web_site import (
 )
 
 from kb_mcp.errors import InvalidInput
-from kb_mcp.fetch import url as urls
-from kb_mcp.fetch.crawl import MAX_WAIT_S, CrawlSpec, crawl
-from kb_mcp.fetch.mirror import CrawlOutcome, Mirror
-from kb_mcp.fetch.net import MAX_REDIRECTS, Blocked, Fetcher, NetworkPolicy
+from kb_mcp.ingest.fetch import url as urls
+from kb_mcp.ingest.fetch.crawl import MAX_WAIT_S, CrawlSpec, crawl
+from kb_mcp.ingest.fetch.mirror import CrawlOutcome, Mirror
+from kb_mcp.ingest.fetch.net import MAX_REDIRECTS, Blocked, Fetcher, NetworkPolicy
 
 CLI_TIMEOUT_S = 120
 
