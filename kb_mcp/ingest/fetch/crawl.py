@@ -148,7 +148,10 @@ def crawl(
     """Crawl the site into ``mirror`` (saved as it goes); the outcome, also kept there.
     Raises what ``preflight`` raises before any request."""
     fetcher = fetcher or Fetcher(
-        NetworkPolicy.from_flag(spec.private_networks), spec.timeout, spec.max_page_bytes
+        NetworkPolicy.from_flag(spec.private_networks),
+        spec.timeout,
+        spec.max_page_bytes,
+        reads=lambda declared, url: media_type(declared, url) is not None,
     )
     preflight(spec, fetcher)
     clock = clock or SystemClock()
@@ -190,21 +193,20 @@ class _Crawl:
         return self.out
 
     def _crawl(self) -> None:
+        pace = _Pace(self.clock, 1.0 / self.spec.rate, 1.0 / self.spec.rate)  # robots, sitemaps
+        pace.wait()
         self.robots = robots = robots_txt.load(self.fetcher, self.scope.origin)
         if robots.unreachable is not None:
             self.out.error = f"{robots.unreachable}: the site allows nothing while it fails"
             return
         delay = robots.delay()  # the site's own word holds for every request
-        pace = _Pace(
-            self.clock,
-            max(1.0 / self.spec.rate, delay),
-            max(1.0 / (self.spec.rate * REVALIDATION_SPEEDUP), delay),
-        )
+        pace.interval = max(1.0 / self.spec.rate, delay)
+        pace.revalidate = max(1.0 / (self.spec.rate * REVALIDATION_SPEEDUP), delay)
         if self.spec.depth > 0:
             locations = [s for s in robots.sitemaps if urls.resolve(self.start, s)]
             own = [s for s in locations if urls.origin(urls.normalize(s)) == self.scope.origin]
             self.listed, problems = sitemap.load(
-                self.fetcher, own or [self.scope.origin + "/sitemap.xml"]
+                self.fetcher, own or [self.scope.origin + "/sitemap.xml"], pace.wait
             )
             self.out.failed.extend([["sitemap", p] for p in problems][:20])
         self.frontier.append((self.start, 0))

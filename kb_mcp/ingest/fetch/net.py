@@ -113,7 +113,7 @@ def checked_address(host: str, port: int, policy: NetworkPolicy, resolve: Resolv
                 f"{host} resolves to {address}, a {_kind(address)} address; requests "
                 "there need --allow-private-network",
                 hint="kb-mcp add URL --allow-private-network (every private network) or "
-                "--allow-private-network CIDR (that one)",
+                "--allow-network CIDR (that one)",
             )
     return found[0]
 
@@ -160,6 +160,9 @@ class Fetcher:
     resolve: Resolver = system_resolver
     tls: ssl.SSLContext = field(default_factory=ssl.create_default_context)
     truncate: bool = False  # past ``max_bytes``, keep what came instead of failing
+    # (media type, URL) → whether a 2xx body is read at all: a type the caller cannot use
+    # (an image, a video) is not downloaded only to be thrown away. None: every body.
+    reads: Callable[[str, str], bool] | None = None
     transferred: int = 0
     requests: int = 0
 
@@ -180,7 +183,10 @@ class Fetcher:
                 try:
                     target = urls.normalize(urljoin(current, location))
                 except InvalidInput as exc:
-                    raise InvalidInput(f"{current} redirects to a refused URL: {exc}") from exc
+                    # the reason first: the crawl sums refusals by their first clause
+                    raise InvalidInput(
+                        f"a redirect to a refused URL: {exc.message} (from {current})"
+                    ) from exc
                 if target in chain:
                     raise FetchFailed(f"redirect loop: {' → '.join([*chain, target])}")
                 current = target
@@ -211,7 +217,9 @@ class Fetcher:
             response = conn.getresponse()
             head = {k.lower(): v for k, v in response.getheaders()}
             body = b""
-            if 200 <= response.status < 300:
+            media = head.get("content-type", "").split(";")[0].strip().lower()
+            wanted = self.reads is None or self.reads(media, url)
+            if 200 <= response.status < 300 and wanted:
                 body = self._read_body(conn, response, head, deadline, url)
             return response.status, head, body
         except (OSError, http.client.HTTPException, ssl.SSLError) as exc:

@@ -10,6 +10,7 @@ expansion attacks live) is refused before parsing, a file is read up to ``MAX_BY
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from xml.etree import ElementTree
 
@@ -22,9 +23,13 @@ MAX_URLS = 50_000
 MAX_FILES = 20  # sitemap files read per crawl (an index and what it lists)
 
 
-def load(fetcher: Fetcher, locations: list[str]) -> tuple[dict[str, str | None], list[str]]:
+def load(
+    fetcher: Fetcher, locations: list[str], wait: Callable[[], None] = lambda: None
+) -> tuple[dict[str, str | None], list[str]]:
     """Pages the sitemaps at ``locations`` list (normalized URL → lastmod as an ISO UTC
-    timestamp, or None), and what went wrong reading them (a crawl goes on without)."""
+    timestamp, or None), and what went wrong reading them (a crawl goes on without).
+    ``wait`` is called before each request (the crawl's pace: sitemaps are requests to
+    the site like any other)."""
     pages: dict[str, str | None] = {}
     problems: list[str] = []
     queue = [(loc, 0) for loc in locations]
@@ -39,6 +44,7 @@ def load(fetcher: Fetcher, locations: list[str]) -> tuple[dict[str, str | None],
         if location in seen:
             continue
         seen.add(location)
+        wait()
         try:
             root = _parse(_body(fetcher, location))
         except (KbError, ValueError, ElementTree.ParseError) as exc:
