@@ -44,7 +44,7 @@ from web_site import (
 
 from kb_mcp.errors import InvalidInput
 from kb_mcp.ingest.fetch import url as urls
-from kb_mcp.ingest.fetch.crawl import MAX_WAIT_S, CrawlSpec, crawl
+from kb_mcp.ingest.fetch.crawl import MAX_HTML_BYTES, MAX_WAIT_S, CrawlSpec, crawl
 from kb_mcp.ingest.fetch.mirror import CrawlOutcome, Mirror
 from kb_mcp.ingest.fetch.net import MAX_REDIRECTS, Blocked, Fetcher, NetworkPolicy
 
@@ -409,6 +409,18 @@ def test_a_page_over_the_size_cap_fails_without_being_read_whole(home: Path, chu
     assert stored(mirror) == {"/docs/", "/docs/after.html"}  # the crawl went on
     assert not huge.complete
     assert out.bytes < 2 * MiB + 64 * 1024
+
+
+def test_an_html_page_over_5_mib_is_not_read_though_under_the_page_cap(home: Path) -> None:
+    """Reading HTML takes many times the page in memory: a docs page is never this big."""
+    routes = {
+        "/docs/": page("Start", "/docs/big.html"),
+        "/docs/big.html": Huge(MAX_HTML_BYTES + 1, chunked=False),  # text/html
+    }
+    with serve_site(routes) as site:
+        out, mirror = run_crawl(home, site)
+    assert "an HTML page over 5,242,880 bytes" in reasons(out)["/docs/big.html"]
+    assert stored(mirror) == {"/docs/"}
 
 
 def test_a_gzip_bomb_stops_at_the_cap_without_inflating(home: Path) -> None:

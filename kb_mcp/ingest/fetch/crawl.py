@@ -36,7 +36,7 @@ from kb_mcp.errors import InvalidInput, Unreadable
 from kb_mcp.ingest.fetch import robots as robots_txt
 from kb_mcp.ingest.fetch import sitemap
 from kb_mcp.ingest.fetch import url as urls
-from kb_mcp.ingest.fetch.extract import extract, media_type
+from kb_mcp.ingest.fetch.extract import HTML_TYPES, extract, media_type
 from kb_mcp.ingest.fetch.mirror import CrawlOutcome, Mirror, PageRecord
 from kb_mcp.ingest.fetch.net import (
     Blocked,
@@ -49,11 +49,14 @@ from kb_mcp.ingest.fetch.net import (
 
 MAX_WAIT_S = 60.0  # the longest Retry-After waited for
 RETRIES = 2  # per page, after a 429 / 503 with Retry-After
-CHECKPOINT_PAGES = 25
+CHECKPOINT_PAGES = 25  # the manifest is saved this often, so a killed crawl resumes
 # Revalidations go this many times the rate: a 304 costs the site a status line and
 # headers, no page, so a re-sync of a site without a sitemap asks every page at this pace
 # (a ``Crawl-delay`` in robots.txt still holds for every request).
-REVALIDATION_SPEEDUP = 10  # the manifest is saved this often, so a killed crawl resumes
+REVALIDATION_SPEEDUP = 10
+# An HTML page read at most: reading one takes about 13 times its size in memory, and no
+# documentation page is this big (PDFs are bounded by ``max_page_bytes``).
+MAX_HTML_BYTES = 5 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,7 +297,7 @@ class _Crawl:
             if record is not None:
                 self.kept.add(url)  # the last good copy stays
             if url == self.start:
-                self.out.error = f"{exc.message}; the copy fetched before is kept"
+                self.out.error = f"{url}: {exc.message}; the copy fetched before is kept"
                 return True
             return False
         if response is None:  # asked to wait too long
@@ -346,6 +349,9 @@ class _Crawl:
         kind = media_type(res.media_type, stored_as)
         if kind is None:
             self._skip(f"content type {res.media_type or 'missing'}")
+            return False
+        if kind in HTML_TYPES and len(res.body) > MAX_HTML_BYTES:
+            self.out.failed.append([stored_as, f"an HTML page over {MAX_HTML_BYTES:,} bytes"])
             return False
         try:
             page = extract(res.body, kind, stored_as, res.charset)

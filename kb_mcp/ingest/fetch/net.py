@@ -12,17 +12,19 @@ here, one hop at a time, each hop checked the same way. Proxy settings in the en
 are not used: a proxy would resolve names where this check cannot see.
 
 Limits per response: its size (``max_bytes``, decompressed; a gzip body that inflates
-past it stops there), its time (``timeout`` for the whole exchange, each socket wait
-bounded by what is left), the number of redirects and the size of headers (http.client's
-own: 100 headers, 64 KiB a line).
+past it stops there), its time (``timeout`` for the whole exchange: a watchdog shuts the
+socket at the deadline, however slowly the server trickles), the number of redirects
+and the size of headers (http.client's own: 100 headers, 64 KiB a line).
 """
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import ipaddress
 import socket
 import ssl
+import threading
 import time
 import zlib
 from collections.abc import Callable, Sequence
@@ -119,6 +121,8 @@ def checked_address(host: str, port: int, policy: NetworkPolicy, resolve: Resolv
 
 
 def _kind(address: Address) -> str:
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
     for name in ("loopback", "link_local", "private", "multicast", "reserved", "unspecified"):
         if getattr(address, f"is_{name}"):
             return name.replace("_", "-")
@@ -202,6 +206,7 @@ class Fetcher:
         conn = _connection(parts.scheme, host, port, address, self.timeout, self.tls)
         target = parts.path + (f"?{parts.query}" if parts.query else "")
         self.requests += 1
+        watchdog: _Watchdog | None = None
         try:
             conn.putrequest("GET", target, skip_accept_encoding=True)
             for name, value in {
@@ -213,46 +218,42 @@ class Fetcher:
                 **extra,
             }.items():
                 conn.putheader(name, value)
-            conn.endheaders()
-            response = conn.getresponse()
-            head = {k.lower(): v for k, v in response.getheaders()}
-            body = b""
-            media = head.get("content-type", "").split(";")[0].strip().lower()
-            wanted = self.reads is None or self.reads(media, url)
-            if 200 <= response.status < 300 and wanted:
-                body = self._read_body(conn, response, head, deadline, url)
+            conn.endheaders()  # connected (within ``timeout``) and the request sent
+            # The whole exchange's deadline, however the server trickles its headers or
+            # body: past it the socket is shut, which ends any read waiting on it.
+            watchdog = _Watchdog(conn.sock, deadline - time.monotonic())
+            try:
+                response = conn.getresponse()
+                head = {k.lower(): v for k, v in response.getheaders()}
+                body = b""
+                media = head.get("content-type", "").split(";")[0].strip().lower()
+                wanted = self.reads is None or self.reads(media, url)
+                if 200 <= response.status < 300 and wanted:
+                    body = self._read_body(response, head)
+            finally:
+                watchdog.cancel()
+            if watchdog.fired:
+                raise FetchFailed(f"not answered in {self.timeout:g} s")
             return response.status, head, body
         except (OSError, http.client.HTTPException, ssl.SSLError) as exc:
-            raise FetchFailed(f"{url}: {type(exc).__name__}: {exc}") from exc
+            if watchdog is not None and watchdog.fired:
+                raise FetchFailed(f"not answered in {self.timeout:g} s") from exc
+            raise FetchFailed(f"{type(exc).__name__}: {exc}") from exc
         finally:
             conn.close()
 
-    def _read_body(
-        self,
-        conn: http.client.HTTPConnection,
-        response: http.client.HTTPResponse,
-        head: dict[str, str],
-        deadline: float,
-        url: str,
-    ) -> bytes:
-        """The body, decompressed, bounded by ``max_bytes`` and the deadline."""
+    def _read_body(self, response: http.client.HTTPResponse, head: dict[str, str]) -> bytes:
+        """The body, decompressed, bounded by ``max_bytes`` (the deadline is the
+        watchdog's)."""
         length = head.get("content-length", "")
         too_long = length.isdigit() and int(length) > self.max_bytes
         if too_long and not self.truncate and "gzip" not in head.get("content-encoding", ""):
-            raise FetchFailed(f"{url}: {int(length):,} bytes, over the {self.max_bytes:,} cap")
+            raise FetchFailed(f"{int(length):,} bytes, over the {self.max_bytes:,}-byte cap")
         gzip = head.get("content-encoding", "").strip().lower() in ("gzip", "x-gzip")
         inflate = zlib.decompressobj(16 + zlib.MAX_WBITS) if gzip else None
         parts: list[bytes] = []
         size = 0
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise FetchFailed(f"{url}: not answered in {self.timeout:g} s")
-            if conn.sock is not None:
-                conn.sock.settimeout(left)
-            chunk = response.read1(READ_CHUNK)
-            if not chunk:
-                break
+        while chunk := response.read1(READ_CHUNK):
             self.transferred += len(chunk)
             if inflate is not None:
                 chunk = inflate.decompress(chunk, self.max_bytes + 1 - size)
@@ -261,9 +262,29 @@ class Fetcher:
                 parts.append(chunk[: len(chunk) - (size - self.max_bytes)])
                 break
             if size > self.max_bytes:
-                raise FetchFailed(f"{url}: over the {self.max_bytes:,}-byte cap per page")
+                raise FetchFailed(f"over the {self.max_bytes:,}-byte cap per page")
             parts.append(chunk)
         return b"".join(parts)
+
+
+class _Watchdog:
+    """Shuts ``sock`` after ``seconds`` unless cancelled first."""
+
+    def __init__(self, sock: socket.socket | None, seconds: float) -> None:
+        self.fired = False
+        self._sock = sock
+        self._timer = threading.Timer(max(0.0, seconds), self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _fire(self) -> None:
+        self.fired = True
+        if self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.shutdown(socket.SHUT_RDWR)
+
+    def cancel(self) -> None:
+        self._timer.cancel()
 
 
 def _connection(
