@@ -178,7 +178,9 @@ def test_sync_command_reports_added_updated_removed_and_failures(kb: Cli, notes:
 
 
 def test_sync_command_without_sources_says_how_to_add_one(kb: Cli) -> None:
-    assert ok(kb, "sync").strip() == "no folder sources; add one with `kb-mcp add PATH`"
+    assert ok(kb, "sync").strip() == (
+        "no folder or web sources; add one with `kb-mcp add PATH` or `kb-mcp add URL`"
+    )
 
 
 def test_list_command_shows_the_folder_source_and_its_documents(kb: Cli, notes: Path) -> None:

@@ -53,6 +53,7 @@ class Phase:
 
 
 READING_FILES = Phase("reading", "files")
+FETCHING_PAGES = Phase("fetching", "pages")  # a web source's crawl: ingest/fetch
 EMBEDDING_PASSAGES = Phase("embedding", "passages")
 ENRICHING_PASSAGES = Phase("enriching", "passages")  # the graph's LLM pass
 LINKING_DOCUMENTS = Phase("linking", "documents")  # entities and relations: ingest/links

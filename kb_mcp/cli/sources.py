@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from kb_mcp.cli.embedding import INTERRUPTED_EXIT, embed_and_report, report_backlog
 from kb_mcp.cli.progress import (
     ENRICHING_PASSAGES,
+    FETCHING_PAGES,
     LINKING_DOCUMENTS,
     READING_FILES,
     PhaseProgress,
@@ -54,8 +55,10 @@ def _print_report(report: SyncReport) -> None:
 def _sync_and_report(library: Library, source: str | None) -> int:
     """Sync with its progress on stderr, print one summary per source; how many. Web
     sources are fetched first: the CLI is where a person asks for the network."""
-    with PhaseProgress(READING_FILES) as progress:
-        reports = library.folders.sync(source, progress=progress, link=False, fetch=True)
+    with PhaseProgress(READING_FILES) as progress, PhaseProgress(FETCHING_PAGES) as fetching:
+        reports = library.folders.sync(
+            source, progress=progress, link=False, fetch=True, fetch_progress=fetching
+        )
     for report in reports:
         if report.crawl is not None:
             from kb_mcp.cli.web_source import print_crawl
@@ -211,5 +214,5 @@ def cmd_remove(args: argparse.Namespace, library: Library) -> int:
 def cmd_sync(args: argparse.Namespace, library: Library) -> int:
     """Sync folder sources with their files (all, or the one named)."""
     if not _sync_and_report(library, args.source):
-        print("no folder sources; add one with `kb-mcp add PATH`")
+        print("no folder or web sources; add one with `kb-mcp add PATH` or `kb-mcp add URL`")
     return after_sync(args, library)

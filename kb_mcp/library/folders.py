@@ -35,6 +35,10 @@ from kb_mcp.store import locks
 from kb_mcp.store.host import this_host
 
 
+def _unseen(done: int, total: int, label: str) -> None:
+    """The progress of a crawl nobody watches."""
+
+
 class NameHeldElsewhere(Refused):
     """A folder of this home has the name of another machine's folder source on a shared
     library (the ``folders`` setting names folders by their base name): syncing it would
@@ -219,11 +223,13 @@ class Folders:
         wait: bool = True,
         link: bool = True,
         fetch: bool = False,
+        fetch_progress: sync.Progress | None = None,
     ) -> list[sync.SyncReport]:
         """Sync folder sources (all, or the one named); resumable and safe to repeat.
 
         ``fetch``: crawl each web source's site into its mirror first (a person's
-        command); without it a web source is synced from its mirror as it is.
+        command), with its own ``fetch_progress``; without it a web source is synced from
+        its mirror as it is.
 
         The keyword phase first; then, with ``link``, the linking phase over every queued
         document (``ingest/links``): a caller that links later (the CLI, to say the
@@ -251,7 +257,8 @@ class Folders:
         try:
             for folder in folders:
                 try:
-                    report = self._sync_one(folder, progress, should_stop, wait, fetch)
+                    fetching = (fetch_progress or progress or _unseen) if fetch else None
+                    report = self._sync_one(folder, progress, should_stop, wait, fetching)
                 except NameHeldElsewhere as exc:  # this home's other folders still sync
                     clashes.append(exc)
                     continue
@@ -271,10 +278,11 @@ class Folders:
         progress: sync.Progress | None,
         should_stop: Callable[[], bool] | None,
         wait: bool,
-        fetch: bool = False,
+        fetching: sync.Progress | None = None,
     ) -> sync.SyncReport | None:
         """Sync one folder under its source lock; None when another sync holds it. A
-        web source's crawl runs there too (``fetch``), so two never write one mirror."""
+        web source's crawl runs there too (``fetching``: its progress; None: no crawl),
+        so two never write one mirror."""
 
         def waiting(holder: int | str | None) -> None:
             if progress:
@@ -305,9 +313,9 @@ class Folders:
                 mirror, outcome = None, None
                 if folder.web is not None:
                     mirror = Mirror(self.home, folder.name)
-                    if fetch:
+                    if fetching is not None:
                         outcome = crawl(
-                            folder.web, mirror, progress=progress, should_stop=should_stop
+                            folder.web, mirror, progress=fetching, should_stop=should_stop
                         )
                     mirror.root.mkdir(parents=True, exist_ok=True)
                 report = sync.sync_folder(

@@ -238,6 +238,8 @@ class _Crawl:
                 self.mirror.save()
             if stop:
                 return
+        if self.progress:
+            self.progress(done, done, "")  # the frontier's estimate is settled
         if self.out.limit is None:  # complete: what it no longer reaches goes
             for url in [u for u in self.mirror.pages if u not in self.kept]:
                 self.mirror.remove(url)
