@@ -307,3 +307,35 @@ def test_a_docs_site_on_a_postgresql_library(
         [source] = [s for s in library.catalog.overview().sources if s.name == "quiverq"]
         assert (source.kind, source.documents) == ("web", len(site.expected) + 1)
         assert source.host is not None  # a shared library says whose it is
+
+
+def test_an_interrupted_crawl_resumes_and_a_half_written_mirror_heals(home: Path) -> None:
+    """A crawl stopped part-way keeps what it stored (the manifest is saved as it goes);
+    the next one asks those pages conditionally and fetches the rest. A file the manifest
+    does not name (a write the manifest missed) is deleted, a page whose file is gone is
+    fetched again."""
+    from kb_mcp.ingest.fetch.crawl import crawl
+
+    site = docs_site()
+    site.slow_gate.set()
+    with serve_site(site.routes) as served:
+        spec = spec_for(served)
+        pages = iter(range(6))
+        first = crawl(spec, Mirror(home, "q"), should_stop=lambda: next(pages, None) is None)
+        kept = Mirror(home, "q")
+        assert first.limit == "stopped before the end"
+        assert 0 < len(kept.pages) < len(site.expected)
+        (kept.root / "stray-0000000000.md").write_text("a write the manifest missed")
+        lost = next(iter(kept.pages.values()))
+        (kept.root / lost.file).unlink()
+        served.clear_requests()
+
+        second = crawl(spec, Mirror(home, "q"))
+
+        done = Mirror(home, "q")
+        assert second.limit is None and second.error is None
+        assert len(done.pages) == len(site.expected) + 1  # and the slow page
+        assert not (done.root / "stray-0000000000.md").exists()
+        assert (done.root / done.pages[lost.url].file).is_file()
+        again = [r for r in served.requests if served.url + r.path == lost.url]
+        assert again and again[0].status == 200  # asked without validators: no file held
