@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from web_site import DocsSite, Page, Site, disk_site, docs_site, serve_site
+from web_site import DocsSite, Page, Redirect, Site, disk_site, docs_site, serve_site
 
 from kb_mcp.errors import NotFound
 from kb_mcp.ingest.fetch.crawl import CrawlSpec
@@ -339,3 +339,34 @@ def test_an_interrupted_crawl_resumes_and_a_half_written_mirror_heals(home: Path
         assert (done.root / done.pages[lost.url].file).is_file()
         again = [r for r in served.requests if served.url + r.path == lost.url]
         assert again and again[0].status == 200  # asked without validators: no file held
+
+
+def test_a_start_url_that_redirects_is_followed_before_the_crawl_is_bounded(
+    docs: tuple[DocsSite, Site], library: Library
+) -> None:
+    """``http://h/manual`` → ``/docs/``: the crawl's origin and default prefix are the
+    pages', not the URL typed (a given prefix stays)."""
+    from kb_mcp.ingest.fetch.crawl import settle_start
+
+    site, served = docs
+    site.routes["/manual"] = Redirect("/docs/", 301)
+
+    settled = settle_start(spec_for(served, "/manual"))
+    kept = settle_start(dataclasses.replace(spec_for(served, "/manual"), prefix="/"))
+
+    assert (settled.url, settled.prefix) == (served.url + "/docs/", "/docs/")
+    assert (kept.url, kept.prefix) == (served.url + "/docs/", "/")
+    add_and_sync(library, settled, name="manual")
+    [source] = [s for s in library.catalog.overview().sources if s.name == "manual"]
+    assert source.documents == len(site.expected) + 1
+
+
+def test_a_start_url_nothing_answers_is_refused_naming_it(library: Library) -> None:
+    from kb_mcp.ingest.fetch.crawl import settle_start
+    from kb_mcp.ingest.fetch.net import FetchFailed
+
+    with serve_site({}) as served:
+        url = served.url
+    with pytest.raises(FetchFailed, match="Connection refused") as caught:
+        settle_start(CrawlSpec(url + "/docs/", "/docs/", private_networks=()))
+    assert url in caught.value.message

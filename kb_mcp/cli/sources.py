@@ -161,10 +161,14 @@ def _add_web(args: argparse.Namespace, library: Library) -> int:
     """``kb-mcp add URL``: check the start URL, show the bounds, confirm, register, fetch."""
     from kb_mcp.cli.web_source import describe, spec_of
     from kb_mcp.errors import Refused
-    from kb_mcp.ingest.fetch.crawl import preflight
+    from kb_mcp.ingest.fetch.crawl import preflight, settle_start
 
     spec = spec_of(args)
     preflight(spec)
+    settled = settle_start(spec)
+    if settled.url != spec.url:
+        print(f"{spec.url} redirects to {settled.url}: the crawl starts there")
+    spec = settled
     print(describe(spec))
     if not args.yes and not _confirm("Add this site and fetch it now?"):
         raise Refused("not added: confirm with --yes (or answer y at the prompt)")

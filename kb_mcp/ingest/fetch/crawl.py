@@ -22,6 +22,7 @@ ends the crawl with the copy kept).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import time
 from collections import deque
@@ -101,6 +102,24 @@ def preflight(spec: CrawlSpec, fetcher: Fetcher | None = None) -> None:
     parts = urlsplit(urls.normalize(spec.url))
     port = parts.port or urls.DEFAULT_PORTS[parts.scheme]
     checked_address(parts.hostname or "", port, fetcher.policy, fetcher.resolve)
+
+
+def settle_start(spec: CrawlSpec, fetcher: Fetcher | None = None) -> CrawlSpec:
+    """``spec`` starting where its URL redirects to (``http://h/docs`` → ``https://h/docs/``,
+    a site's root → its latest version), asked once when the source is added: the crawl
+    keeps to its start's origin and prefix, which the URL typed may not share with the
+    pages. A prefix the user gave stays; the default one follows the start."""
+    fetcher = fetcher or Fetcher(NetworkPolicy.from_flag(spec.private_networks), spec.timeout)
+    probe = dataclasses.replace(fetcher, reads=lambda declared, url: False)
+    try:
+        final = probe.get(spec.url).url
+    except FetchFailed as exc:
+        raise FetchFailed(f"{spec.url}: {exc.message}", hint=exc.hint) from exc
+    if final == urls.normalize(spec.url):
+        return spec
+    own_prefix = spec.prefix != urls.default_prefix(urls.normalize(spec.url))
+    prefix = spec.prefix if own_prefix else urls.default_prefix(final)
+    return dataclasses.replace(spec, url=final, prefix=prefix)
 
 
 class Clock(Protocol):
