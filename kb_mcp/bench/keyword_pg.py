@@ -36,7 +36,8 @@ from kb_mcp.index.bm25 import bm25_idf, length_norm, segment_key
 from kb_mcp.index.fts import FtsIndex
 from kb_mcp.index.postgres import keyword, keyword_copy, keyword_merge
 from kb_mcp.index.postgres.keyword_reader import PRESELECT, PostgresKeywordIndex
-from kb_mcp.search.query import Query, parse_query
+from kb_mcp.search.query import Query, parse_query, without_common_units
+from kb_mcp.search.stats import unit_stats
 from kb_mcp.store.db import Database
 
 if TYPE_CHECKING:
@@ -285,7 +286,9 @@ def simulate_citations(
     home: Path, dataset: Path, split: str, passages: int, limit: int | None, top: int = 100
 ) -> str:
     """The document leg at ``passages`` passages, without a database: the lists as
-    ``simulate`` draws them (the same seeds, so the same lists), the passages grouped
+    ``simulate`` draws them, of the question's words less those in over half the
+    passages (``without_common_units``, as the engine asks its legs and
+    ``bench/hybrid_1m.py`` does), the passages grouped
     into documents of ``PASSAGES_PER_DOCUMENT`` on average, and each list's documents
     as the documents' index would hold them (a document per passage holding the word,
     its count summed; a document's length its passages'). Timed per question: the
@@ -300,7 +303,7 @@ def simulate_citations(
     from kb_mcp.index import maxscore
 
     questions = [q.text for q in load_beir(dataset, split).queries][:limit]
-    rng = np.random.default_rng(1)  # as ``simulate``: the same norm and lists
+    rng = np.random.default_rng(1)  # as ``simulate``
     lengths = rng.integers(50, 400, passages).astype(np.float64)
     norm = length_norm(lengths, 200.0)
     starts = np.random.default_rng(2).random(passages) < 1 / PASSAGES_PER_DOCUMENT
@@ -325,9 +328,12 @@ def simulate_citations(
     with tempfile.TemporaryDirectory() as folder:
         db = _library_copy(home, Path(folder))
         fts = FtsIndex(db)
-        scale = passages / fts.chunk_count()
+        total = fts.chunk_count()
+        scale = passages / total
         for text in questions:
-            terms = simulated_terms(fts, parse_query(text), passages, scale, rng)
+            query = parse_query(text)
+            matched = without_common_units(query, unit_stats(fts, query).unit_df(), total)
+            terms = simulated_terms(fts, matched, passages, scale, rng)
             doc_terms = [_documents_list(t, doc_ids, documents) for t in terms]
             ranked = _timed_cpu(
                 timings["ranked"],
