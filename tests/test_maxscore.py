@@ -36,6 +36,7 @@ PRESELECT = 8
 Found = list[tuple[int, float]]
 Select = Callable[[np.ndarray, np.ndarray], Found]
 Rank = Callable[[Sequence[str], int], Found | None]
+Cite = Callable[[Sequence[str], Sequence[int]], dict[int, int] | None]
 
 
 @pytest.fixture(autouse=True)
@@ -128,6 +129,120 @@ def test_fewer_matching_documents_than_asked_gives_them_all() -> None:
     assert maxscore.top_documents([], index.norm, 10, index.select(10)) == []
 
 
+# -- the document leg's citations -------------------------------------------------------
+
+
+def _cited_full(
+    index: Postings,
+    terms: list[maxscore.TermList],
+    document_ids: list[int],
+    extra: tuple[np.ndarray, np.ndarray, np.ndarray],
+) -> dict[int, int]:
+    """The citations as both stores found them before: every matching passage scored
+    (``full_scores``, the dead zeroed), the documents' kept, the delta's beside them."""
+    scores = maxscore.full_scores(terms, index.norm)
+    scores[~index.live] = 0.0
+    at = np.flatnonzero(scores)
+    chunk_ids = np.concatenate([index.chunk_ids[at], extra[0]])
+    doc_ids = np.concatenate([index.doc_ids[at], extra[1]])
+    values = np.concatenate([scores[at], extra[2]])
+    keep = np.isin(doc_ids, np.asarray(document_ids, dtype=np.int64))
+    chunk_ids, doc_ids = chunk_ids[keep], doc_ids[keep]
+    ranked = topk.best_sorted(chunk_ids, doc_ids, values[keep], len(document_ids))
+    at_doc = dict(zip(chunk_ids.tolist(), doc_ids.tolist(), strict=True))
+    return {at_doc[chunk_id]: chunk_id for chunk_id, _score in ranked}
+
+
+def _delta(
+    index: Postings, terms: list[maxscore.TermList], whole: np.ndarray, first: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The delta's passages, ``(chunk ids, doc ids, scores)``: the documents ``whole``
+    rewritten (all their segment passages dead) with new passages at new ids, two of
+    them tied; the documents ``first`` with their first passage rewritten (dead in the
+    segment, in the delta under the same id, as SQLite keeps it) scoring exactly as the
+    document's best live passage: a tie across segment and delta, broken by chunk id."""
+    scores = maxscore.full_scores(terms, index.norm)
+    scores[~index.live] = 0.0
+    top = int(index.chunk_ids.max()) + 1
+    chunk_ids, doc_ids, values = [], [], []
+    for document in whole.tolist():
+        own = np.flatnonzero(index.doc_ids == document)
+        index.live[own] = False
+        tied = float(index.rng.random() * 20)
+        for score in (tied, float(index.rng.random() * 20), tied):
+            chunk_ids.append(top + len(chunk_ids))
+            doc_ids.append(document)
+            values.append(score)
+    for document in first.tolist():
+        own = np.flatnonzero(index.doc_ids == document)
+        if len(own) < 2 or not index.live[own[0]] or scores[own[1:]].max() == 0:
+            continue
+        index.live[own[0]] = False
+        chunk_ids.append(int(index.chunk_ids[own[0]]))
+        doc_ids.append(document)
+        values.append(float(scores[own[1:]].max()))
+    return (
+        np.array(chunk_ids, dtype=np.int64),
+        np.array(doc_ids, dtype=np.int64),
+        np.array(values, dtype=np.float64),
+    )
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_citations_score_only_the_cited_documents_to_the_same_bits(seed: int) -> None:
+    """The document leg's best passage per document, from the documents' own passages
+    (``document_scores``), equals the full scoring's: the same chunk per document (ties
+    to the lowest chunk id), the same scores bit for bit, over tombstoned passages,
+    documents wholly in the delta, documents no passage of which matches, repeated
+    words and document ids not in the segment."""
+    index = Postings(seed, passages=8_000)
+    passages = maxscore.ByDocument(index.doc_ids)
+    documents = int(index.doc_ids.max()) + 1
+    ties = 0
+    for q in range(30):
+        terms = index.question()
+        if q % 3 == 0:  # a repeated word, as a question may hold one
+            terms.append(terms[0])
+        matching = maxscore.full_scores(terms, index.norm) > 0
+        unmatched = np.setdiff1d(index.doc_ids, index.doc_ids[matching])
+        cited = index.rng.choice(documents, index.rng.integers(1, 120), replace=False)
+        cited = np.concatenate([cited, unmatched[:3], [documents + 5]])  # unknown id too
+        live = index.live.copy()
+        extra = _delta(index, terms, cited[:3], cited[3:20])
+        ids = cited.tolist()
+        want = _cited_full(index, terms, ids, extra)
+        at, values = maxscore.document_scores(
+            terms, index.norm, passages, ids, np.flatnonzero(~index.live)
+        )
+        full = maxscore.full_scores(terms, index.norm)
+        assert (values == full[at]).all() and (values > 0).all()  # bit for bit
+        assert index.live[at].all() and np.isin(index.doc_ids[at], cited).all()
+        scored = full > 0
+        every = np.flatnonzero(np.isin(index.doc_ids, cited) & index.live & scored)
+        assert at.tolist() == every.tolist()
+        chunk_ids = np.concatenate([index.chunk_ids[at], extra[0]])
+        doc_ids = np.concatenate([index.doc_ids[at], extra[1]])
+        got = topk.best_passage_of(chunk_ids, doc_ids, np.concatenate([values, extra[2]]), ids)
+        assert got == want, (seed, q)
+        assert not set(got) & set(unmatched[:3].tolist()) - set(extra[1].tolist())
+        rewritten = set(cited[3:20].tolist()) & set(extra[1].tolist())
+        ties += sum(got[d] in extra[0] for d in rewritten)  # won on chunk id alone
+        index.live = live
+    assert ties > 0
+
+
+def test_no_cited_document_and_no_passage_give_nothing() -> None:
+    index = Postings(seed=5, passages=500)
+    terms = index.question()
+    passages = maxscore.ByDocument(index.doc_ids)
+    at, values = maxscore.document_scores(terms, index.norm, passages, [])
+    assert len(at) == len(values) == 0
+    at, values = maxscore.document_scores([], index.norm, passages, [0, 1, 2])
+    assert len(at) == len(values) == 0
+    empty = np.zeros(0, dtype=np.int64)
+    assert topk.best_passage_of(empty, empty, np.zeros(0), [1, 2]) == {}
+
+
 # -- both stores on a generated library ------------------------------------------------
 
 VOCABULARY = 400
@@ -183,12 +298,27 @@ def _fts5_differences(lib: Library, rank: Rank, questions: list[str]) -> list[st
     return wrong
 
 
+def _citation_differences(lib: Library, cite: Cite, questions: list[str]) -> list[str]:
+    """Questions whose citations (each of FTS5's top 40 documents as wholes → its best
+    passage) differ from FTS5's own ``best_passage_of``."""
+    wrong = []
+    for text in questions:
+        query = parse_query(text)
+        expression = query.match_expression()
+        assert expression is not None
+        ids = [d for d, _ in lib.fts.best_documents(expression, 40)]
+        if cite(query.match_units(), ids) != lib.fts.best_passage_of(expression, ids):
+            wrong.append(text)
+    return wrong
+
+
 def test_both_stores_rank_as_fts5_on_a_generated_library(
     generated: tuple[Library, Path, np.random.Generator], postgres_url: str
 ) -> None:
     """issue 24: the SQLite segment and the PostgreSQL index, pruned, give FTS5's top
-    1, 10 and 40 for 60 questions: built, then with new, rewritten and deleted notes in
-    the delta and tombstones."""
+    1, 10 and 40 for 60 questions, and FTS5's citation of each of its top 40 documents
+    as wholes: built, then with new, rewritten and deleted notes in the delta and
+    tombstones."""
     lib, notes, rng = generated
     assert lib.fts.chunk_count() > 600
     questions = _questions(rng, 60)
@@ -205,8 +335,13 @@ def test_both_stores_rank_as_fts5_on_a_generated_library(
             "sqlite": lib.fts.segment_best_per_document,
             "postgresql": index.segment_best_per_document,
         }
+        citing = {
+            "sqlite": lib.fts.segment_best_passages,
+            "postgresql": index.segment_best_passages,
+        }
         for name, rank in stores.items():
             assert _fts5_differences(lib, rank, questions) == [], name
+            assert _citation_differences(lib, citing[name], questions) == [], name
 
         _write_notes(notes, rng, 4, start=60)  # new notes: the delta
         _write_notes(notes, rng, 2, start=0)  # rewritten: tombstones and the delta
@@ -217,6 +352,7 @@ def test_both_stores_rank_as_fts5_on_a_generated_library(
         assert pg.execute("SELECT COUNT(*) FROM kw_dead").fetchone()[0] > 0
         for name, rank in stores.items():
             assert _fts5_differences(lib, rank, questions) == [], name
+            assert _citation_differences(lib, citing[name], questions) == [], name
         source = lib.db.conn.execute("SELECT id FROM sources").fetchone()[0]
         for text in questions[:20]:  # scoped: PostgreSQL's source filter inside select
             expression = parse_query(text).match_expression()

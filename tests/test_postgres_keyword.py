@@ -90,6 +90,7 @@ def _differences(library: Library, conn: psycopg.Connection) -> list[str]:
     result = keyword_pg.compare(library.fts, index, QUESTIONS)
     assert result.questions == len(QUESTIONS)
     wrong = list(result.different) + [f"documents: {q}" for q in result.documents_different]
+    wrong += [f"segment citations: {q}" for q in result.cited_different]
     if result.max_score_difference > 1e-9:
         wrong.append(f"scores differ by {result.max_score_difference}")
     for question in QUESTIONS:  # the document leg cites each document by its best passage

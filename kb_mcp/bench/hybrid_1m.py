@@ -25,9 +25,9 @@ machine's server only) as the part ``server``, counted in the CPU sum. The load 
 before and after each pass says how much of the wall time is waiting for a core.
 
 Not measured: the document leg (documents ranked whole, then each one's best passage,
-which on PostgreSQL scores every passage the question matches: ``keyword_pg --simulate``'s
-"every match scored"), the ranking after the fusion (passage rows, features, the model
-over the first 40; it does not grow with the library), and a source filter.
+scored over the cited documents' passages alone: ``keyword_pg --simulate N
+--citations``), the ranking after the fusion (passage rows, features, the model over the
+first 40; it does not grow with the library), and a source filter.
 """
 
 from __future__ import annotations

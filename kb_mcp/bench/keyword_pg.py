@@ -6,7 +6,10 @@ document ids, and the keyword rows ``columns.index_row`` makes of each chunk —
 question of the split is ranked by both: FTS5's bm25 through ``FtsIndex``'s full OR
 (the SQLite store's keyword leg below 30k chunks) and ``PostgresKeywordIndex``. Reported:
 questions whose top 10 differ (chunk ids in order), the largest score difference
-among the rest, and each engine's latency per question, before and after a merge.
+among the rest, each engine's latency per question, and the document leg's citations
+(each of the top 100 documents' best passage: equal to FTS5's, PostgreSQL's latency),
+before and after a merge. ``--simulate N --citations`` times the citations alone at N
+passages.
 
 The library's ``kb.db`` is copied to a temporary folder first (``ensure_current`` may
 write), so a bench home stays as it was. Without ``--store`` a PostgreSQL server from
@@ -21,9 +24,9 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import psycopg
 
@@ -33,7 +36,8 @@ from kb_mcp.index.bm25 import bm25_idf, length_norm, segment_key
 from kb_mcp.index.fts import FtsIndex
 from kb_mcp.index.postgres import keyword, keyword_copy, keyword_merge
 from kb_mcp.index.postgres.keyword_reader import PRESELECT, PostgresKeywordIndex
-from kb_mcp.search.query import Query, parse_query
+from kb_mcp.search.query import Query, parse_query, without_common_units
+from kb_mcp.search.stats import unit_stats
 from kb_mcp.store.db import Database
 
 if TYPE_CHECKING:
@@ -42,6 +46,8 @@ if TYPE_CHECKING:
     from kb_mcp.index import maxscore
 
 TOP = 10
+CITED = 100  # documents the document leg cites (``rank.CANDIDATE_DOCUMENTS``)
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -54,16 +60,22 @@ class Comparison:
     max_score_difference: float
     sqlite_ms: list[float]
     postgres_ms: list[float]
+    cited_different: list[str] = field(default_factory=list)  # citations differ
+    postgres_cite_ms: list[float] = field(default_factory=list)
 
 
 def compare(fts: FtsIndex, pg: PostgresKeywordIndex, questions: Sequence[str]) -> Comparison:
     """Each question's top ``TOP`` from both engines: best passage per document (the
-    keyword leg, timed) and documents ranked as wholes (the document leg's index)."""
+    keyword leg, timed) and documents ranked as wholes (the document leg's index); and
+    the document leg's citations of FTS5's top ``CITED`` documents (timed on
+    PostgreSQL)."""
     different: list[str] = []
     documents_different: list[str] = []
     worst = 0.0
     sqlite_ms: list[float] = []
     postgres_ms: list[float] = []
+    cited_different: list[str] = []
+    cite_ms: list[float] = []
     for text in questions:
         query = parse_query(text)
         expression = query.match_expression()
@@ -82,7 +94,20 @@ def compare(fts: FtsIndex, pg: PostgresKeywordIndex, questions: Sequence[str]) -
                 continue
             for (_, a), (_, b) in zip(found, expected, strict=True):
                 worst = max(worst, abs(a - b))
-    return Comparison(len(sqlite_ms), different, documents_different, worst, sqlite_ms, postgres_ms)
+        ids = [d for d, _ in fts.best_documents(expression, CITED)]  # the document leg's
+        cited = _timed(cite_ms, lambda u=units, i=ids: pg.segment_best_passages(u, i))
+        if cited != fts.best_passage_of(expression, ids):
+            cited_different.append(text)
+    return Comparison(
+        len(sqlite_ms),
+        different,
+        documents_different,
+        worst,
+        sqlite_ms,
+        postgres_ms,
+        cited_different,
+        cite_ms,
+    )
 
 
 def _timed(into: list[float], call: Callable[[], object]) -> object:
@@ -104,7 +129,9 @@ def report(name: str, result: Comparison) -> str:
         f"(documents as wholes: {len(result.documents_different)}), "
         f"largest score difference {result.max_score_difference:.2e}; "
         f"sqlite fts5 {_percentiles(result.sqlite_ms)}; "
-        f"postgres {_percentiles(result.postgres_ms)}"
+        f"postgres {_percentiles(result.postgres_ms)}; citations of {CITED} documents "
+        f"different: {len(result.cited_different)}, "
+        f"postgres {_percentiles(result.postgres_cite_ms)}"
     )
 
 
@@ -251,6 +278,134 @@ def simulate(
     )
 
 
+# Passages per document in ``simulate_citations``' library: SciFact's (6,223 / 5,183).
+PASSAGES_PER_DOCUMENT = 1.2
+
+
+def simulate_citations(
+    home: Path, dataset: Path, split: str, passages: int, limit: int | None, top: int = 100
+) -> str:
+    """The document leg at ``passages`` passages, without a database: the lists as
+    ``simulate`` draws them, of the question's words less those in over half the
+    passages (``without_common_units``, as the engine asks its legs and
+    ``bench/hybrid_1m.py`` does), the passages grouped
+    into documents of ``PASSAGES_PER_DOCUMENT`` on average, and each list's documents
+    as the documents' index would hold them (a document per passage holding the word,
+    its count summed; a document's length its passages'). Timed per question: the
+    documents ranked as wholes (``maxscore.top_documents``, as ``best_documents`` ranks
+    them), then the best passage of each of those ``top`` documents twice: every
+    matching passage scored and the documents' kept (both stores' way before), and only
+    the documents' own passages scored (``maxscore.document_scores``, both stores' way
+    now). Reported: CPU and wall percentiles, the one-off sort of ``ByDocument`` (once a
+    generation), and the questions whose citations differ (none may)."""
+    import numpy as np
+
+    from kb_mcp.index import maxscore
+
+    questions = [q.text for q in load_beir(dataset, split).queries][:limit]
+    rng = np.random.default_rng(1)  # as ``simulate``
+    lengths = rng.integers(50, 400, passages).astype(np.float64)
+    norm = length_norm(lengths, 200.0)
+    starts = np.random.default_rng(2).random(passages) < 1 / PASSAGES_PER_DOCUMENT
+    starts[0] = True
+    doc_ids = np.cumsum(starts).astype(np.int64) - 1  # 0.., ascending with the positions
+    documents = int(doc_ids[-1]) + 1
+    doc_lengths = np.bincount(doc_ids, weights=lengths)
+    doc_norm = length_norm(doc_lengths, float(doc_lengths.mean()))
+    chunk_ids = np.arange(passages, dtype=np.int64)
+    by_document = maxscore.ByDocument(doc_ids)
+    cpu = time.thread_time()
+    by_document.positions([0])  # the sort, once a generation
+    sort_ms = (time.thread_time() - cpu) * 1000
+    timings: dict[str, tuple[list[float], list[float]]] = {
+        name: ([], []) for name in ("ranked", "full", "cited")
+    }
+    different = cited_passages = 0
+
+    def select(at: np.ndarray, values: np.ndarray) -> list[tuple[int, float]]:
+        return topk.best_per_document(at, at, values, top, PRESELECT)
+
+    with tempfile.TemporaryDirectory() as folder:
+        db = _library_copy(home, Path(folder))
+        fts = FtsIndex(db)
+        total = fts.chunk_count()
+        scale = passages / total
+        for text in questions:
+            query = parse_query(text)
+            matched = without_common_units(query, unit_stats(fts, query).unit_df(), total)
+            terms = simulated_terms(fts, matched, passages, scale, rng)
+            doc_terms = [_documents_list(t, doc_ids, documents) for t in terms]
+            ranked = _timed_cpu(
+                timings["ranked"],
+                lambda d=doc_terms: maxscore.top_documents(d, doc_norm, top, select),
+            )
+            cited = [document for document, _score in ranked]
+            cited_passages += len(by_document.positions(cited))
+
+            def every_match(t: list = terms, c: list[int] = cited) -> dict[int, int]:
+                return _cite_full(t, norm, doc_ids, c)
+
+            def by_documents(t: list = terms, c: list[int] = cited) -> dict[int, int]:
+                at, values = maxscore.document_scores(t, norm, by_document, c)
+                return topk.best_passage_of(chunk_ids[at], doc_ids[at], values, c)
+
+            want = _timed_cpu(timings["full"], every_match)
+            got = _timed_cpu(timings["cited"], by_documents)
+            different += got != want
+        db.close()
+    asked = max(1, len(timings["full"][0]))
+
+    def both(name: str) -> str:
+        wall, cpu_ms = timings[name]
+        return f"{_percentiles(wall)} (CPU {_percentiles(cpu_ms)})"
+
+    return (
+        f"the document leg at {passages} passages ({documents} documents), {asked} "
+        f"questions: documents ranked as wholes, top {top}: {both('ranked')}; their "
+        f"citations ({cited_passages / asked:.0f} passages a question): every match scored "
+        f"{both('full')}; the documents' passages only {both('cited')}; ByDocument's sort "
+        f"once a generation {sort_ms:.1f} ms CPU; citations different: {different}"
+    )
+
+
+def _documents_list(
+    term: maxscore.TermList, doc_ids: np.ndarray, documents: int
+) -> maxscore.TermList:
+    """``term``'s list in the documents' index: each document holding one of its
+    passages, with their summed frequency (``doc_ids`` ascending with the positions)."""
+    import numpy as np
+
+    from kb_mcp.index import maxscore
+
+    held, first = np.unique(doc_ids[term.positions], return_index=True)
+    freq = np.add.reduceat(term.freq, first) if len(first) else term.freq[:0]
+    return maxscore.TermList(bm25_idf(len(held), documents), held, freq)
+
+
+def _cite_full(
+    terms: list[maxscore.TermList], norm: np.ndarray, doc_ids: np.ndarray, cited: list[int]
+) -> dict[int, int]:
+    """The citations as both stores found them before: every matching passage scored,
+    then the cited documents' kept (here the positions are the chunk ids)."""
+    import numpy as np
+
+    from kb_mcp.index import maxscore
+
+    scores = maxscore.full_scores(terms, norm)
+    at = np.flatnonzero(scores)
+    at = at[np.isin(doc_ids[at], np.asarray(cited, dtype=np.int64))]
+    return topk.best_passage_of(at, doc_ids[at], scores[at], cited)
+
+
+def _timed_cpu(into: tuple[list[float], list[float]], call: Callable[[], T]) -> T:
+    """``call()``, its wall and CPU milliseconds appended to ``into``."""
+    start, cpu = time.perf_counter(), time.thread_time()
+    found = call()
+    into[0].append((time.perf_counter() - start) * 1000)
+    into[1].append((time.thread_time() - cpu) * 1000)
+    return found
+
+
 def simulated_terms(
     fts: FtsIndex, query: Query, passages: int, scale: float, rng: np.random.Generator
 ) -> list[maxscore.TermList]:
@@ -282,7 +437,9 @@ def segment(home: Path, dataset: Path, split: str, limit: int | None) -> str:
     """The SQLite store's postings segment on a copy of ``home`` (built here whatever the
     library's size): each question's top ``TOP`` against FTS5's full OR, and the
     segment's latency (``FtsIndex.segment_best_per_document``, the keyword leg's call),
-    twice: the first pass decodes the lists, the second finds them kept. Run as a script
+    twice: the first pass decodes the lists, the second finds them kept; then the
+    document leg's citations of FTS5's top ``CITED`` documents against FTS5's own
+    (``segment_best_passages``, timed, its lists kept by the call before). Run as a script
     (``python path/to/keyword_pg.py``) it measures whichever ``kb_mcp`` is on the path,
     so two checkouts compare on one home."""
     questions = [q.text for q in load_beir(dataset, split).queries][:limit]
@@ -292,8 +449,9 @@ def segment(home: Path, dataset: Path, split: str, limit: int | None) -> str:
         fts.ensure_current()
         fts.refresh_segment(min_chunks=0)
         passes: list[list[float]] = [[], []]
-        different = 0
-        for ms in passes:
+        cite_passes: list[list[float]] = [[], []]
+        different = cited_different = 0
+        for ms, cite_ms in zip(passes, cite_passes, strict=True):
             for text in questions:
                 query = parse_query(text)
                 expression = query.match_expression()
@@ -302,12 +460,17 @@ def segment(home: Path, dataset: Path, split: str, limit: int | None) -> str:
                 units = query.match_units()
                 got = _timed(ms, lambda u=units: fts.segment_best_per_document(u, TOP))
                 different += got != fts.best_per_document(expression, TOP)
+                ids = [d for d, _ in fts.best_documents(expression, CITED)]
+                cited = _timed(cite_ms, lambda u=units, i=ids: fts.segment_best_passages(u, i))
+                cited_different += cited != fts.best_passage_of(expression, ids)
         passages = fts.chunk_count()
         db.close()
     return (
         f"sqlite segment, {passages} passages, {len(passes[0])} questions: top {TOP} "
         f"different from FTS5 (ids or scores): {different // 2}; lists decoded "
-        f"{_percentiles(passes[0])}; lists kept {_percentiles(passes[1])}"
+        f"{_percentiles(passes[0])}; lists kept {_percentiles(passes[1])}; citations of "
+        f"{CITED} documents different from FTS5: {cited_different // 2}, first pass "
+        f"{_percentiles(cite_passes[0])}, second {_percentiles(cite_passes[1])}"
     )
 
 
@@ -339,11 +502,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--top", type=int, default=TOP, help="--simulate: documents per question (hybrid: 100)"
     )
     parser.add_argument(
+        "--citations",
+        action="store_true",
+        help="--simulate: the document leg's citations of --top documents instead",
+    )
+    parser.add_argument(
         "--segment", action="store_true", help="the SQLite store's postings segment on --home"
     )
     args = parser.parse_args(argv)
     if args.segment:
         print(segment(args.home, args.dataset, args.split, args.limit))
+        return 0
+    if args.simulate is not None and args.citations:
+        print(
+            simulate_citations(
+                args.home, args.dataset, args.split, args.simulate, args.limit, args.top
+            )
+        )
         return 0
     if args.simulate is not None:
         print(simulate(args.home, args.dataset, args.split, args.simulate, args.limit, args.top))

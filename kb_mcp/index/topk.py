@@ -4,6 +4,7 @@ at all is ``index/maxscore.py``'s part."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -46,3 +47,18 @@ def best_sorted(
     first.sort()
     picked = order[first[:documents]]
     return [(int(c), float(s)) for c, s in zip(chunk_ids[picked], scores[picked], strict=True)]
+
+
+def best_passage_of(
+    chunk_ids: np.ndarray, doc_ids: np.ndarray, scores: np.ndarray, document_ids: Sequence[int]
+) -> dict[int, int]:
+    """Document id → chunk id of its best passage (FTS5's order: ``round(-score, 9)``,
+    then the lowest chunk id) among the passages given, for those of ``document_ids``
+    that have one: the document leg's citations, shared by both stores."""
+    import numpy as np
+
+    keep = np.isin(doc_ids, np.asarray(document_ids, dtype=np.int64))
+    chunk_ids, doc_ids = chunk_ids[keep], doc_ids[keep]
+    ranked = best_sorted(chunk_ids, doc_ids, scores[keep], len(document_ids))
+    at_doc = dict(zip(chunk_ids.tolist(), doc_ids.tolist(), strict=True))
+    return {at_doc[chunk_id]: chunk_id for chunk_id, _score in ranked}

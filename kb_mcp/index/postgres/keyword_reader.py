@@ -51,6 +51,7 @@ class _Segment:
     chunk_ids: np.ndarray  # ascending
     doc_ids: np.ndarray
     lengths: np.ndarray  # float64: bm25 reads them as such
+    by_document: maxscore.ByDocument  # each document's passages (the citations' lookup)
     _norm: tuple[float, np.ndarray] | None = None
 
     def norm(self, avgdl: float) -> np.ndarray:
@@ -60,15 +61,6 @@ class _Segment:
         if kept is None or kept[0] != avgdl:
             kept = self._norm = (avgdl, length_norm(self.lengths, avgdl))
         return kept[1]
-
-
-@dataclass(slots=True)
-class _Scored:
-    """Every candidate passage of a search with its bm25 (the OR of its keys)."""
-
-    chunk_ids: np.ndarray
-    doc_ids: np.ndarray
-    scores: np.ndarray
 
 
 class PostgresKeywordIndex:
@@ -290,31 +282,23 @@ class PostgresKeywordIndex:
         return maxscore.top_documents(terms, found.norm, documents, select)
 
     def _best_passages(self, keys: Sequence[str], document_ids: Sequence[int]) -> dict[int, int]:
-        import numpy as np
-
-        scored = self._scored(keys)
-        if scored is None or not document_ids:
-            return {}
-        keep = np.isin(scored.doc_ids, np.asarray(document_ids, dtype=np.int64))
-        chunk_ids, doc_ids = scored.chunk_ids[keep], scored.doc_ids[keep]
-        ranked = topk.best_sorted(chunk_ids, doc_ids, scored.scores[keep], len(document_ids))
-        at_doc = dict(zip(chunk_ids.tolist(), doc_ids.tolist(), strict=True))
-        return {at_doc[chunk_id]: chunk_id for chunk_id, _score in ranked}
-
-    def _scored(self, keys: Sequence[str]) -> _Scored | None:
-        """Every passage matching a key, with its bm25 over all ``keys``; None when the
-        index is empty or nothing matches."""
+        """Document id → chunk id of each document's best passage: only the documents'
+        own passages are scored (``maxscore.document_scores``, the full scoring's bits;
+        scoring every match cost 32 / 102 ms CPU p50 / p95 at 1M passages), with the
+        delta's matching passages beside them."""
         import numpy as np
 
         scoring = self._scoring(keys)
-        if scoring is None:
-            return None
+        if scoring is None or not document_ids:
+            return {}
         found, terms, recent_scores, _allowed = scoring
         segment = found.segment
-        seg_scores = maxscore.full_scores(terms, found.norm)
-        if segment is not None and len(found.dead):
-            seg_scores[found.dead] = 0.0
-        at = np.flatnonzero(seg_scores)
+        at = np.zeros(0, dtype=np.int64)
+        values = np.zeros(0, dtype=np.float64)
+        if segment is not None:
+            at, values = maxscore.document_scores(
+                terms, found.norm, segment.by_document, document_ids, found.dead
+            )
         recent_at = np.flatnonzero(recent_scores)
         chunk_ids = np.concatenate(
             [segment.chunk_ids[at] if segment else at, found.recent_ids[recent_at]]
@@ -322,8 +306,8 @@ class PostgresKeywordIndex:
         doc_ids = np.concatenate(
             [segment.doc_ids[at] if segment else at, found.recent_docs[recent_at]]
         )
-        scores = np.concatenate([seg_scores[at], recent_scores[recent_at]])
-        return _Scored(chunk_ids, doc_ids, scores)
+        scores = np.concatenate([values, recent_scores[recent_at]])
+        return topk.best_passage_of(chunk_ids, doc_ids, scores, document_ids)
 
     def _scoring(
         self, keys: Sequence[str], source_id: int | None = None
@@ -383,11 +367,13 @@ class PostgresKeywordIndex:
             ).fetchone()
             if row is None:
                 return None
+            doc_ids = np.frombuffer(row[1], dtype="<i8")
             segment = _Segment(
                 gen,
                 np.frombuffer(row[0], dtype="<i8"),
-                np.frombuffer(row[1], dtype="<i8"),
+                doc_ids,
                 np.frombuffer(row[2], dtype="<u4").astype(np.float64),
+                maxscore.ByDocument(doc_ids),
             )
             self._segment_cache = segment
         return segment
