@@ -298,7 +298,7 @@ def test_allow_private_network_allows_loopback(home: Path, kb) -> None:
         assert done.returncode == 0, done.stderr
         assert {"/docs/", "/docs/next.html"} <= set(site.requested())
     assert "fetched 2 pages" in done.stdout
-    assert stored(Mirror(home, "127.0.0.1")) == {"/docs/", "/docs/next.html"}
+    assert stored(Mirror(home, f"127.0.0.1-{site.port}")) == {"/docs/", "/docs/next.html"}
 
 
 @pytest.fixture
@@ -541,7 +541,7 @@ def test_robots_txt_failing_means_nothing_is_fetched(home: Path, status: int) ->
         out, mirror = run_crawl(home, site)
         assert site.requested() == ["/robots.txt"]
     assert out.error is not None
-    assert f"robots.txt answered {status}" in out.error and "allows nothing" in out.error
+    assert f"robots.txt answered HTTP {status}" in out.error and "allows nothing" in out.error
     assert stored(mirror) == set()
 
 

@@ -114,7 +114,7 @@ def test_an_allowed_network_opens_that_network_only() -> None:
     assert policy.allows(ipaddress.ip_address("10.1.200.3"))
     assert not policy.allows(ipaddress.ip_address("127.0.0.2"))
     assert not policy.allows(ipaddress.ip_address("10.2.0.1"))
-    with pytest.raises(InvalidInput, match="allow-private-network"):
+    with pytest.raises(InvalidInput, match="--allow-network"):
         NetworkPolicy.from_flag(["not-a-network"])
 
 

@@ -367,6 +367,6 @@ def test_a_start_url_nothing_answers_is_refused_naming_it(library: Library) -> N
 
     with serve_site({}) as served:
         url = served.url
-    with pytest.raises(FetchFailed, match="Connection refused") as caught:
+    with pytest.raises(FetchFailed, match="connection refused") as caught:
         settle_start(CrawlSpec(url + "/docs/", "/docs/", private_networks=()))
     assert url in caught.value.message

@@ -301,7 +301,8 @@ def cmd_add(args: argparse.Namespace) -> int:
 
 
 def cmd_remove(args: argparse.Namespace) -> int:
-    """Remove a source and what only it held; the folder itself is never touched."""
+    """Remove a source and what only it held; a folder itself is never touched, a web
+    source's stored pages are deleted."""
     from kb_mcp.cli.sources import cmd_remove as run
 
     with _open(args) as library:
@@ -309,7 +310,8 @@ def cmd_remove(args: argparse.Namespace) -> int:
 
 
 def cmd_sync(args: argparse.Namespace) -> int:
-    """Sync folder sources with their files (all of them, or the one named)."""
+    """Sync folder sources with their files and fetch web sources again (all of them, or
+    the one named); exit 1 when a site could not be fetched (its copy stays)."""
     from kb_mcp.cli.sources import cmd_sync as run
 
     with _open(args) as library:

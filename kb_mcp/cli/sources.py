@@ -11,6 +11,7 @@ indexed, keyword search works, and the line printed says what is pending and why
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -52,8 +53,8 @@ def _print_report(report: SyncReport) -> None:
         print(f"  skipped: {skipped} (which and why: `kb-mcp list {report.source}`)")
 
 
-def _sync_and_report(library: Library, source: str | None) -> int:
-    """Sync with its progress on stderr, print one summary per source; how many. Web
+def _sync_and_report(library: Library, source: str | None) -> list[SyncReport]:
+    """Sync with its progress on stderr, print one summary per source; the reports. Web
     sources are fetched first: the CLI is where a person asks for the network."""
     with PhaseProgress(READING_FILES) as progress, PhaseProgress(FETCHING_PAGES) as fetching:
         reports = library.folders.sync(
@@ -66,7 +67,7 @@ def _sync_and_report(library: Library, source: str | None) -> int:
             print_crawl(report.source, report.crawl)
         _print_report(report)
     link_and_report(library)
-    return len(reports)
+    return reports
 
 
 def link_and_report(library: Library) -> None:
@@ -126,14 +127,22 @@ def after_sync(args: argparse.Namespace, library: Library, *, quiet: bool = Fals
     return 0
 
 
+# ``http//host``, ``https:/host``: a URL with its "://" mistyped, not a folder to look for.
+_MISTYPED_URL = re.compile(r"(?i)^(https?):?/+(?=[^/])")
+
+
 def cmd_add(args: argparse.Namespace, library: Library) -> int:
-    """Register a folder as a source (after showing what it would cost), or import one file."""
+    """Register a folder or a web page / site as a source (after showing what it would
+    cost or fetch), or import one file."""
     from kb_mcp import render
-    from kb_mcp.errors import Refused
+    from kb_mcp.errors import InvalidInput, Refused
 
     if "://" in args.path:
         return _add_web(args, library)
     path = Path(args.path).expanduser()
+    if _MISTYPED_URL.match(args.path) and not path.exists():
+        fixed = _MISTYPED_URL.sub(r"\1://", args.path)
+        raise InvalidInput(f"{args.path!r} is neither a URL nor a folder", hint=f"{fixed} ?")
     if path.is_file():
         result = library.writing.import_file(path)  # one file: linked at once, no lines about it
         print(render.add_text(result))
@@ -174,7 +183,16 @@ def _add_web(args: argparse.Namespace, library: Library) -> int:
         raise Refused("not added: confirm with --yes (or answer y at the prompt)")
     source = library.folders.add_web(spec, args.name)
     print(f"added web source {source.name!r} → {spec.url} (pages kept in {source.root})")
-    _sync_and_report(library, source.name)
+    [report] = _sync_and_report(library, source.name)
+    if report.crawl is not None and report.crawl.error:
+        return 1  # added, with the error shown: `kb-mcp sync` tries again
+    if not report.added:  # nothing matched its bounds: an empty source helps nobody
+        library.folders.remove_source(source.name)
+        raise Refused(
+            f"nothing was stored from {spec.url}, so no source was added",
+            hint="see what was not fetched above; widen --prefix / --include, or start "
+            "at a page that links to the pages you want",
+        )
     return after_sync(args, library)
 
 
@@ -209,14 +227,20 @@ def _set_gitignore(args: argparse.Namespace, library: Library, name: str, on: bo
 
 
 def cmd_remove(args: argparse.Namespace, library: Library) -> int:
-    """Remove a folder source and the documents only it held (the folder is not touched)."""
+    """Remove a source and the documents only it held (a folder is not touched; a web
+    source's stored copy of its pages is deleted)."""
     removed = library.folders.remove_source(args.source, force=args.force)
     print(f"removed source {args.source!r} ({removed} paths unindexed)")
     return 0
 
 
 def cmd_sync(args: argparse.Namespace, library: Library) -> int:
-    """Sync folder sources with their files (all, or the one named)."""
-    if not _sync_and_report(library, args.source):
+    """Sync folder sources with their files and fetch web sources again (all, or the one
+    named); exit 1 when a site could not be fetched (its last copy stays searchable)."""
+    reports = _sync_and_report(library, args.source)
+    if not reports:
         print("no folder or web sources; add one with `kb-mcp add PATH` or `kb-mcp add URL`")
+    if any(r.crawl is not None and r.crawl.error for r in reports):
+        after_sync(args, library)
+        return 1  # a site could not be fetched (its copy is kept): scripts should know
     return after_sync(args, library)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from kb_mcp.cli.terminal import terminal_safe
 
@@ -89,9 +90,12 @@ def add_web_flags(p: argparse.ArgumentParser) -> None:
 
 
 def spec_of(args: argparse.Namespace) -> CrawlSpec:
+    from kb_mcp.errors import InvalidInput
     from kb_mcp.ingest.fetch import url as urls
     from kb_mcp.ingest.fetch.crawl import CrawlSpec
 
+    if args.max_mb < 1:
+        raise InvalidInput(f"--max-mb is {args.max_mb}; it must be 1 (MiB) or more")
     start = urls.normalize(args.path)
     networks: tuple[str, ...] | None = None
     if args.allow_private_network:
@@ -113,7 +117,8 @@ def spec_of(args: argparse.Namespace) -> CrawlSpec:
 
 
 def describe(spec: CrawlSpec) -> str:
-    scope = f"{spec.url} — pages under {spec.prefix}" if spec.depth else f"{spec.url} alone"
+    alone = spec.depth == 0 or (spec.prefix == urlsplit(spec.url).path and spec.prefix[-1] != "/")
+    scope = f"{spec.url} alone" if alone else f"{spec.url} — pages under {spec.prefix}"
     globs = "".join(
         f", {word} {', '.join(g)}"
         for word, g in (("only", spec.include), ("not", spec.exclude))
@@ -124,6 +129,8 @@ def describe(spec: CrawlSpec) -> str:
         if spec.private_networks is None
         else "; private networks allowed: " + (", ".join(spec.private_networks) or "all")
     )
+    if alone:
+        return f"{scope}{globs}: robots.txt honoured{network}"
     return (
         f"{scope}{globs}: at most {spec.max_pages:,} pages, {spec.max_bytes // MIB:,} MiB, "
         f"{spec.depth} links deep, {spec.rate:g} requests/s; robots.txt honoured{network}"
@@ -133,7 +140,8 @@ def describe(spec: CrawlSpec) -> str:
 def print_crawl(name: str, out: CrawlOutcome) -> None:
     """One line for a crawl, then its limit, site error and first failures."""
     print(
-        f"{name}: fetched {out.fetched} pages, {out.not_modified} unchanged, "
+        f"{name}: fetched {out.fetched} page{'' if out.fetched == 1 else 's'}, "
+        f"{out.not_modified} unchanged, "
         f"{out.removed} removed, {len(out.failed)} failed; {out.requests} requests, "
         f"{out.bytes / MIB:.1f} MiB"
     )
@@ -144,5 +152,6 @@ def print_crawl(name: str, out: CrawlOutcome) -> None:
         print(f"  stopped early: {out.limit}")
     if out.error:
         print(terminal_safe(f"  site error: {out.error}"))
+        print(f"  `kb-mcp sync {name}` tries again; until then search answers from the copy")
     for url, reason in out.failed[:10]:
         print(terminal_safe(f"  failed: {url}: {reason}"))

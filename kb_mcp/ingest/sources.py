@@ -130,8 +130,9 @@ def register_web(
             raise InvalidInput(f"--name {name!r} cannot name a web source's folder")
         if name in names or name in RESERVED_NAMES:
             raise Conflict(f"a source named {name!r} exists already; pick another --name")
-    host = urlsplit(start).hostname or "site"
-    chosen = name or _free_name(host, names)
+    parts = urlsplit(start)
+    site = (parts.hostname or "site") + (f"-{parts.port}" if parts.port else "")
+    chosen = name or _free_name(site, names)
     source = FolderSource(chosen, str(home / WEB_DIR / chosen), (), web=spec)
     save_registry(home, [*sources, source])
     return source

@@ -81,11 +81,16 @@ class CrawlSpec:
         urls.check(self.url)
         if not self.prefix.startswith("/"):
             raise InvalidInput(f"--prefix must be a path starting with /, not {self.prefix!r}")
-        for name in ("depth", "max_pages", "max_bytes", "max_page_bytes"):
-            if getattr(self, name) < (0 if name == "depth" else 1):
-                raise InvalidInput(f"--{name.replace('_', '-')} is {getattr(self, name)}")
-        if not 0 < self.rate <= 100 or not 0 < self.timeout <= 600:
-            raise InvalidInput("--rate must be in (0, 100] and --timeout in (0, 600] seconds")
+        if self.depth < 0:
+            raise InvalidInput(f"--depth is {self.depth}; it must be 0 (the page alone) or more")
+        if self.max_pages < 1:
+            raise InvalidInput(f"--max-pages is {self.max_pages}; it must be 1 or more")
+        if self.max_bytes < 1 or self.max_page_bytes < 1:
+            raise InvalidInput("--max-mb must be 1 or more")
+        if not 0 < self.rate <= 100:
+            raise InvalidInput(f"--rate is {self.rate:g}; it must be above 0 and at most 100")
+        if not 0 < self.timeout <= 600:
+            raise InvalidInput(f"--timeout is {self.timeout:g}; it must be in (0, 600] seconds")
         NetworkPolicy.from_flag(self.private_networks)
 
     def scope(self) -> urls.Scope:
@@ -108,7 +113,8 @@ def settle_start(spec: CrawlSpec, fetcher: Fetcher | None = None) -> CrawlSpec:
     """``spec`` starting where its URL redirects to (``http://h/docs`` → ``https://h/docs/``,
     a site's root → its latest version), asked once when the source is added: the crawl
     keeps to its start's origin and prefix, which the URL typed may not share with the
-    pages. A prefix the user gave stays; the default one follows the start."""
+    pages. The prefix stays when the new start is under it (``/docs/`` →
+    ``/docs/index.html``) or the user gave it; else it is the new start's path."""
     fetcher = fetcher or Fetcher(NetworkPolicy.from_flag(spec.private_networks), spec.timeout)
     probe = dataclasses.replace(fetcher, reads=lambda declared, url: False)
     try:
@@ -118,7 +124,8 @@ def settle_start(spec: CrawlSpec, fetcher: Fetcher | None = None) -> CrawlSpec:
     if final == urls.normalize(spec.url):
         return spec
     own_prefix = spec.prefix != urls.default_prefix(urls.normalize(spec.url))
-    prefix = spec.prefix if own_prefix else urls.default_prefix(final)
+    under = urlsplit(final).path.startswith(spec.prefix)
+    prefix = spec.prefix if own_prefix or under else urls.default_prefix(final)
     return dataclasses.replace(spec, url=final, prefix=prefix)
 
 
@@ -219,7 +226,10 @@ class _Crawl:
         pace.wait()
         self.robots = robots = robots_txt.load(self.fetcher, self.scope.origin)
         if robots.unreachable is not None:
-            self.out.error = f"{robots.unreachable}: the site allows nothing while it fails"
+            self.out.error = (
+                f"{robots.unreachable}: a site whose robots.txt fails allows nothing "
+                "(RFC 9309), so nothing was fetched; the copy fetched before is kept"
+            )
             return
         delay = robots.delay()  # the site's own word holds for every request
         pace.interval = max(1.0 / self.spec.rate, delay)
@@ -243,7 +253,7 @@ class _Crawl:
             if url in self.seen:
                 continue
             self.seen.add(url)
-            if not self._may_store(url):
+            if url != self.start and not self._may_store(url):
                 continue
             if limit := self._bound_reached():
                 self.out.limit = limit
@@ -257,7 +267,7 @@ class _Crawl:
                 self.mirror.save()
             if stop:
                 return
-        if self.progress:
+        if self.progress and done:
             self.progress(done, done, "")  # the frontier's estimate is settled
         if self.out.limit is None:  # complete: what it no longer reaches goes
             for url in [u for u in self.mirror.pages if u not in self.kept]:
@@ -389,6 +399,10 @@ class _Crawl:
         if stored_as in self.kept:
             return False  # the same page under another URL, stored already
         links = [link for link in page.links if self.scope.holds(link)]
+        if not self.scope.holds(stored_as):  # the start, outside its own globs or prefix
+            self._skip("the start page, read for its links only")
+            self._follow(links, depth)
+            return False
         digest = hashlib.sha256(page.data or (page.text or "").encode("utf-8")).hexdigest()
         if self.digests.get(digest, stored_as) != stored_as:  # served at two URLs
             self._skip("the same content as another page")

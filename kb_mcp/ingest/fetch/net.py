@@ -71,7 +71,7 @@ class NetworkPolicy:
         try:
             networks = tuple(ipaddress.ip_network(v, strict=False) for v in value)
         except ValueError as exc:
-            raise InvalidInput(f"--allow-private-network: {exc}") from exc
+            raise InvalidInput(f"--allow-network: {exc}") from exc
         return cls(networks=networks)
 
     def allows(self, address: Address) -> bool:
@@ -104,6 +104,8 @@ def checked_address(host: str, port: int, policy: NetworkPolicy, resolve: Resolv
     else:
         try:
             found = list(resolve(host, port))
+        except socket.gaierror as exc:
+            raise FetchFailed(f"cannot resolve {host}: no such host name") from exc
         except (OSError, UnicodeError) as exc:
             raise FetchFailed(f"cannot resolve {host}: {exc}") from exc
     if not found:
@@ -236,9 +238,9 @@ class Fetcher:
                 raise FetchFailed(f"not answered in {self.timeout:g} s")
             return response.status, head, body
         except (OSError, http.client.HTTPException, ssl.SSLError) as exc:
-            if watchdog is not None and watchdog.fired:
+            if (watchdog is not None and watchdog.fired) or isinstance(exc, TimeoutError):
                 raise FetchFailed(f"not answered in {self.timeout:g} s") from exc
-            raise FetchFailed(f"{type(exc).__name__}: {exc}") from exc
+            raise FetchFailed(_plain(exc)) from exc
         finally:
             conn.close()
 
@@ -265,6 +267,23 @@ class Fetcher:
                 raise FetchFailed(f"over the {self.max_bytes:,}-byte cap per page")
             parts.append(chunk)
         return b"".join(parts)
+
+
+def _plain(exc: BaseException) -> str:
+    """What went wrong with a request, in words rather than Python's."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return f"the site's TLS certificate was refused: {exc.verify_message}"
+    if isinstance(exc, ssl.SSLError):
+        return f"TLS failed ({exc.reason or exc})"
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused (nothing listens there)"
+    if isinstance(exc, ConnectionResetError | BrokenPipeError):
+        return "the site closed the connection"
+    if isinstance(exc, http.client.HTTPException):
+        return f"not a valid HTTP answer ({type(exc).__name__}: {exc})"
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror[0].lower() + exc.strerror[1:]
+    return f"{type(exc).__name__}: {exc}"
 
 
 class _Watchdog:

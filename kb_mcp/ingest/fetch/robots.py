@@ -53,14 +53,14 @@ def load(fetcher: Fetcher, origin: str) -> Robots:
     try:
         response = probe.get(origin + "/robots.txt")
     except KbError as exc:
-        return Robots(unreachable=f"robots.txt: {exc.message}")
+        return Robots(unreachable=f"robots.txt could not be read ({exc.message})")
     finally:
         fetcher.requests += probe.requests
         fetcher.transferred += probe.transferred
     if 400 <= response.status < 500:
         return Robots()
     if response.status >= 500:
-        return Robots(unreachable=f"robots.txt answered {response.status}")
+        return Robots(unreachable=f"robots.txt answered HTTP {response.status}")
     if response.status != 200:
         return Robots()
     try:
