@@ -165,6 +165,8 @@ def overview_text(result: Overview) -> str:
             f"{s['documents']} documents, {s['chunks']} chunks{failed}; sync {s['sync_state']}"
             f"{vectors}"
         )
+        if s["sync_state"] == "error" and s["error"]:
+            lines.append(f"  error: {s['error']}")
         if s["skipped"]:
             counts = ", ".join(f"{reason} {n}" for reason, n in sorted(s["skipped"].items()))
             lines.append(f"  skipped: {counts} (which and why: `kb-mcp list {s['name']}`)")

@@ -25,6 +25,7 @@ from kb_mcp.errors import NotFound
 from kb_mcp.ingest.fetch.crawl import CrawlSpec
 from kb_mcp.ingest.fetch.mirror import Mirror
 from kb_mcp.library import Library
+from kb_mcp.render import overview_text
 from kb_mcp.settings import Settings, Store
 
 VALGRIND = Path("/usr/share/doc/valgrind/html")
@@ -97,6 +98,9 @@ def test_a_docs_site_is_added_searched_and_cited_by_page_url(crawled: Crawled) -
         assert site.facts[path].lower() in " ".join(cited.text.split()).lower()
         assert (cited.start_line, cited.end_line) == (hit.start_line, hit.end_line)
     assert library.lookup.read(served.url + "/docs/faq.html").path.endswith("/docs/faq.html")
+    by_url = library.lookup.read(f"{served.url}/docs/faq.html#L3-L5")  # a cite as a URL
+    assert (by_url.start_line, by_url.end_line) == (3, 5)
+    assert library.lookup.read(f"{served.url}/docs/faq.html#deadlocks").start_line == 1
     [source] = [s for s in library.catalog.overview().sources if s.name == "quiverq"]
     assert (source.kind, source.root, source.error) == ("web", served.url + "/docs/", None)
     assert source.documents == len(site.expected) + 1  # and the slow page, released here
@@ -200,6 +204,7 @@ def test_a_site_that_is_down_keeps_its_last_good_copy_and_list_says_why(
     [source] = [s for s in library.catalog.overview().sources if s.name == "quiverq"]
     assert source.sync_state == "error"
     assert "robots.txt" in source.error and "allows nothing" in source.error
+    assert f"  error: {source.error}" in overview_text(library.catalog.overview())
     assert len(Mirror(home, "quiverq").pages) == len(site.expected) + 1  # and the slow page
 
 

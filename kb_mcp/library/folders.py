@@ -137,8 +137,11 @@ class Folders:
         folder = self._folder(name)
         row = rows.get_source(self.db.conn, name)
         failed = rows.failed_locations(self.db.conn, row.id) if row else []
-        if folder.web is not None:  # and the pages its last crawl could not fetch
-            failed = [*failed, *(tuple(f) for f in Mirror(self.home, name).outcome.failed)]
+        if folder.web is not None:  # by page URL, and the pages its crawl could not fetch
+            mirror = Mirror(self.home, name)
+            url_of = mirror.url_of()
+            failed = [(url_of.get(path, path), reason) for path, reason in failed]
+            failed += [(url, reason) for url, reason in mirror.outcome.failed]
         files = tuple(FailedFile(name, path, reason) for path, reason in failed)
         if not skipped:
             return LeftOut(name, files)

@@ -40,6 +40,12 @@ def read_document(
         doc = citation.doc
         start_line = start_line or citation.start_line
         end_line = end_line or citation.end_line
+    elif "://" in doc and "#" in doc:  # a page URL: ``#L3-L9`` cites its lines; another
+        doc, fragment = doc.split("#", 1)  # fragment names a place in the page, no more
+        lines = parse_cite(f"x#{fragment}")
+        if lines is not None:
+            start_line = start_line or lines.start_line
+            end_line = end_line or lines.end_line
     found, stale = refresh_if_stale(db, resolve_document(db, doc.strip()))
     # The whole document is redacted before lines are cut (issue 7 item 2): a range inside
     # a key block has no BEGIN line for output redaction to see. Stored text is redacted
