@@ -383,6 +383,16 @@ def test_html_data_table_with_paragraphs_and_lists_in_cells_stays_a_table() -> N
     )
 
 
+def test_html_table_with_a_cell_too_long_for_a_row_is_rendered_as_blocks() -> None:
+    """An index page lays out columns of long lists in a table: as one Markdown row the
+    page was a single 200 KB line, refused as a minified file."""
+    entries = "".join(f"<li><a href='m.html#f{i}'>function_{i}()</a></li>" for i in range(200))
+    page = f"<table><tr><td><ul>{entries}</ul></td><td><ul><li>x</li></ul></td></tr></table>"
+    markdown = convert_bytes(page.encode(), ".html").markdown
+    assert markdown.startswith("- [function_0()](m.html#f0)\n- [function_1()](m.html#f1)")
+    assert max(len(line) for line in markdown.split("\n")) < 100
+
+
 def test_html_decodes_with_meta_charset_when_not_utf8() -> None:
     page = '<meta charset="shift_jis"><p>日本語</p>'.encode("shift_jis")
     assert convert_bytes(page, ".html").markdown == "日本語"

@@ -70,6 +70,10 @@ _UNSAID = _NEVER_TEXT | _CONTROLS  # left out of a <pre>'s text as well
 # out the page, and its cells are rendered as blocks in document order. Paragraphs and
 # lists are not in it: Sphinx wraps each data cell in <p>, and a cell may list options.
 _LAYOUT_CONTENT = _HEADINGS | {"pre", "table"}
+# A cell longer than this is content laid out in a table (an index page's columns of long
+# lists: one Markdown row of 200 KB was then refused as a minified file), so the table's
+# cells are rendered as blocks instead.
+MAX_TABLE_CELL_CHARS = 2_000
 _BLOCKS = _HEADINGS | {
     "address", "article", "aside", "blockquote", "body", "caption", "center", "dd",
     "details", "div", "dl", "dt", "fieldset", "figcaption", "figure", "footer", "form",
@@ -313,6 +317,8 @@ def _block(element: _Element, drop: _Drop) -> list[str]:
         if _is_layout(element, drop):
             return _blocks(element, drop)
         rows = [[" ".join(_blocks(cell, drop)) for cell in row] for row in _rows(element)]
+        if any(len(cell) > MAX_TABLE_CELL_CHARS for row in rows for cell in row):
+            return _blocks(element, drop)  # a cell nobody reads on one line: an index page
         return [markdown_table(rows)] if rows else []
     if tag == "blockquote":
         quoted = "\n\n".join(_blocks(element, drop)).split("\n")
