@@ -133,6 +133,16 @@ def test_site_chrome_is_not_stored_and_code_blocks_survive_whole(crawled: Crawle
         assert f"\n{code.strip()}\n" in text, path
 
 
+def test_links_in_stored_pages_lead_to_the_site(crawled: Crawled) -> None:
+    """Stored apart from its site, a page's relative link would lead nowhere."""
+    import re
+
+    stored = "\n".join(p.read_text() for p in (crawled.home / "web" / "quiverq").glob("*.md"))
+    targets = re.findall(r"\]\(([^()\s]+)\)", stored)
+    assert targets and all(re.match(r"^[a-z]+:", t) for t in targets), targets[:5]
+    assert f"]({crawled.served.url}/docs/" in stored
+
+
 def test_a_page_reached_by_a_redirect_or_a_canonical_duplicate_is_stored_once(
     crawled: Crawled,
 ) -> None:

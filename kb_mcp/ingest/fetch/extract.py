@@ -9,8 +9,10 @@ navigation is how its pages are found, though it is never stored.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from html.parser import HTMLParser
+from urllib.parse import urljoin
 
 from kb_mcp.errors import Unreadable
 from kb_mcp.ingest import readers
@@ -73,8 +75,9 @@ def extract(body: bytes, kind: str, url: str, charset: str | None = None) -> Pag
     if kind in HTML_TYPES:
         converted = readers.convert_bytes(body, ".html")
         text = decode_bytes(body, declared=charset)
-        links, canonical = _links(text, url)
-        return Page(suffix, converted.markdown, None, converted.title, links, canonical)
+        base, links, canonical = _links(text, url)
+        markdown = absolute_links(converted.markdown, base)
+        return Page(suffix, markdown, None, converted.title, links, canonical)
     key = ".md" if kind in ("text/markdown", "text/x-markdown") else ".txt"
     converted = readers.convert_bytes(body, key)
     return Page(suffix, converted.markdown, None, converted.title)
@@ -103,7 +106,32 @@ class _LinkParser(HTMLParser):
             self.canonical = self.canonical or href
 
 
-def _links(text: str, url: str) -> tuple[tuple[str, ...], str | None]:
+_MARKDOWN_LINK = re.compile(r"\]\(([^()\s]+)\)")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+def absolute_links(markdown: str, base: str) -> str:
+    """``markdown`` with its links' relative targets made absolute against ``base`` (the
+    page's URL, or its ``<base>``): stored apart from its site, a page's ``install.html``
+    leads nowhere, its ``https://h/docs/install.html`` can be followed. Code blocks are
+    left as they are."""
+    lines = markdown.split("\n")
+    fenced = False
+    for i, line in enumerate(lines):
+        if _FENCE.match(line):
+            fenced = not fenced
+        elif not fenced and "](" in line:
+            lines[i] = _MARKDOWN_LINK.sub(lambda m: f"]({_absolute(base, m[1])})", line)
+    return "\n".join(lines)
+
+
+def _absolute(base: str, target: str) -> str:
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", target):  # has a scheme already
+        return target
+    return urljoin(base, target)
+
+
+def _links(text: str, url: str) -> tuple[str, tuple[str, ...], str | None]:
     parser = _LinkParser()
     parser.feed(text)  # script and style bodies are CDATA to the parser: no links
     parser.close()
@@ -113,4 +141,4 @@ def _links(text: str, url: str) -> tuple[tuple[str, ...], str | None]:
         link for href in parser.hrefs if (link := urls.resolve(base, href)) is not None
     )
     canonical = urls.resolve(base, parser.canonical) if parser.canonical else None
-    return tuple(links), canonical
+    return base, tuple(links), canonical
