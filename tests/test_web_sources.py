@@ -307,6 +307,16 @@ def test_the_cli_adds_a_site_and_lists_it(
     synced = kb("sync", "--embedder", "none")
     assert f"{len(site.expected) + 1} unchanged" in synced.stdout
 
+    again = kb("add", served.url + "/docs/", "--yes", "--allow-private-network", "--rate", "100")
+    assert again.returncode == 6 and "kb-mcp sync quiverq" in again.stderr
+    narrowed = kb(
+        "add", served.url + "/docs/", "--yes", "--allow-private-network", "--rate", "100",
+        "--exclude", "/docs/api/*", "--embedder", "none",
+    )  # fmt: skip
+    assert narrowed.returncode == 0, narrowed.stderr
+    assert "2 removed" in narrowed.stdout  # the two API pages the new bounds leave out
+    assert '"/docs/api/*"' in (home / "sources.json").read_text()
+
 
 def test_a_docs_site_on_a_postgresql_library(
     docs: tuple[DocsSite, Site], home: Path, postgres_url: str

@@ -169,7 +169,7 @@ def cmd_add(args: argparse.Namespace, library: Library) -> int:
 def _add_web(args: argparse.Namespace, library: Library) -> int:
     """``kb-mcp add URL``: check the start URL, show the bounds, confirm, register, fetch."""
     from kb_mcp.cli.web_source import describe, spec_of
-    from kb_mcp.errors import Refused
+    from kb_mcp.errors import Conflict, Refused
     from kb_mcp.ingest.fetch.crawl import preflight, settle_start
 
     spec = spec_of(args)
@@ -178,9 +178,22 @@ def _add_web(args: argparse.Namespace, library: Library) -> int:
     if settled.url != spec.url:
         print(f"{spec.url} redirects to {settled.url}: the crawl starts there")
     spec = settled
+    existing = library.folders.web_source_of(spec.url)
+    if existing is not None and existing.web == spec:
+        raise Conflict(
+            f"{spec.url} is already the web source {existing.name!r}, with these bounds",
+            hint=f"`kb-mcp sync {existing.name}` fetches it again; `kb-mcp add URL` with "
+            "other bounds (--prefix, --include, --max-pages …) changes them",
+        )
     print(describe(spec))
+    if existing is not None:
+        print(f"(new bounds for the web source {existing.name!r}: its pages are kept)")
     if not args.yes and not _confirm("Add this site and fetch it now?"):
         raise Refused("not added: confirm with --yes (or answer y at the prompt)")
+    if existing is not None:
+        source = library.folders.set_bounds(existing.name, spec)
+        _sync_and_report(library, source.name)
+        return after_sync(args, library)
     source = library.folders.add_web(spec, args.name)
     print(f"added web source {source.name!r} → {spec.url} (pages kept in {source.root})")
     [report] = _sync_and_report(library, source.name)

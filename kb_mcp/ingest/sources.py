@@ -219,6 +219,16 @@ def set_gitignore(home: Path, source: FolderSource, gitignore: bool) -> FolderSo
     return changed
 
 
+def set_bounds(home: Path, name: str, spec: CrawlSpec) -> FolderSource:
+    """Store new crawl bounds for the web source ``name`` (its pages are kept: the next
+    crawl asks them again and drops what the new bounds leave out)."""
+    spec.check()
+    sources = load_registry(home)
+    changed = [replace(s, web=spec) if s.name == name and s.web else s for s in sources]
+    save_registry(home, changed)
+    return next(s for s in changed if s.name == name)
+
+
 def unregister_folder(home: Path, name: str) -> FolderSource:
     sources = load_registry(home)
     kept = [s for s in sources if s.name != name]

@@ -98,6 +98,14 @@ class Folders:
         """Register a web source (``sync(fetch=True)`` crawls it into its mirror)."""
         return sources.register_web(self.home, spec, name, taken=self._names_taken())
 
+    def web_source_of(self, url: str) -> sources.FolderSource | None:
+        """The web source starting at ``url`` (normalized), if one does."""
+        return next((s for s in self.folder_sources() if s.web and s.web.url == url), None)
+
+    def set_bounds(self, name: str, spec: CrawlSpec) -> sources.FolderSource:
+        """New bounds for the web source ``name``, from its next sync on."""
+        return sources.set_bounds(self.home, name, spec)
+
     def _names_taken(self) -> set[str]:
         """Source names in the database this home does not register (other machines'
         folders, and this library's own non-folder sources)."""
