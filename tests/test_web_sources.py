@@ -194,6 +194,8 @@ def test_a_changed_page_is_read_again_and_a_removed_one_leaves_the_index(
     assert not library.lookup.grep("replicates it to two followers").matches
     with pytest.raises(NotFound):
         library.lookup.read(served.url + "/docs/brokers.html")
+    [archived] = (library.home / "web" / "quiverq.archive").glob("*brokers*")
+    assert site.facts["/docs/brokers.html"] in " ".join(archived.read_text().split())
 
 
 def test_a_site_that_is_down_keeps_its_last_good_copy_and_list_says_why(

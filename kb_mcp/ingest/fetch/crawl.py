@@ -271,7 +271,7 @@ class _Crawl:
             self.progress(done, done, "")  # the frontier's estimate is settled
         if self.out.limit is None:  # complete: what it no longer reaches goes
             for url in [u for u in self.mirror.pages if u not in self.kept]:
-                self.mirror.remove(url)
+                self.mirror.archive(url)
                 self.out.removed += 1
             self.mirror.drop_strays()
 
@@ -361,7 +361,7 @@ class _Crawl:
             return False
         if res.status in (404, 410):
             if record is not None:
-                self.mirror.remove(url)
+                self.mirror.archive(url)
                 self.out.removed += 1
             return False
         if res.status != 200:

@@ -6,7 +6,8 @@ the folder through the one ingestion path; the database stays a rebuildable inde
 ``<home>/web/<name>.json`` is the manifest, beside the folder so no walk reads it: per page
 its URL, file, validators (ETag, Last-Modified) for the next conditional request, the
 links it holds (a page answered 304 is not parsed again, so its links must be kept), and
-the last crawl's outcome, which ``list`` shows.
+the last crawl's outcome, which ``list`` shows. A page the site no longer serves leaves
+the folder for ``<home>/web/<name>.archive/``: out of the index, its last copy kept.
 
 Text is redacted before it is written (the same redaction as every source): a credential
 on a public page is never at rest here. Files and the manifest are written atomically; a
@@ -18,7 +19,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,6 +73,7 @@ class Mirror:
     def __init__(self, home: Path, name: str) -> None:
         self.root = home / WEB_DIR / name
         self.manifest_path = home / WEB_DIR / f"{name}.json"
+        self.archive_root = home / WEB_DIR / f"{name}.archive"
         self.pages: dict[str, PageRecord] = {}
         # Another URL of a stored page (a redirect, a canonical duplicate, the same
         # content) → the page's URL: a re-crawl does not ask for it again.
@@ -130,6 +134,14 @@ class Mirror:
         if record is not None:
             (self.root / record.file).unlink(missing_ok=True)
 
+    def archive(self, url: str) -> None:
+        """Take a page the site no longer serves out of the mirror (so out of the index),
+        keeping its last copy under ``<home>/web/<name>.archive/``."""
+        record = self.pages.pop(url, None)
+        if record is not None and (self.root / record.file).is_file():
+            self.archive_root.mkdir(parents=True, exist_ok=True)
+            os.replace(self.root / record.file, self.archive_root / record.file)
+
     def drop_strays(self) -> int:
         """Delete files the manifest does not name (a write the manifest missed)."""
         named = {p.file for p in self.pages.values()}
@@ -145,6 +157,8 @@ class Mirror:
                 path.unlink(missing_ok=True)
         if self.root.is_dir():
             self.root.rmdir()
+        if self.archive_root.is_dir():
+            shutil.rmtree(self.archive_root)
         self.manifest_path.unlink(missing_ok=True)
 
 
