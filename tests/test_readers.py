@@ -280,9 +280,30 @@ def test_html_permalink_glyphs_stay_out_of_text_and_headings(tmp_path: Path) -> 
         library.folders.add_folder(folder)
         library.folders.sync()
         [hit] = library.lookup.search("okapi awaitables").hits
-        assert hit.section == ("Coroutines and Tasks", "Running Tasks Concurrently")
+        # the signature is a heading of its own (an anchored definition term)
+        assert hit.section == (
+            "Coroutines and Tasks",
+            "Running Tasks Concurrently",
+            "asyncio.gather(**aws*)",
+        )
     finally:
         library.close()
+
+
+def test_html_anchored_definition_terms_are_headings_below_their_section() -> None:
+    """An API reference's signatures (Sphinx: ``<dt id=…>``) were paragraphs, so a passage
+    about a function was cited by its page's section alone; a method nests under its
+    class. A term without an id stays text."""
+    page = b"""<main><h1>json</h1><h2>Encoders</h2>
+<dl class="py class"><dt class="sig" id="json.JSONEncoder">class json.JSONEncoder()</dt>
+<dd><p>Extensible encoder.</p>
+<dl class="py method"><dt id="json.JSONEncoder.encode">encode(o)</dt><dd><p>Returns a string.</p>
+</dd></dl></dd></dl>
+<dl><dt>plain term</dt><dd>its description</dd></dl></main>"""
+    assert convert_bytes(page, ".html").markdown == (
+        "# json\n\n## Encoders\n\n### class json.JSONEncoder()\n\nExtensible encoder.\n\n"
+        "#### encode(o)\n\nReturns a string.\n\nplain term\n\nits description"
+    )
 
 
 def test_html_pre_holding_several_code_listings_is_one_fence_each() -> None:

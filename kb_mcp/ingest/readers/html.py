@@ -148,6 +148,7 @@ def _convert(tree: _Element) -> tuple[str, str | None]:
     root = _content_root(tree)
     tags = _NEVER_TEXT | (_CHROME if root.tag in {"body", "#document"} else _CONTENT_CHROME)
     drop = _Drop(tags)
+    _promote_anchored_terms(root, drop)
     # Some pages wrap everything in chrome (ASP.NET puts the whole body in a <form>):
     # stripping boilerplate must never empty a page that has text.
     markdown = _render(root, drop) or _render(root, _Drop(_NEVER_TEXT, chrome=False))
@@ -156,6 +157,27 @@ def _convert(tree: _Element) -> tuple[str, str | None]:
     title = title or _find(root, "h1", skip=drop)
     title_text = " ".join(_raw_text(title).split()) if title else ""
     return markdown, title_text or None
+
+
+def _promote_anchored_terms(root: _Element, drop: _Drop) -> None:
+    """A definition term with an ``id`` is a place the page links to by name: an API
+    reference's signature (Sphinx's ``<dt class="sig" id="json.dumps">``), a glossary
+    term. It becomes a heading one level below the section it is in (and below the term
+    whose description holds it: a class's methods under the class), so a passage about
+    it is cited by it, not only by the section around it."""
+    level = 1
+    promoted: set[int] = set()  # the lists holding a promoted term, by id()
+    for element in _iter(root, drop):
+        if element.tag in _HEADINGS:
+            level = int(element.tag[1])
+        elif element.tag == "dt" and element.attrs.get("id") and element.parent is not None:
+            outer = element.parent.parent
+            depth = 0
+            while outer is not None:
+                depth += id(outer) in promoted
+                outer = outer.parent
+            element.tag = f"h{min(level + 1 + depth, 6)}"
+            promoted.add(id(element.parent))
 
 
 def _is_navigation(element: _Element) -> bool:
