@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 from kb_mcp.errors import Conflict, InvalidInput, NotFound
 from kb_mcp.fsutil import atomic_write
+from kb_mcp.ingest.fetch.mirror import WEB_DIR
 
 if TYPE_CHECKING:
     from kb_mcp.ingest.fetch.crawl import CrawlSpec
@@ -91,9 +92,6 @@ def save_registry(home: Path, sources: Sequence[FolderSource]) -> None:
         for s in sources
     ]
     atomic_write(home / REGISTRY_FILE, json.dumps(data, indent=2).encode("utf-8"))
-
-
-WEB_DIR = "web"  # ``<home>/web/<name>/``: a web source's mirror (``fetch/mirror.py``)
 
 
 def _spec_data(spec: CrawlSpec) -> dict[str, Any]:
