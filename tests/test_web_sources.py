@@ -113,6 +113,13 @@ def test_pages_that_could_not_be_fetched_are_listed_with_their_reason(crawled: C
     ]
 
 
+def test_what_the_crawl_left_out_is_listed_with_why(crawled: Crawled) -> None:
+    left_out = crawled.library.folders.left_out("quiverq", skipped=True)
+    assert {group.reason: group.count for group in left_out.skipped} == {
+        "disallowed by robots.txt": 1
+    }
+
+
 def test_robots_txt_and_the_prefix_keep_pages_out(crawled: Crawled) -> None:
     site, served, library = crawled.site, crawled.served, crawled.library
 

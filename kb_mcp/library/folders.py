@@ -27,12 +27,17 @@ from kb_mcp.ingest.fetch.crawl import CrawlSpec, crawl
 from kb_mcp.ingest.fetch.mirror import Mirror
 from kb_mcp.ingest.filework import failure_reason, utc_now
 from kb_mcp.ingest.pipeline import remove_location
-from kb_mcp.ingest.skipped import walk_groups
+from kb_mcp.ingest.skipped import SkippedGroup, walk_groups
 from kb_mcp.library.results import FailedFile, LeftOut
 from kb_mcp.library.state import LibraryState
 from kb_mcp.store import documents as rows
 from kb_mcp.store import locks
 from kb_mcp.store.host import this_host
+
+
+def _crawl_group(reason: str, count: int) -> SkippedGroup:
+    """A reason the last crawl left pages out, as ``list NAME --skipped`` shows skips."""
+    return SkippedGroup(reason, count, (), "what a crawl leaves out: docs/web.md")
 
 
 def _unseen(done: int, total: int, label: str) -> None:
@@ -153,6 +158,9 @@ class Folders:
         files = tuple(FailedFile(name, path, reason) for path, reason in failed)
         if not skipped:
             return LeftOut(name, files)
+        if folder.web is not None:  # what its last crawl did not fetch, and why
+            crawl_skips = Mirror(self.home, name).outcome.skipped
+            return LeftOut(name, files, tuple(_crawl_group(r, n) for r, n in crawl_skips.items()))
         max_files = self.settings.max_files_per_source
         walk = sync.walk_source(folder, max_files=max_files, examples=None)
         return LeftOut(name, files, walk_groups(walk))
