@@ -135,8 +135,12 @@ class PhaseProgress:
         clock: Clock = time.monotonic,
         terminal: bool | None = None,
         every: float = PLAIN_EVERY_S,
+        timed_from_first_report: bool = False,
     ) -> None:
         self.phase = phase
+        # A phase that waits on another before its first step (reading a web source's
+        # pages waits for their fetching) is timed from that step, not from its creation.
+        self._timed_from_first_report = timed_from_first_report
         self.stream = stream if stream is not None else sys.stderr
         self.terminal = self.stream.isatty() if terminal is None else terminal
         self.every = every
@@ -153,6 +157,8 @@ class PhaseProgress:
 
     def __call__(self, done: int, total: int, label: str = "") -> None:
         now = self._clock()
+        if self._timed_from_first_report and not self._reported:
+            self._started = now
         self._reported = True
         if total <= 0:
             self._status(now, label)

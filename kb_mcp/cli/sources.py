@@ -56,7 +56,8 @@ def _print_report(report: SyncReport) -> None:
 def _sync_and_report(library: Library, source: str | None) -> list[SyncReport]:
     """Sync with its progress on stderr, print one summary per source; the reports. Web
     sources are fetched first: the CLI is where a person asks for the network."""
-    with PhaseProgress(READING_FILES) as progress, PhaseProgress(FETCHING_PAGES) as fetching:
+    reading = PhaseProgress(READING_FILES, timed_from_first_report=True)
+    with reading as progress, PhaseProgress(FETCHING_PAGES) as fetching:
         reports = library.folders.sync(
             source, progress=progress, link=False, fetch=True, fetch_progress=fetching
         )
