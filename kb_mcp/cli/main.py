@@ -562,6 +562,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KbError as exc:
         return _report(exc)
     except KeyboardInterrupt:
+        if args.func in (cmd_add, cmd_sync):  # what was done is kept
+            print("kb-mcp: interrupted; `kb-mcp sync` resumes where it stopped", file=sys.stderr)
         return 130
     except BrokenPipeError:
         # `kb-mcp read doc | head -1`: the reader left, which is not a bug. Point stdout
