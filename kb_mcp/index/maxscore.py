@@ -63,6 +63,9 @@ DENSE_SHARE = 16
 GATHER_SHARE = 16
 # ... and over 1/GATHER_PASSAGES of all passages (the mask is one byte a passage).
 GATHER_PASSAGES = 256
+# A pruning round scores its FLOOR_DEPTH × documents passages of highest essential share
+# first, for a higher floor (``_candidates``).
+FLOOR_DEPTH = 4
 
 
 @dataclass(slots=True)
@@ -114,8 +117,17 @@ def top_documents(
     kept = 0.0  # the documents-th best score of an exactly scored set: a floor for the top
     order = [(terms[i], bounds[i]) for i in by_bound]
     essential = _first_filling(terms, by_bound, documents)
+
+    def floor_of(at: np.ndarray) -> float:
+        """The last score of ``select``'s top of the passages at ``at``, scored exactly
+        (0 when they hold too few documents): a floor for the answer's."""
+        some = select(at, scores_at(terms, norm, at))
+        return some[-1][1] if len(some) == documents else 0.0
+
     while essential < len(terms):
-        positions = _candidates(order, left_out, essential, norm, kept)
+        positions, kept = _candidates(
+            order, left_out, essential, norm, kept, documents * FLOOR_DEPTH, floor_of
+        )
         found = select(positions, scores_at(terms, norm, positions))
         if len(found) < documents:  # too few documents among the essential phrases' passages
             essential *= 2
@@ -165,7 +177,9 @@ def _candidates(
     essential: int,
     norm: np.ndarray,
     kept: float,
-) -> np.ndarray:
+    depth: int,
+    floor_of: Callable[[np.ndarray], float],
+) -> tuple[np.ndarray, float]:
     """The passages holding one of the first ``essential`` phrases of ``order`` (bound
     descending) that may still score ``kept`` (MaxScore's test: the score so far plus
     the bounds of the phrases not yet looked up must reach it).
@@ -177,13 +191,19 @@ def _candidates(
 
     held = [term for term, _bound in order[:essential] if len(term.positions)]
     if not held:
-        return np.zeros(0, dtype=np.int64)
+        return np.zeros(0, dtype=np.int64), kept
     if len(held) > 1 and sum(len(term.positions) for term in held) * DENSE_SHARE >= len(norm):
         positions, shares = _merged_dense(held, norm)
     else:
         positions, shares = _merged_sorted(held, norm)
+    if len(positions) > 2 * depth:
+        # The ``depth`` passages of highest share scored first: their top's last score
+        # is a floor too, often well above ``kept`` (it came from the rarest phrases'
+        # passages alone), and a higher floor drops more passages before the lookups.
+        best = np.sort(np.argpartition(-shares, depth)[:depth])
+        kept = max(kept, floor_of(positions[best]))
     if kept <= 0:  # no top proven yet: nothing to drop, and ``scores_at`` looks them up
-        return positions
+        return positions, kept
     upper = shares
     for j in range(essential, len(order) + 1):
         alive = upper + left_out[j] + MARGIN >= kept
@@ -193,7 +213,7 @@ def _candidates(
         term = order[j][0]
         at, where = _lookup(term.positions, positions, len(norm))
         upper[at] += term_score(term.idf, term.freq[where], norm[positions[at]])
-    return positions
+    return positions, kept
 
 
 def _merged_sorted(held: Sequence[TermList], norm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
