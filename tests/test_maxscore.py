@@ -334,13 +334,31 @@ def _citation_differences(lib: Library, cite: Cite, questions: list[str]) -> lis
     return wrong
 
 
+def _document_differences(
+    lib: Library, index: PostgresKeywordIndex, questions: list[str]
+) -> list[str]:
+    """Questions whose documents ranked as wholes (the document leg's ranking: MaxScore
+    over the PostgreSQL documents' index) differ from FTS5's ``docs_fts`` top."""
+    wrong = []
+    for text in questions:
+        expression = parse_query(text).match_expression()
+        assert expression is not None
+        for documents in (1, 10, 40):
+            if index.best_documents(expression, documents) != lib.fts.best_documents(
+                expression, documents
+            ):
+                wrong.append(f"{documents}: {text}")
+    return wrong
+
+
 def test_both_stores_rank_as_fts5_on_a_generated_library(
-    generated: tuple[Library, Path, np.random.Generator], postgres_url: str
+    generated: tuple[Library, Path, np.random.Generator], postgres_url: str, way: str
 ) -> None:
     """issue 24: the SQLite segment and the PostgreSQL index, pruned, give FTS5's top
-    1, 10 and 40 for 60 questions, and FTS5's citation of each of its top 40 documents
-    as wholes: built, then with new, rewritten and deleted notes in the delta and
-    tombstones."""
+    1, 10 and 40 for 60 questions, PostgreSQL's documents ranked as wholes FTS5's
+    ``docs_fts`` top, and FTS5's citation of each of its top 40 documents as wholes:
+    built, then with new, rewritten and deleted notes in the delta and tombstones;
+    each way of merging lists and looking passages up."""
     lib, notes, rng = generated
     assert lib.fts.chunk_count() > 600
     questions = _questions(rng, 60)
@@ -364,6 +382,7 @@ def test_both_stores_rank_as_fts5_on_a_generated_library(
         for name, rank in stores.items():
             assert _fts5_differences(lib, rank, questions) == [], name
             assert _citation_differences(lib, citing[name], questions) == [], name
+        assert _document_differences(lib, index, questions) == []
 
         _write_notes(notes, rng, 4, start=60)  # new notes: the delta
         _write_notes(notes, rng, 2, start=0)  # rewritten: tombstones and the delta
@@ -375,6 +394,7 @@ def test_both_stores_rank_as_fts5_on_a_generated_library(
         for name, rank in stores.items():
             assert _fts5_differences(lib, rank, questions) == [], name
             assert _citation_differences(lib, citing[name], questions) == [], name
+        assert _document_differences(lib, index, questions) == []
         source = lib.db.conn.execute("SELECT id FROM sources").fetchone()[0]
         for text in questions[:20]:  # scoped: PostgreSQL's source filter inside select
             expression = parse_query(text).match_expression()

@@ -23,6 +23,17 @@ tuning: it comes from the scores themselves, in at most a few rounds (each round
 ``documents``-th score, exact and only growing as candidates are added, says which
 phrases may stay out of the next).
 
+At 1M passages a round's essential lists often hold half a million postings (a
+question's dozen words less its commonest), so the merge and the lookups are what a
+ranking costs; both use plain arrays over every passage when the lists are that long
+(``_merged_dense``, ``_lookup``: sorting or binary-searching them cost about twice as
+much), and a round raises its floor first from its best few hundred passages. At 1M,
+SciFact's questions, the keyword leg's top 100 went from 30 to 16 ms CPU at p95
+(docs/scale.md, "At 1M"); every way gives the same arrays, so the same bits.
+
+The document leg's ranking of documents as wholes is this same call over the documents'
+index (``keyword_reader.best_documents``: one list per word, a document per entry).
+
 Only a top ``documents`` is pruned this way. A document's best passage (the document
 leg's citations) needs no bound: only the cited documents' passages can be its answer, so
 ``document_scores`` scores those alone (``ByDocument`` finds them), by the same
@@ -182,11 +193,14 @@ def _candidates(
 ) -> tuple[np.ndarray, float]:
     """The passages holding one of the first ``essential`` phrases of ``order`` (bound
     descending) that may still score ``kept`` (MaxScore's test: the score so far plus
-    the bounds of the phrases not yet looked up must reach it).
+    the bounds of the phrases not yet looked up must reach it), and the floor used,
+    ``kept`` or higher.
 
-    Sparse, never a pass over every passage: the essential lists are merged (one stable
-    sort of sorted runs) with each passage's summed share of them, and the survivors
-    are looked up in the other phrases' lists, highest bound first."""
+    The essential lists are merged with each passage's summed share of them (by a sort
+    of their postings when short, over an array of every passage when long); the
+    ``depth`` passages of highest share are scored exactly first (``floor_of``: a higher
+    floor from a few hundred passages), and the survivors are looked up in the other
+    phrases' lists, highest bound first."""
     import numpy as np
 
     held = [term for term, _bound in order[:essential] if len(term.positions)]
