@@ -46,6 +46,27 @@ def always_pruned(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(maxscore, "FULL_BELOW", 0)
 
 
+# How a round merges its essential lists and looks passages up in a list: each way
+# forced, and as sizes choose (``DENSE_SHARE``, ``GATHER_SHARE``, ``GATHER_PASSAGES``).
+WAYS = {
+    "sorted merge, binary searches": {"DENSE_SHARE": 0, "GATHER_SHARE": 0},
+    "dense merge, lists read against a mask": {
+        "DENSE_SHARE": 10**9,
+        "GATHER_SHARE": 10**9,
+        "GATHER_PASSAGES": 10**9,
+    },
+    "as sizes choose": {},
+}
+
+
+@pytest.fixture(params=list(WAYS))
+def way(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every way of merging and looking up must give the same bits."""
+    for name, value in WAYS[request.param].items():
+        monkeypatch.setattr(maxscore, name, value)
+    return request.param
+
+
 class Postings:
     """A generated index: ``passages`` passages in documents of one to five passages,
     a vocabulary whose i-th word is held by about ``share / (i + 1)`` of them."""
@@ -96,15 +117,16 @@ def _full(index: Postings, terms: list[maxscore.TermList], documents: int) -> Fo
 
 
 @pytest.mark.parametrize("seed", range(8))
-def test_the_pruned_top_is_the_full_scorings_to_the_last_bit(seed: int) -> None:
-    """Generated postings, 40 questions a seed, tops of 1, 10 and 60 documents."""
+def test_the_pruned_top_is_the_full_scorings_to_the_last_bit(seed: int, way: str) -> None:
+    """Generated postings, 40 questions a seed, tops of 1, 10 and 60 documents, each
+    way of merging lists and looking passages up."""
     index = Postings(seed)
     for _ in range(40):
         terms = index.question()
         for documents in (1, 10, 60):
             want = _full(index, terms, documents)
             got = maxscore.top_documents(terms, index.norm, documents, index.select(documents))
-            assert got == want, (seed, documents)
+            assert got == want, (seed, documents, way)
 
 
 def test_a_common_word_is_looked_up_not_scored_whole() -> None:
@@ -189,7 +211,7 @@ def _delta(
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_citations_score_only_the_cited_documents_to_the_same_bits(seed: int) -> None:
+def test_citations_score_only_the_cited_documents_to_the_same_bits(seed: int, way: str) -> None:
     """The document leg's best passage per document, from the documents' own passages
     (``document_scores``), equals the full scoring's: the same chunk per document (ties
     to the lowest chunk id), the same scores bit for bit, over tombstoned passages,
@@ -223,7 +245,7 @@ def test_citations_score_only_the_cited_documents_to_the_same_bits(seed: int) ->
         chunk_ids = np.concatenate([index.chunk_ids[at], extra[0]])
         doc_ids = np.concatenate([index.doc_ids[at], extra[1]])
         got = topk.best_passage_of(chunk_ids, doc_ids, np.concatenate([values, extra[2]]), ids)
-        assert got == want, (seed, q)
+        assert got == want, (seed, q, way)
         assert not set(got) & set(unmatched[:3].tolist()) - set(extra[1].tolist())
         rewritten = set(cited[3:20].tolist()) & set(extra[1].tolist())
         ties += sum(got[d] in extra[0] for d in rewritten)  # won on chunk id alone
@@ -312,13 +334,31 @@ def _citation_differences(lib: Library, cite: Cite, questions: list[str]) -> lis
     return wrong
 
 
+def _document_differences(
+    lib: Library, index: PostgresKeywordIndex, questions: list[str]
+) -> list[str]:
+    """Questions whose documents ranked as wholes (the document leg's ranking: MaxScore
+    over the PostgreSQL documents' index) differ from FTS5's ``docs_fts`` top."""
+    wrong = []
+    for text in questions:
+        expression = parse_query(text).match_expression()
+        assert expression is not None
+        for documents in (1, 10, 40):
+            if index.best_documents(expression, documents) != lib.fts.best_documents(
+                expression, documents
+            ):
+                wrong.append(f"{documents}: {text}")
+    return wrong
+
+
 def test_both_stores_rank_as_fts5_on_a_generated_library(
-    generated: tuple[Library, Path, np.random.Generator], postgres_url: str
+    generated: tuple[Library, Path, np.random.Generator], postgres_url: str, way: str
 ) -> None:
     """issue 24: the SQLite segment and the PostgreSQL index, pruned, give FTS5's top
-    1, 10 and 40 for 60 questions, and FTS5's citation of each of its top 40 documents
-    as wholes: built, then with new, rewritten and deleted notes in the delta and
-    tombstones."""
+    1, 10 and 40 for 60 questions, PostgreSQL's documents ranked as wholes FTS5's
+    ``docs_fts`` top, and FTS5's citation of each of its top 40 documents as wholes:
+    built, then with new, rewritten and deleted notes in the delta and tombstones;
+    each way of merging lists and looking passages up."""
     lib, notes, rng = generated
     assert lib.fts.chunk_count() > 600
     questions = _questions(rng, 60)
@@ -342,6 +382,7 @@ def test_both_stores_rank_as_fts5_on_a_generated_library(
         for name, rank in stores.items():
             assert _fts5_differences(lib, rank, questions) == [], name
             assert _citation_differences(lib, citing[name], questions) == [], name
+        assert _document_differences(lib, index, questions) == []
 
         _write_notes(notes, rng, 4, start=60)  # new notes: the delta
         _write_notes(notes, rng, 2, start=0)  # rewritten: tombstones and the delta
@@ -353,6 +394,7 @@ def test_both_stores_rank_as_fts5_on_a_generated_library(
         for name, rank in stores.items():
             assert _fts5_differences(lib, rank, questions) == [], name
             assert _citation_differences(lib, citing[name], questions) == [], name
+        assert _document_differences(lib, index, questions) == []
         source = lib.db.conn.execute("SELECT id FROM sources").fetchone()[0]
         for text in questions[:20]:  # scoped: PostgreSQL's source filter inside select
             expression = parse_query(text).match_expression()

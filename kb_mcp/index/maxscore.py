@@ -23,6 +23,17 @@ tuning: it comes from the scores themselves, in at most a few rounds (each round
 ``documents``-th score, exact and only growing as candidates are added, says which
 phrases may stay out of the next).
 
+At 1M passages a round's essential lists often hold half a million postings (a
+question's dozen words less its commonest), so the merge and the lookups are what a
+ranking costs; both use plain arrays over every passage when the lists are that long
+(``_merged_dense``, ``_lookup``: sorting or binary-searching them cost about twice as
+much), and a round raises its floor first from its best few hundred passages. At 1M,
+SciFact's questions, the keyword leg's top 100 went from 30 to 16 ms CPU at p95
+(docs/scale.md, "At 1M"); every way gives the same arrays, so the same bits.
+
+The document leg's ranking of documents as wholes is this same call over the documents'
+index (``keyword_reader.best_documents``: one list per word, a document per entry).
+
 Only a top ``documents`` is pruned this way. A document's best passage (the document
 leg's citations) needs no bound: only the cited documents' passages can be its answer, so
 ``document_scores`` scores those alone (``ByDocument`` finds them), by the same
@@ -52,6 +63,20 @@ Found = list[tuple[int, float]]  # (chunk id, score), as ``topk.best_per_documen
 # against 1.23 ms pruned under 20k postings, 7.9 against 2.3 ms at 50k-100k
 # (docs/scale.md, "Exact top-k at 1M"). Either way the answer is the same.
 FULL_BELOW = 20_000
+# A round's essential lists are merged over an array of every passage when they hold
+# more than 1/DENSE_SHARE of them, by sorting their postings below that (``_candidates``):
+# the crossover of a pass over the passages (a few ns each) and a sort (tens of ns a
+# posting), measured at 1M passages.
+DENSE_SHARE = 16
+# ``_lookup`` reads a list whole against a mask of the passages asked for when they
+# number over 1/GATHER_SHARE of the list (a binary search costs tens of ns a passage,
+# a read of the list a few ns a posting).
+GATHER_SHARE = 16
+# ... and over 1/GATHER_PASSAGES of all passages (the mask is one byte a passage).
+GATHER_PASSAGES = 256
+# A pruning round scores its FLOOR_DEPTH × documents passages of highest essential share
+# first, for a higher floor (``_candidates``).
+FLOOR_DEPTH = 4
 
 
 @dataclass(slots=True)
@@ -103,8 +128,17 @@ def top_documents(
     kept = 0.0  # the documents-th best score of an exactly scored set: a floor for the top
     order = [(terms[i], bounds[i]) for i in by_bound]
     essential = _first_filling(terms, by_bound, documents)
+
+    def floor_of(at: np.ndarray) -> float:
+        """The last score of ``select``'s top of the passages at ``at``, scored exactly
+        (0 when they hold too few documents): a floor for the answer's."""
+        some = select(at, scores_at(terms, norm, at))
+        return some[-1][1] if len(some) == documents else 0.0
+
     while essential < len(terms):
-        positions = _candidates(order, left_out, essential, norm, kept)
+        positions, kept = _candidates(
+            order, left_out, essential, norm, kept, documents * FLOOR_DEPTH, floor_of
+        )
         found = select(positions, scores_at(terms, norm, positions))
         if len(found) < documents:  # too few documents among the essential phrases' passages
             essential *= 2
@@ -154,19 +188,53 @@ def _candidates(
     essential: int,
     norm: np.ndarray,
     kept: float,
-) -> np.ndarray:
+    depth: int,
+    floor_of: Callable[[np.ndarray], float],
+) -> tuple[np.ndarray, float]:
     """The passages holding one of the first ``essential`` phrases of ``order`` (bound
     descending) that may still score ``kept`` (MaxScore's test: the score so far plus
-    the bounds of the phrases not yet looked up must reach it).
+    the bounds of the phrases not yet looked up must reach it), and the floor used,
+    ``kept`` or higher.
 
-    Sparse, never a pass over every passage: the essential lists are merged (one stable
-    sort of sorted runs) with each passage's summed share of them, and the survivors
-    are looked up in the other phrases' lists, highest bound first."""
+    The essential lists are merged with each passage's summed share of them (by a sort
+    of their postings when short, over an array of every passage when long); the
+    ``depth`` passages of highest share are scored exactly first (``floor_of``: a higher
+    floor from a few hundred passages), and the survivors are looked up in the other
+    phrases' lists, highest bound first."""
     import numpy as np
 
     held = [term for term, _bound in order[:essential] if len(term.positions)]
     if not held:
-        return np.zeros(0, dtype=np.int64)
+        return np.zeros(0, dtype=np.int64), kept
+    if len(held) > 1 and sum(len(term.positions) for term in held) * DENSE_SHARE >= len(norm):
+        positions, shares = _merged_dense(held, norm)
+    else:
+        positions, shares = _merged_sorted(held, norm)
+    if len(positions) > 2 * depth:
+        # The ``depth`` passages of highest share scored first: their top's last score
+        # is a floor too, often well above ``kept`` (it came from the rarest phrases'
+        # passages alone), and a higher floor drops more passages before the lookups.
+        best = np.sort(np.argpartition(-shares, depth)[:depth])
+        kept = max(kept, floor_of(positions[best]))
+    if kept <= 0:  # no top proven yet: nothing to drop, and ``scores_at`` looks them up
+        return positions, kept
+    upper = shares
+    for j in range(essential, len(order) + 1):
+        alive = upper + left_out[j] + MARGIN >= kept
+        positions, upper = positions[alive], upper[alive]
+        if j == len(order):
+            break
+        term = order[j][0]
+        at, where = _lookup(term.positions, positions, len(norm))
+        upper[at] += term_score(term.idf, term.freq[where], norm[positions[at]])
+    return positions, kept
+
+
+def _merged_sorted(held: Sequence[TermList], norm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The passages holding one of ``held`` (ascending) with their summed share of them,
+    by one stable sort of the lists' sorted runs: the way for short lists."""
+    import numpy as np
+
     positions = np.concatenate([term.positions.astype(np.int64) for term in held])
     shares = np.concatenate(
         [term_score(term.idf, term.freq, norm[term.positions]) for term in held]
@@ -176,27 +244,44 @@ def _candidates(
         positions, shares = positions[by_position], shares[by_position]
         first = np.flatnonzero(np.concatenate(([True], positions[1:] != positions[:-1])))
         positions, shares = positions[first], np.add.reduceat(shares, first)
-    if kept <= 0:  # no top proven yet: nothing to drop, and ``scores_at`` looks them up
-        return positions
-    upper = shares
-    for j in range(essential, len(order) + 1):
-        alive = upper + left_out[j] + MARGIN >= kept
-        positions, upper = positions[alive], upper[alive]
-        if j == len(order):
-            break
-        term = order[j][0]
-        at, where = _lookup(term.positions, positions)
-        upper[at] += term_score(term.idf, term.freq[where], norm[positions[at]])
-    return positions
+    return positions, shares
 
 
-def _lookup(postings: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Which of ``positions`` (ascending) a list holds: their indexes in ``positions``
-    and in the list. A search per passage, so a long list is never read whole."""
+def _merged_dense(held: Sequence[TermList], norm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``_merged_sorted``'s passages and shares (the shares summed in the same order, so
+    the same bits), added into arrays over every passage: when the lists hold more than
+    1/``DENSE_SHARE`` of the passages, one pass over them costs far less than sorting
+    the postings (at 1M passages 500k postings took 30 ms to sort)."""
+    import numpy as np
+
+    sums = np.zeros(len(norm), dtype=np.float64)
+    held_at = np.zeros(len(norm), dtype=bool)
+    for term in held:  # a list holds a passage once, so ``+=`` adds each share once
+        sums[term.positions] += term_score(term.idf, term.freq, norm[term.positions])
+        held_at[term.positions] = True
+    positions = np.flatnonzero(held_at)
+    return positions, sums[positions]
+
+
+def _lookup(
+    postings: np.ndarray, positions: np.ndarray, passages: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Which of ``positions`` (ascending, each below ``passages``) a list holds: their
+    indexes in ``positions`` and in the list, ascending. A search per passage, so a
+    long list is never read whole; but when the passages are many against the list
+    (at 1M passages a round's first lookup is typically 70k passages in a list of 90k,
+    and such searches took 2.3 of the 6 s CPU of SciFact's 600 simulated rankings), the
+    list is read once against a mask of them instead: the same pairs."""
     import numpy as np
 
     if not len(postings) or not len(positions):
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    many = len(positions) * GATHER_SHARE >= len(postings)
+    if many and len(positions) * GATHER_PASSAGES >= passages:
+        asked = np.zeros(passages, dtype=bool)
+        asked[positions] = True
+        where = np.flatnonzero(asked[postings])
+        return np.searchsorted(positions, postings[where]), where
     wanted = positions.astype(postings.dtype)  # the short side converted, not the list
     where = np.searchsorted(postings, wanted)
     hit = where < len(postings)
@@ -212,7 +297,7 @@ def scores_at(terms: Sequence[TermList], norm: np.ndarray, positions: np.ndarray
 
     scores = np.zeros(len(positions), dtype=np.float64)
     for term in terms:
-        at, where = _lookup(term.positions, positions)
+        at, where = _lookup(term.positions, positions, len(norm))
         scores[at] += term_score(term.idf, term.freq[where], norm[positions[at]])
     return scores
 
