@@ -146,12 +146,14 @@ def mcp_client(spawn_mcp: ClientFactory, home: Path, server_log: Path) -> Client
 
 @pytest.fixture
 def kb_cli(home: Path, child_env: dict[str, str]) -> Callable[..., subprocess.CompletedProcess]:
-    """Run ``python -m kb_mcp <command> [args] --home <home>``; returns the completed process."""
+    """Run ``python -m kb_mcp <command> [args] --home <home>`` with stdin closed (no
+    prompt ever waits); returns the completed process."""
 
     def run(command: str, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run(
             [sys.executable, "-m", "kb_mcp", command, *args, "--home", str(home)],
             env=child_env,
+            stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
             timeout=CLI_TIMEOUT_S,

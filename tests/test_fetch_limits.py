@@ -17,7 +17,6 @@ import itertools
 import json
 import os
 import subprocess
-import sys
 import tracemalloc
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -47,8 +46,6 @@ from kb_mcp.ingest.fetch import url as urls
 from kb_mcp.ingest.fetch.crawl import MAX_HTML_BYTES, MAX_WAIT_S, CrawlSpec, crawl
 from kb_mcp.ingest.fetch.mirror import CrawlOutcome, Mirror
 from kb_mcp.ingest.fetch.net import MAX_REDIRECTS, Blocked, Fetcher, NetworkPolicy
-
-CLI_TIMEOUT_S = 120
 
 # --------------------------------------------------------------------------- helpers
 
@@ -139,21 +136,11 @@ def home(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def kb(home: Path, child_env: dict[str, str]) -> Callable[..., subprocess.CompletedProcess]:
-    """``python -m kb_mcp <args> --home <home>``, stdin closed; the finished process."""
-
-    def run(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "kb_mcp", *args, "--home", str(home)],
-            env=child_env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=CLI_TIMEOUT_S,
-            check=False,
-        )
-
-    return run
+def kb(
+    kb_cli: Callable[..., subprocess.CompletedProcess],
+) -> Callable[..., subprocess.CompletedProcess]:
+    """``python -m kb_mcp <args> --home <home>``, stdin closed (conftest's ``kb_cli``)."""
+    return kb_cli
 
 
 def assert_nothing_registered(home: Path, kb: Callable[..., subprocess.CompletedProcess]) -> None:

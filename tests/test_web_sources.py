@@ -12,8 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import subprocess
-import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -282,20 +281,10 @@ def test_a_real_documentation_site_nobody_here_wrote(library: Library, home: Pat
 
 
 def test_the_cli_adds_a_site_and_lists_it(
-    docs: tuple[DocsSite, Site], home: Path, child_env: dict[str, str]
+    docs: tuple[DocsSite, Site], home: Path, kb_cli: Callable[..., subprocess.CompletedProcess]
 ) -> None:
     site, served = docs
-
-    def kb(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "kb_mcp", *args, "--home", str(home)],
-            env=child_env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+    kb = kb_cli
 
     refused = kb("add", served.url + "/docs/", "--yes", "--embedder", "none")
     assert refused.returncode != 0
