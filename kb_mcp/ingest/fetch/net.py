@@ -20,6 +20,7 @@ and the size of headers (http.client's own: 100 headers, 64 KiB a line).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import http.client
 import ipaddress
 import socket
@@ -198,6 +199,18 @@ class Fetcher:
                 current = target
                 continue
             return Response(current, status, head, body, tuple(chain))
+
+    def probe(self, url: str, max_bytes: int, *, truncate: bool = False) -> Response:
+        """GET ``url`` reading any body up to ``max_bytes`` (robots.txt, a sitemap: files
+        about the site, not pages, so not ``reads``'s to judge), counted in this fetcher."""
+        other = dataclasses.replace(
+            self, max_bytes=max_bytes, truncate=truncate, reads=None, transferred=0, requests=0
+        )
+        try:
+            return other.get(url)
+        finally:
+            self.requests += other.requests
+            self.transferred += other.transferred
 
     def _exchange(self, url: str, extra: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
         parts = urlsplit(url)

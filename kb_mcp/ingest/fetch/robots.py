@@ -47,16 +47,10 @@ class Robots:
 
 def load(fetcher: Fetcher, origin: str) -> Robots:
     """The robots.txt of ``origin`` (``scheme://host[:port]``)."""
-    probe = Fetcher(
-        fetcher.policy, fetcher.timeout, MAX_BYTES, fetcher.resolve, fetcher.tls, truncate=True
-    )
     try:
-        response = probe.get(origin + "/robots.txt")
+        response = fetcher.probe(origin + "/robots.txt", MAX_BYTES, truncate=True)
     except KbError as exc:
         return Robots(unreachable=f"robots.txt could not be read ({exc.message})")
-    finally:
-        fetcher.requests += probe.requests
-        fetcher.transferred += probe.transferred
     if 400 <= response.status < 500:
         return Robots()
     if response.status >= 500:

@@ -68,12 +68,7 @@ def load(
 
 
 def _body(fetcher: Fetcher, location: str) -> bytes:
-    probe = Fetcher(fetcher.policy, fetcher.timeout, MAX_BYTES, fetcher.resolve, fetcher.tls)
-    try:
-        response = probe.get(location)
-    finally:
-        fetcher.requests += probe.requests
-        fetcher.transferred += probe.transferred
+    response = fetcher.probe(location, MAX_BYTES)
     if response.status != 200:
         return b""
     body = response.body
