@@ -136,3 +136,14 @@ def test_localhost_is_refused_after_real_dns() -> None:
         from kb_mcp.ingest.fetch.net import system_resolver
 
         checked_address("localhost", 80, NetworkPolicy(), system_resolver)
+
+
+def test_stored_links_are_made_absolute_outside_code_only() -> None:
+    """A ```` fence showing ``` lines stays open across them: its links are code."""
+    from kb_mcp.ingest.fetch.extract import absolute_links
+
+    markdown = "[a](x.html) [b](#top) [c](https://e.org/)\n````md\n```\n[keep](rel.html)\n```\n````"
+    assert absolute_links(markdown, "https://h.example/docs/p.html") == (
+        "[a](https://h.example/docs/x.html) [b](https://h.example/docs/p.html#top) "
+        "[c](https://e.org/)\n````md\n```\n[keep](rel.html)\n```\n````"
+    )

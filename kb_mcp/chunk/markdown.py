@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from kb_mcp.chunk.base import Chunk
 from kb_mcp.chunk.pack import DEFAULT_BUDGET_CHARS, DEFAULT_OVERLAP_CHARS, index_lines
@@ -185,6 +185,24 @@ def _fence_marker(line: str) -> str | None:
     if not match or (match[1][0] == "`" and "`" in match[2]):
         return None
     return match[1]
+
+
+def in_fences(lines: Sequence[str]) -> list[bool]:
+    """Whether each line is part of a fenced code block (its fence lines included), by the
+    chunker's rule: a fence closes on a run of its own character at least as long, with
+    nothing after it (so a ```` fence holding ``` lines stays open)."""
+    inside: list[bool] = []
+    marker: str | None = None
+    for line in lines:
+        if marker is None:
+            marker = _fence_marker(line)
+            inside.append(marker is not None)
+            continue
+        inside.append(True)
+        closer = _FENCE.match(line)
+        if closer and closer[1].startswith(marker) and not closer[2].strip():
+            marker = None
+    return inside
 
 
 def _fence_end(lines: list[str], i: int, marker: str, unclosed: dict[str, int]) -> int:

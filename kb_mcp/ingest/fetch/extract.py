@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from urllib.parse import urljoin
 
+from kb_mcp.chunk.markdown import in_fences
 from kb_mcp.errors import Unreadable
 from kb_mcp.ingest import readers
 from kb_mcp.ingest.decode import decode_bytes
@@ -107,7 +108,6 @@ class _LinkParser(HTMLParser):
 
 
 _MARKDOWN_LINK = re.compile(r"\]\(([^()\s]+)\)")
-_FENCE = re.compile(r"^\s*(```|~~~)")
 
 
 def absolute_links(markdown: str, base: str) -> str:
@@ -116,11 +116,8 @@ def absolute_links(markdown: str, base: str) -> str:
     leads nowhere, its ``https://h/docs/install.html`` can be followed. Code blocks are
     left as they are."""
     lines = markdown.split("\n")
-    fenced = False
-    for i, line in enumerate(lines):
-        if _FENCE.match(line):
-            fenced = not fenced
-        elif not fenced and "](" in line:
+    for i, (line, code) in enumerate(zip(lines, in_fences(lines), strict=True)):
+        if not code and "](" in line:
             lines[i] = _MARKDOWN_LINK.sub(lambda m: f"]({_absolute(base, m[1])})", line)
     return "\n".join(lines)
 
