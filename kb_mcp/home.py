@@ -12,3 +12,6 @@ from __future__ import annotations
 
 DB_FILE = "kb.db"  # the index: rebuildable from the files (docs/architecture.md)
 AUDIT_FILE = "audit.log"  # one JSON line per tool call, appended by server/audit.py
+# ``<home>/web/<name>/``: a web source's pages, named by the registry (ingest/sources.py)
+# and written by the crawl (ingest/fetch/mirror.py)
+WEB_DIR = "web"

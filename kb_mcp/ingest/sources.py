@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 from kb_mcp.errors import Conflict, InvalidInput, NotFound
 from kb_mcp.fsutil import atomic_write
-from kb_mcp.ingest.fetch.mirror import WEB_DIR
+from kb_mcp.home import WEB_DIR
 
 if TYPE_CHECKING:
     from kb_mcp.ingest.fetch.crawl import CrawlSpec

@@ -29,11 +29,11 @@ from urllib.parse import urlsplit
 
 from kb_mcp.errors import InvalidInput
 from kb_mcp.fsutil import atomic_write
+from kb_mcp.home import WEB_DIR
 from kb_mcp.ingest.fetch.extract import Page
 from kb_mcp.ingest.pipeline import redact_text
 from kb_mcp.text.frontmatter import render_frontmatter
 
-WEB_DIR = "web"
 _SLUG_PART = re.compile(r"[^A-Za-z0-9]+")
 SLUG_CHARS = 80
 
