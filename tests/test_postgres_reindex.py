@@ -160,29 +160,28 @@ def test_a_rebuild_remakes_every_derived_row_and_answers_as_before(
     assert entities > 0  # the graph was made again
 
 
-def test_kb_mcp_reindex_rebuild_through_the_cli_keeps_the_other_home(
-    homes: tuple[Library, Library], tmp_path: Path, postgres_url: str, child_env: dict[str, str]
-) -> None:
-    _a, b = homes
-    keyword_before = {k: v for k, v in _state(b).items() if not k.startswith("auto")}
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kb_mcp",
-            "reindex",
-            "--rebuild",
-            "--embedder",
-            "none",
-            "--home",
-            str(tmp_path / "home-a"),
-        ],
-        env={**child_env, "KB_MCP_STORE": postgres_url, "KB_MCP_HOST": "machine-home-a"},
+REBUILD = (sys.executable, "-m", "kb_mcp", "reindex", "--rebuild", "--embedder", "none")
+
+
+def _rebuild(home: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """``kb-mcp reindex --rebuild --embedder none --home HOME`` as a user runs it."""
+    return subprocess.run(
+        [*REBUILD, "--home", str(home)],
+        env=env,
         capture_output=True,
         text=True,
         timeout=CLI_TIMEOUT_S,
         check=False,
     )
+
+
+def test_kb_mcp_reindex_rebuild_through_the_cli_keeps_the_other_home(
+    homes: tuple[Library, Library], tmp_path: Path, postgres_url: str, child_env: dict[str, str]
+) -> None:
+    _a, b = homes
+    keyword_before = {k: v for k, v in _state(b).items() if not k.startswith("auto")}
+    env = {**child_env, "KB_MCP_STORE": postgres_url, "KB_MCP_HOST": "machine-home-a"}
+    done = _rebuild(tmp_path / "home-a", env)
     assert done.returncode == 0, done.stderr
     _same({k: v for k, v in _state(b).items() if not k.startswith("auto")}, keyword_before)
 
@@ -198,24 +197,7 @@ def test_a_rebuild_with_the_server_down_leaves_the_homes_sqlite_file_alone(
             "Kept", "# Kept\n\nThe SQLite library.\n", "agent://kept", by_agent=False
         )
     down = f"postgresql://kb@/kb?host={tmp_path / 'no-server'}"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kb_mcp",
-            "reindex",
-            "--rebuild",
-            "--embedder",
-            "none",
-            "--home",
-            str(home),
-        ],
-        env={**child_env, "KB_MCP_STORE": down},
-        capture_output=True,
-        text=True,
-        timeout=CLI_TIMEOUT_S,
-        check=False,
-    )
+    done = _rebuild(home, {**child_env, "KB_MCP_STORE": down})
     assert done.returncode == Unavailable.exit_code, done.stderr
     assert "moved it aside" not in done.stderr
     assert (home / "kb.db").exists()
