@@ -98,11 +98,24 @@ class AdvisoryLock:
         return self._held
 
     def release(self) -> None:
-        """Let the lock go (if held) and close its session."""
-        self._held = False
+        """Let the lock go (if held) and close its session.
+
+        The unlock is a statement, answered before ``release`` returns: closing the
+        session alone releases the lock too, but only when the server's backend gets
+        round to ending, a moment after the client has gone, so a taker right after
+        would find it still held."""
+        held, self._held = self._held, False
         if self._pg is not None:
             pg, self._pg = self._pg, None
-            pg.close()  # the session's end releases its advisory locks
+            import psycopg
+
+            try:
+                if held and not pg.closed:
+                    pg.execute("SELECT pg_advisory_unlock(%s)", (self.key,))
+            except psycopg.Error:
+                pass  # a broken session: its end releases the lock
+            finally:
+                pg.close()
 
     def holder_pid(self) -> int | str | None:
         """Who holds the lock now, as ``host:pid`` (the holder's own words), or None
