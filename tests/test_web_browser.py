@@ -83,6 +83,22 @@ def png_detail(data: bytes) -> tuple[int, int, int]:
     return width, height, len(set(zlib.decompress(idat)))
 
 
+def submit(driver: Any, field: Any) -> None:
+    """Submit ``field``'s form and wait for the page it leads to. Selenium's ``submit``
+    runs a script and returns at once, unlike a click, which waits for the navigation
+    it starts: a look right after would find the page being left."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.expected_conditions import staleness_of
+    from selenium.webdriver.support.wait import WebDriverWait
+
+    leaving = driver.find_element(By.TAG_NAME, "html")
+    field.submit()
+    WebDriverWait(driver, 60).until(staleness_of(leaving))
+    WebDriverWait(driver, 60).until(
+        lambda driver: driver.execute_script("return document.readyState") == "complete"
+    )
+
+
 def shoot(driver: Any, tmp_path: Path, name: str) -> Path:
     path = tmp_path / f"{name}.png"
     assert driver.save_screenshot(str(path)), name
@@ -114,7 +130,7 @@ def test_browser_search_open_cited_result_follow_relation_entities(
 
         box = driver.find_element(By.CSS_SELECTOR, "header form.quick input[name=q]")
         box.send_keys("audit log retention days")
-        box.submit()
+        submit(driver, box)
         hits = driver.find_elements(By.CSS_SELECTOR, "article.hit")
         assert len(hits) >= 2, driver.page_source[:2000]
         assert driver.find_elements(By.CSS_SELECTOR, "article.hit mark")
@@ -148,7 +164,7 @@ def test_browser_search_open_cited_result_follow_relation_entities(
         driver.find_element(By.LINK_TEXT, "Entities").click()
         search = driver.find_element(By.CSS_SELECTOR, "main form input[name=q]")
         search.send_keys("BlobStore")
-        search.submit()
+        submit(driver, search)
         assert driver.find_elements(By.CSS_SELECTOR, "section.entity")
         svg = driver.find_element(By.CSS_SELECTOR, "svg.graph")
         assert svg.size["width"] > 300 and len(svg.find_elements(By.TAG_NAME, "circle")) > 1
