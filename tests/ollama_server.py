@@ -13,7 +13,8 @@ message: {role: assistant, content}, done: true, done_reason: stop, ...}``. The 
 is ``chat_reply(body)``: by default an empty extraction; a test sets its own function
 (it plays the model, e.g. one that obeys whatever the fenced text tells it).
 ``chat_requests`` records every chat request body. ``delay_s`` and ``fail`` apply to
-chat requests too.
+chat requests too. ``in_flight`` counts the requests being answered, so a test can wait
+until a killed client's last request has been recorded.
 
 Vectors are deterministic (``vector_for``: a SHA-256 stream of the text), so a test can
 check order, prefixes and cuts. Knobs a test may set while the server runs: ``dims``,
@@ -71,6 +72,7 @@ class OllamaServer(ThreadingHTTPServer):
         self.chat_reply: Callable[[dict[str, Any]], str] = lambda _body: (
             '{"entities": [], "relations": []}'
         )
+        self.in_flight = 0  # requests being answered now (a delayed one counts)
         self.stopping = threading.Event()
         self.held = threading.Event()  # an embed request is waiting at the gate
         self._hold_at: int | None = None  # the arrival (1-based) from which requests wait
@@ -172,6 +174,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, b"404 page not found", "text/plain")
 
     def do_POST(self) -> None:
+        with self.server._lock:
+            self.server.in_flight += 1
+        try:
+            self._post()
+        finally:
+            with self.server._lock:
+                self.server.in_flight -= 1
+
+    def _post(self) -> None:
         length = int(self.headers.get("Content-Length", 0))
         raw = self.rfile.read(length)
         if self.path not in ("/api/embed", "/api/chat"):

@@ -376,7 +376,11 @@ def test_llm_pass_resumes_after_kill_9(
     assert victim.poll() is None, "the pass finished before it could be killed"
     os.kill(victim.pid, signal.SIGKILL)
     victim.wait(timeout=10)
-    time.sleep(0.3)  # the server records a delayed request when its delay is over
+    # The killed client's last request is recorded when its delay is over.
+    deadline = time.monotonic() + 30
+    while ollama_server.in_flight and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not ollama_server.in_flight
     committed = done()
     first = len(ollama_server.chat_requests)
     ollama_server.delay_s = 0.0
