@@ -502,3 +502,31 @@ def test_savepoint_rolls_back_only_its_part_of_the_transaction(tmp_path: Path) -
             conn.execute("INSERT INTO t VALUES (3)")
     assert [r[0] for r in db.conn.execute("SELECT n FROM t ORDER BY n")] == [1, 3]
     db.close()
+
+
+def test_close_interrupts_a_statement_another_thread_is_running(db_path: Path) -> None:
+    """A server stopping while a background thread is mid-statement (a warm-up reading a
+    large library's vectors, a sync writing): ``close`` interrupts that statement and
+    closes, rather than failing with apsw's "Connection is busy in another thread"; the
+    interrupted write rolls back."""
+    db = Database(db_path)
+    entered, outcome = threading.Event(), []
+    db.conn  # noqa: B018 - the closing thread has a connection of its own too
+
+    def writer() -> None:
+        conn = db.conn
+        conn.create_scalar_function("entered", lambda x: entered.set() or x)
+        try:
+            with db.write() as conn:
+                conn.execute(ENDLESS_INSERT.replace("SELECT x, x", "SELECT entered(x), x"))
+        except apsw.InterruptError as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    assert entered.wait(60)
+    db.close()
+    thread.join(60)
+    assert not thread.is_alive()
+    assert len(outcome) == 1 and isinstance(outcome[0], apsw.InterruptError)
+    assert meta_keys(db_path) == []

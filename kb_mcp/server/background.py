@@ -22,6 +22,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+import apsw
+
 if TYPE_CHECKING:  # imported by the threads once started, not before initialize's answer
     from kb_mcp.ingest.sources import FolderSource
     from kb_mcp.ingest.sync import SyncReport
@@ -464,6 +466,8 @@ def warm(get_library: Callable[[], Library]) -> None:
 
         if library.settings.embedder != "none":
             library.vectors.warm()
+    except apsw.InterruptError:  # the server is stopping: closing the library interrupts
+        log.debug("warming the library stopped: the server is stopping")
     except Exception:  # the first call opens it again and reports what is wrong
         log.warning("warming the library failed", exc_info=True)
 

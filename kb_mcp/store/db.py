@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import time
@@ -34,6 +35,8 @@ from kb_mcp.fsutil import FileLock
 from kb_mcp.store.failures import storage_failure
 from kb_mcp.store.locks import file_lock
 from kb_mcp.store.paths import PATH_KEY_FILE, PathKeys
+
+log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_MS = 10_000
 # While another connection holds the lock, a waiter tries again every 1-4 ms (jittered)
@@ -65,6 +68,8 @@ DEADLINE_WALL_FACTOR = 3
 # The clocks a deadline reads: wall-clock time and this thread's CPU time. Module values
 # so that a test sets the time instead of depending on how fast the machine is.
 WALL_CLOCK: Callable[[], float] = time.monotonic
+# How long ``Database.close`` keeps interrupting a connection another thread is using.
+CLOSE_WAIT_S = 10.0
 CPU_CLOCK: Callable[[], float] = time.thread_time
 
 
@@ -390,7 +395,15 @@ class Database:
         return file_lock(self.path.parent, name)
 
     def close(self) -> None:
-        """Close every connection of every thread; the object is unusable afterwards."""
+        """Close every connection of every thread; the object is unusable afterwards.
+
+        A connection another thread is running a statement in cannot be closed (apsw
+        raises ``ThreadingViolationError``): a server stopping while its warm-up still
+        reads every vector of a large library, or a background pass past its stop's
+        wait. That statement is interrupted (``sqlite3_interrupt``, callable from any
+        thread: its thread gets ``InterruptError``, a write rolls back as in a crash)
+        and the close tried again. One still busy after ``CLOSE_WAIT_S`` is left to the
+        process's end, which closes its file as a kill would."""
         with self._lock:
             self._closed = True
             conns, self._all = [c for _t, c in self._all], []
@@ -398,5 +411,20 @@ class Database:
                 conns.append(self._stamp_conn)
                 self._stamp_conn = None
         for conn in conns:
-            conn.close()
+            _close_interrupting(conn)
         self._local = threading.local()
+
+
+def _close_interrupting(conn: apsw.Connection) -> None:
+    """Close ``conn``, interrupting a statement another thread runs in it (``close``)."""
+    deadline = time.monotonic() + CLOSE_WAIT_S
+    while True:
+        try:
+            conn.close()
+            return
+        except apsw.ThreadingViolationError:
+            if time.monotonic() > deadline:
+                log.warning("a database connection still busy in another thread was left open")
+                return
+            conn.interrupt()
+            time.sleep(0.005)
