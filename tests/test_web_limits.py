@@ -191,7 +191,7 @@ def _port(url: str) -> int:
 
 def _slow(port: int) -> socket.socket:
     """A connection that starts a request and does not finish its head."""
-    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock = socket.create_connection(("127.0.0.1", port), timeout=60)
     sock.sendall(HEAD_START)
     return sock
 
@@ -199,7 +199,7 @@ def _slow(port: int) -> socket.socket:
 def _exchange(port: int, request: bytes) -> bytes:
     """``request`` sent, the answer read until the server closes the connection (so the
     server has let go of it when this returns)."""
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
         sock.sendall(request)
         answer = b""
         while chunk := sock.recv(65536):
@@ -242,7 +242,7 @@ def _trickle_until_closed(
 
 def _keep_alive_then_trickle(port: int) -> socket.socket:
     """A connection whose first request is answered, then whose next one trickles."""
-    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock = socket.create_connection(("127.0.0.1", port), timeout=60)
     sock.sendall(b"GET /static/web.css HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
     answer = b""
     while b"\r\n\r\n" not in answer:
