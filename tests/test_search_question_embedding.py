@@ -68,7 +68,7 @@ def slow(tmp_path: Path) -> Iterator[tuple[Library, SlowQuestions]]:
     _wait_for_question_threads()  # an embedding past its budget still holds its slot
 
 
-def _wait_for_question_threads(timeout_s: float = 10.0) -> None:
+def _wait_for_question_threads(timeout_s: float = 60.0) -> None:
     deadline = time.monotonic() + timeout_s
     while _question_threads() and time.monotonic() < deadline:
         time.sleep(0.01)
