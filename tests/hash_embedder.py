@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -97,12 +98,18 @@ class FlakyEmbedder:
 
 
 class LoggingEmbedder:
-    """``inner``, plus one line per embedded text in ``log`` and a pause per batch."""
+    """``inner``, plus one line per embedded text in ``log`` and a pause per batch; after
+    ``hold_after`` batches, the next one waits for good (a run held for its kill -9, on a
+    machine of any speed)."""
 
-    def __init__(self, inner: HashEmbedder, log: Path, pause_s: float = 0.0) -> None:
+    def __init__(
+        self, inner: HashEmbedder, log: Path, pause_s: float = 0.0, hold_after: int | None = None
+    ) -> None:
         self.inner = inner
         self.log = log
         self.pause_s = pause_s
+        self.hold_after = hold_after
+        self.batches = 0
 
     @property
     def signature(self) -> EmbeddingSignature:
@@ -112,6 +119,9 @@ class LoggingEmbedder:
         return Availability(True)
 
     def embed(self, texts: list[str], kind: EmbedKind = "passage") -> np.ndarray:
+        if self.hold_after is not None and self.batches >= self.hold_after:
+            threading.Event().wait()
+        self.batches += 1
         time.sleep(self.pause_s)
         matrix = self.inner.embed(texts, kind)
         lines = "".join(hashlib.sha256(t.encode()).hexdigest()[:16] + "\n" for t in texts)

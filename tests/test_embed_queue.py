@@ -233,8 +233,8 @@ KILL_SCRIPT = textwrap.dedent(
     from kb_mcp.library import Library
     from kb_mcp.settings import Settings
 
-    home, log, pause = Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3])
-    embedder = LoggingEmbedder(HashEmbedder(), log, pause_s=pause)
+    home, log, hold_after = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]) or None
+    embedder = LoggingEmbedder(HashEmbedder(), log, hold_after=hold_after)
     settings = Settings(home=home, embedder="local")
     with Library(settings, make_embedder=lambda p, m: embedder) as library:
         report = library.vectors.embed_pending(batch=4)
@@ -252,15 +252,19 @@ def test_embed_queue_resumes_after_kill_9_without_embedding_twice(
     script.write_text(KILL_SCRIPT.format(tests=str(TESTS)))
     first_log, second_log = tmp_path / "first.log", tmp_path / "second.log"
     run = [sys.executable, str(script), str(home)]
-    victim = subprocess.Popen([*run, str(first_log), "0.15"], env=child_env)
-    deadline = time.monotonic() + 30
+    # The first run holds its third batch until it is killed: two batches are in, and it
+    # cannot finish first however late this test looks (it paused 0.15 s a batch, which a
+    # loaded machine could sleep through).
+    victim = subprocess.Popen([*run, str(first_log), "2"], env=child_env)
+    deadline = time.monotonic() + 60
     db = Database(home / "kb.db")
     try:
         while stored_codes(db) < 8 and time.monotonic() < deadline:  # two batches in
+            assert victim.poll() is None, "the run ended before it was killed"
             time.sleep(0.02)
-        assert victim.poll() is None, "the run finished before it could be killed"
+        assert victim.poll() is None, "the run ended before it was killed"
         os.kill(victim.pid, signal.SIGKILL)
-        victim.wait(10)
+        victim.wait(60)
         committed = stored_codes(db)
     finally:
         db.close()
@@ -288,7 +292,7 @@ def stored_codes(db: Database) -> int:
     return db.query(f"SELECT COUNT(*) FROM {table}")[0][0]
 
 
-def wait_until(condition, timeout: float = 10.0) -> bool:
+def wait_until(condition, timeout: float = 60.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if condition():

@@ -193,9 +193,10 @@ def test_split_frontmatter_alias_bomb_is_refused_in_milliseconds() -> None:
     """issue 7 item 13: ~400 bytes that expand to 9^9 strings are refused unexpanded."""
     assert len(_BOMB) < 600
 
-    started = time.perf_counter()
+    # CPU time of this thread: other processes on a loaded machine do not count.
+    started = time.thread_time()
     split = split_frontmatter(_BOMB)
-    elapsed = time.perf_counter() - started
+    elapsed = time.thread_time() - started
 
     assert elapsed < 0.05
     assert (split.meta, split.body, split.body_start_line) == ({}, _BOMB, 1)
@@ -238,10 +239,10 @@ def test_split_frontmatter_oversized_deep_or_unreadable_is_ignored(block: str, r
     """issue 7 item 13: size and depth are capped; a value the loader chokes on is refused."""
     text = f"---\n{block}\n---\nbody\n"
 
-    started = time.perf_counter()
+    started = time.thread_time()  # CPU time: other processes do not count
     split = split_frontmatter(text)
 
-    assert time.perf_counter() - started < 0.5
+    assert time.thread_time() - started < 0.5
     assert (split.meta, split.problem) == ({}, f"frontmatter ignored: {reason}")
 
 

@@ -268,7 +268,9 @@ def test_llm_failure_keeps_heuristic_entities_and_retries_later(
         assert "0 chunks pending, 1 failed" in check.detail and "retried later" in check.detail
         assert library.enrichment.run().failed == 0  # backing off: not asked again at once
         ollama_server.delay_s = 0.0
-        extractor = library.enrichment.extractor()
+        # The library's 0.3 s read timeout was for the failure; an answer on a loaded
+        # machine gets the default one.
+        extractor = OllamaExtractor(ollama_server.url, MODEL, cooldown_s=0.0)
         later = enrich_pending(library.db, extractor, clock=lambda: time.time() + 3600)
         assert (later.enriched, later.failed) == (1, 0)
         assert graph_facts.relation_rows(library.db.conn) == [
@@ -279,11 +281,17 @@ def test_llm_failure_keeps_heuristic_entities_and_retries_later(
 def test_llm_worker_pool_is_bounded(tmp_path: Path, ollama_server: OllamaServer) -> None:
     """At most ``enrich.WORKERS`` (2) requests are in flight at once, and they overlap."""
     lock, state = threading.Lock(), {"now": 0, "most": 0}
+    overlapped = threading.Event()
 
     def slow(_body: dict[str, Any]) -> str:
         with lock:
             state["now"] += 1
             state["most"] = max(state["most"], state["now"])
+            if state["now"] == 2:
+                overlapped.set()
+        # The first request waits for a second one, however late its worker starts (a
+        # pool of one answers after 30 s and fails below); 0.1 s more invites a third.
+        overlapped.wait(30)
         time.sleep(0.1)
         with lock:
             state["now"] -= 1
@@ -412,7 +420,7 @@ def test_llm_background_pass_in_the_server_loop(tmp_path: Path, facts_server: Ol
     enricher = BackgroundEnricher(lambda: library, start_delay_s=0.0)
     enricher.start()
     try:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         while not graph_facts.relation_rows(library.db.conn) and time.monotonic() < deadline:
             time.sleep(0.05)
     finally:
@@ -439,7 +447,7 @@ async def test_llm_pass_runs_in_the_stdio_server(
     async with spawn_mcp(home, log_file=tmp_path / "server.log", env=env) as client:
         found = await client.call_tool("search", {"query": "Search Cluster"})
         assert not found.is_error
-        with anyio.fail_after(20):
+        with anyio.fail_after(60):
             while not graph_facts.relation_rows(db):
                 await anyio.sleep(0.05)
     assert graph_facts.relation_rows(db) == [("Team Atlas", "runs", "Search Cluster", 1.0)]

@@ -68,7 +68,7 @@ def slow(tmp_path: Path) -> Iterator[tuple[Library, SlowQuestions]]:
     _wait_for_question_threads()  # an embedding past its budget still holds its slot
 
 
-def _wait_for_question_threads(timeout_s: float = 10.0) -> None:
+def _wait_for_question_threads(timeout_s: float = 60.0) -> None:
     deadline = time.monotonic() + timeout_s
     while _question_threads() and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -105,13 +105,12 @@ def test_question_embedding_model_load_is_outside_its_budget(
     assert result.hits[0].legs == ("keyword", "document", "vector")
 
 
-def test_question_embedding_within_budget_runs_hybrid_and_is_timed(
-    slow: tuple[Library, SlowQuestions],
-) -> None:
-    """An embedding of half the budget: hybrid, with its time reported apart."""
-    lib, embedder = slow
-    embedder.query_s = DEADLINE_MS / 2000
-    result = lib.lookup.search("undo the last release", mode="hybrid")
+def test_question_embedding_within_budget_runs_hybrid_and_is_timed(tmp_path: Path) -> None:
+    """An embedding well within its budget: hybrid, with its time reported apart. (Half
+    of the 200 ms budget left a loaded machine 100 ms to start the thread and wake it.)"""
+    embedder = SlowQuestions(query_s=DEADLINE_MS / 2000)
+    with embedded_library(tmp_path, NOTES, embedder, search_timeout_ms=60_000) as lib:
+        result = lib.lookup.search("undo the last release", mode="hybrid")
     assert (result.mode, result.fallback) == ("hybrid", None)
     assert result.embed_ms is not None and result.embed_ms >= DEADLINE_MS / 2
 

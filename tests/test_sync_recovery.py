@@ -358,14 +358,14 @@ def test_kill_9_of_cli_sync_takes_its_reader_workers_with_it_and_the_sync_resume
         # Workers are spawned once the walk is done; kill as soon as one is up (its
         # siblings and multiprocessing's resource tracker are descendants too).
         assert wait_for(
-            lambda: any(is_reader_worker(pid) for pid in descendants(process.pid)), timeout=20
+            lambda: any(is_reader_worker(pid) for pid in descendants(process.pid)), timeout=60
         )
         workers = descendants(process.pid)
     finally:
         process.send_signal(signal.SIGKILL)
         process.wait()
     try:
-        assert wait_for(lambda: not any(alive(pid) for pid in workers), timeout=5), [
+        assert wait_for(lambda: not any(alive(pid) for pid in workers), timeout=60), [
             pid for pid in workers if alive(pid)
         ]
     finally:  # a failing run must not leave its orphans behind either

@@ -22,7 +22,7 @@ from kb_mcp.library import Library
 from kb_mcp.server.background import BackgroundSync
 from kb_mcp.settings import WATCH_MODES, Settings
 
-SEEN_WITHIN_S = 10.0
+SEEN_WITHIN_S = 60.0  # bounds a failure only: each wait ends when the thing is seen
 QUIET_S = 1.5
 
 
@@ -60,7 +60,7 @@ def notes(tmp_path: Path) -> Path:
 def started(notes: Path, calls: Calls, **options: Any) -> watch.FolderWatcher:
     watcher = watch.FolderWatcher([FolderSource("notes", str(notes))], calls, **options)
     watcher.start()
-    assert watcher.ready.wait(10)
+    assert watcher.ready.wait(SEEN_WITHIN_S)
     return watcher
 
 
@@ -191,7 +191,15 @@ def test_serve_idle_with_a_watched_folder_uses_almost_no_cpu(served: StdioClient
     """Issue 10: no busy loop; an idle server with a watcher stays idle."""
     # ping after the handshake: the background work has started (server/lifecycle.py).
     served.request("ping", {})
-    time.sleep(1.0)  # the embedder thread and the first sync settle
+    # The embedder thread and the first sync settle; how long that takes depends on the
+    # machine's load, so wait for a quiet second (at the rate asserted below) first.
+    deadline = time.monotonic() + SEEN_WITHIN_S
+    while True:
+        before = served.cpu_s()
+        time.sleep(1.0)
+        if served.cpu_s() - before < 0.1:
+            break
+        assert time.monotonic() < deadline, "the server never went quiet"
     before = served.cpu_s()
     time.sleep(3.0)
     assert served.cpu_s() - before < 0.3

@@ -78,7 +78,7 @@ def test_web_binds_loopback_by_default_on_a_free_port(
     with server as url:
         assert re.fullmatch(r"http://127\.0\.0\.1:\d+/", url), url
         assert int(url.rsplit(":", 1)[1].strip("/")) > 0
-        page = httpx.get(url, timeout=10)
+        page = httpx.get(url, timeout=60)
         assert page.status_code == 200 and "<h1>Library</h1>" in page.text
         assert server.process is not None
         server.process.send_signal(signal.SIGINT)
@@ -168,9 +168,9 @@ def test_web_token_in_the_printed_url_of_a_real_process_beyond_loopback(
         assert re.fullmatch(r"http://0\.0\.0\.0:\d+/\?token=[\w-]{20,}", url), url
         port = url.split(":")[2].split("/")[0]
         base = f"http://127.0.0.1:{port}/"
-        assert httpx.get(base, timeout=10).status_code == 401
+        assert httpx.get(base, timeout=60).status_code == 401
         token = url.split("token=")[1]
-        assert httpx.get(f"{base}?token={token}", timeout=10).status_code == 200
+        assert httpx.get(f"{base}?token={token}", timeout=60).status_code == 200
 
 
 def test_web_is_read_only_every_other_method_is_405_and_nothing_changes(
