@@ -30,7 +30,7 @@ from psycopg.conninfo import conninfo_to_dict
 from team_notes import DOCUMENTS, QUESTIONS
 
 from kb_mcp.embed.base import EmbedKind
-from kb_mcp.errors import NotFound, Refused
+from kb_mcp.errors import InvalidInput, NotFound, Refused
 from kb_mcp.library import Library
 from kb_mcp.render import to_data
 from kb_mcp.settings import Settings, Store
@@ -415,3 +415,45 @@ def test_text_holding_nul_from_an_older_library_moves_with_u_fffd_and_is_counted
     with psycopg.connect(postgres_url) as pg:
         (text,) = pg.execute("SELECT text FROM documents WHERE id = %s", (doc,)).fetchone()
     assert text.endswith("a\ufffdb")
+
+
+def test_migrate_says_before_it_starts_when_the_vector_graph_will_not_fit_in_memory(
+    tmp_path: Path, postgres_url: str, child_env: dict[str, str]
+) -> None:
+    """An HNSW build past ``maintenance_work_mem`` goes on on disk, many times slower: a
+    move of a large library into a server at its default setting would spend hours
+    there unannounced. 1,200 passages of 64 dims need about 1.3 MB; given 1 MB, the
+    move says so first, with the size to ask for, and still completes."""
+    home = tmp_path / "home"
+    library, _ = _open(home)
+    with library:
+        body = "".join(f"## Part {n}\n\nPart {n} is about topic {n * 7}.\n\n" for n in range(1200))
+        library.writing.add_document("Many parts", "# Many parts\n\n" + body, "agent://many")
+        report = library.vectors.embed_pending()
+        assert report is not None and report.complete
+        assert library.vectors.state().embedded == 1200
+    done = _migrate(home, postgres_url, child_env, "--build-memory", "1MB")
+    assert done.returncode == 0, done.stderr
+    note, *later = done.stderr.splitlines()
+    assert note == (
+        "kb-mcp: the vector index's graph needs about 2MB to build in memory and "
+        "--build-memory gives it 1MB: the rest is built on disk, many times slower. "
+        "If the server has the memory, stop and rerun with --build-memory 2MB."
+    )
+    assert any("vectors" in line for line in later)
+    with psycopg.connect(postgres_url) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM chunks").fetchone() == (1200,)
+
+
+def test_a_build_memory_the_server_does_not_take_is_refused_before_anything_is_copied(
+    home: Path, postgres_url: str, child_env: dict[str, str]
+) -> None:
+    for bad in ("lots", "12kB", "-1GB"):
+        done = _migrate(home, postgres_url, child_env, f"--build-memory={bad}")
+        assert done.returncode == InvalidInput.exit_code, (bad, done.stderr)
+        assert f"--build-memory {bad!r} is not a memory size the server takes" in done.stderr
+        with psycopg.connect(postgres_url) as conn:
+            assert conn.execute("SELECT COUNT(*) FROM documents").fetchone() == (0,)
+    done = _migrate(home, postgres_url, child_env, "--build-memory", "1GB")
+    assert done.returncode == 0, done.stderr
+    assert "needs about" not in done.stderr

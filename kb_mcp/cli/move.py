@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -33,7 +34,7 @@ def _phase(verb: str, noun: str) -> Iterator[Callable[[int, int], None]]:
 
 def cmd_migrate(args: argparse.Namespace) -> int:
     from kb_mcp.settings import load
-    from kb_mcp.store.move import check_source, check_target, move_library
+    from kb_mcp.store.move import build_memory_note, check_source, check_target, move_library
     from kb_mcp.store.postgres.database import PostgresDatabase
 
     settings = load(home=args.home)
@@ -42,7 +43,10 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     url = check_target(args.to)
     target = PostgresDatabase(url)  # creates or migrates the library's schema
     try:
-        report = move_library(source, target, _phase)
+        note = build_memory_note(source, target, args.build_memory)
+        if note:
+            print(f"kb-mcp: {note}", file=sys.stderr, flush=True)
+        report = move_library(source, target, _phase, args.build_memory)
     finally:
         target.close()
     if args.json:
@@ -74,6 +78,13 @@ def add_move_parser(sub: argparse._SubParsersAction, common: Callable[..., None]
         metavar="URL",
         help="the PostgreSQL library: postgresql://USER@HOST:5432/DATABASE (an empty "
         "database; the password best in a pgpass file or PGPASSWORD)",
+    )
+    p.add_argument(
+        "--build-memory",
+        metavar="SIZE",
+        help="memory for building the vector index (maintenance_work_mem for the build, "
+        "e.g. 4GB; default: the server's setting). A graph that does not fit is built on "
+        "disk, many times slower; migrate says so before it starts",
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.set_defaults(func=cmd_migrate)

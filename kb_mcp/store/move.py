@@ -264,8 +264,11 @@ def _index_keywords(
         report(done, documents)
 
 
-def _copy_vectors(source: apsw.Connection, pg: psycopg.Connection, step: Progress) -> int:
-    """Each signature's vectors by binary COPY, its HNSW index built after; how many."""
+def _copy_vectors(
+    source: apsw.Connection, pg: psycopg.Connection, step: Progress, build_memory: str | None
+) -> int:
+    """Each signature's vectors by binary COPY, its HNSW index built after (with
+    ``build_memory`` as its ``maintenance_work_mem``, when given); how many."""
     from kb_mcp.index.postgres import vectors as pg_vectors
 
     signatures = sqlite_vectors.signatures(source)
@@ -277,7 +280,7 @@ def _copy_vectors(source: apsw.Connection, pg: psycopg.Connection, step: Progres
             for ids, matrix in sqlite_vectors.iter_vectors(source, row.id):
                 copied += pg_vectors.copy_vectors(pg, row.id, ids, matrix)
                 report(copied, total)
-            pg_vectors.build_index(pg, row.key, row.dims)
+            pg_vectors.build_index(pg, row.key, row.dims, memory=build_memory)
         report(copied, total)
     return copied
 
@@ -287,11 +290,15 @@ def _quiet(_verb: str, _noun: str) -> AbstractContextManager[Callable[[int, int]
 
 
 def move_library(
-    home_db: Path, target: PostgresDatabase, progress: Progress | None = None
+    home_db: Path,
+    target: PostgresDatabase,
+    progress: Progress | None = None,
+    build_memory: str | None = None,
 ) -> MoveReport:
     """Copy the SQLite library ``home_db`` (a home's ``kb.db``) into the empty PostgreSQL
     library ``target`` (migrated: ``PostgresDatabase`` did it on open), in one
-    transaction; then merge its keyword index. Nothing is embedded."""
+    transaction; then merge its keyword index. Nothing is embedded. ``build_memory``
+    (``"4GB"``) is the vector index builds' ``maintenance_work_mem`` (``build_memory_note``)."""
     step = progress or _quiet
     check_source(home_db)
     started = time.monotonic()
@@ -315,7 +322,7 @@ def move_library(
             if landed != counts:  # a trigger or a cascade wrote or took rows: a bug here
                 differ = {t: (counts[t], landed[t]) for t in tables if counts[t] != landed[t]}
                 raise RuntimeError(f"copied row counts differ (source, target): {differ}")
-            vectors = _copy_vectors(source, pg, step)
+            vectors = _copy_vectors(source, pg, step, build_memory)
             _index_keywords(source, pg, counts["chunks"], counts["documents"], step)
         _merge_keywords(target, step)
     finally:
@@ -342,6 +349,61 @@ def _merge_keywords(target: PostgresDatabase, step: Progress) -> None:
         for n, tables in enumerate((keyword.PASSAGES, keyword.DOCUMENTS), start=1):
             keyword_merge.merge(target.connect, tables=tables)
             report(n, 2)
+
+
+def build_memory_note(home_db: Path, target: PostgresDatabase, build_memory: str | None) -> str:
+    """What the vector index builds will have against what they need, said before the
+        move starts; ``InvalidInput`` for a ``build_memory`` the server does not read as a size.
+
+        An HNSW build is much faster while its graph fits ``maintenance_work_mem`` (pgvector's
+        README, "Index build time"); past it, pgvector says so in a notice and goes on on disk.
+        A server's default is 64 MB, which holds about 28,000 vectors of 384 dims, where a
+        1M-vector library needs about 2.3 GB (docs/scale.md). The setting is the server's; a
+        role may raise it for its own session, which is what
+    ``--build-memory`` does, for the build alone. Empty when there is nothing to say."""
+    from kb_mcp.index.postgres import vectors as pg_vectors
+
+    source_db = Database(home_db)
+    try:
+        needed = sum(
+            pg_vectors.graph_bytes(sqlite_vectors.totals(source_db.conn, row.id)[0], row.dims)
+            for row in sqlite_vectors.signatures(source_db.conn)
+        )
+    finally:
+        source_db.close()
+    import psycopg
+
+    with target.connect() as pg:  # set for this session, closed after: the server checks it
+        try:
+            if build_memory is not None:
+                pg.execute("SELECT set_config('maintenance_work_mem', %s, false)", (build_memory,))
+        except psycopg.errors.InvalidParameterValue as exc:
+            raise InvalidInput(
+                f"--build-memory {build_memory!r} is not a memory size the server takes: "
+                f"{exc.diag.message_primary}",
+                hint="a number and a unit, as PostgreSQL writes them: 512MB, 4GB",
+            ) from exc
+        row = pg.execute("SELECT pg_size_bytes(current_setting('maintenance_work_mem'))")
+        (have,) = row.fetchone() or (0,)
+    if needed <= have:
+        return ""
+    return (
+        f"the vector index's graph needs about {_size(needed)} to build in memory and "
+        + (
+            f"--build-memory gives it {_size(have)}"
+            if build_memory
+            else f"the server's maintenance_work_mem is {_size(have)}"
+        )
+        + ": the rest is built on disk, many times slower. "
+        "If the server has the memory, stop and rerun with --build-memory "
+        f"{_size(needed * 5 // 4)}."
+    )
+
+
+def _size(n: int) -> str:
+    """``n`` bytes as PostgreSQL writes a memory size, rounded up to a whole MB or GB."""
+    mb = -(-n // 2**20)
+    return f"{-(-mb // 1024)}GB" if mb >= 1024 else f"{mb}MB"
 
 
 def check_source(home_db: Path) -> None:

@@ -269,6 +269,14 @@ def create_tables(conn: psycopg.Connection, key: str, dims: int, *, index: bool 
     )
 
 
+def graph_bytes(vectors: int, dims: int) -> int:
+    """About how much memory an HNSW build of ``vectors`` vectors of ``dims`` needs to
+    keep its graph whole: each vector's floats plus about 800 bytes of neighbour lists
+    and bookkeeping at ``m`` 16. Measured: 1M vectors of 384 dims peaked at 2.26 GB in the
+    building backend (docs/scale.md, "Measured at 1M")."""
+    return vectors * (dims * 4 + 800)
+
+
 def build_index(
     conn: psycopg.Connection,
     key: str,
