@@ -165,7 +165,7 @@ def test_a_moved_library_answers_as_the_sqlite_one_and_nothing_is_embedded(
     done = _migrate(home, postgres_url, child_env)
     assert done.returncode == 0, done.stderr
     assert "nothing was re-embedded" in done.stdout
-    for phase in ("copying rows", "copying vectors", "indexing passages"):
+    for phase in ("copying rows", "copying vectors", "indexing vectors", "indexing passages"):
         assert f"kb-mcp: done {phase}" in done.stderr, done.stderr  # stderr is not a terminal
     moved, embedder = _open(home, Store(postgres_url))
     with moved:

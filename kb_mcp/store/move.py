@@ -38,11 +38,13 @@ migrates its schema first, as any command does).
 
 from __future__ import annotations
 
+import contextlib
 import graphlib
 import itertools
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -76,6 +78,8 @@ WRITTEN_BY_TRIGGERS = ("names_log",)
 SETTINGS_TABLES = ("meta",)
 # Keyword rows per call of the index's writer (one COPY of their terms).
 KEYWORD_BATCH = 2_000
+# How often a second session reads an index build's progress (``_watching_build``).
+BUILD_WATCH_S = 2.0
 
 # ``progress(verb, noun)``: a context manager around a step, giving ``report(done, total)``.
 Progress = Callable[[str, str], AbstractContextManager[Callable[[int, int], None]]]
@@ -265,24 +269,62 @@ def _index_keywords(
 
 
 def _copy_vectors(
-    source: apsw.Connection, pg: psycopg.Connection, step: Progress, build_memory: str | None
+    source: apsw.Connection,
+    pg: psycopg.Connection,
+    connect: Callable[[], psycopg.Connection],
+    step: Progress,
+    build_memory: str | None,
 ) -> int:
     """Each signature's vectors by binary COPY, its HNSW index built after (with
     ``build_memory`` as its ``maintenance_work_mem``, when given); how many."""
     from kb_mcp.index.postgres import vectors as pg_vectors
 
-    signatures = sqlite_vectors.signatures(source)
-    total = sum(sqlite_vectors.totals(source, row.id)[0] for row in signatures)
     copied = 0
-    with step("copying", "vectors") as report:
-        for row in signatures:
+    for row in sqlite_vectors.signatures(source):
+        total, before = sqlite_vectors.totals(source, row.id)[0], copied
+        with step("copying", "vectors") as report:
             pg_vectors.create_tables(pg, row.key, row.dims, index=False)
             for ids, matrix in sqlite_vectors.iter_vectors(source, row.id):
                 copied += pg_vectors.copy_vectors(pg, row.id, ids, matrix)
-                report(copied, total)
+                report(copied - before, total)
+        with step("indexing", "vectors") as report, _watching_build(pg, connect, total, report):
             pg_vectors.build_index(pg, row.key, row.dims, memory=build_memory)
-        report(copied, total)
     return copied
+
+
+@contextmanager
+def _watching_build(
+    pg: psycopg.Connection,
+    connect: Callable[[], psycopg.Connection],
+    vectors: int,
+    report: Callable[[int, int], None],
+) -> Iterator[None]:
+    """Report an index build's progress while ``pg`` runs it: the vectors it has put in
+    the graph, from the server's own progress view (``pg_stat_progress_create_index``),
+    read by a second session every ``BUILD_WATCH_S``. A 1M-vector HNSW build takes about
+    ten minutes, and migrate said nothing meanwhile. The watcher's failure (a role
+    allowed one connection) only stops the reports; the last one is the whole table."""
+    builder, stop = pg.info.backend_pid, threading.Event()
+
+    def watch() -> None:
+        with contextlib.suppress(Exception), connect() as watcher:
+            while not stop.wait(BUILD_WATCH_S):
+                row = watcher.execute(
+                    "SELECT tuples_done FROM pg_stat_progress_create_index WHERE pid = %s",
+                    (builder,),
+                ).fetchone()
+                if row and row[0]:
+                    report(min(row[0], vectors), vectors)
+
+    watcher = threading.Thread(target=watch, name="kb-mcp index build", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        watcher.join()
+    if vectors:
+        report(vectors, vectors)
 
 
 def _quiet(_verb: str, _noun: str) -> AbstractContextManager[Callable[[int, int], None]]:
@@ -322,7 +364,7 @@ def move_library(
             if landed != counts:  # a trigger or a cascade wrote or took rows: a bug here
                 differ = {t: (counts[t], landed[t]) for t in tables if counts[t] != landed[t]}
                 raise RuntimeError(f"copied row counts differ (source, target): {differ}")
-            vectors = _copy_vectors(source, pg, step, build_memory)
+            vectors = _copy_vectors(source, pg, target.connect, step, build_memory)
             _index_keywords(source, pg, counts["chunks"], counts["documents"], step)
         _merge_keywords(target, step)
     finally:
