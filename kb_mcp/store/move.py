@@ -388,6 +388,7 @@ def _merge_keywords(target: PostgresDatabase, step: Progress) -> None:
     from kb_mcp.index.postgres import keyword, keyword_merge
 
     with step("merging", "keyword indexes") as report:
+        report(0, 2)  # said at the start: at 1M passages each merge takes tens of minutes
         for n, tables in enumerate((keyword.PASSAGES, keyword.DOCUMENTS), start=1):
             keyword_merge.merge(target.connect, tables=tables)
             report(n, 2)
