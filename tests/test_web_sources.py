@@ -10,6 +10,7 @@ refusals are tests/test_fetch_limits.py's, the hostile site tests/test_adversari
 from __future__ import annotations
 
 import dataclasses
+import html
 import json
 import subprocess
 from collections.abc import Callable, Iterator
@@ -18,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from starlette.testclient import TestClient
 from web_site import DocsSite, Page, Redirect, Site, disk_site, docs_site, serve_site
 
 from kb_mcp.errors import NotFound
@@ -26,8 +28,11 @@ from kb_mcp.ingest.fetch.mirror import Mirror
 from kb_mcp.library import Library
 from kb_mcp.render import overview_text
 from kb_mcp.settings import Settings, Store
+from kb_mcp.web.app import build_app
+from kb_mcp.web.guard import Policy
 
 VALGRIND = Path("/usr/share/doc/valgrind/html")
+LOCAL = "http://127.0.0.1:8765"  # the web view's own address, as its guard expects
 
 
 @pytest.fixture
@@ -224,6 +229,12 @@ def test_a_site_that_is_down_keeps_its_last_good_copy_and_list_says_why(
     assert "robots.txt" in source.error and "allows nothing" in source.error
     assert f"  error: {source.error}" in overview_text(library.catalog.overview())
     assert len(Mirror(home, "quiverq").pages) == len(site.expected) + 1  # and the slow page
+    # The web view's library page says the same: the source, its site, why it failed.
+    with TestClient(build_app(library, Policy("127.0.0.1", None)), base_url=LOCAL) as client:
+        page = client.get("/").text
+    assert source.root.startswith(url + "/docs/")  # a web source's root is its site
+    assert "quiverq" in page and html.escape(source.root) in page
+    assert html.escape(source.error) in page
 
 
 def test_only_a_fetching_sync_reaches_the_network(
