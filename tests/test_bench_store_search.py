@@ -61,3 +61,11 @@ def test_store_search_without_the_server_folder_has_no_server_column(
     assert all(r.server_cpu is None and r.cpu == r.client_cpu for r in rows)
     with pytest.raises(NotFound, match="no stand-in vectors"):
         store_search.run(tmp_path / "home", Store(), data, modes=["hybrid"])
+
+
+def test_a_server_process_that_ends_mid_search_does_not_take_time_back() -> None:
+    """Other sessions' backends come and go while a search runs (a test run shares the
+    cluster): one that ended drops out, one that started counts whole."""
+    before = {101: 5_000_000, 102: 9_000_000}  # ns; 102 ends during the search
+    after = {101: 7_000_000, 103: 1_000_000}  # 103 starts during it
+    assert store_search.server_ms_between(before, after) == 3.0

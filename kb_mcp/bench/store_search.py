@@ -35,16 +35,23 @@ from kb_mcp.store.postgres import url as postgres_url
 MODES = ("keyword", "hybrid")
 
 
-def server_cpu_ms(pgdata: Path) -> float:
-    """CPU time of the postmaster's children so far, in ms: the backends serving this
-    process's pool among them (a backend that ended between two reads drops out)."""
+def server_cpu_ns(pgdata: Path) -> dict[int, int]:
+    """CPU time so far of each child of the server's postmaster (the backends serving
+    this process's pool among them), by process id."""
     postmaster = int((pgdata / "postmaster.pid").read_text().split()[0])
     children = Path(f"/proc/{postmaster}/task/{postmaster}/children").read_text().split()
-    total = 0
+    spent = {}
     for pid in children:
         with contextlib.suppress(FileNotFoundError):  # ended since the list was read
-            total += int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
-    return total / 1e6
+            spent[int(pid)] = int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
+    return spent
+
+
+def server_ms_between(before: dict[int, int], after: dict[int, int]) -> float:
+    """The server's CPU between two readings: what each process present at the second
+    spent since the first (all of it for one started in between). A process that ended
+    in between drops out rather than making the sum go back."""
+    return sum(ns - before.get(pid, 0) for pid, ns in after.items()) / 1e6
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +119,7 @@ def run(
     embedder = BenchEmbedder(
         signature, dict(zip(texts, standin_vectors(texts, signature.dims), strict=True))
     )
-    server = (lambda: server_cpu_ms(pgdata)) if pgdata is not None else (lambda: 0.0)
+    server = (lambda: server_cpu_ns(pgdata)) if pgdata is not None else dict
     settings = Settings(home=home, max_files_per_source=10**7, embedder="local", store=store)
     rows = []
     with Library(settings, make_embedder=lambda provider, model: embedder) as library:
@@ -138,7 +145,7 @@ def run(
                     if n >= len(warm):
                         wall.append((time.perf_counter() - w0) * 1000 - embed_ms)
                         client.append((time.thread_time() - c0) * 1000)
-                        served.append(server() - s0)
+                        served.append(server_ms_between(s0, server()))
                 both = [a + b for a, b in zip(client, served, strict=True)]
                 rows.append(
                     Row(
