@@ -56,11 +56,15 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kb_mcp.bench.metrics import percentile
 from kb_mcp.errors import InvalidInput, NotFound, Unavailable
 from kb_mcp.home import DB_FILE
 from kb_mcp.settings import Store
+
+if TYPE_CHECKING:
+    from kb_mcp.bench.embed_perf import BenchEmbedder
 
 SEED = 7
 SEARCHES = 200  # per query set
@@ -294,27 +298,36 @@ def keyword_rows(library, naive, sets: Sequence[RealSet], chunks: int) -> list[S
 STANDIN_MARK = "standin-vectors"  # written in a home once every chunk has a stand-in vector
 
 
+def standin_embedder(sets: Sequence[RealSet]) -> BenchEmbedder:
+    """The local model's signature with stand-in vectors: passages get
+    ``standin_vectors``, and the sets' questions that are not Chinese (the model reads
+    none) are answered from stand-ins made beforehand, so a timed search calls no model."""
+    from kb_mcp.bench.corpus import standin_vectors
+    from kb_mcp.bench.embed_perf import BenchEmbedder
+    from kb_mcp.embed import local
+    from kb_mcp.embed.base import EmbeddingSignature
+    from kb_mcp.search.calibration import has_cjk
+
+    signature = EmbeddingSignature(
+        local.PROVIDER, local.DEFAULT_MODEL, local.DIMS, local.MAX_CHARS, "none"
+    )
+    texts = [q for real in sets for q in real.queries if not has_cjk(q)]
+    return BenchEmbedder(
+        signature, dict(zip(texts, standin_vectors(texts, signature.dims), strict=True))
+    )
+
+
 def hybrid_rows(
     home: Path, sets: Sequence[RealSet], chunks: int, store: Store | None = None
 ) -> list[SearchRow]:
     """Hybrid search latency per query set (Chinese questions left out), over stand-in
     vectors stored once for every chunk (the module docstring says why stand-ins)."""
-    from kb_mcp.bench.corpus import standin_vectors
-    from kb_mcp.bench.embed_perf import BenchEmbedder
-    from kb_mcp.embed import local
-    from kb_mcp.embed.base import EmbeddingSignature
     from kb_mcp.library import Library
     from kb_mcp.search.calibration import has_cjk
     from kb_mcp.settings import Settings
 
-    signature = EmbeddingSignature(
-        local.PROVIDER, local.DEFAULT_MODEL, local.DIMS, local.MAX_CHARS, "none"
-    )
     asked = {real.name: [q for q in real.queries if not has_cjk(q)] for real in sets}
-    texts = [q for queries in asked.values() for q in queries]
-    embedder = BenchEmbedder(
-        signature, dict(zip(texts, standin_vectors(texts, signature.dims), strict=True))
-    )
+    embedder = standin_embedder(sets)
     settings = Settings(
         home=home, max_files_per_source=10**7, embedder="local", store=store or Store()
     )

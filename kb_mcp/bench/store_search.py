@@ -27,7 +27,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kb_mcp.bench.metrics import percentile
-from kb_mcp.bench.perf import DATA_DIR, STANDIN_MARK, TOP_K, WARMUP, RealSet, load_sets
+from kb_mcp.bench.perf import (
+    DATA_DIR,
+    STANDIN_MARK,
+    TOP_K,
+    WARMUP,
+    RealSet,
+    load_sets,
+    standin_embedder,
+)
 from kb_mcp.errors import InvalidInput, NotFound, Unavailable
 from kb_mcp.settings import Store
 from kb_mcp.store.postgres import url as postgres_url
@@ -97,10 +105,6 @@ def run(
 ) -> list[Row]:
     """Each set's questions in each mode, one set at a time (its modes back to back), each
     after ``perf.WARMUP`` untimed ones."""
-    from kb_mcp.bench.corpus import standin_vectors
-    from kb_mcp.bench.embed_perf import BenchEmbedder
-    from kb_mcp.embed import local
-    from kb_mcp.embed.base import EmbeddingSignature
     from kb_mcp.library import Library
     from kb_mcp.search.calibration import has_cjk
     from kb_mcp.settings import Settings
@@ -112,13 +116,7 @@ def run(
             f"{STANDIN_MARK} file into the home of a library moved by migrate)",
         )
     sets: list[RealSet] = load_sets(data)
-    signature = EmbeddingSignature(
-        local.PROVIDER, local.DEFAULT_MODEL, local.DIMS, local.MAX_CHARS, "none"
-    )
-    texts = [q for real in sets for q in real.queries if not has_cjk(q)]
-    embedder = BenchEmbedder(
-        signature, dict(zip(texts, standin_vectors(texts, signature.dims), strict=True))
-    )
+    embedder = standin_embedder(sets)
     server = (lambda: server_cpu_ns(pgdata)) if pgdata is not None else dict
     settings = Settings(home=home, max_files_per_source=10**7, embedder="local", store=store)
     rows = []

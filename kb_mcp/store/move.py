@@ -396,14 +396,16 @@ def _merge_keywords(target: PostgresDatabase, step: Progress) -> None:
 
 def build_memory_note(home_db: Path, target: PostgresDatabase, build_memory: str | None) -> str:
     """What the vector index builds will have against what they need, said before the
-        move starts; ``InvalidInput`` for a ``build_memory`` the server does not read as a size.
+    move starts; ``InvalidInput`` for a ``build_memory`` the server does not read as a size.
 
-        An HNSW build is much faster while its graph fits ``maintenance_work_mem`` (pgvector's
-        README, "Index build time"); past it, pgvector says so in a notice and goes on on disk.
-        A server's default is 64 MB, which holds about 28,000 vectors of 384 dims, where a
-        1M-vector library needs about 2.3 GB (docs/scale.md). The setting is the server's; a
-        role may raise it for its own session, which is what
-    ``--build-memory`` does, for the build alone. Empty when there is nothing to say."""
+    An HNSW build is much faster while its graph fits ``maintenance_work_mem`` (pgvector's
+    README, "Index build time"); past it, pgvector says so in a notice and goes on on disk.
+    A server's default is 64 MB, which holds about 28,000 vectors of 384 dims, where a
+    1M-vector library needs about 2.3 GB (docs/scale.md). The setting is the server's; a
+    role may raise it for its own session, which is what ``--build-memory`` does, for the
+    build alone. Empty when there is nothing to say."""
+    import psycopg
+
     from kb_mcp.index.postgres import vectors as pg_vectors
 
     source_db = Database(home_db)
@@ -414,8 +416,6 @@ def build_memory_note(home_db: Path, target: PostgresDatabase, build_memory: str
         )
     finally:
         source_db.close()
-    import psycopg
-
     with target.connect() as pg:  # set for this session, closed after: the server checks it
         try:
             if build_memory is not None:
